@@ -1,0 +1,358 @@
+//! csis-runtime: the hook surface every runtime answers (the seeds' runtime
+//! builder hooks), and the types that cross it.
+//!
+//! A runtime is one place where images bake and live: an AWS region, a Docker
+//! daemon, or the `dummy` test runtime. The engine never calls a runtime; the
+//! `csis` binary turns graph nodes into hook calls. A hook that a runtime
+//! cannot answer returns [`RuntimeError::Unsupported`], and the caller makes
+//! no claim from it (silence is never a claim).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+pub use tokio_util::sync::CancellationToken;
+
+mod steps;
+pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
+
+/// Prefix of every lineage tag/label csis stamps (`csis_series`, ...).
+pub const LINEAGE_PREFIX: &str = "csis_";
+
+/// Why a hook did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// This runtime kind has no answer for the hook.
+    #[error("runtime {runtime}: `{hook}` is not supported by runtime type {kind}")]
+    Unsupported {
+        runtime: String,
+        kind: String,
+        hook: &'static str,
+    },
+    /// The daemon or cloud did not answer (unreachable, credentials, ...).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The runtime answered and refused (not found, in use, invalid pin, ...).
+    #[error("{0}")]
+    Refused(String),
+    /// The operation ran and failed (a bake step exited non-zero, ...).
+    #[error("{0}")]
+    Failed(String),
+    /// Stopped by cancellation (Ctrl-C); whatever was started was cleaned up.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// What a resolve node asks: find the vendor image of an OS builder's
+/// runtime entry, by query or by a pinned id.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResolveRequest {
+    /// `//os/<name>@<runtime>`
+    pub label: String,
+    /// The OS builder (series) name.
+    pub series: String,
+    pub family: String,
+    pub family_version: String,
+    pub architecture: String,
+    /// Owners merged in the seed's order (OS builder, runtime default_owners, entry).
+    pub owners: Vec<String>,
+    /// The merged query (`filters:` and any runtime-specific keys), as declared.
+    pub query: serde_json::Value,
+    /// A pinned vendor image id (AMI id, docker digest reference); skips the query.
+    pub image_id: Option<String>,
+}
+
+/// A vendor image found by a resolve.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResolvedImage {
+    /// What a bake starts from: an AMI id, a docker digest reference or image id.
+    pub id: String,
+    pub name: Option<String>,
+    pub owner: Option<String>,
+    pub creation_date: Option<String>,
+    /// Extra facts (root device name, ...), runtime-specific.
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+/// Where a bake starts from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum BakeParent {
+    /// A vendor image found by the resolve node.
+    Vendor(ResolvedImage),
+    /// A csis build of the parent series on the same runtime.
+    Build { series: String, build_id: String },
+}
+
+/// Receives a bake's output, line by line: the progress line shows the last
+/// one, the bake's log file keeps all of them.
+pub trait LogSink: Send + Sync {
+    fn line(&self, line: &str);
+}
+
+/// A sink that drops everything (tests, quiet hooks).
+pub struct NullLog;
+impl LogSink for NullLog {
+    fn line(&self, _line: &str) {}
+}
+
+/// Everything one bake node needs, computed before anything bakes.
+#[derive(Clone)]
+pub struct BakeRequest {
+    /// `//images/<name>@<runtime>` or `//os/<name>@<runtime>`.
+    pub label: String,
+    pub series: String,
+    pub runtime: String,
+    /// The image builder entry that bakes it (its type selects native/packer).
+    pub image_builder: String,
+    /// The artifact's final name (`<series>-<builder>-<timestamp>` or
+    /// `<os>-<runtime>-<timestamp>`), before the runtime makes it valid.
+    pub final_name: String,
+    /// The floating per-series name a child bakes from when its parent is
+    /// deferred (docker: `<repository>:<prefix>`).
+    pub prefix: String,
+    pub parent: BakeParent,
+    pub machine_type: Option<String>,
+    pub disk_size_gb: Option<u32>,
+    /// The user the bake's steps run as (the bake-user order); None = root/runtime default.
+    pub bake_user: Option<String>,
+    /// Package manager family of the chain root (`apt`, `dnf`, `apk`), for settle and `ensure`.
+    pub package_manager: Option<String>,
+    /// Modifications, in declared order.
+    pub steps: Vec<BakeStep>,
+    /// In-bake verification, run last; a failing one fails the bake.
+    pub tests: Vec<TestCommand>,
+    /// Lineage tags/labels (`csis_series`, `csis_parent`, `csis_run`,
+    /// `csis_fingerprint`, `csis_identity_types`, `csis_storage_types`) merged
+    /// over builder/image tags (lineage wins).
+    pub tags: BTreeMap<String, String>,
+    /// The configuration tree's root: playbooks and scripts are relative to it.
+    pub tree_root: PathBuf,
+    /// This node's directory under `generated/` (emission goes there).
+    pub emit_dir: PathBuf,
+    pub log: Arc<dyn LogSink>,
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for BakeRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BakeRequest")
+            .field("label", &self.label)
+            .field("final_name", &self.final_name)
+            .field("parent", &self.parent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a successful bake produced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BakeOutcome {
+    /// The build id: AMI id, docker image id (`sha256:...`), dummy id.
+    pub build_id: String,
+    /// The artifact's name as made.
+    pub name: String,
+    /// Number of in-bake assertions that ran and passed.
+    pub assertions: usize,
+}
+
+/// One image in the runtime's store that carries csis lineage tags.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ImageFacts {
+    pub build_id: String,
+    pub name: Option<String>,
+    pub created: Option<String>,
+    /// Lineage tags (`csis_series`, `csis_parent`, ...) as the runtime sees them now.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What else lives on the runtime (containers, instances, volumes) that may
+/// reference a build.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Inventory {
+    pub instances: Vec<InstanceFacts>,
+    pub volumes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceFacts {
+    pub id: String,
+    pub name: Option<String>,
+    /// The build it was created from.
+    pub image: Option<String>,
+    pub power: PowerState,
+    /// The `csis_config` label/tag, when present.
+    pub config: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    Running,
+    Stopped,
+    Absent,
+    Unknown,
+}
+
+/// The result of a command run in an instance's session (SSM, docker exec).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// One line of `csis preflight`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PreflightLine {
+    pub ok: bool,
+    pub what: String,
+    pub detail: String,
+}
+
+/// One finding of an online check at load (network discovery, daemon answer).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OnlineFinding {
+    /// Field path in the runtime entry the finding is about (`networking.subnets[1].subnet_id`).
+    pub path: String,
+    pub message: String,
+    /// `false` for a warning.
+    pub error: bool,
+}
+
+/// The hook surface. Every method has a default that answers `Unsupported`
+/// except the identity ones; a runtime overrides what it can answer.
+#[async_trait]
+pub trait Runtime: Send + Sync {
+    /// The runtime entry's name (`docker-local`).
+    fn name(&self) -> &str;
+    /// The runtime type (`docker`, `aws`, `dummy`).
+    fn kind(&self) -> &str;
+
+    fn unsupported(&self, hook: &'static str) -> RuntimeError {
+        RuntimeError::Unsupported {
+            runtime: self.name().to_string(),
+            kind: self.kind().to_string(),
+            hook,
+        }
+    }
+
+    /// Online checks run at load for runtimes a command touches (network
+    /// discovery, the daemon answering). `--offline` skips them.
+    async fn check_online(&self) -> Result<Vec<OnlineFinding>> {
+        Ok(Vec::new())
+    }
+
+    /// `csis preflight`: does the daemon/cloud answer, with what version or identity.
+    async fn preflight(&self) -> Result<Vec<PreflightLine>> {
+        Err(self.unsupported("preflight"))
+    }
+
+    /// Find the vendor image (`query_provider_image` / `query_provider_image_by_id`).
+    async fn resolve(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
+        let _ = req;
+        Err(self.unsupported("resolve"))
+    }
+
+    /// Write what the image builder needs under `req.emit_dir` (packer roots,
+    /// scripts). Returns the files written or left unchanged. Native bakes emit nothing.
+    async fn emit(&self, req: &BakeRequest) -> Result<Vec<PathBuf>> {
+        let _ = req;
+        Ok(Vec::new())
+    }
+
+    /// Bake one image. Must clean up whatever it started, on success, failure
+    /// and cancellation.
+    async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
+        let _ = req;
+        Err(self.unsupported("bake"))
+    }
+
+    /// Remove leftovers of bakes that were killed (stale bake containers,
+    /// orphaned build instances). Returns what was removed, for the report.
+    async fn clean_stale_bakes(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Stamp lineage facts known only after the bake (`csis_parent`,
+    /// `csis_fingerprint`, `csis_release`).
+    async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
+        let _ = (build_id, tags);
+        Err(self.unsupported("retag_image"))
+    }
+
+    /// Every image on the runtime that carries `csis_series`.
+    async fn query_images(&self) -> Result<Vec<ImageFacts>> {
+        Err(self.unsupported("query_images"))
+    }
+
+    /// Containers/instances and volumes, with what they were made from.
+    async fn inventory(&self) -> Result<Inventory> {
+        Err(self.unsupported("inventory"))
+    }
+
+    /// Live references the runtime can see to a build (containers, instances,
+    /// launch templates). Empty = nothing uses it.
+    async fn image_users(&self, build_id: &str) -> Result<Vec<String>> {
+        let _ = build_id;
+        Err(self.unsupported("image_users"))
+    }
+
+    /// Delete a build and everything that belongs to it (tags, snapshots).
+    /// `Ok(false)` when it was already gone.
+    async fn dispose_image(&self, build_id: &str) -> Result<bool> {
+        let _ = build_id;
+        Err(self.unsupported("dispose_image"))
+    }
+
+    /// The commands that mark a release (for runner scripts and `--dry-run`).
+    fn release_commands(&self, build_id: &str, series: &str, model: &str) -> Vec<String> {
+        let _ = (build_id, series, model);
+        Vec::new()
+    }
+
+    /// Apply a release mark on the runtime.
+    async fn release(&self, build_id: &str, series: &str, model: &str) -> Result<()> {
+        let _ = (build_id, series, model);
+        Err(self.unsupported("release"))
+    }
+
+    // ---- instance hooks ----
+
+    async fn query_instance_power_state(&self, instance: &str) -> Result<PowerState> {
+        let _ = instance;
+        Err(self.unsupported("query_instance_power_state"))
+    }
+    async fn start_instance(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let _ = (instance, timeout_s);
+        Err(self.unsupported("start_instance"))
+    }
+    async fn stop_instance(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let _ = (instance, timeout_s);
+        Err(self.unsupported("stop_instance"))
+    }
+    /// (provider id, hostname)
+    async fn query_instance_identity(&self, instance: &str) -> Result<(String, Option<String>)> {
+        let _ = instance;
+        Err(self.unsupported("query_instance_identity"))
+    }
+    async fn query_instance_boot_image(&self, instance: &str) -> Result<Option<String>> {
+        let _ = instance;
+        Err(self.unsupported("query_instance_boot_image"))
+    }
+    async fn run_session_command(
+        &self,
+        instance: &str,
+        command: &str,
+        timeout_s: u64,
+    ) -> Result<SessionResult> {
+        let _ = (instance, command, timeout_s);
+        Err(self.unsupported("run_session_command"))
+    }
+}
+
+/// Shared handle to a runtime.
+pub type DynRuntime = Arc<dyn Runtime>;
