@@ -1,1 +1,74 @@
-fn main() {}
+//! The `csis` command line: parses arguments, loads the tree, and hands each
+//! command to its module under `cmd/`. Rendering for people (miette,
+//! indicatif) and for machines (`--json`) lives here, not in the libraries.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// csis: a declarative build-graph engine for machine images.
+#[derive(Debug, Parser)]
+#[command(name = "csis", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// Work on the tree in DIR (default: the current directory).
+    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Apply an overlay file to the loaded tree for this invocation (repeatable).
+    #[arg(long = "overlay", global = true, value_name = "FILE")]
+    pub overlays: Vec<PathBuf>,
+    /// Remove a declaration for this invocation: `kind:name` (repeatable).
+    #[arg(long = "undeclare", global = true, value_name = "KIND:NAME")]
+    pub undeclare: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load and validate the configuration tree.
+    Validate(cmd::validate::Args),
+    /// Inspect runtimes.
+    #[command(subcommand)]
+    Runtime(cmd::runtime::RuntimeCommand),
+    /// Write a small working tree to start from.
+    Init(cmd::init::Args),
+    /// Say, for every selected node, whether it is due and why.
+    Plan(cmd::plan::Args),
+    /// Bake what is due, in parallel, and record the builds.
+    Build(cmd::build::Args),
+    /// Draw the build graph.
+    Graph(cmd::graph::Args),
+    /// Keep the tree loaded and print the plan's changes as files change.
+    Watch(cmd::watch::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let global = cli.global;
+    let result = match cli.command {
+        Command::Validate(args) => cmd::validate::run(&global, args),
+        Command::Runtime(c) => cmd::runtime::run(&global, c),
+        Command::Init(args) => cmd::init::run(&global, args),
+        Command::Plan(args) => cmd::plan::run(&global, args),
+        Command::Build(args) => cmd::build::run(&global, args),
+        Command::Graph(args) => cmd::graph::run(&global, args),
+        Command::Watch(args) => cmd::watch::run(&global, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
