@@ -1,1 +1,116 @@
-//! csis-cache
+//! csis-cache: the records csis keeps about a tree.
+//!
+//! - `meta-state/` (committed by users): [`Lineage`] (`lineage.yaml`, one
+//!   [`BuildRecord`] per successful bake, append-only, the original's schema
+//!   plus csis's `inputs`/`fingerprint_recipe`/`parent_fingerprint`),
+//!   [`Pins`] (`pins.yaml`) and [`Releases`] (`releases.yaml`). Files the
+//!   original wrote load: unknown fields are kept and written back; an absent
+//!   file is empty. Every write is atomic (temp + fsync + rename) with sorted keys.
+//! - `.csis/` (never committed): the tree lock ([`TreeLock`], `.csis/lock`),
+//!   bake logs (`.csis/logs/`), runtime-local state (`.csis/dummy/`).
+//!
+//! Invariants: a record exists only for a bake that succeeded; a record is
+//! on disk before the bake is reported finished ([`Recorder::record`]), so
+//! a kill -9 loses nothing finished; the series head is the last-appended
+//! record of a series on a runtime.
+
+mod atomic;
+pub mod lineage;
+mod lock;
+pub mod pins;
+pub mod releases;
+pub mod runid;
+mod store;
+mod yamlio;
+
+use std::path::{Path, PathBuf};
+
+pub use atomic::write_atomic;
+pub use lineage::{BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
+pub use lock::TreeLock;
+pub use pins::{image_key, PinMove, Pins};
+pub use releases::{Release, Releases};
+pub use runid::{age_days, parse_run_id, run_id, run_id_now};
+pub use store::{MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
+
+/// Errors of the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: cannot read: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    /// Another process holds the tree lock (the CLI exits 75 with `--no-wait`).
+    #[error("the tree is locked by another csis process ({}{})", path.display(), if holder.is_empty() { String::new() } else { format!(", {holder}") })]
+    Locked { path: PathBuf, holder: String },
+}
+
+impl CacheError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        CacheError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// `.csis/` of a tree: what users should not commit.
+#[derive(Debug, Clone)]
+pub struct LocalDir {
+    dir: PathBuf,
+}
+
+impl LocalDir {
+    pub fn of_tree(root: &Path) -> Self {
+        LocalDir {
+            dir: root.join(".csis"),
+        }
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// `.csis/logs/`
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+    /// The log file of one node: `.csis/logs/<label-as-file>.log`.
+    pub fn log_file(&self, label: &str) -> PathBuf {
+        self.logs().join(format!("{}.log", label_as_file(label)))
+    }
+    /// `.csis/<name>/` for runtime-local state (e.g. `dummy`).
+    pub fn sub(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+    /// Take the tree lock (see [`TreeLock::acquire`]).
+    pub fn lock(&self, wait: bool, on_wait: impl FnOnce(&str)) -> Result<TreeLock, CacheError> {
+        TreeLock::acquire(&self.dir, wait, on_wait)
+    }
+}
+
+/// A label as a file name: `//images/dask@aws-east2:bake` ->
+/// `images_dask@aws-east2_bake`.
+pub fn label_as_file(label: &str) -> String {
+    label
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| match c {
+            '/' | ':' | '\\' | ' ' => '_',
+            c => c,
+        })
+        .collect()
+}
+
+/// A null YAML value where a list/map/struct is declared reads as empty
+/// (the original's rule: a key with no value becomes empty).
+pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    use serde::Deserialize;
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

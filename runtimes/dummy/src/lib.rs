@@ -1,1 +1,481 @@
-//! csis-runtime-dummy
+//! csis-runtime-dummy: the `type: dummy` runtime.
+//!
+//! **It exists for csis's own tests and benchmarks, never in place of a real
+//! runtime.** It "bakes" by waiting a configured time and recording a build
+//! in a small JSON store; it talks to no daemon and no cloud and spawns no
+//! process. It answers the same hooks as the real runtimes (resolve, bake,
+//! retag, query_images, image_users, dispose, release), so the engine, the
+//! scheduler, the records and the CLI can be exercised end to end.
+//!
+//! Knobs:
+//! - bake time: `bake_seconds` on the runtime entry (0 by default), and per
+//!   series (the image's `config: {dummy_bake_seconds: N}`), see
+//!   [`DummyConfig::series_seconds`];
+//! - failures: [`DummyConfig::fail_series`], plus the environment variable
+//!   `CSIS_DUMMY_FAIL=series1,series2` (a series name, `series@runtime`, or
+//!   `*`), read when the runtime is constructed;
+//! - the store: `.csis/dummy/<runtime>.json` (counter, images with their
+//!   tags, releases), so it behaves like an image store across invocations.
+//!
+//! Build ids are `dummy-<first 12 hex of csis_fingerprint>-<counter>`, the
+//! counter being per store, so two bakes never share an id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use csis_runtime::{
+    BakeOutcome, BakeParent, BakeRequest, ImageFacts, Inventory, PreflightLine, ResolveRequest,
+    ResolvedImage, Result, Runtime, RuntimeError,
+};
+use serde::{Deserialize, Serialize};
+
+/// The environment variable listing series whose bakes fail.
+pub const FAIL_ENV: &str = "CSIS_DUMMY_FAIL";
+
+/// How a dummy runtime behaves.
+#[derive(Debug, Clone, Default)]
+pub struct DummyConfig {
+    /// The runtime entry's name.
+    pub name: String,
+    /// Seconds every bake takes unless its series says otherwise.
+    pub bake_seconds: f64,
+    /// Per-series bake time (from the image's `config.dummy_bake_seconds`).
+    pub series_seconds: BTreeMap<String, f64>,
+    /// Series (or `series@runtime`, or `*`) whose bakes fail.
+    pub fail_series: BTreeSet<String>,
+    /// Where the store lives (`<tree>/.csis/dummy`); the file is `<name>.json`.
+    pub state_dir: PathBuf,
+}
+
+impl DummyConfig {
+    pub fn new(name: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
+        DummyConfig {
+            name: name.into(),
+            state_dir: state_dir.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The store, as written to `.csis/dummy/<runtime>.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DummyStore {
+    pub counter: u64,
+    /// build id -> image.
+    pub images: BTreeMap<String, StoredImage>,
+    /// Every bake attempt, in order (`series`, `ok`): lets tests count bakes.
+    #[serde(default)]
+    pub bakes: Vec<BakeAttempt>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StoredImage {
+    pub name: String,
+    pub series: String,
+    pub created: u64,
+    pub tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub released: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BakeAttempt {
+    pub label: String,
+    pub series: String,
+    pub ok: bool,
+}
+
+/// The dummy runtime. See the crate documentation.
+pub struct DummyRuntime {
+    cfg: DummyConfig,
+    lock: Mutex<()>,
+}
+
+impl DummyRuntime {
+    /// Construct; reads [`FAIL_ENV`] once.
+    pub fn new(mut cfg: DummyConfig) -> Self {
+        if let Ok(v) = std::env::var(FAIL_ENV) {
+            cfg.fail_series.extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+        }
+        DummyRuntime {
+            cfg,
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub fn config(&self) -> &DummyConfig {
+        &self.cfg
+    }
+
+    /// The store file of this runtime.
+    pub fn store_path(&self) -> PathBuf {
+        store_path(&self.cfg.state_dir, &self.cfg.name)
+    }
+
+    /// Read the store (empty when absent).
+    pub fn store(&self) -> DummyStore {
+        read_store(&self.store_path())
+    }
+
+    fn update<T>(&self, f: impl FnOnce(&mut DummyStore) -> T) -> Result<T> {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let path = self.store_path();
+        let mut s = read_store(&path);
+        let out = f(&mut s);
+        write_store(&path, &s)
+            .map_err(|e| RuntimeError::Failed(format!("{}: {e}", path.display())))?;
+        Ok(out)
+    }
+
+    fn seconds_for(&self, series: &str) -> f64 {
+        self.cfg
+            .series_seconds
+            .get(series)
+            .copied()
+            .unwrap_or(self.cfg.bake_seconds)
+            .max(0.0)
+    }
+
+    fn fails(&self, series: &str) -> bool {
+        let f = &self.cfg.fail_series;
+        f.contains("*") || f.contains(series) || f.contains(&format!("{series}@{}", self.cfg.name))
+    }
+}
+
+/// `<state_dir>/<runtime>.json`
+pub fn store_path(state_dir: &Path, runtime: &str) -> PathBuf {
+    state_dir.join(format!("{runtime}.json"))
+}
+
+/// Read a dummy store file (empty when absent or unreadable).
+pub fn read_store(path: &Path) -> DummyStore {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn write_store(path: &Path, s: &DummyStore) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[async_trait]
+impl Runtime for DummyRuntime {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+    fn kind(&self) -> &str {
+        "dummy"
+    }
+
+    async fn preflight(&self) -> Result<Vec<PreflightLine>> {
+        Ok(vec![PreflightLine {
+            ok: true,
+            what: format!("dummy runtime {}", self.cfg.name),
+            detail: format!("store {}", self.store_path().display()),
+        }])
+    }
+
+    /// A fake vendor id derived from the query (or the pinned id as is).
+    async fn resolve(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
+        if let Some(id) = &req.image_id {
+            return Ok(ResolvedImage {
+                id: id.clone(),
+                name: None,
+                owner: None,
+                creation_date: None,
+                facts: BTreeMap::new(),
+            });
+        }
+        let key = serde_json::json!({
+            "family": req.family, "family_version": req.family_version,
+            "architecture": req.architecture, "owners": req.owners, "query": req.query,
+        });
+        let h = blake3::hash(key.to_string().as_bytes()).to_hex();
+        Ok(ResolvedImage {
+            id: format!("dummy-vendor-{}", &h[..12]),
+            name: Some(format!(
+                "{}-{}-{}",
+                req.family, req.family_version, req.architecture
+            )),
+            owner: req.owners.first().cloned(),
+            creation_date: None,
+            facts: BTreeMap::new(),
+        })
+    }
+
+    async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
+        let secs = self.seconds_for(&req.series);
+        let from = match &req.parent {
+            BakeParent::Vendor(v) => v.id.clone(),
+            BakeParent::Build { build_id, .. } => build_id.clone(),
+        };
+        req.log
+            .line(&format!("dummy bake of {} from {from}: {secs}s", req.label));
+        let total = Duration::from_secs_f64(secs);
+        let start = tokio::time::Instant::now();
+        // Tick once a second so the progress line moves.
+        while start.elapsed() < total {
+            let left = total - start.elapsed();
+            let step = left.min(Duration::from_secs(1));
+            tokio::select! {
+                _ = req.cancel.cancelled() => {
+                    req.log.line("cancelled; nothing to clean up");
+                    return Err(RuntimeError::Cancelled);
+                }
+                _ = tokio::time::sleep(step) => {}
+            }
+            if start.elapsed() < total {
+                req.log
+                    .line(&format!("baking... {}s", start.elapsed().as_secs()));
+            }
+        }
+        for (i, s) in req.steps.iter().enumerate() {
+            req.log.line(&format!("step {}: {s:?}", i + 1));
+        }
+        if self.fails(&req.series) {
+            let series = req.series.clone();
+            let label = req.label.clone();
+            self.update(|s| {
+                s.bakes.push(BakeAttempt {
+                    label,
+                    series,
+                    ok: false,
+                })
+            })?;
+            req.log.line("injected failure");
+            return Err(RuntimeError::Failed(format!(
+                "dummy runtime {}: injected failure for series {}",
+                self.cfg.name, req.series
+            )));
+        }
+        let fp = req
+            .tags
+            .get("csis_fingerprint")
+            .map(|f| f.chars().take(12).collect::<String>())
+            .unwrap_or_else(|| "nofp".into());
+        let name = req.final_name.clone();
+        let tags = req.tags.clone();
+        let series = req.series.clone();
+        let label = req.label.clone();
+        let build_id = self.update(|s| {
+            s.counter += 1;
+            let id = format!("dummy-{fp}-{}", s.counter);
+            s.images.insert(
+                id.clone(),
+                StoredImage {
+                    name: name.clone(),
+                    series: series.clone(),
+                    created: now_secs(),
+                    tags,
+                    released: BTreeSet::new(),
+                },
+            );
+            s.bakes.push(BakeAttempt {
+                label,
+                series,
+                ok: true,
+            });
+            id
+        })?;
+        req.log.line(&format!("baked {build_id}"));
+        Ok(BakeOutcome {
+            build_id,
+            name,
+            assertions: req.tests.len(),
+        })
+    }
+
+    async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
+        self.update(|s| match s.images.get_mut(build_id) {
+            Some(img) => {
+                img.tags.extend(tags.clone());
+                Ok(())
+            }
+            None => Err(RuntimeError::Refused(format!(
+                "no image {build_id} on dummy runtime"
+            ))),
+        })?
+    }
+
+    async fn query_images(&self) -> Result<Vec<ImageFacts>> {
+        Ok(self
+            .store()
+            .images
+            .into_iter()
+            .map(|(id, img)| ImageFacts {
+                build_id: id,
+                name: Some(img.name),
+                created: Some(img.created.to_string()),
+                tags: img.tags,
+            })
+            .collect())
+    }
+
+    async fn inventory(&self) -> Result<Inventory> {
+        Ok(Inventory::default())
+    }
+
+    async fn image_users(&self, _build_id: &str) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    async fn dispose_image(&self, build_id: &str) -> Result<bool> {
+        self.update(|s| s.images.remove(build_id).is_some())
+    }
+
+    fn release_commands(&self, build_id: &str, series: &str, model: &str) -> Vec<String> {
+        vec![format!(
+            "# dummy: mark {build_id} ({series}) released for {model}"
+        )]
+    }
+
+    async fn release(&self, build_id: &str, series: &str, model: &str) -> Result<()> {
+        self.update(|s| match s.images.get_mut(build_id) {
+            Some(img) => {
+                img.released.insert(model.to_string());
+                img.tags.insert(
+                    format!("{}release", csis_runtime::LINEAGE_PREFIX),
+                    model.to_string(),
+                );
+                img.tags.insert(
+                    format!("{}series", csis_runtime::LINEAGE_PREFIX),
+                    series.to_string(),
+                );
+                Ok(())
+            }
+            None => Err(RuntimeError::Refused(format!(
+                "no image {build_id} on dummy runtime"
+            ))),
+        })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csis_runtime::{CancellationToken, NullLog};
+    use std::sync::Arc;
+
+    fn req(series: &str, fp: &str) -> BakeRequest {
+        BakeRequest {
+            label: format!("//images/{series}@d:bake"),
+            series: series.into(),
+            runtime: "d".into(),
+            image_builder: "dummy".into(),
+            final_name: format!("{series}-x"),
+            prefix: series.into(),
+            parent: BakeParent::Build {
+                series: "base".into(),
+                build_id: "p".into(),
+            },
+            machine_type: None,
+            disk_size_gb: None,
+            bake_user: None,
+            package_manager: None,
+            steps: vec![],
+            tests: vec![],
+            tags: [("csis_fingerprint".to_string(), fp.to_string())].into(),
+            tree_root: ".".into(),
+            emit_dir: ".".into(),
+            log: Arc::new(NullLog),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn bakes_fails_and_keeps_a_store() {
+        let t = tempfile::tempdir().unwrap();
+        let mut cfg = DummyConfig::new("d", t.path());
+        cfg.fail_series.insert("bad".into());
+        let rt = DummyRuntime::new(cfg);
+        let a = rt.bake(&req("good", "0123456789abcdef")).await.unwrap();
+        assert_eq!(a.build_id, "dummy-0123456789ab-1");
+        let b = rt.bake(&req("good", "0123456789abcdef")).await.unwrap();
+        assert_ne!(a.build_id, b.build_id);
+        assert!(matches!(
+            rt.bake(&req("bad", "ff")).await,
+            Err(RuntimeError::Failed(_))
+        ));
+        // a second instance reads the same store
+        let rt2 = DummyRuntime::new(DummyConfig::new("d", t.path()));
+        let imgs = rt2.query_images().await.unwrap();
+        assert_eq!(imgs.len(), 2);
+        rt2.retag_image(&a.build_id, &[("csis_parent".into(), "x".into())].into())
+            .await
+            .unwrap();
+        rt2.release(&a.build_id, "good", "prod").await.unwrap();
+        assert!(rt2.store().images[&a.build_id].released.contains("prod"));
+        assert!(rt2.dispose_image(&b.build_id).await.unwrap());
+        assert!(!rt2.dispose_image(&b.build_id).await.unwrap());
+        let s = rt2.store();
+        assert_eq!(s.bakes.iter().filter(|b| b.ok).count(), 2);
+        assert_eq!(s.bakes.iter().filter(|b| !b.ok).count(), 1);
+    }
+
+    #[tokio::test]
+    async fn bake_waits_and_can_be_cancelled() {
+        let t = tempfile::tempdir().unwrap();
+        let mut cfg = DummyConfig::new("d", t.path());
+        cfg.bake_seconds = 30.0;
+        let rt = DummyRuntime::new(cfg);
+        let r = req("slow", "aa");
+        let cancel = r.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        });
+        assert!(matches!(rt.bake(&r).await, Err(RuntimeError::Cancelled)));
+        assert!(rt.store().images.is_empty());
+    }
+
+    #[tokio::test]
+    async fn resolve_is_deterministic() {
+        let t = tempfile::tempdir().unwrap();
+        let rt = DummyRuntime::new(DummyConfig::new("d", t.path()));
+        let q = ResolveRequest {
+            label: "//os/deb@d".into(),
+            series: "deb".into(),
+            family: "debian".into(),
+            family_version: "12".into(),
+            architecture: "x86_64".into(),
+            owners: vec![],
+            query: serde_json::json!({}),
+            image_id: None,
+        };
+        let a = rt.resolve(&q).await.unwrap();
+        assert_eq!(a, rt.resolve(&q).await.unwrap());
+        assert!(a.id.starts_with("dummy-vendor-"));
+        let pinned = ResolveRequest {
+            image_id: Some("img-1".into()),
+            ..q
+        };
+        assert_eq!(rt.resolve(&pinned).await.unwrap().id, "img-1");
+    }
+}

@@ -1,0 +1,90 @@
+//! `meta-state/pins.yaml`: which build each image (per runtime) and each
+//! instance is bound to, and the journal of pin moves (core.md §3.11, §4.4).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pins {
+    /// `instance -> build`.
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub instances: BTreeMap<String, String>,
+    /// `"image@runtime" -> parent build` (legacy bare `image` keys are read
+    /// as a pin on every runtime).
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub images: BTreeMap<String, String>,
+    /// The journal: `{kind, name, from?, to, run, op, runtime?}`.
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub upgrades: Vec<PinMove>,
+    /// `instance -> build` replacements waiting for the instance lifecycle.
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub pending_replacements: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// One journal entry of `upgrades`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinMove {
+    /// `image` or `instance`.
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub to: String,
+    #[serde(default)]
+    pub run: Option<String>,
+    /// `bind`, `follow`, `upgrade`, `dispose`, ...
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// The key of an image pin: `image@runtime`.
+pub fn image_key(image: &str, runtime: &str) -> String {
+    format!("{image}@{runtime}")
+}
+
+impl Pins {
+    /// The parent build an image is pinned to on a runtime (the
+    /// `image@runtime` key, else a legacy bare `image` key).
+    pub fn image_pin(&self, image: &str, runtime: &str) -> Option<&str> {
+        self.images
+            .get(&image_key(image, runtime))
+            .or_else(|| self.images.get(image))
+            .map(String::as_str)
+    }
+
+    /// Set an image's pin on a runtime and journal the move. Returns false
+    /// (and journals nothing) when the pin already names `build`.
+    pub fn move_image_pin(
+        &mut self,
+        image: &str,
+        runtime: &str,
+        build: &str,
+        run: Option<&str>,
+        op: &str,
+    ) -> bool {
+        let from = self.image_pin(image, runtime).map(str::to_string);
+        if from.as_deref() == Some(build) {
+            return false;
+        }
+        self.images
+            .insert(image_key(image, runtime), build.to_string());
+        self.upgrades.push(PinMove {
+            kind: "image".into(),
+            name: image.into(),
+            from,
+            to: build.into(),
+            run: run.map(str::to_string),
+            op: op.into(),
+            runtime: Some(runtime.into()),
+            extra: BTreeMap::new(),
+        });
+        true
+    }
+}
