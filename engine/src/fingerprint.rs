@@ -1,0 +1,399 @@
+//! Fingerprints: blake3 over a domain-separated canonical encoding.
+//!
+//! ## Recipe `csis-fingerprint-v1`
+//!
+//! ```text
+//! blake3(
+//!   str(RECIPE)                         -- "csis-fingerprint-v1"
+//!   str(kind)                           -- e.g. "bake"
+//!   value(inputs)                       -- canonical, see below
+//!   u64(number of hashed deps)
+//!   for each hashed dep, sorted by (name, fingerprint bytes):
+//!     str(name) bytes32(fingerprint)
+//! )
+//! str(s)   = u64_le(byte length) ++ utf8 bytes
+//! value(v) = 'n'                                   null
+//!          | 'f' | 't'                             false / true
+//!          | '#' str(number as JSON text)          numbers (serde_json's shortest form)
+//!          | 's' str(s)                            strings
+//!          | '[' u64(len) value(item)*             arrays, in order
+//!          | '{' u64(len) (str(key) value(v))*     objects, keys sorted bytewise
+//! ```
+//!
+//! Every piece is typed and length-prefixed, so no two different inputs share
+//! an encoding; object key order never matters. Changing any of this is a
+//! recipe change: bump [`RECIPE`] (every fingerprint then moves once).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// The fingerprint recipe version, hashed first into every fingerprint.
+pub const RECIPE: &str = "csis-fingerprint-v1";
+
+/// A 32-byte blake3 fingerprint. Displays (and serializes) as 64 hex chars.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Fingerprint([u8; 32]);
+
+/// Text that is not 64 hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid fingerprint `{0}`: expected 64 hex characters")]
+pub struct FingerprintParseError(pub String);
+
+impl Fingerprint {
+    /// Wrap raw bytes.
+    pub const fn from_bytes(b: [u8; 32]) -> Self {
+        Fingerprint(b)
+    }
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Full lowercase hex (64 chars).
+    pub fn to_hex(&self) -> String {
+        self.to_string()
+    }
+
+    /// The first 16 hex chars: the form stamped into tags (`csis_fingerprint`).
+    pub fn short(&self) -> String {
+        self.prefix(16)
+    }
+
+    /// The first `n` hex chars (`n` <= 64), e.g. 12 for plan reasons.
+    pub fn prefix(&self, n: usize) -> String {
+        let mut s = self.to_string();
+        s.truncate(n.min(64));
+        s
+    }
+
+    /// Parse 64 hex chars (either case).
+    pub fn from_hex(s: &str) -> Result<Self, FingerprintParseError> {
+        let err = || FingerprintParseError(s.to_string());
+        if s.len() != 64 {
+            return Err(err());
+        }
+        let mut out = [0u8; 32];
+        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
+            let hi = (chunk[0] as char).to_digit(16).ok_or_else(err)?;
+            let lo = (chunk[1] as char).to_digit(16).ok_or_else(err)?;
+            out[i] = (hi * 16 + lo) as u8;
+        }
+        Ok(Fingerprint(out))
+    }
+
+    /// Whether `short` (e.g. a 16-char tag value) is a prefix of this fingerprint.
+    pub fn starts_with(&self, short: &str) -> bool {
+        !short.is_empty() && self.to_string().starts_with(&short.to_ascii_lowercase())
+    }
+
+    /// The fingerprint of one node: see the module docs for the recipe.
+    /// `hashed_deps` may be in any order; it is sorted here.
+    pub fn compute(kind: &str, inputs: &Value, hashed_deps: &[(&str, Fingerprint)]) -> Self {
+        let mut h = blake3::Hasher::new();
+        put_str(&mut h, RECIPE);
+        put_str(&mut h, kind);
+        encode_value(&mut h, inputs);
+        let mut deps: Vec<&(&str, Fingerprint)> = hashed_deps.iter().collect();
+        deps.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+        put_u64(&mut h, deps.len() as u64);
+        for (name, fp) in deps {
+            put_str(&mut h, name);
+            h.update(&fp.0);
+        }
+        Fingerprint(*h.finalize().as_bytes())
+    }
+
+    /// blake3 of arbitrary bytes (e.g. a file's content for an input field).
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        Fingerprint(*blake3::hash(bytes).as_bytes())
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", self.prefix(16))
+    }
+}
+
+impl FromStr for Fingerprint {
+    type Err = FingerprintParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fingerprint::from_hex(s)
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Fingerprint::from_hex(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+fn put_u64(h: &mut blake3::Hasher, n: u64) {
+    h.update(&n.to_le_bytes());
+}
+
+fn put_str(h: &mut blake3::Hasher, s: &str) {
+    put_u64(h, s.len() as u64);
+    h.update(s.as_bytes());
+}
+
+trait Sink {
+    fn put(&mut self, b: &[u8]);
+}
+impl Sink for blake3::Hasher {
+    fn put(&mut self, b: &[u8]) {
+        self.update(b);
+    }
+}
+impl Sink for Vec<u8> {
+    fn put(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+fn enc_str<S: Sink>(out: &mut S, s: &str) {
+    out.put(&(s.len() as u64).to_le_bytes());
+    out.put(s.as_bytes());
+}
+
+fn encode<S: Sink>(out: &mut S, v: &Value) {
+    match v {
+        Value::Null => out.put(b"n"),
+        Value::Bool(false) => out.put(b"f"),
+        Value::Bool(true) => out.put(b"t"),
+        Value::Number(n) => {
+            out.put(b"#");
+            enc_str(out, &n.to_string());
+        }
+        Value::String(s) => {
+            out.put(b"s");
+            enc_str(out, s);
+        }
+        Value::Array(a) => {
+            out.put(b"[");
+            out.put(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                encode(out, x);
+            }
+        }
+        Value::Object(m) => {
+            out.put(b"{");
+            out.put(&(m.len() as u64).to_le_bytes());
+            // Sort explicitly: serde_json may be built with `preserve_order`.
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            for (k, x) in entries {
+                enc_str(out, k);
+                encode(out, x);
+            }
+        }
+    }
+}
+
+fn encode_value(h: &mut blake3::Hasher, v: &Value) {
+    encode(h, v)
+}
+
+/// The canonical encoding of a value (what [`Fingerprint::compute`] hashes
+/// for the inputs). Two values have equal encodings iff they are equal as
+/// JSON values regardless of object key order.
+pub fn canonical_bytes(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(&mut out, v);
+    out
+}
+
+/// One field that differs between two canonical input values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// Path to the field, e.g. `mods[1].content` (empty for the root).
+    pub path: String,
+    /// The old value; `None` when the field was added.
+    pub old: Option<Value>,
+    /// The new value; `None` when the field was removed.
+    pub new: Option<Value>,
+}
+
+fn short_value(v: &Option<Value>) -> String {
+    match v {
+        None => "(absent)".into(),
+        Some(Value::String(s)) if s.chars().count() > 24 => {
+            let head: String = s.chars().take(8).collect();
+            format!("{head}..")
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(x @ (Value::Array(_) | Value::Object(_))) => {
+            let t = x.to_string();
+            if t.chars().count() > 40 {
+                let head: String = t.chars().take(36).collect();
+                format!("{head}..")
+            } else {
+                t
+            }
+        }
+        Some(x) => x.to_string(),
+    }
+}
+
+impl fmt::Display for FieldChange {
+    /// `mods[1].content: 3f2a8c1d.. -> 9b1c22e0..`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = if self.path.is_empty() {
+            "(root)"
+        } else {
+            &self.path
+        };
+        write!(
+            f,
+            "{path}: {} -> {}",
+            short_value(&self.old),
+            short_value(&self.new)
+        )
+    }
+}
+
+fn key_path(base: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    match (base.is_empty(), plain) {
+        (true, true) => key.to_string(),
+        (false, true) => format!("{base}.{key}"),
+        (_, false) => format!("{base}[{}]", Value::String(key.to_string())),
+    }
+}
+
+fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = key_path(path, k);
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => diff_into(&p, x, y, out),
+                    (x, y) => out.push(FieldChange {
+                        path: p,
+                        old: x.cloned(),
+                        new: y.cloned(),
+                    }),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for i in 0..a.len().max(b.len()) {
+                let p = format!("{path}[{i}]");
+                match (a.get(i), b.get(i)) {
+                    (Some(x), Some(y)) => diff_into(&p, x, y, out),
+                    (x, y) => out.push(FieldChange {
+                        path: p,
+                        old: x.cloned(),
+                        new: y.cloned(),
+                    }),
+                }
+            }
+        }
+        (a, b) => {
+            if a != b {
+                out.push(FieldChange {
+                    path: path.to_string(),
+                    old: Some(a.clone()),
+                    new: Some(b.clone()),
+                })
+            }
+        }
+    }
+}
+
+/// Field-by-field differences between two canonical input values, in path
+/// order (object keys sorted, array items by index). Equal values give an
+/// empty list. Used by `csis plan --explain`.
+pub fn diff(old: &Value, new: &Value) -> Vec<FieldChange> {
+    let mut out = Vec::new();
+    diff_into("", old, new, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hex_round_trip_and_short() {
+        let f = Fingerprint::compute("bake", &json!({"a": 1}), &[]);
+        let hex = f.to_hex();
+        assert_eq!(hex.len(), 64);
+        assert_eq!(f.short().len(), 16);
+        assert!(hex.starts_with(&f.short()));
+        assert!(f.starts_with(&f.short()));
+        assert_eq!(Fingerprint::from_hex(&hex).unwrap(), f);
+        assert_eq!(Fingerprint::from_hex(&hex.to_uppercase()).unwrap(), f);
+        assert!(Fingerprint::from_hex("abc").is_err());
+        assert!(Fingerprint::from_hex(&"g".repeat(64)).is_err());
+        let j = serde_json::to_string(&f).unwrap();
+        assert_eq!(j, format!("\"{hex}\""));
+        assert_eq!(serde_json::from_str::<Fingerprint>(&j).unwrap(), f);
+    }
+
+    #[test]
+    fn encoding_is_typed() {
+        // Values that a naive text concatenation would confuse.
+        let pairs = [
+            (json!("1"), json!(1)),
+            (json!(null), json!("null")),
+            (json!(["ab", "c"]), json!(["a", "bc"])),
+            (json!({"a": "b"}), json!({"ab": ""})),
+            (json!([]), json!({})),
+            (json!(true), json!("true")),
+            (json!([[1], 2]), json!([1, [2]])),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(canonical_bytes(&a), canonical_bytes(&b), "{a} vs {b}");
+            assert_ne!(
+                Fingerprint::compute("k", &a, &[]),
+                Fingerprint::compute("k", &b, &[])
+            );
+        }
+    }
+
+    #[test]
+    fn diff_field_by_field() {
+        let old = json!({"series": "dask", "mods": [{"name": "a", "content": "3f2a".repeat(16)}, {"name": "b"}], "disk": 20});
+        let new = json!({"series": "dask", "mods": [{"name": "a", "content": "9b1c".repeat(16)}], "disk": 30, "x y": true});
+        let d = diff(&old, &new);
+        let shown: Vec<String> = d.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "disk: 20 -> 30",
+                "mods[0].content: 3f2a3f2a.. -> 9b1c9b1c..",
+                "mods[1]: {\"name\":\"b\"} -> (absent)",
+                "[\"x y\"]: (absent) -> true",
+            ]
+        );
+        assert!(diff(&old, &old).is_empty());
+    }
+}

@@ -1,0 +1,277 @@
+//! Labels: `//<path>[@<runtime>][:<kind>]`.
+//!
+//! Examples: `//images/dask@aws-east2`, `//os/deb12@docker-local`,
+//! `//images/dask@aws-east2:bake`. The path is one or more `/`-separated
+//! non-empty segments; the runtime and the kind are optional. A graph node's
+//! label always carries its kind (see [`crate::Node::new`]); the label without
+//! its kind is the node's *target* (several nodes, e.g. `emit`, `bake`,
+//! `retag`, share one target).
+//!
+//! Ordering and equality are by (path, runtime, kind); display is canonical,
+//! so `label.to_string().parse() == label`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A parsed label. Cheap to clone (three small boxed strings).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    path: Box<str>,
+    runtime: Option<Box<str>>,
+    kind: Option<Box<str>>,
+}
+
+/// A label (or a pattern) that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label `{input}`: {reason}")]
+pub struct LabelError {
+    /// The text that was given.
+    pub input: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl LabelError {
+    pub(crate) fn new(input: &str, reason: impl Into<String>) -> Self {
+        LabelError {
+            input: input.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Characters that may not appear inside a segment, a runtime or a kind.
+pub(crate) fn bad_char(c: char) -> bool {
+    c.is_whitespace() || c.is_control() || matches!(c, '/' | '@' | ':' | '"' | '\\')
+}
+
+pub(crate) fn check_word(input: &str, what: &str, word: &str) -> Result<(), LabelError> {
+    if word.is_empty() {
+        return Err(LabelError::new(input, format!("empty {what}")));
+    }
+    if let Some(c) = word.chars().find(|c| bad_char(*c)) {
+        return Err(LabelError::new(
+            input,
+            format!("{what} `{word}` contains {c:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Split `text` (without the leading `//`) into (path, runtime, kind).
+pub(crate) fn split_parts(text: &str) -> (&str, Option<&str>, Option<&str>) {
+    // The kind follows the last ':' (':' cannot appear elsewhere).
+    let (rest, kind) = match text.rfind(':') {
+        Some(i) => (&text[..i], Some(&text[i + 1..])),
+        None => (text, None),
+    };
+    let (path, runtime) = match rest.find('@') {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    (path, runtime, kind)
+}
+
+impl Label {
+    /// Build a label from parts. `path` is e.g. `images/dask` (no leading `//`).
+    pub fn new(path: &str, runtime: Option<&str>, kind: Option<&str>) -> Result<Label, LabelError> {
+        let shown = format!(
+            "//{path}{}{}",
+            runtime.map(|r| format!("@{r}")).unwrap_or_default(),
+            kind.map(|k| format!(":{k}")).unwrap_or_default()
+        );
+        for seg in path.split('/') {
+            check_word(&shown, "path segment", seg)?;
+        }
+        if let Some(r) = runtime {
+            check_word(&shown, "runtime", r)?;
+        }
+        if let Some(k) = kind {
+            check_word(&shown, "kind", k)?;
+        }
+        Ok(Label {
+            path: path.into(),
+            runtime: runtime.map(Into::into),
+            kind: kind.map(Into::into),
+        })
+    }
+
+    /// Parse `//path[@runtime][:kind]`.
+    pub fn parse(text: &str) -> Result<Label, LabelError> {
+        let body = text
+            .strip_prefix("//")
+            .ok_or_else(|| LabelError::new(text, "a label starts with `//`"))?;
+        if body.matches('@').count() > 1 {
+            return Err(LabelError::new(text, "more than one `@`"));
+        }
+        if body.matches(':').count() > 1 {
+            return Err(LabelError::new(text, "more than one `:`"));
+        }
+        let (path, runtime, kind) = split_parts(body);
+        if path.split('/').any(|s| s == "...") {
+            return Err(LabelError::new(
+                text,
+                "`...` is a pattern, not a label (use Pattern::parse)",
+            ));
+        }
+        Label::new(path, runtime, kind).map_err(|e| LabelError::new(text, e.reason))
+    }
+
+    /// The path without `//`, e.g. `images/dask`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The path's segments, e.g. `["images", "dask"]`.
+    pub fn segments(&self) -> impl Iterator<Item = &str> {
+        self.path.split('/')
+    }
+
+    /// The last segment (e.g. the image name `dask`).
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+
+    /// The runtime after `@`, if any.
+    pub fn runtime(&self) -> Option<&str> {
+        self.runtime.as_deref()
+    }
+
+    /// The node kind after `:`, if any.
+    pub fn kind(&self) -> Option<&str> {
+        self.kind.as_deref()
+    }
+
+    /// The same label with `kind` (replacing any kind it had).
+    pub fn with_kind(&self, kind: &str) -> Result<Label, LabelError> {
+        check_word(&self.to_string(), "kind", kind)?;
+        Ok(Label {
+            path: self.path.clone(),
+            runtime: self.runtime.clone(),
+            kind: Some(kind.into()),
+        })
+    }
+
+    /// The same label with `runtime` (replacing any runtime it had).
+    pub fn with_runtime(&self, runtime: &str) -> Result<Label, LabelError> {
+        check_word(&self.to_string(), "runtime", runtime)?;
+        Ok(Label {
+            path: self.path.clone(),
+            runtime: Some(runtime.into()),
+            kind: self.kind.clone(),
+        })
+    }
+
+    /// The label without its kind: the target shared by a target's nodes.
+    pub fn target(&self) -> Label {
+        Label {
+            path: self.path.clone(),
+            runtime: self.runtime.clone(),
+            kind: None,
+        }
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "//{}", self.path)?;
+        if let Some(r) = &self.runtime {
+            write!(f, "@{r}")?;
+        }
+        if let Some(k) = &self.kind {
+            write!(f, ":{k}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Label({self})")
+    }
+}
+
+impl FromStr for Label {
+    type Err = LabelError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Label::parse(s)
+    }
+}
+
+impl Serialize for Label {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Label {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Label::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_display_round_trip() {
+        for s in [
+            "//images/dask@aws-east2",
+            "//os/deb12@docker-local",
+            "//images/dask@aws-east2:bake",
+            "//images/dask",
+            "//images/dask:emit",
+            "//a/b/c.d_e-f@rt",
+        ] {
+            let l = Label::parse(s).unwrap();
+            assert_eq!(l.to_string(), s);
+            assert_eq!(l.to_string().parse::<Label>().unwrap(), l);
+        }
+    }
+
+    #[test]
+    fn parts() {
+        let l = Label::parse("//images/dask@aws-east2:bake").unwrap();
+        assert_eq!(l.path(), "images/dask");
+        assert_eq!(l.name(), "dask");
+        assert_eq!(l.runtime(), Some("aws-east2"));
+        assert_eq!(l.kind(), Some("bake"));
+        assert_eq!(l.target().to_string(), "//images/dask@aws-east2");
+        assert_eq!(
+            l.target().with_kind("emit").unwrap().to_string(),
+            "//images/dask@aws-east2:emit"
+        );
+        assert_eq!(l.segments().collect::<Vec<_>>(), ["images", "dask"]);
+    }
+
+    #[test]
+    fn rejects_bad_labels() {
+        for s in [
+            "images/dask",
+            "//",
+            "//images//dask",
+            "//images/dask@",
+            "//images/dask@a@b",
+            "//images/dask:",
+            "//images/dask:a:b",
+            "//images/da sk",
+            "//images/...",
+        ] {
+            let e = Label::parse(s).unwrap_err();
+            assert_eq!(e.input, s, "{e}");
+        }
+    }
+
+    #[test]
+    fn serde_as_string() {
+        let l = Label::parse("//os/deb12@docker-local:resolve").unwrap();
+        let j = serde_json::to_string(&l).unwrap();
+        assert_eq!(j, "\"//os/deb12@docker-local:resolve\"");
+        assert_eq!(serde_json::from_str::<Label>(&j).unwrap(), l);
+        assert!(serde_json::from_str::<Label>("\"nope\"").is_err());
+    }
+}
