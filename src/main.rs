@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod wiring;
 
 /// csis: a declarative build-graph engine for machine images.
 #[derive(Debug, Parser)]
