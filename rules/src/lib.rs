@@ -1,6 +1,26 @@
-//! csis-rules: the configuration tree (loading, templating, strict typed
-//! models, validation) and the rules that compile it into graph nodes.
+//! csis-rules: the configuration tree.
+//!
+//! Files -> spanned YAML ([`yaml`], the one module that knows serde-saphyr)
+//! -> `ENC[age:...]` decryption ([`crypt`]) -> templates ([`template`],
+//! minijinja) -> strict typed models ([`model`]) -> resolution and
+//! validation ([`load`]) -> the resolved [`Tree`] ([`tree`]), with every
+//! problem a [`Diagnostic`] naming file, line, column and field path.
+//!
+//! ```no_run
+//! let tree = csis_rules::load(std::path::Path::new("."), &csis_rules::LoadOptions::default());
+//! ```
 
-/// Tree -> graph nodes. Owned by the graph-compile work (issue 3): keep this
-/// line when editing lib.rs.
+/// Tree -> graph nodes (the graph-compile work, issue 3). Keep this line.
 pub mod compile;
+pub mod crypt;
+pub mod diag;
+pub mod load;
+pub mod model;
+pub mod template;
+pub mod tools;
+pub mod tree;
+pub mod yaml;
+
+pub use diag::{Diagnostic, Severity};
+pub use load::{load, LoadOptions, Undeclare};
+pub use tree::*;

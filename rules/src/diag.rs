@@ -1,0 +1,191 @@
+//! Diagnostics: every error or warning of a load names the file, line,
+//! column and field path it is about, with a hint where one exists.
+//!
+//! `--json` serializes a diagnostic as `{file, line, column, path, message}`;
+//! people get a miette report with the source span ([`Diagnostic::to_report`]).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::yaml::{Loc, SourceFile};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostic {
+    /// Display path of the file, relative to the tree root (`cfg/runtime-builders.yml`).
+    pub file: String,
+    /// 1-based; 0 when the diagnostic is about no particular place.
+    pub line: u32,
+    pub column: u32,
+    /// Field path (`runtime_builders[0].credentials.profile_nme`).
+    pub path: String,
+    pub message: String,
+    #[serde(skip)]
+    pub hint: Option<String>,
+    #[serde(skip)]
+    pub severity: Severity,
+    /// Byte offset and length of the span in the source (for rendering).
+    #[serde(skip)]
+    pub offset: u32,
+    #[serde(skip)]
+    pub len: u32,
+    #[serde(skip)]
+    pub source: Option<Arc<SourceFile>>,
+}
+
+impl Diagnostic {
+    /// An error at a location.
+    pub fn at(loc: &Loc, path: &str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            file: loc.file.path.clone(),
+            line: loc.line,
+            column: loc.column,
+            path: path.to_string(),
+            message: message.into(),
+            hint: None,
+            severity: Severity::Error,
+            offset: loc.offset,
+            len: loc.len,
+            source: if loc.file.text.is_empty() {
+                None
+            } else {
+                Some(loc.file.clone())
+            },
+        }
+    }
+
+    /// An error about a file (or a command-line value) with no position.
+    pub fn plain(file: &str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            file: file.to_string(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: message.into(),
+            hint: None,
+            severity: Severity::Error,
+            offset: 0,
+            len: 0,
+            source: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    pub fn with_hint_opt(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+    pub fn warning(mut self) -> Self {
+        self.severity = Severity::Warning;
+        self
+    }
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// `file:line:col`, or just the file when there is no position.
+    pub fn location(&self) -> String {
+        if self.line == 0 {
+            self.file.clone()
+        } else {
+            format!("{}:{}:{}", self.file, self.line, self.column)
+        }
+    }
+
+    /// A miette report with the source span, the field path and the hint.
+    pub fn to_report(&self) -> miette::Report {
+        let sev = match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        };
+        let head = if self.path.is_empty() {
+            format!("{}: {}", self.location(), self.message)
+        } else {
+            format!("{}: {}: {}", self.location(), self.path, self.message)
+        };
+        let mut d = miette::MietteDiagnostic::new(head).with_severity(sev);
+        if let Some(h) = &self.hint {
+            d = d.with_help(h.clone());
+        }
+        match &self.source {
+            Some(src) if self.line > 0 => {
+                let len = (self.len as usize).max(1);
+                let label = if self.path.is_empty() {
+                    self.message.clone()
+                } else {
+                    self.path.clone()
+                };
+                d = d.with_label(miette::LabeledSpan::at(
+                    self.offset as usize..self.offset as usize + len,
+                    label,
+                ));
+                miette::Report::new(d).with_source_code(
+                    miette::NamedSource::new(src.path.clone(), src.text.to_string())
+                        .with_language("yaml"),
+                )
+            }
+            _ => miette::Report::new(d),
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `cfg/runtime-builders.yml:14:7: runtime_builders[0].credentials.profile_nme: unknown field (hint: ...)`
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}: ", self.location())?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+/// A collector of diagnostics for one load.
+#[derive(Debug, Default)]
+pub struct Diags {
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diags {
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+    pub fn error(&mut self, loc: &Loc, path: &str, message: impl Into<String>) {
+        self.items.push(Diagnostic::at(loc, path, message));
+    }
+    pub fn error_hint(
+        &mut self,
+        loc: &Loc,
+        path: &str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        self.items
+            .push(Diagnostic::at(loc, path, message).with_hint(hint));
+    }
+    pub fn warn(&mut self, loc: &Loc, path: &str, message: impl Into<String>) {
+        self.items
+            .push(Diagnostic::at(loc, path, message).warning());
+    }
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(Diagnostic::is_error)
+    }
+}

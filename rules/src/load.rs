@@ -1,0 +1,2506 @@
+//! Loading a tree: `cfg/` merged, decrypted, templated, typed, resolved and
+//! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
+//! and counted (not used by csis yet). All errors of a load are collected and
+//! returned together.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use minijinja::Value as JValue;
+
+use crate::crypt::{self, Identities};
+use crate::diag::{Diagnostic, Diags};
+use crate::model::*;
+use crate::template::{self, Renderer};
+use crate::tree::*;
+use crate::yaml::{self, join_path, Entry, Loc, Node, Value};
+
+/// How to load: the per-invocation changes and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--overlay FILE` (repeatable), applied in order.
+    pub overlays: Vec<PathBuf>,
+    /// `--undeclare kind:name` (repeatable).
+    pub undeclares: Vec<String>,
+    /// The environment templates see as `ENV` (None = the process environment).
+    pub env: Option<BTreeMap<String, String>>,
+    /// The age identity setting (`CSIS_CONFIG_IDENTITY`): a key, a file or a
+    /// directory. None = read `CSIS_CONFIG_IDENTITY` from `env`.
+    pub identity: Option<String>,
+    /// The load time for `execution.*` (None = now).
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// A parsed `--undeclare kind:name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undeclare {
+    /// The collection key (`images`, `instances`, `storages`, `groups`, `users`, `base_images`).
+    pub kind: String,
+    pub name: String,
+}
+
+impl Undeclare {
+    pub fn parse(s: &str) -> Result<Undeclare, String> {
+        let (k, n) = s
+            .split_once(':')
+            .ok_or_else(|| format!("--undeclare {s}: expected kind:name (e.g. image:my-image)"))?;
+        let kind = match k.trim() {
+            "image" | "images" => "images",
+            "instance" | "instances" => "instances",
+            "storage" | "storages" => "storages",
+            "group" | "groups" => "groups",
+            "user" | "users" => "users",
+            "base_image" | "base_images" => "base_images",
+            other => {
+                return Err(format!(
+                    "--undeclare {s}: unknown kind `{other}` (images, instances, storages, groups, users, base_images)"
+                ))
+            }
+        };
+        if n.trim().is_empty() {
+            return Err(format!("--undeclare {s}: the name is empty"));
+        }
+        Ok(Undeclare {
+            kind: kind.into(),
+            name: n.trim().to_string(),
+        })
+    }
+}
+
+/// Builder lists in `cfg/` (concatenated across files).
+const BUILDER_LISTS: &[&str] = &[
+    "runtime_builders",
+    "state_backends",
+    "group_builders",
+    "user_builders",
+    "os_builders",
+    "mod_builders",
+    "storage_builders",
+    "image_builders",
+    "instance_builders",
+];
+
+/// Builder lists csis reads but does not implement yet, with their label.
+const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
+    ("group_builders", "group builders"),
+    ("user_builders", "user builders"),
+    ("storage_builders", "storage builders"),
+    ("instance_builders", "instance builders"),
+];
+
+const COLLECTION_KEYS: &[&str] = &[
+    "users",
+    "groups",
+    "storages",
+    "images",
+    "instances",
+    "base_images",
+];
+
+/// Fields where an `ENC[age:...]` marker is refused (read raw before load).
+const ENC_FORBIDDEN_TOP: &[&str] = &["encryption", "public_safe"];
+
+/// An item of a merged list: its node and its index within its own file.
+struct Item {
+    node: Node,
+    path: String,
+}
+
+struct Loader<'o> {
+    root: PathBuf,
+    opts: &'o LoadOptions,
+    d: Diags,
+    env: BTreeMap<String, String>,
+    identities: Option<Result<Identities, String>>,
+    renderer: Renderer,
+    execution: Execution,
+    unused: Vec<UnusedSection>,
+    /// Names (normalized, incl. aliases) of declarations csis does not use,
+    /// per class: references to them are not errors.
+    unused_runtimes: HashSet<String>,
+    unused_image_builders: HashSet<String>,
+    unused_backends: HashSet<String>,
+}
+
+/// Load and validate the tree at `root`. On success the tree carries the
+/// load's warnings; on failure every diagnostic (errors and warnings) is
+/// returned together.
+pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
+    let env: BTreeMap<String, String> = opts
+        .env
+        .clone()
+        .unwrap_or_else(|| std::env::vars().collect());
+    let now = opts.now.unwrap_or_else(chrono::Utc::now);
+    let mut l = Loader {
+        root: root.to_path_buf(),
+        opts,
+        d: Diags::default(),
+        identities: None,
+        renderer: Renderer::new(
+            &env,
+            &Execution {
+                timestamp: String::new(),
+                date: String::new(),
+                dateformat: String::new(),
+            },
+        ),
+        env,
+        execution: Execution {
+            timestamp: String::new(),
+            date: now.format("%Y-%m-%d").to_string(),
+            dateformat: String::new(),
+        },
+        unused: Vec::new(),
+        unused_runtimes: HashSet::new(),
+        unused_image_builders: HashSet::new(),
+        unused_backends: HashSet::new(),
+    };
+    let tree = l.run(now);
+    match tree {
+        Some(t) if !l.d.has_errors() => {
+            let mut t = t;
+            t.warnings = l.d.items;
+            Ok(t)
+        }
+        _ => Err(l.d.items),
+    }
+}
+
+fn yaml_files(dir: &Path, recursive: bool) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = if recursive {
+        walkdir::WalkDir::new(dir)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.into_path())
+            .collect()
+    } else {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_file())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    out.retain(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml"));
+    if !recursive {
+        out.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    }
+    out
+}
+
+fn short_marker(s: &str) -> String {
+    let t = s.trim();
+    if t.len() > 24 {
+        format!("{}...]", &t[..20])
+    } else {
+        t.to_string()
+    }
+}
+
+/// Reserved names and characters.
+fn name_problem(name: &str) -> Option<String> {
+    let n = name.trim();
+    if n.is_empty() {
+        return Some("a name may not be empty".into());
+    }
+    if n.eq_ignore_ascii_case("default") || n.eq_ignore_ascii_case("self") {
+        return Some(format!("`{n}` is a reserved name"));
+    }
+    if n.contains('/') || n.contains('\\') {
+        return Some(format!("a name may not contain `/` or `\\`: `{n}`"));
+    }
+    None
+}
+
+impl Loader<'_> {
+    // -- generic helpers ---------------------------------------------------
+
+    fn typed<T: serde::de::DeserializeOwned>(&mut self, node: &Node, path: &str) -> Option<T> {
+        match yaml::from_node::<T>(node, path) {
+            Ok(v) => Some(v),
+            Err(d) => {
+                self.d.push(d);
+                None
+            }
+        }
+    }
+
+    fn identities(&mut self) -> Option<&Identities> {
+        if self.identities.is_none() {
+            let setting = self
+                .opts
+                .identity
+                .clone()
+                .or_else(|| self.env.get("CSIS_CONFIG_IDENTITY").cloned())
+                .filter(|s| !s.trim().is_empty());
+            self.identities = Some(match setting {
+                None => Err("no identity: set CSIS_CONFIG_IDENTITY to an age secret key, an identity file or a directory of *.age-identity files".into()),
+                Some(s) => Identities::from_setting(&s),
+            });
+        }
+        self.identities.as_ref().and_then(|r| r.as_ref().ok())
+    }
+
+    /// Decrypt every whole-value marker below `node`; refuse markers in keys,
+    /// embedded in longer strings, or under `forbidden` keys.
+    fn decrypt(&mut self, node: &mut Node, path: &str, forbidden: &[&str]) {
+        match &mut node.value {
+            Value::Str(s) if crypt::contains_marker(s) => {
+                if !crypt::is_marker(s) {
+                    self.d.error_hint(
+                        &node.loc,
+                        path,
+                        "an ENC[age:...] marker embedded in a longer string is refused",
+                        "encrypt the whole value",
+                    );
+                    return;
+                }
+                let last = path.rsplit(['.', '[']).next().unwrap_or("");
+                if forbidden.contains(&last) {
+                    self.d.error(
+                        &node.loc,
+                        path,
+                        format!("`{last}` may not be encrypted (it is read before decryption)"),
+                    );
+                    return;
+                }
+                let marker = s.clone();
+                let loc = node.loc.clone();
+                let result = match self.identities() {
+                    Some(ids) => ids.decrypt(&marker),
+                    None => Err(self
+                        .identities
+                        .as_ref()
+                        .and_then(|r| r.as_ref().err())
+                        .cloned()
+                        .unwrap_or_default()),
+                };
+                match result {
+                    Ok(plain) => *s = plain,
+                    Err(e) => self.d.error_hint(
+                        &loc,
+                        path,
+                        format!("cannot decrypt the encrypted value {}: {e}", short_marker(&marker)),
+                        "set CSIS_CONFIG_IDENTITY to the tree's age identity (a key, a file, or a directory of *.age-identity files)",
+                    ),
+                }
+            }
+            Value::Seq(items) => {
+                for (i, n) in items.iter_mut().enumerate() {
+                    self.decrypt(n, &format!("{path}[{i}]"), forbidden);
+                }
+            }
+            Value::Map(entries) => {
+                for e in entries.iter_mut() {
+                    let p = join_path(path, &e.key);
+                    if crypt::contains_marker(&e.key) {
+                        self.d
+                            .error(&e.key_loc, &p, "a mapping key may not be encrypted");
+                        continue;
+                    }
+                    if forbidden.contains(&e.key.as_str())
+                        && e.value.any_str(&crypt::contains_marker)
+                    {
+                        self.d.error(
+                            &e.value.loc,
+                            &p,
+                            format!(
+                                "`{}` may not be encrypted (it is read before decryption)",
+                                e.key
+                            ),
+                        );
+                        continue;
+                    }
+                    self.decrypt(&mut e.value, &p, forbidden);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn render(
+        &mut self,
+        node: &mut Node,
+        path: &str,
+        scopes: &[(&str, &JValue)],
+        literal: &[&str],
+    ) {
+        if !node.any_str(&template::is_template) {
+            return;
+        }
+        let mut errs = Vec::new();
+        self.renderer
+            .render_node(node, path, scopes, literal, &mut errs);
+        for (loc, p, m) in errs {
+            self.d.error(&loc, &p, m);
+        }
+    }
+
+    /// Check an entry's `name` and `type` before anything renders: present,
+    /// no `{{`, not encrypted, not reserved. Returns (name, type).
+    fn head(
+        &mut self,
+        node: &Node,
+        path: &str,
+        need_type: bool,
+    ) -> Option<(String, Option<String>)> {
+        if node.as_map().is_none() {
+            self.d.error(
+                &node.loc,
+                path,
+                format!("expected a mapping, found {}", node.kind_name()),
+            );
+            return None;
+        }
+        let mut ok = true;
+        let name = match node.get("name") {
+            None => {
+                self.d.error(&node.loc, path, "missing field `name`");
+                return None;
+            }
+            Some(n) => n,
+        };
+        let name_s = name.scalar_text().unwrap_or_default();
+        let np = join_path(path, "name");
+        if template::is_template(&name_s) {
+            self.d.error(
+                &name.loc,
+                &np,
+                "a name may not contain `{{` (names are read before templating)",
+            );
+            ok = false;
+        } else if crypt::contains_marker(&name_s) {
+            self.d.error(&name.loc, &np, "a name may not be encrypted");
+            ok = false;
+        } else if let Some(p) = name_problem(&name_s) {
+            self.d.error(&name.loc, &np, p);
+            ok = false;
+        }
+        let ty = node.get("type");
+        let ty_s = ty.and_then(|t| t.scalar_text());
+        if let (Some(t), Some(ts)) = (ty, ty_s.as_ref()) {
+            let tp = join_path(path, "type");
+            if template::is_template(ts) {
+                self.d.error(
+                    &t.loc,
+                    &tp,
+                    "a type may not contain `{{` (types are read before templating)",
+                );
+                ok = false;
+            } else if crypt::contains_marker(ts) {
+                self.d.error(&t.loc, &tp, "a type may not be encrypted");
+                ok = false;
+            }
+        } else if need_type {
+            self.d.error(&node.loc, path, "missing field `type`");
+            ok = false;
+        }
+        if let Some(al) = node.get("aliases").and_then(|a| a.as_seq()) {
+            for (i, a) in al.iter().enumerate() {
+                let s = a.scalar_text().unwrap_or_default();
+                if let Some(p) = name_problem(&s) {
+                    self.d.error(
+                        &a.loc,
+                        &format!("{path}.aliases[{i}]"),
+                        p.replace("name", "alias"),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then(|| {
+            (
+                name_s.trim().to_string(),
+                ty_s.map(|t| t.trim().to_string()),
+            )
+        })
+    }
+
+    // -- the load ------------------------------------------------------------
+
+    fn run(&mut self, now: chrono::DateTime<chrono::Utc>) -> Option<Tree> {
+        let cfg_dir = self.root.join("cfg");
+        if !cfg_dir.is_dir() {
+            self.d.push(
+                Diagnostic::plain(&self.root.display().to_string(), "not a configuration tree: there is no cfg/ directory")
+                    .with_hint("run csis in the tree's root, or pass -C DIR (csis init DIR writes a starter tree)"),
+            );
+            return None;
+        }
+
+        // 1. cfg/ merged
+        let mut scalars: IndexMap<String, Entry> = IndexMap::new();
+        let mut lists: IndexMap<String, Vec<Item>> = IndexMap::new();
+        for f in yaml_files(&cfg_dir, false) {
+            let node = match yaml::parse_file(&f, &self.root) {
+                Ok(n) => n,
+                Err(d) => {
+                    self.d.push(d);
+                    continue;
+                }
+            };
+            let entries = match node.value {
+                Value::Null => continue,
+                Value::Map(m) => m,
+                _ => {
+                    self.d.error(
+                        &node.loc,
+                        "",
+                        format!(
+                            "a cfg/ file must hold a mapping, found {}",
+                            node.kind_name()
+                        ),
+                    );
+                    continue;
+                }
+            };
+            for e in entries {
+                if BUILDER_LISTS.contains(&e.key.as_str()) || e.key == "executables" {
+                    match e.value.value {
+                        Value::Seq(items) => {
+                            let list = lists.entry(e.key.clone()).or_default();
+                            for (i, n) in items.into_iter().enumerate() {
+                                list.push(Item {
+                                    node: n,
+                                    path: format!("{}[{i}]", e.key),
+                                });
+                            }
+                        }
+                        Value::Null => {
+                            lists.entry(e.key.clone()).or_default();
+                        }
+                        _ => self.d.error(
+                            &e.value.loc,
+                            &e.key,
+                            format!("expected a list, found {}", e.value.kind_name()),
+                        ),
+                    }
+                } else {
+                    scalars.insert(e.key.clone(), e);
+                }
+            }
+        }
+
+        // 2. overlays (parsed once; applied to config and collections)
+        let overlays = self.read_overlays();
+
+        // 3. globals
+        let dateformat = scalars
+            .get("dateformat")
+            .and_then(|e| e.value.as_str())
+            .unwrap_or("%Y-%m-%d-%H%M%S")
+            .to_string();
+        self.execution.dateformat = dateformat.clone();
+        self.execution.timestamp = {
+            use std::fmt::Write;
+            let mut s = String::new();
+            if write!(s, "{}", now.format(&dateformat)).is_err() {
+                if let Some(e) = scalars.get("dateformat") {
+                    self.d.error(
+                        &e.value.loc,
+                        "dateformat",
+                        format!("not a strftime format: `{dateformat}`"),
+                    );
+                }
+                s = now.format("%Y-%m-%d-%H%M%S").to_string();
+            }
+            s
+        };
+        self.renderer = Renderer::new(&self.env, &self.execution);
+        let (config, config_origin) = self.load_config(&scalars, &overlays);
+
+        // 4. builders
+        let mut executables = Vec::new();
+        for it in lists.shift_remove("executables").unwrap_or_default() {
+            if let Some(x) = self.load_executable(it) {
+                executables.push(x);
+            }
+        }
+        let mut runtimes = Vec::new();
+        for it in lists.shift_remove("runtime_builders").unwrap_or_default() {
+            if let Some(r) = self.load_runtime(it) {
+                runtimes.push(r);
+            }
+        }
+        let mut backends = Vec::new();
+        for it in lists.shift_remove("state_backends").unwrap_or_default() {
+            if let Some(b) = self.load_backend(it) {
+                backends.push(b);
+            }
+        }
+        for (key, label) in UNUSED_BUILDER_LISTS {
+            let items = lists.shift_remove(*key).unwrap_or_default();
+            for it in &items {
+                self.head(&it.node, &it.path, true);
+            }
+            if !items.is_empty() {
+                self.unused.push(UnusedSection {
+                    what: label.to_string(),
+                    count: items.len(),
+                    place: "cfg/".into(),
+                });
+            }
+        }
+        let mut image_builders = Vec::new();
+        for it in lists.shift_remove("image_builders").unwrap_or_default() {
+            if let Some(b) = self.load_image_builder(it) {
+                image_builders.push(b);
+            }
+        }
+        let mut mod_builders = Vec::new();
+        for it in lists.shift_remove("mod_builders").unwrap_or_default() {
+            if let Some(b) = self.load_mod_builder(it) {
+                mod_builders.push(b);
+            }
+        }
+        let mut os_builders = Vec::new();
+        for it in lists.shift_remove("os_builders").unwrap_or_default() {
+            if let Some(b) = self.load_os_builder(it, &config) {
+                os_builders.push(b);
+            }
+        }
+
+        // 5. collections
+        let image_items = self.read_collection("images", &["images"], &overlays);
+        let mut images = Vec::new();
+        for it in image_items.into_iter().flat_map(|(_, v)| v) {
+            if let Some(i) = self.load_image(it) {
+                images.push(i);
+            }
+        }
+        for (dir, keys) in [
+            ("groups", &["groups", "users"][..]),
+            ("storages", &["storages"][..]),
+            ("instances", &["instances"][..]),
+        ] {
+            for (key, items) in self.read_collection(dir, keys, &overlays) {
+                if !items.is_empty() {
+                    self.unused.push(UnusedSection {
+                        what: key,
+                        count: items.len(),
+                        place: format!("{dir}/"),
+                    });
+                }
+            }
+        }
+        for u in &self.unused {
+            self.d
+                .push(Diagnostic::plain(&u.place, u.message()).warning());
+        }
+
+        // 6. resolve and validate
+        let mut tree = Tree {
+            root: self.root.clone(),
+            config,
+            config_origin,
+            executables,
+            runtimes,
+            state_backends: backends,
+            os_builders,
+            image_builders,
+            mod_builders,
+            images,
+            unused: std::mem::take(&mut self.unused),
+            warnings: Vec::new(),
+            execution: self.execution.clone(),
+            ix_exe: Default::default(),
+            ix_rt: Default::default(),
+            ix_sb: Default::default(),
+            ix_os: Default::default(),
+            ix_ib: Default::default(),
+            ix_mb: Default::default(),
+            ix_img: Default::default(),
+        };
+        self.resolve(&mut tree);
+        Some(tree)
+    }
+
+    fn read_overlays(&mut self) -> Vec<Node> {
+        let mut out = Vec::new();
+        for p in &self.opts.overlays {
+            let abs = if p.is_absolute() {
+                p.clone()
+            } else {
+                std::env::current_dir()
+                    .map(|d| d.join(p))
+                    .unwrap_or(p.clone())
+            };
+            if !abs.is_file() {
+                self.d.push(
+                    Diagnostic::plain(&p.display().to_string(), "overlay file not found")
+                        .with_hint("--overlay takes a path to a YAML file"),
+                );
+                continue;
+            }
+            let node = match yaml::parse_file(&abs, &self.root) {
+                Ok(n) => n,
+                Err(d) => {
+                    self.d.push(d);
+                    continue;
+                }
+            };
+            let Some(entries) = node.as_map() else {
+                if !node.is_null() {
+                    self.d.error(
+                        &node.loc,
+                        "",
+                        "an overlay must be a mapping of `config` and/or collections",
+                    );
+                }
+                continue;
+            };
+            let mut ok = true;
+            for e in entries {
+                if e.key == "config" {
+                    if e.value.as_map().is_none() && !e.value.is_null() {
+                        self.d.error(
+                            &e.value.loc,
+                            "config",
+                            "an overlay's `config` must be a mapping",
+                        );
+                        ok = false;
+                    }
+                } else if COLLECTION_KEYS.contains(&e.key.as_str()) {
+                    match e.value.as_seq() {
+                        Some(items) => {
+                            for (i, it) in items.iter().enumerate() {
+                                if it.get("name").is_none() {
+                                    self.d.error(
+                                        &it.loc,
+                                        &format!("{}[{i}]", e.key),
+                                        "an overlay entry needs a `name`",
+                                    );
+                                    ok = false;
+                                }
+                            }
+                        }
+                        None if e.value.is_null() => {}
+                        None => {
+                            self.d.error(&e.value.loc, &e.key, "expected a list");
+                            ok = false;
+                        }
+                    }
+                } else {
+                    self.d.error_hint(
+                        &e.key_loc,
+                        &e.key,
+                        "unknown overlay key",
+                        "an overlay holds only `config` and the collections users, groups, storages, images, instances, base_images",
+                    );
+                    ok = false;
+                }
+            }
+            if ok {
+                out.push(node);
+            }
+        }
+        out
+    }
+
+    fn load_config(
+        &mut self,
+        scalars: &IndexMap<String, Entry>,
+        overlays: &[Node],
+    ) -> (IaConfig, Option<Origin>) {
+        let first_loc = scalars.values().next().map(|e| e.key_loc.clone());
+        let Some(first_loc) = first_loc else {
+            self.d.push(
+                Diagnostic::plain("cfg/_config.yml", "missing field `id`")
+                    .with_hint("cfg/_config.yml declares `id: <identifier>`"),
+            );
+            return (
+                yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config"),
+                None,
+            );
+        };
+        let mut doc = Node::new(
+            Value::Map(scalars.values().cloned().collect()),
+            Loc {
+                line: 1,
+                column: 1,
+                ..first_loc.clone()
+            },
+        );
+        // `config:` overrides from overlays, key by key.
+        for o in overlays {
+            if let Some(oc) = o.get("config").and_then(|c| c.as_map()) {
+                if doc.get("config").is_none_or(|c| c.is_null()) {
+                    doc.set("config", Node::new(Value::Map(vec![]), o.loc.clone()));
+                }
+                let c = doc.get_mut("config").expect("config");
+                for e in oc {
+                    c.set(&e.key, e.value.clone());
+                }
+            }
+        }
+        // Encryption refusals: read raw before decryption.
+        let mut forbidden = vec!["preflight"];
+        forbidden.extend(ENC_FORBIDDEN_TOP);
+        if let Some(m) = doc.as_map_mut() {
+            let mut entries = std::mem::take(m);
+            for e in entries.iter_mut() {
+                if e.key == "config" {
+                    if let Some(cm) = e.value.as_map_mut() {
+                        for ce in cm.iter_mut() {
+                            let p = format!("config.{}", ce.key);
+                            if (ce.key.starts_with("apply_") || ce.key == "preflight")
+                                && ce.value.any_str(&crypt::contains_marker)
+                            {
+                                self.d.error(
+                                    &ce.value.loc,
+                                    &p,
+                                    format!(
+                                        "`{}` may not be encrypted (it is read before decryption)",
+                                        ce.key
+                                    ),
+                                );
+                                continue;
+                            }
+                            self.decrypt(&mut ce.value, &p, &[]);
+                        }
+                    }
+                } else if ENC_FORBIDDEN_TOP.contains(&e.key.as_str()) {
+                    if e.value.any_str(&crypt::contains_marker) {
+                        self.d.error(
+                            &e.value.loc,
+                            &e.key,
+                            format!(
+                                "`{}` may not be encrypted (it is read before decryption)",
+                                e.key
+                            ),
+                        );
+                    }
+                } else {
+                    let k = e.key.clone();
+                    self.decrypt(&mut e.value, &k, &[]);
+                }
+            }
+            *doc.as_map_mut().expect("map") = entries;
+        }
+        let this = template::to_value(&doc);
+        self.render(&mut doc, "", &[("this", &this)], &[]);
+        let cfg_node = doc.remove("config");
+        let mut cfg: IaConfig = match self.typed::<IaConfig>(&doc, "") {
+            Some(c) => c,
+            None => {
+                yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config")
+            }
+        };
+        if let Some(cn) = cfg_node {
+            if cn.as_map().is_none() && !cn.is_null() {
+                self.d.error(
+                    &cn.loc,
+                    "config",
+                    format!("expected a mapping, found {}", cn.kind_name()),
+                );
+            } else {
+                let known = cn.filter_map(|k| CONFIG_KEYS.contains(&k));
+                if let Some(mut keys) = self.typed::<ConfigKeys>(&known, "config") {
+                    let extra = cn.filter_map(|k| !CONFIG_KEYS.contains(&k));
+                    if let Some(m) = extra.as_map() {
+                        keys.extra = m
+                            .iter()
+                            .map(|e| (e.key.clone(), e.value.to_json()))
+                            .collect();
+                    }
+                    for (i, k) in keys.admin_public_keys.0.iter().enumerate() {
+                        if looks_private(k) {
+                            let n = cn
+                                .get("admin_public_keys")
+                                .map(|a| a.as_seq().and_then(|s| s.get(i)).unwrap_or(a));
+                            let loc = n.map(|n| n.loc.clone()).unwrap_or(cn.loc.clone());
+                            self.d.error_hint(
+                                &loc,
+                                &format!("config.admin_public_keys[{i}]"),
+                                "this looks like private key material; admin_public_keys takes public keys only (N9)",
+                                "put the PUBLIC key (ssh-ed25519 AAAA... / ssh-rsa AAAA...) here and keep the private key out of the tree",
+                            );
+                        }
+                    }
+                    cfg.config = keys;
+                }
+            }
+        }
+        let origin = Origin {
+            loc: scalars
+                .get("id")
+                .map(|e| e.key_loc.clone())
+                .unwrap_or(first_loc),
+            path: String::new(),
+        };
+        (cfg, Some(origin))
+    }
+
+    fn load_executable(&mut self, mut it: Item) -> Option<ExecutableEntry> {
+        let (name, _) = self.head(&it.node, &it.path, false)?;
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        let this = template::to_value(&it.node);
+        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        let model: Executable = self.typed(&it.node, &it.path)?;
+        Some(ExecutableEntry {
+            name: normalize_name(&name),
+            model,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    fn note_unused(&mut self, what: &str, node: &Node, set: Which) {
+        let mut names = vec![node.get_str("name").unwrap_or_default()];
+        if let Some(a) = node.get("aliases").and_then(|a| a.as_seq()) {
+            names.extend(a.iter().filter_map(|x| x.scalar_text()));
+        }
+        let s = match set {
+            Which::Runtime => &mut self.unused_runtimes,
+            Which::ImageBuilder => &mut self.unused_image_builders,
+            Which::Backend => &mut self.unused_backends,
+        };
+        for n in names {
+            s.insert(normalize_name(&n));
+        }
+        if let Some(u) = self.unused.iter_mut().find(|u| u.what == what) {
+            u.count += 1;
+        } else {
+            self.unused.push(UnusedSection {
+                what: what.into(),
+                count: 1,
+                place: "cfg/".into(),
+            });
+        }
+    }
+
+    fn load_runtime(&mut self, mut it: Item) -> Option<Runtime> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if UNUSED_RUNTIME_TYPES.contains(&ty.as_str()) {
+            self.note_unused(&format!("{ty} runtimes"), &it.node, Which::Runtime);
+            return None;
+        }
+        if !["aws", "docker", "dummy"].contains(&ty.as_str()) {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown runtime type `{ty}`"),
+                "csis implements the runtime types aws, docker and dummy (gcloud is read but not used yet)",
+            );
+            return None;
+        }
+        // A runtime's profile and credentials.profile_name are read raw.
+        if let Some(c) = it.node.get("credentials") {
+            if let Some(p) = c.get("profile_name") {
+                if p.as_str().is_some_and(crypt::contains_marker) {
+                    self.d.error(
+                        &p.loc,
+                        &format!("{}.credentials.profile_name", it.path),
+                        "`profile_name` may not be encrypted (it is read before decryption)",
+                    );
+                    return None;
+                }
+            }
+        }
+        self.decrypt(&mut it.node, &it.path, &["name", "type", "profile"]);
+        let this = template::to_value(&it.node);
+        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        let common_node = it.node.filter_map(|k| RUNTIME_COMMON_KEYS.contains(&k));
+        let own_node = it.node.filter_map(|k| !RUNTIME_COMMON_KEYS.contains(&k));
+        let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
+        let kind = match ty.as_str() {
+            "aws" => self
+                .typed::<AwsRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Aws),
+            "docker" => self
+                .typed::<DockerRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Docker),
+            _ => self
+                .typed::<DummyRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Dummy),
+        };
+        let (common, kind) = (common?, kind?);
+        let origin = Origin {
+            loc: it.node.loc.clone(),
+            path: it.path.clone(),
+        };
+        self.check_runtime(&it.node, &it.path, &common, &kind);
+        Some(Runtime {
+            name: normalize_name(&name),
+            display: name,
+            common,
+            kind,
+            state_backend: None,
+            executable: None,
+            origin,
+        })
+    }
+
+    fn check_runtime(
+        &mut self,
+        node: &Node,
+        path: &str,
+        common: &RuntimeCommon,
+        kind: &RuntimeKind,
+    ) {
+        let at = |key: &str| {
+            node.get(key)
+                .map(|n| n.loc.clone())
+                .unwrap_or(node.loc.clone())
+        };
+        if common.default_machine_type.trim().is_empty() {
+            self.d.error(
+                &at("default_machine_type"),
+                &join_path(path, "default_machine_type"),
+                "default_machine_type may not be empty",
+            );
+        }
+        if let Some(t) = &common.teardown_after {
+            let ok = t.len() > 1
+                && t[..t.len() - 1].chars().all(|c| c.is_ascii_digit())
+                && t.ends_with(['m', 'h', 'd']);
+            if !ok {
+                self.d.error_hint(
+                    &at("teardown_after"),
+                    &join_path(path, "teardown_after"),
+                    format!("`{t}` is not a duration"),
+                    "write <number> then m, h or d (e.g. 2h)",
+                );
+            }
+        }
+        if common.max_parallel == Some(0) {
+            self.d.error(
+                &at("max_parallel"),
+                &join_path(path, "max_parallel"),
+                "max_parallel must be at least 1",
+            );
+        }
+        match kind {
+            RuntimeKind::Aws(a) => {
+                if a.region.trim().is_empty() {
+                    self.d.error(
+                        &at("region"),
+                        &join_path(path, "region"),
+                        "region may not be empty",
+                    );
+                }
+                if let Some(m) = &common.session_mechanism {
+                    if !m.trim().eq_ignore_ascii_case("ssm") {
+                        self.d.error_hint(
+                            &at("session_mechanism"),
+                            &join_path(path, "session_mechanism"),
+                            format!(
+                                "AWS runtime {}: unknown session mechanism '{m}' (supported: ssm)",
+                                common.name
+                            ),
+                            "use `ssm`, or leave session_mechanism unset",
+                        );
+                    }
+                }
+                match &a.networking {
+                    None => self.d.warn(
+                        &node.loc,
+                        path,
+                        format!("No networking configuration provided for AWS cloud builder {} (image generation needs the VPC and subnet)", common.name),
+                    ),
+                    Some(n) => {
+                        let nn = node.get("networking").expect("networking");
+                        let np = join_path(path, "networking");
+                        if n.name.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                            self.d.error(&nn.get("name").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone()), &join_path(&np, "name"), format!("Networking configuration name cannot be empty for {}.", common.name));
+                        }
+                        if n.network.trim().is_empty() {
+                            self.d.error(&nn.loc, &join_path(&np, "network"), "network may not be empty (`default` = the account's default VPC)");
+                        }
+                        let defaults = n.subnets.iter().filter(|s| s.is_default).count();
+                        let sloc = nn.get("subnets").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone());
+                        if n.subnets.is_empty() {
+                            self.d.error_hint(&sloc, &join_path(&np, "subnets"), "networking needs at least one subnet", "declare `subnets: [{name, subnet_id, is_default: true}]`");
+                        } else if defaults != 1 {
+                            self.d.error_hint(
+                                &sloc,
+                                &join_path(&np, "subnets"),
+                                format!("exactly one subnet must have `is_default: true` (found {defaults})"),
+                                "mark the subnet bakes and instances use with is_default: true",
+                            );
+                        }
+                        if n.addl_security_groups.len() > 5 {
+                            let gl = nn.get("addl_security_groups").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone());
+                            self.d.error(
+                                &gl,
+                                &join_path(&np, "addl_security_groups"),
+                                format!(
+                                    "Total number of security groups specified in networking configuration for AWS cloud builder {} is {}, more than the limit of 5",
+                                    common.name,
+                                    n.addl_security_groups.len()
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            RuntimeKind::Docker(dk) => {
+                if dk.host.is_some() && dk.context.is_some() {
+                    self.d.error_hint(&at("context"), &join_path(path, "context"), format!("docker runtime {}: declare `host` or `context`, not both", common.name), "keep one address: host (a DOCKER_HOST URL) or context (a docker context name)");
+                }
+                if !dk.machine_types.is_empty()
+                    && !dk.machine_types.contains_key(&common.default_machine_type)
+                {
+                    let names: Vec<&str> = dk.machine_types.keys().map(String::as_str).collect();
+                    self.d.error_hint(
+                        &at("default_machine_type"),
+                        &join_path(path, "default_machine_type"),
+                        format!(
+                            "default_machine_type `{}` names no declared machine type",
+                            common.default_machine_type
+                        ),
+                        format!("declared machine_types: {}", names.join(", ")),
+                    );
+                }
+                if let Some(r) = &dk.repository {
+                    let ok = !r.is_empty()
+                        && r.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
+                    if !ok {
+                        self.d.error(
+                            &at("repository"),
+                            &join_path(path, "repository"),
+                            format!("`{r}` is not a valid repository name"),
+                        );
+                    }
+                }
+                for (k, v) in &common.tags {
+                    self.check_label_key(k, &at("tags"), &join_path(path, &format!("tags.{k}")));
+                    let _ = v;
+                }
+            }
+            RuntimeKind::Dummy(_) => {}
+        }
+    }
+
+    fn check_label_key(&mut self, key: &str, loc: &Loc, path: &str) {
+        if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c == '=') {
+            self.d.error_hint(
+                loc,
+                path,
+                format!("docker label key `{key}` carries whitespace or `=`"),
+                "a label key carries neither whitespace nor `=`",
+            );
+        }
+    }
+
+    fn load_backend(&mut self, mut it: Item) -> Option<StateBackend> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if UNUSED_STATE_BACKEND_TYPES.contains(&ty.as_str()) {
+            self.note_unused(&format!("{ty} state backends"), &it.node, Which::Backend);
+            return None;
+        }
+        if ty != "s3" && ty != "local" {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown state backend type `{ty}`"),
+                "csis implements s3 and local (gcs is read but not used yet)",
+            );
+            return None;
+        }
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        let this = template::to_value(&it.node);
+        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        let common: Option<BuilderCommon> = self.typed(
+            &it.node.filter_map(|k| BUILDER_COMMON_KEYS.contains(&k)),
+            &it.path,
+        );
+        let own = it.node.filter_map(|k| !BUILDER_COMMON_KEYS.contains(&k));
+        let kind = if ty == "s3" {
+            self.typed::<S3Backend>(&own, &it.path)
+                .map(StateBackendKind::S3)
+        } else {
+            self.typed::<LocalBackend>(&own, &it.path)
+                .map(StateBackendKind::Local)
+        };
+        let (common, kind) = (common?, kind?);
+        match &kind {
+            StateBackendKind::S3(s) => {
+                if s.key.trim().trim_matches('/').is_empty() {
+                    let l = it
+                        .node
+                        .get("key")
+                        .map(|k| k.loc.clone())
+                        .unwrap_or(it.node.loc.clone());
+                    self.d
+                        .error(&l, &join_path(&it.path, "key"), "key may not be empty");
+                }
+                if s.bucket.trim().is_empty() {
+                    let l = it
+                        .node
+                        .get("bucket")
+                        .map(|k| k.loc.clone())
+                        .unwrap_or(it.node.loc.clone());
+                    self.d.error(
+                        &l,
+                        &join_path(&it.path, "bucket"),
+                        "bucket may not be empty",
+                    );
+                }
+            }
+            StateBackendKind::Local(lb) => {
+                let p = lb.path.trim();
+                if p == "/" || p.split(['/', '\\']).any(|seg| seg == "." || seg == "..") {
+                    let l = it
+                        .node
+                        .get("path")
+                        .map(|k| k.loc.clone())
+                        .unwrap_or(it.node.loc.clone());
+                    self.d.error(
+                        &l,
+                        &join_path(&it.path, "path"),
+                        format!("`{p}` is refused: no `.`/`..` segments and not a bare `/`"),
+                    );
+                }
+            }
+        }
+        Some(StateBackend {
+            name: normalize_name(&name),
+            display: name,
+            common,
+            kind,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    fn load_image_builder(&mut self, mut it: Item) -> Option<ImageBuilder> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if UNUSED_IMAGE_BUILDER_TYPES.contains(&ty.as_str()) {
+            self.note_unused(
+                &format!("{ty} image builders"),
+                &it.node,
+                Which::ImageBuilder,
+            );
+            return None;
+        }
+        let Some(kind) = ImageBuilderKind::parse(&ty) else {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(&t.loc, &join_path(&it.path, "type"), format!("unknown image builder type `{ty}`"), "csis implements packer-ebs, packer-docker, docker and dummy (packer-gce is read but not used yet)");
+            return None;
+        };
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        let this = template::to_value(&it.node);
+        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        let model: ImageBuilderModel = self.typed(&it.node, &it.path)?;
+        Some(ImageBuilder {
+            name: normalize_name(&name),
+            display: name,
+            model,
+            kind,
+            runtime: String::new(),
+            executable: None,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    fn load_mod_builder(&mut self, mut it: Item) -> Option<ModBuilder> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        let Some(kind) = ModKind::parse(&ty) else {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown mod builder type `{ty}`"),
+                "mod builder types: ansible, bash-remote",
+            );
+            return None;
+        };
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        let this = template::to_value(&it.node);
+        self.render(
+            &mut it.node,
+            &it.path,
+            &[("this", &this)],
+            &["execute_command"],
+        );
+        let model: ModBuilderModel = self.typed(&it.node, &it.path)?;
+        let wrong: &[&str] = match kind {
+            ModKind::Ansible => &["execute_command", "environment_vars"],
+            ModKind::BashRemote => &["ansible_connection"],
+        };
+        for k in wrong {
+            if let Some(n) = it.node.get(k) {
+                if !n.is_null() && !n.as_seq().is_some_and(|s| s.is_empty()) {
+                    self.d.error(
+                        &n.loc,
+                        &join_path(&it.path, k),
+                        format!("`{k}` does not apply to a {ty} mod builder"),
+                    );
+                }
+            }
+        }
+        if let Some(ec) = &model.execute_command {
+            if ec.contains(".Path") {
+                let l = it
+                    .node
+                    .get("execute_command")
+                    .map(|n| n.loc.clone())
+                    .unwrap_or(it.node.loc.clone());
+                self.d.error(&l, &join_path(&it.path, "execute_command"), "a packer `{{ .Path }}` cannot be written in cfg/ (csis supplies the script path)");
+            }
+        }
+        Some(ModBuilder {
+            name: normalize_name(&name),
+            display: name,
+            model,
+            kind,
+            executable: None,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    fn load_os_builder(&mut self, mut it: Item, config: &IaConfig) -> Option<OsBuilder> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if !OS_TYPES.contains(&ty.as_str()) {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown OS builder type `{ty}`"),
+                format!("OS builder types: {}", OS_TYPES.join(", ")),
+            );
+            return None;
+        }
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        // Templates: the builder sees itself as `this`; each runtime entry sees
+        // itself as `this`, the builder as `this.parent`, and its own `config`.
+        let runtimes_node = it.node.remove("runtimes");
+        let this = template::to_value(&it.node);
+        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        let mut runtimes_node = runtimes_node;
+        if let Some(rn) = runtimes_node.as_mut() {
+            if let Value::Seq(entries) = &mut rn.value {
+                for (i, e) in entries.iter_mut().enumerate() {
+                    let p = format!("{}.runtimes[{i}]", it.path);
+                    if e.get("aliases").is_some() {
+                        // refused by the model; keep going to report it with the hint
+                    }
+                    let mut with_parent = e.clone();
+                    with_parent.set("parent", it.node.clone());
+                    let thisv = template::to_value(&with_parent);
+                    let cfgv = template::to_value(
+                        &e.get("config")
+                            .cloned()
+                            .unwrap_or(Node::new(Value::Map(vec![]), e.loc.clone())),
+                    );
+                    self.render(e, &p, &[("this", &thisv), ("config", &cfgv)], &[]);
+                }
+            }
+            it.node.set("runtimes", rn.clone());
+        }
+        if let Some(u) = it.node.get("update") {
+            if u.as_str().is_some() {
+                self.d.error_hint(
+                    &u.loc,
+                    &join_path(&it.path, "update"),
+                    "a bare update policy name is refused",
+                    format!(
+                        "write a mapping: `update: {{policy: {}}}`",
+                        u.as_str().unwrap_or("")
+                    ),
+                );
+                return None;
+            }
+        }
+        let model: OsBuilderModel = self.typed(&it.node, &it.path)?;
+        let at = |k: &str| {
+            it.node
+                .get(k)
+                .map(|n| n.loc.clone())
+                .unwrap_or(it.node.loc.clone())
+        };
+        if model.family.trim().is_empty() {
+            self.d.error(
+                &at("family"),
+                &join_path(&it.path, "family"),
+                "family may not be empty",
+            );
+        }
+        if model.family == "rhel" && !["8", "9", "10"].contains(&model.family_version.trim()) {
+            self.d.error(
+                &at("family_version"),
+                &join_path(&it.path, "family_version"),
+                format!(
+                    "rhel accepts family_version 8, 9 or 10, not `{}`",
+                    model.family_version
+                ),
+            );
+        }
+        if model.admin_user.trim().is_empty() {
+            self.d.error(
+                &at("admin_user"),
+                &join_path(&it.path, "admin_user"),
+                "admin_user may not be empty (a mandatory local admin user)",
+            );
+        }
+        if model.runtimes.is_empty() {
+            self.d.error_hint(
+                &it.node.loc,
+                &join_path(&it.path, "runtimes"),
+                "an OS builder needs at least one runtime entry",
+                "add `runtimes: [{image_builder: <name>}]`",
+            );
+        }
+        if let Some(u) = &model.update {
+            let up = join_path(&it.path, "update");
+            let ul = at("update");
+            if u.policy == UpdatePolicyKind::Packages && u.packages.is_empty() && u.pin.is_empty() {
+                self.d
+                    .error(&ul, &up, "policy `packages` needs `packages` and/or `pin`");
+            }
+            for p in &u.packages {
+                if u.exclude.iter().any(|g| glob_match(g, p)) {
+                    self.d.error(
+                        &ul,
+                        &up,
+                        format!("package `{p}` is both in `packages` and excluded"),
+                    );
+                }
+            }
+            for (k, v) in &u.pin {
+                if v.trim().is_empty() || v.contains(char::is_whitespace) {
+                    self.d.error(
+                        &ul,
+                        &format!("{up}.pin.{k}"),
+                        format!("pin of `{k}` needs a version without spaces"),
+                    );
+                }
+            }
+            if u.refresh_days == Some(0) {
+                self.d.error(
+                    &ul,
+                    &format!("{up}.refresh_days"),
+                    "refresh_days must be positive",
+                );
+            }
+        }
+        let keys_node = it.node.get("admin_public_keys");
+        let admin_public_keys = match &model.admin_public_keys {
+            Some(k) => {
+                for (i, key) in k.0.iter().enumerate() {
+                    if looks_private(key) {
+                        let l = keys_node
+                            .and_then(|n| n.as_seq().and_then(|s| s.get(i)).or(Some(n)))
+                            .map(|n| n.loc.clone())
+                            .unwrap_or(it.node.loc.clone());
+                        self.d.error_hint(
+                            &l,
+                            &format!("{}.admin_public_keys[{i}]", it.path),
+                            "this looks like private key material; admin_public_keys takes public keys only (N9)",
+                            "put the PUBLIC key here and keep the private key out of the tree",
+                        );
+                    }
+                }
+                k.0.clone()
+            }
+            None => config.config.admin_public_keys.0.clone(),
+        };
+        let rnodes: Vec<Node> = it
+            .node
+            .get("runtimes")
+            .and_then(|r| r.as_seq())
+            .map(|s| s.to_vec())
+            .unwrap_or_default();
+        let runtimes = model
+            .runtimes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| OsRuntime {
+                entry: e.clone(),
+                label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
+                image_builder: None,
+                runtime: None,
+                origin: Origin {
+                    loc: rnodes
+                        .get(i)
+                        .map(|n| n.loc.clone())
+                        .unwrap_or(it.node.loc.clone()),
+                    path: format!("{}.runtimes[{i}]", it.path),
+                },
+            })
+            .collect();
+        Some(OsBuilder {
+            name: normalize_name(&name),
+            display: name,
+            model,
+            runtimes,
+            admin_public_keys,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    /// Read a collection directory: per key, its items, with overlays and
+    /// undeclares applied.
+    fn read_collection(
+        &mut self,
+        dir: &str,
+        keys: &[&str],
+        overlays: &[Node],
+    ) -> Vec<(String, Vec<Item>)> {
+        let mut out: Vec<(String, Vec<Item>)> =
+            keys.iter().map(|k| (k.to_string(), Vec::new())).collect();
+        let path = self.root.join(dir);
+        if path.is_dir() {
+            for f in yaml_files(&path, true) {
+                let node = match yaml::parse_file(&f, &self.root) {
+                    Ok(n) => n,
+                    Err(d) => {
+                        self.d.push(d);
+                        continue;
+                    }
+                };
+                let Value::Map(entries) = node.value else {
+                    if !node.is_null() {
+                        self.d.error(
+                            &node.loc,
+                            "",
+                            format!(
+                                "a {dir}/ file must hold a mapping, found {}",
+                                node.kind_name()
+                            ),
+                        );
+                    }
+                    continue;
+                };
+                for e in entries {
+                    let Some(slot) = out.iter_mut().find(|(k, _)| *k == e.key) else {
+                        self.d.error_hint(
+                            &e.key_loc,
+                            &e.key,
+                            format!("unexpected key in a {dir}/ file"),
+                            format!("a {dir}/ file holds {}", keys.join(" / ")),
+                        );
+                        continue;
+                    };
+                    match e.value.value {
+                        Value::Seq(items) => {
+                            for (i, n) in items.into_iter().enumerate() {
+                                slot.1.push(Item {
+                                    node: n,
+                                    path: format!("{}[{i}]", e.key),
+                                });
+                            }
+                        }
+                        Value::Null => {}
+                        _ => self.d.error(
+                            &e.value.loc,
+                            &e.key,
+                            format!("expected a list, found {}", e.value.kind_name()),
+                        ),
+                    }
+                }
+            }
+        }
+        // overlays: same name merged key by key, new names added, `undeclare: true` removes
+        for o in overlays {
+            for (key, items) in out.iter_mut() {
+                let Some(list) = o.get(key).and_then(|l| l.as_seq()) else {
+                    continue;
+                };
+                for (i, on) in list.iter().enumerate() {
+                    let oname = normalize_name(&on.get_str("name").unwrap_or_default());
+                    let undeclare = on
+                        .get("undeclare")
+                        .and_then(|u| u.as_bool())
+                        .unwrap_or(false);
+                    let pos = items.iter().position(|it| {
+                        normalize_name(&it.node.get_str("name").unwrap_or_default()) == oname
+                    });
+                    match (pos, undeclare) {
+                        (Some(p), true) => {
+                            items.remove(p);
+                        }
+                        (None, true) => {}
+                        (Some(p), false) => {
+                            if let Some(m) = on.as_map() {
+                                for e in m {
+                                    items[p].node.set(&e.key, e.value.clone());
+                                }
+                            }
+                        }
+                        (None, false) => items.push(Item {
+                            node: on.clone(),
+                            path: format!("{key}[{i}]"),
+                        }),
+                    }
+                }
+            }
+        }
+        // --undeclare kind:name
+        for u in &self.opts.undeclares {
+            match Undeclare::parse(u) {
+                Err(e) => {
+                    if keys.contains(&"images") {
+                        self.d.push(Diagnostic::plain("--undeclare", e));
+                    }
+                }
+                Ok(u) => {
+                    if let Some((_, items)) = out.iter_mut().find(|(k, _)| *k == u.kind) {
+                        let n = normalize_name(&u.name);
+                        let before = items.len();
+                        items.retain(|it| {
+                            normalize_name(&it.node.get_str("name").unwrap_or_default()) != n
+                        });
+                        if items.len() == before {
+                            self.d.push(Diagnostic::plain(
+                                "--undeclare",
+                                format!("nothing named `{}` in {} to undeclare", u.name, u.kind),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn load_image(&mut self, mut it: Item) -> Option<Image> {
+        let (name, _) = self.head(&it.node, &it.path, false)?;
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        if it.node.get("undeclare").is_some() {
+            it.node.remove("undeclare");
+        }
+        let this = template::to_value(&it.node);
+        // bash `script:` lines are literal
+        self.render(
+            &mut it.node,
+            &it.path,
+            &[("this", &this), ("image", &this)],
+            &["script"],
+        );
+        if let Some(pp) = it.node.get("parent_policy") {
+            let v = pp.scalar_text().unwrap_or_default();
+            if v != "pinned" && v != "follow" {
+                self.d.error_hint(
+                    &pp.loc,
+                    &join_path(&it.path, "parent_policy"),
+                    format!("unknown parent_policy `{v}`"),
+                    "parent_policy is `pinned` or `follow`",
+                );
+                return None;
+            }
+        }
+        let model: ImageModel = self.typed(&it.node, &it.path)?;
+        let rnodes: Vec<Node> = it
+            .node
+            .get("runtimes")
+            .and_then(|r| r.as_seq())
+            .map(|s| s.to_vec())
+            .unwrap_or_default();
+        let mnodes: Vec<Node> = it
+            .node
+            .get("modifications")
+            .and_then(|r| r.as_seq())
+            .map(|s| s.to_vec())
+            .unwrap_or_default();
+        if model.runtimes.is_empty() {
+            self.d.error_hint(
+                &it.node.loc,
+                &join_path(&it.path, "runtimes"),
+                "an image needs at least one runtime entry",
+                "add `runtimes: [{image_builder: <name>}]`",
+            );
+        }
+        let runtimes = model
+            .runtimes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ImageRuntime {
+                entry: e.clone(),
+                label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
+                image_builder: None,
+                runtime: None,
+                origin: Origin {
+                    loc: rnodes
+                        .get(i)
+                        .map(|n| n.loc.clone())
+                        .unwrap_or(it.node.loc.clone()),
+                    path: format!("{}.runtimes[{i}]", it.path),
+                },
+            })
+            .collect();
+        let mods = model
+            .modifications
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ResolvedMod {
+                item: m.clone(),
+                builder: String::new(),
+                kind: ModKind::Ansible,
+                origin: Origin {
+                    loc: mnodes
+                        .get(i)
+                        .map(|n| n.loc.clone())
+                        .unwrap_or(it.node.loc.clone()),
+                    path: format!("{}.modifications[{i}]", it.path),
+                },
+            })
+            .collect();
+        Some(Image {
+            name: normalize_name(&name),
+            display: name,
+            model,
+            parent: Parent::Os(String::new()),
+            primary_builder: None,
+            runtimes,
+            mods,
+            origin: Origin {
+                loc: it.node.loc.clone(),
+                path: it.path,
+            },
+        })
+    }
+
+    // -- resolution ----------------------------------------------------------
+
+    /// Build a name index for a class; refuse duplicate names/aliases and a
+    /// second default.
+    fn index<'a>(
+        &mut self,
+        class: &str,
+        items: impl Iterator<Item = (&'a str, &'a [String], bool, &'a Origin)>,
+    ) -> Index {
+        let mut ix = Index::default();
+        let mut first: HashMap<String, Origin> = HashMap::new();
+        for (i, (name, aliases, is_default, origin)) in items.enumerate() {
+            for (j, n) in std::iter::once(name)
+                .chain(aliases.iter().map(String::as_str))
+                .enumerate()
+            {
+                let key = normalize_name(n);
+                if key.is_empty() {
+                    continue;
+                }
+                if let Some(prev) = first.get(&key) {
+                    let what = if j == 0 { "name" } else { "alias" };
+                    let path = if j == 0 {
+                        join_path(&origin.path, "name")
+                    } else {
+                        format!("{}.aliases[{}]", origin.path, j - 1)
+                    };
+                    self.d.error_hint(
+                        &origin.loc,
+                        &path,
+                        format!("duplicate {class} {what} `{n}`"),
+                        format!("`{n}` is already declared at {}", prev.display()),
+                    );
+                    continue;
+                }
+                first.insert(key.clone(), origin.clone());
+                ix.map.insert(key, i);
+            }
+            if is_default {
+                if let Some(d) = ix.default {
+                    let _ = d;
+                    self.d.error_hint(
+                        &origin.loc,
+                        &join_path(&origin.path, "is_default"),
+                        format!("a second default {class}: `{name}`"),
+                        "at most one entry per class may have is_default: true",
+                    );
+                } else {
+                    ix.default = Some(i);
+                }
+            }
+        }
+        ix
+    }
+
+    fn resolve(&mut self, t: &mut Tree) {
+        t.ix_exe = self.index(
+            "executable",
+            t.executables.iter().map(|e| {
+                (
+                    e.model.name.as_str(),
+                    &e.model.aliases[..],
+                    false,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_rt = self.index(
+            "runtime",
+            t.runtimes.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.common.aliases[..],
+                    e.common.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_sb = self.index(
+            "state backend",
+            t.state_backends.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.common.aliases[..],
+                    e.common.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_os = self.index(
+            "OS builder",
+            t.os_builders.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.model.aliases[..],
+                    e.model.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_ib = self.index(
+            "image builder",
+            t.image_builders.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.model.aliases[..],
+                    e.model.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_mb = self.index(
+            "mod builder",
+            t.mod_builders.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.model.aliases[..],
+                    e.model.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        t.ix_img = self.index(
+            "image",
+            t.images.iter().map(|e| {
+                (
+                    e.display.as_str(),
+                    &e.model.aliases[..],
+                    e.model.is_default,
+                    &e.origin,
+                )
+            }),
+        );
+        // An image and an OS builder share the `source_image` namespace.
+        for img in &t.images {
+            if let Some(o) = t.ix_os.map.get(&img.name) {
+                let os = &t.os_builders[*o];
+                self.d.error_hint(
+                    &img.origin.loc,
+                    &join_path(&img.origin.path, "name"),
+                    format!("image `{}` has the name of an OS builder", img.display),
+                    format!(
+                        "`source_image: {}` would be ambiguous; the OS builder is at {}",
+                        img.display,
+                        os.origin.display()
+                    ),
+                );
+            }
+        }
+
+        let exe_ok = |t: &Tree, name: &str| t.ix_exe.map.contains_key(&normalize_name(name));
+
+        // runtimes
+        for i in 0..t.runtimes.len() {
+            let rt = &t.runtimes[i];
+            let (loc, path) = (rt.origin.loc.clone(), rt.origin.path.clone());
+            let sc = rt.common.state_configuration.clone();
+            let mut backend = None;
+            if !is_absent(&sc) {
+                match t.ix_sb.get(&sc) {
+                    Some(b) => backend = Some(t.state_backends[b].name.clone()),
+                    None if self.unused_backends.contains(&normalize_name(&sc)) => {}
+                    None => self.d.error_hint(
+                        &loc,
+                        &join_path(&path, "state_configuration"),
+                        format!("state_configuration `{sc}` names no declared state backend"),
+                        known(
+                            "state backends",
+                            t.state_backends.iter().map(|b| b.display.as_str()),
+                        ),
+                    ),
+                }
+            } else if let Some(b) = t.ix_sb.default {
+                backend = Some(t.state_backends[b].name.clone());
+            }
+            let dib = rt.common.default_image_builder.clone();
+            if !is_absent(&dib)
+                && t.ix_ib.get(&dib).is_none()
+                && !self.unused_image_builders.contains(&normalize_name(&dib))
+            {
+                self.d.error_hint(
+                    &loc,
+                    &join_path(&path, "default_image_builder"),
+                    format!("default_image_builder `{dib}` names no declared image builder"),
+                    known(
+                        "image builders",
+                        t.image_builders.iter().map(|b| b.display.as_str()),
+                    ),
+                );
+            }
+            let mut exe = None;
+            match (&rt.common.executable, &rt.kind) {
+                (Some(e), _) => {
+                    if exe_ok(t, e) {
+                        exe = Some(normalize_name(e));
+                    } else {
+                        self.d.error_hint(
+                            &loc,
+                            &join_path(&path, "executable"),
+                            format!("executable '{e}' is not declared in cfg/executables.yml"),
+                            format!("declare `- name: {e}` with its `binary` under executables:"),
+                        );
+                    }
+                }
+                (None, RuntimeKind::Docker(_)) => {
+                    if exe_ok(t, "docker") {
+                        exe = Some("docker".into());
+                    }
+                }
+                _ => {}
+            }
+            let rt = &mut t.runtimes[i];
+            rt.state_backend = backend;
+            rt.executable = exe;
+        }
+
+        // image builders -> runtimes
+        for i in 0..t.image_builders.len() {
+            let ib = &t.image_builders[i];
+            let (loc, path) = (ib.origin.loc.clone(), ib.origin.path.clone());
+            let rname = ib.model.runtime.clone();
+            let mut runtime = String::new();
+            match t.ix_rt.get(&rname) {
+                Some(r) => {
+                    let rt = &t.runtimes[r];
+                    if !ib.kind.runtime_types().contains(&rt.type_name()) {
+                        self.d.error_hint(
+                            &loc,
+                            &join_path(&path, "runtime"),
+                            format!(
+                                "image builder type {} cannot bake on runtime `{}` of type {}",
+                                ib.kind.as_str(),
+                                rt.display,
+                                rt.type_name()
+                            ),
+                            format!(
+                                "{} bakes on {} runtimes",
+                                ib.kind.as_str(),
+                                ib.kind.runtime_types().join("/")
+                            ),
+                        );
+                    }
+                    runtime = rt.name.clone();
+                }
+                None if self.unused_runtimes.contains(&normalize_name(&rname)) => {
+                    self.d.error(&loc, &join_path(&path, "runtime"), format!("image builder type {} cannot bake on runtime `{rname}` (a runtime type csis does not implement yet)", ib.kind.as_str()));
+                }
+                None if is_absent(&rname) => self.d.error_hint(
+                    &loc,
+                    &join_path(&path, "runtime"),
+                    "`runtime: default` but no runtime has is_default: true",
+                    "name the runtime, or mark one runtime is_default: true",
+                ),
+                None => self.d.error_hint(
+                    &loc,
+                    &join_path(&path, "runtime"),
+                    format!("runtime `{rname}` is not declared"),
+                    known("runtimes", t.runtimes.iter().map(|r| r.display.as_str())),
+                ),
+            }
+            let mut exe = None;
+            if let Some(e) = &ib.model.executable {
+                if exe_ok(t, e) {
+                    exe = Some(normalize_name(e));
+                } else {
+                    self.d.error_hint(
+                        &loc,
+                        &join_path(&path, "executable"),
+                        format!("executable '{e}' is not declared in cfg/executables.yml"),
+                        format!("declare `- name: {e}` under executables:"),
+                    );
+                }
+            }
+            let ib = &mut t.image_builders[i];
+            ib.runtime = runtime;
+            ib.executable = exe;
+        }
+
+        // mod builders
+        for i in 0..t.mod_builders.len() {
+            let mb = &t.mod_builders[i];
+            let mut exe = None;
+            if let Some(e) = &mb.model.executable {
+                if exe_ok(t, e) {
+                    exe = Some(normalize_name(e));
+                } else {
+                    self.d.error_hint(
+                        &mb.origin.loc,
+                        &join_path(&mb.origin.path, "executable"),
+                        format!("executable '{e}' is not declared in cfg/executables.yml"),
+                        format!("declare `- name: {e}` under executables:"),
+                    );
+                }
+            }
+            t.mod_builders[i].executable = exe;
+        }
+
+        // OS builders
+        for i in 0..t.os_builders.len() {
+            let mut seen_ib: HashMap<String, usize> = HashMap::new();
+            let mut seen_label: HashSet<String> = HashSet::new();
+            let os_path = t.os_builders[i].origin.path.clone();
+            for j in 0..t.os_builders[i].runtimes.len() {
+                let e = &t.os_builders[i].runtimes[j];
+                let (loc, path) = (e.origin.loc.clone(), e.origin.path.clone());
+                let ibn = e.entry.image_builder.clone();
+                let (ib, rt) =
+                    self.resolve_builder_ref(t, &ibn, &loc, &join_path(&path, "image_builder"));
+                if let Some(b) = &ib {
+                    if let Some(prev) = seen_ib.insert(b.clone(), j) {
+                        self.d.error(&loc, &join_path(&path, "image_builder"), format!("image builder `{ibn}` appears twice in runtimes (also runtimes[{prev}])"));
+                    }
+                }
+                if let Some(n) = &e.entry.name {
+                    if !seen_label.insert(normalize_name(n)) {
+                        self.d.error(
+                            &loc,
+                            &join_path(&path, "name"),
+                            format!("duplicate runtime entry name `{n}`"),
+                        );
+                    }
+                }
+                if let Some(r) = rt.as_deref().and_then(|r| t.runtime(r)) {
+                    if r.docker().is_some() {
+                        if let Some(id) = &e.entry.image_id {
+                            if !id.contains("@sha256:") {
+                                self.d.error_hint(&loc, &join_path(&path, "image_id"), format!("image_id '{id}' is not a digest reference"), "pin `<repository>@sha256:<digest>` (docker image inspect --format '{{index .RepoDigests 0}}')");
+                            }
+                        }
+                        let allowed = [
+                            "name",
+                            "version",
+                            "publisher",
+                            "architecture",
+                            "native.image",
+                            "native",
+                        ];
+                        let q = t.os_query(&t.os_builders[i], e);
+                        let filters = q
+                            .get("filters")
+                            .and_then(|f| f.as_object())
+                            .cloned()
+                            .unwrap_or_default();
+                        for k in filters.keys().chain(q.keys().filter(|k| *k != "filters")) {
+                            if !allowed.contains(&k.as_str()) {
+                                self.d.error_hint(&loc, &join_path(&path, "query"), format!("query key `{k}` cannot be answered by a docker daemon"), "docker queries use name, version, publisher, architecture and native.image");
+                            }
+                        }
+                    }
+                }
+                let e = &mut t.os_builders[i].runtimes[j];
+                e.image_builder = ib;
+                e.runtime = rt;
+            }
+            // N9: no admin public key and no session mechanism on any runtime
+            let os = &t.os_builders[i];
+            if os.admin_public_keys.iter().all(|k| k.trim().is_empty()) {
+                for e in os.active_runtimes() {
+                    let rt = t
+                        .runtime(e.runtime.as_deref().unwrap_or(""))
+                        .expect("resolved");
+                    if !rt.has_session() {
+                        self.d.error_hint(
+                            &e.origin.loc,
+                            &e.origin.path,
+                            format!("base image `{}` has no admin public key and runtime `{}` has no session mechanism: nobody could reach its machines (N9)", os.display, rt.display),
+                            "set config.admin_public_keys (or the OS builder's admin_public_keys), or `session_mechanism: ssm` on the runtime",
+                        );
+                    }
+                }
+            }
+            let _ = os_path;
+        }
+
+        // images: parents, builders, mods
+        for i in 0..t.images.len() {
+            let img = &t.images[i];
+            let (loc, path) = (img.origin.loc.clone(), img.origin.path.clone());
+            let src = img.model.source_image.clone();
+            let parent = if is_absent(&src) {
+                match t.ix_os.default {
+                    Some(o) => Some(Parent::Os(t.os_builders[o].name.clone())),
+                    None => {
+                        self.d.error_hint(
+                            &loc,
+                            &join_path(&path, "source_image"),
+                            "`source_image: default` but no OS builder has is_default: true",
+                            "name the OS builder or image this image is built from",
+                        );
+                        None
+                    }
+                }
+            } else if let Some(j) = t.ix_img.get(&src) {
+                if j == i {
+                    self.d.error(
+                        &loc,
+                        &join_path(&path, "source_image"),
+                        format!("image `{}` is its own source_image", img.display),
+                    );
+                    None
+                } else {
+                    Some(Parent::Image(t.images[j].name.clone()))
+                }
+            } else if let Some(o) = t.ix_os.get(&src) {
+                Some(Parent::Os(t.os_builders[o].name.clone()))
+            } else {
+                let mut names: Vec<&str> =
+                    t.os_builders.iter().map(|o| o.display.as_str()).collect();
+                names.extend(t.images.iter().take(20).map(|i| i.display.as_str()));
+                self.d.error_hint(
+                    &loc,
+                    &join_path(&path, "source_image"),
+                    format!("source_image `{src}` names no OS builder or image"),
+                    known("OS builders and images", names.into_iter()),
+                );
+                None
+            };
+            let ty = img.model.type_.clone();
+            let primary = match t.ix_ib.get(&ty) {
+                Some(b) => Some(t.image_builders[b].name.clone()),
+                None if self.unused_image_builders.contains(&normalize_name(&ty)) => None,
+                None if is_absent(&ty) => None,
+                None => {
+                    self.d.error_hint(
+                        &loc,
+                        &join_path(&path, "type"),
+                        format!("image builder `{ty}` is not declared"),
+                        known(
+                            "image builders",
+                            t.image_builders.iter().map(|b| b.display.as_str()),
+                        ),
+                    );
+                    None
+                }
+            };
+            let mut resolved_rt = Vec::new();
+            let mut seen: HashMap<String, usize> = HashMap::new();
+            for (j, e) in img.runtimes.iter().enumerate() {
+                let (ib, rt) = self.resolve_builder_ref(
+                    t,
+                    &e.entry.image_builder,
+                    &e.origin.loc,
+                    &join_path(&e.origin.path, "image_builder"),
+                );
+                if let Some(b) = &ib {
+                    if let Some(prev) = seen.insert(b.clone(), j) {
+                        self.d.error(&e.origin.loc, &join_path(&e.origin.path, "image_builder"), format!("image builder `{}` appears twice in runtimes (also runtimes[{prev}])", e.entry.image_builder));
+                    }
+                }
+                resolved_rt.push((ib, rt));
+            }
+            let mut resolved_mods = Vec::new();
+            let mut mod_names: HashMap<String, usize> = HashMap::new();
+            for (j, m) in img.mods.iter().enumerate() {
+                let (ml, mp) = (m.origin.loc.clone(), m.origin.path.clone());
+                if let Some(prev) = mod_names.insert(normalize_name(&m.item.name), j) {
+                    self.d.error(
+                        &ml,
+                        &join_path(&mp, "name"),
+                        format!(
+                            "duplicate modification name `{}` (also modifications[{prev}])",
+                            m.item.name
+                        ),
+                    );
+                }
+                let r = match t.ix_mb.get(&m.item.type_) {
+                    Some(b) => Some((t.mod_builders[b].name.clone(), t.mod_builders[b].kind)),
+                    None => {
+                        if is_absent(&m.item.type_) {
+                            self.d.error_hint(&ml, &join_path(&mp, "type"), "this modification names no type and no mod builder has is_default: true", "name the mod builder (`type: <name>`), or mark one is_default: true");
+                        } else {
+                            self.d.error_hint(
+                                &ml,
+                                &join_path(&mp, "type"),
+                                format!("mod builder `{}` is not declared", m.item.type_),
+                                known(
+                                    "mod builders",
+                                    t.mod_builders.iter().map(|b| b.display.as_str()),
+                                ),
+                            );
+                        }
+                        None
+                    }
+                };
+                if let Some((_, kind)) = &r {
+                    self.check_mod(&m.item, *kind, &ml, &mp);
+                }
+                resolved_mods.push(r);
+            }
+            let img = &mut t.images[i];
+            img.parent = parent.unwrap_or(Parent::Os(String::new()));
+            img.primary_builder = primary;
+            for (e, (ib, rt)) in img.runtimes.iter_mut().zip(resolved_rt) {
+                e.image_builder = ib;
+                e.runtime = rt;
+            }
+            for (m, r) in img.mods.iter_mut().zip(resolved_mods) {
+                if let Some((b, k)) = r {
+                    m.builder = b;
+                    m.kind = k;
+                }
+            }
+        }
+        self.check_cycles(t);
+        if !self.d.has_errors() {
+            self.check_docker_names(t);
+        }
+    }
+
+    /// Resolve an `image_builder:` reference to (canonical builder, canonical runtime).
+    fn resolve_builder_ref(
+        &mut self,
+        t: &Tree,
+        name: &str,
+        loc: &Loc,
+        path: &str,
+    ) -> (Option<String>, Option<String>) {
+        match t.ix_ib.get(name) {
+            Some(b) => {
+                let ib = &t.image_builders[b];
+                let rt = (!ib.runtime.is_empty()).then(|| ib.runtime.clone());
+                (Some(ib.name.clone()), rt)
+            }
+            None if self.unused_image_builders.contains(&normalize_name(name)) => (None, None),
+            None if is_absent(name) => {
+                self.d.error_hint(
+                    loc,
+                    path,
+                    "`image_builder: default` but no image builder has is_default: true",
+                    "name the image builder, or mark one is_default: true",
+                );
+                (None, None)
+            }
+            None => {
+                self.d.error_hint(
+                    loc,
+                    path,
+                    format!("image builder `{name}` is not declared"),
+                    known(
+                        "image builders",
+                        t.image_builders.iter().map(|b| b.display.as_str()),
+                    ),
+                );
+                (None, None)
+            }
+        }
+    }
+
+    fn check_mod(&mut self, m: &ModItem, kind: ModKind, loc: &Loc, path: &str) {
+        match kind {
+            ModKind::Ansible => {
+                if m.playbooks.is_empty() {
+                    self.d.error_hint(loc, &join_path(path, "playbooks"), format!("ansible modification `{}` has no playbooks", m.name), "list the playbooks (root-relative paths); an item with only `config:` does nothing");
+                }
+                for k in ["script", "scripts"] {
+                    let present = if k == "script" {
+                        !m.script.is_empty()
+                    } else {
+                        !m.scripts.is_empty()
+                    };
+                    if present {
+                        self.d.error(
+                            loc,
+                            &join_path(path, k),
+                            format!(
+                                "`{k}` belongs to a bash-remote modification, not an ansible one"
+                            ),
+                        );
+                    }
+                }
+                if m.ensure.is_some() {
+                    self.d.error(
+                        loc,
+                        &join_path(path, "ensure"),
+                        "`ensure` belongs to a bash-remote modification, not an ansible one",
+                    );
+                }
+            }
+            ModKind::BashRemote => {
+                if !m.playbooks.is_empty() {
+                    self.d.error(
+                        loc,
+                        &join_path(path, "playbooks"),
+                        "`playbooks` belong to an ansible modification, not a bash-remote one",
+                    );
+                }
+                if m.script.is_empty() && m.scripts.is_empty() && m.ensure.is_none() {
+                    self.d.error_hint(
+                        loc,
+                        path,
+                        format!(
+                            "bash modification `{}` has no script, scripts or ensure",
+                            m.name
+                        ),
+                        "give inline `script:` lines, `scripts:` files and/or an `ensure:` block",
+                    );
+                }
+                if let Some(e) = &m.ensure {
+                    if e.packages.is_empty()
+                        && e.files.is_empty()
+                        && e.services.is_empty()
+                        && e.commands.is_empty()
+                    {
+                        self.d.error(
+                            loc,
+                            &join_path(path, "ensure"),
+                            "an `ensure` with every list empty is refused",
+                        );
+                    }
+                    for (i, f) in e.files.iter().enumerate() {
+                        if let Some(mode) = &f.mode {
+                            let ok = match mode {
+                                serde_json::Value::String(s) => {
+                                    s.len() >= 3
+                                        && s.len() <= 4
+                                        && s.chars().all(|c| ('0'..='7').contains(&c))
+                                        && (s.starts_with('0')
+                                            || s.len() == 3 && false
+                                            || s.len() == 4)
+                                }
+                                _ => false,
+                            };
+                            if !ok {
+                                self.d.error_hint(
+                                    loc,
+                                    &format!("{path}.ensure.files[{i}].mode"),
+                                    format!("mode {mode} is not an octal mode"),
+                                    "write the mode quoted with its leading zero: \"0644\"",
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Refuse `source_image` cycles, printing the cycle.
+    fn check_cycles(&mut self, t: &Tree) {
+        // 0 = unvisited, 1 = on the current path, 2 = done
+        let mut state = vec![0u8; t.images.len()];
+        for start in 0..t.images.len() {
+            if state[start] != 0 {
+                continue;
+            }
+            let mut pathv: Vec<usize> = Vec::new();
+            let mut cur = Some(start);
+            while let Some(c) = cur {
+                match state[c] {
+                    2 => break,
+                    1 => {
+                        let pos = pathv.iter().position(|&x| x == c).expect("on path");
+                        let cyc = &pathv[pos..];
+                        let mut names: Vec<&str> =
+                            cyc.iter().map(|&x| t.images[x].display.as_str()).collect();
+                        names.push(&t.images[c].display);
+                        let first = &t.images[cyc[0]];
+                        self.d.error_hint(
+                            &first.origin.loc,
+                            &join_path(&first.origin.path, "source_image"),
+                            format!("source_image cycle: {}", names.join(" -> ")),
+                            "a chain must end at an OS builder",
+                        );
+                        break;
+                    }
+                    _ => {
+                        state[c] = 1;
+                        pathv.push(c);
+                        cur = match &t.images[c].parent {
+                            Parent::Image(p) => t.ix_img.map.get(p).copied(),
+                            Parent::Os(_) => None,
+                        };
+                    }
+                }
+            }
+            for x in pathv {
+                state[x] = 2;
+            }
+        }
+    }
+
+    /// Docker: a build name longer than a tag, label keys it cannot carry.
+    fn check_docker_names(&mut self, t: &Tree) {
+        for img in &t.images {
+            for e in img.active_runtimes() {
+                let Some(rt) = t.runtime(e.runtime.as_deref().unwrap_or("")) else {
+                    continue;
+                };
+                if rt.docker().is_none() {
+                    continue;
+                }
+                let made = t.image_final_name(img, e);
+                if made.len() > 128 {
+                    self.d.error_hint(
+                        &img.origin.loc,
+                        &join_path(&img.origin.path, "name"),
+                        format!(
+                            "a docker tag is at most 128 characters: `{}...` is {} once made",
+                            &made[..40],
+                            made.len()
+                        ),
+                        "shorten the image name",
+                    );
+                }
+                for k in t.image_tags(img, e).keys() {
+                    if k.is_empty() || k.chars().any(|c| c.is_whitespace() || c == '=') {
+                        self.d.error_hint(
+                            &img.origin.loc,
+                            &join_path(&img.origin.path, &format!("tags.{k}")),
+                            format!("docker label key `{k}` carries whitespace or `=`"),
+                            "a label key carries neither whitespace nor `=`",
+                        );
+                    }
+                }
+            }
+        }
+        for os in &t.os_builders {
+            for e in os.active_runtimes() {
+                let Some(rt) = t.runtime(e.runtime.as_deref().unwrap_or("")) else {
+                    continue;
+                };
+                if rt.docker().is_none() {
+                    continue;
+                }
+                let made = t.os_final_name(os, e);
+                if made.len() > 128 {
+                    self.d.error_hint(
+                        &os.origin.loc,
+                        &join_path(&os.origin.path, "name"),
+                        format!(
+                            "a docker tag is at most 128 characters: `{}...` is {} once made",
+                            &made[..40],
+                            made.len()
+                        ),
+                        "shorten the OS builder name",
+                    );
+                }
+                for k in t.os_tags(os, e).keys() {
+                    if k.is_empty() || k.chars().any(|c| c.is_whitespace() || c == '=') {
+                        self.d.error_hint(
+                            &os.origin.loc,
+                            &join_path(&os.origin.path, &format!("tags.{k}")),
+                            format!("docker label key `{k}` carries whitespace or `=`"),
+                            "a label key carries neither whitespace nor `=`",
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Which {
+    Runtime,
+    ImageBuilder,
+    Backend,
+}
+
+fn is_absent(s: &str) -> bool {
+    let t = s.trim();
+    t.is_empty() || t.eq_ignore_ascii_case("default") || t.eq_ignore_ascii_case("self")
+}
+
+fn known<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    if v.is_empty() {
+        format!("no {what} are declared")
+    } else {
+        format!("declared {what}: {}", v.join(", "))
+    }
+}
+
+/// Does a value look like private key material?
+pub fn looks_private(s: &str) -> bool {
+    let t = s.trim();
+    t.contains("PRIVATE KEY")
+        || t.starts_with("AGE-SECRET-KEY-")
+        || t.contains("-----BEGIN OPENSSH")
+        || t.starts_with("PuTTY-User-Key-File")
+}
+
+/// A shell glob (`*`, `?`) match.
+fn glob_match(pat: &str, s: &str) -> bool {
+    let re = format!(
+        "^{}$",
+        regex::escape(pat).replace(r"\*", ".*").replace(r"\?", ".")
+    );
+    regex::Regex::new(&re)
+        .map(|r| r.is_match(s))
+        .unwrap_or(false)
+}
+
+impl Tree {
+    /// The final (artifact) name of an image bake, as made for a tag:
+    /// `<series>-<builder>-<timestamp>` with what a tag cannot carry replaced by `-`.
+    pub fn image_final_name(&self, image: &Image, entry: &ImageRuntime) -> String {
+        tag_safe(&format!(
+            "{}-{}-{}",
+            image.display,
+            entry.image_builder.as_deref().unwrap_or(&entry.label),
+            self.execution.timestamp
+        ))
+    }
+    /// The final name of a base bake: `<os>-<runtime>-<timestamp>`, made tag-safe.
+    pub fn os_final_name(&self, os: &OsBuilder, entry: &OsRuntime) -> String {
+        tag_safe(&format!(
+            "{}-{}-{}",
+            os.display,
+            entry.runtime.as_deref().unwrap_or(&entry.label),
+            self.execution.timestamp
+        ))
+    }
+}
+
+/// Replace what a docker tag cannot carry with `-`.
+pub fn tag_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}

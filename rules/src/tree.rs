@@ -1,0 +1,806 @@
+//! The loaded, resolved tree: every entity csis uses, with its foreign keys
+//! resolved to canonical names and its source location, plus the effective
+//! values the graph compile needs (bake user, disk size, chain, capability
+//! stamp, mod inputs, in-bake tests).
+//!
+//! Names are normalized ([`normalize_name`]); every lookup accepts a name or
+//! an alias in any spelling. Lookups are hash-map based (no quadratic scans).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::diag::Diagnostic;
+use crate::model::*;
+use crate::yaml::Loc;
+
+/// Normalize a name as the original does: trimmed, lower-cased, spaces and
+/// `:` become `_`.
+pub fn normalize_name(s: &str) -> String {
+    s.trim()
+        .chars()
+        .map(|c| match c {
+            ' ' | ':' => '_',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// Where an entity was declared: its location and its field path
+/// (`runtime_builders[1]`, `images[0]`).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub loc: Loc,
+    pub path: String,
+}
+
+impl Origin {
+    /// `file:line:col`
+    pub fn display(&self) -> String {
+        self.loc.display()
+    }
+    pub fn file(&self) -> &str {
+        &self.loc.file.path
+    }
+}
+
+/// An `executables:` entry.
+#[derive(Debug, Clone)]
+pub struct ExecutableEntry {
+    pub name: String,
+    pub model: Executable,
+    pub origin: Origin,
+}
+
+/// A runtime csis implements (`aws`, `docker`, `dummy`).
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// Canonical (normalized) name.
+    pub name: String,
+    /// As written.
+    pub display: String,
+    pub common: RuntimeCommon,
+    pub kind: RuntimeKind,
+    /// The resolved state backend (None when the tree declares none, or it is not one csis uses).
+    pub state_backend: Option<String>,
+    /// The resolved `executables:` entry (docker: `docker` by default), if declared.
+    pub executable: Option<String>,
+    pub origin: Origin,
+}
+
+impl Runtime {
+    pub fn type_name(&self) -> &'static str {
+        self.kind.type_name()
+    }
+    pub fn aws(&self) -> Option<&AwsRuntime> {
+        match &self.kind {
+            RuntimeKind::Aws(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn docker(&self) -> Option<&DockerRuntime> {
+        match &self.kind {
+            RuntimeKind::Docker(d) => Some(d),
+            _ => None,
+        }
+    }
+    pub fn dummy(&self) -> Option<&DummyRuntime> {
+        match &self.kind {
+            RuntimeKind::Dummy(d) => Some(d),
+            _ => None,
+        }
+    }
+    /// aws: the region; docker: the host or context; dummy: `local`.
+    pub fn address(&self) -> String {
+        match &self.kind {
+            RuntimeKind::Aws(a) => a.region.clone(),
+            RuntimeKind::Docker(d) => d
+                .host
+                .clone()
+                .map(|h| format!("host {h}"))
+                .or_else(|| d.context.clone().map(|c| format!("context {c}")))
+                .unwrap_or_else(|| "the local daemon (DOCKER_HOST or the default socket)".into()),
+            RuntimeKind::Dummy(_) => "local (simulated)".into(),
+        }
+    }
+    /// Bakes at once on this runtime (csis extension), if limited.
+    pub fn max_parallel(&self) -> Option<u32> {
+        self.common.max_parallel
+    }
+    /// A session mechanism usable for N9 (aws `ssm`; docker and dummy reach
+    /// their machines through the daemon / simulation).
+    pub fn has_session(&self) -> bool {
+        match &self.kind {
+            RuntimeKind::Aws(_) => self
+                .common
+                .session_mechanism
+                .as_deref()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("ssm")),
+            RuntimeKind::Docker(_) | RuntimeKind::Dummy(_) => true,
+        }
+    }
+}
+
+/// A state backend csis uses (`s3`, `local`).
+#[derive(Debug, Clone)]
+pub struct StateBackend {
+    pub name: String,
+    pub display: String,
+    pub common: BuilderCommon,
+    pub kind: StateBackendKind,
+    pub origin: Origin,
+}
+
+/// An image builder csis uses, bound to its runtime.
+#[derive(Debug, Clone)]
+pub struct ImageBuilder {
+    pub name: String,
+    pub display: String,
+    pub model: ImageBuilderModel,
+    pub kind: ImageBuilderKind,
+    /// Canonical name of the runtime it bakes on.
+    pub runtime: String,
+    /// Resolved `executables:` entry (packer), if any.
+    pub executable: Option<String>,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModBuilder {
+    pub name: String,
+    pub display: String,
+    pub model: ModBuilderModel,
+    pub kind: ModKind,
+    pub executable: Option<String>,
+    pub origin: Origin,
+}
+
+/// One `runtimes[]` entry of an OS builder, resolved.
+#[derive(Debug, Clone)]
+pub struct OsRuntime {
+    pub entry: OsRuntimeEntry,
+    /// The entry's label (its `name`, else the image builder's name).
+    pub label: String,
+    /// Canonical image builder; None when the entry bakes through a builder
+    /// csis does not implement yet (e.g. `packer-gce`).
+    pub image_builder: Option<String>,
+    /// Canonical runtime of that image builder.
+    pub runtime: Option<String>,
+    pub origin: Origin,
+}
+
+/// An OS builder: a base image.
+#[derive(Debug, Clone)]
+pub struct OsBuilder {
+    pub name: String,
+    pub display: String,
+    pub model: OsBuilderModel,
+    pub runtimes: Vec<OsRuntime>,
+    /// The admin public keys in force (the builder's, else `config.admin_public_keys`).
+    pub admin_public_keys: Vec<String>,
+    pub origin: Origin,
+}
+
+impl OsBuilder {
+    /// The active runtime entries (bound to a runtime csis implements).
+    pub fn active_runtimes(&self) -> impl Iterator<Item = &OsRuntime> {
+        self.runtimes.iter().filter(|r| r.runtime.is_some())
+    }
+    /// The entry baking on `runtime` (canonical name), if any.
+    pub fn runtime_entry(&self, runtime: &str) -> Option<&OsRuntime> {
+        self.runtimes
+            .iter()
+            .find(|r| r.runtime.as_deref() == Some(runtime))
+    }
+}
+
+/// Where an image's chain goes next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "lowercase")]
+pub enum Parent {
+    /// A base image (OS builder), canonical name.
+    Os(String),
+    /// Another image, canonical name.
+    Image(String),
+}
+
+/// One `runtimes[]` entry of an image, resolved.
+#[derive(Debug, Clone)]
+pub struct ImageRuntime {
+    pub entry: ImageRuntimeEntry,
+    /// The label (`name`, else the image builder's name).
+    pub label: String,
+    /// None when the entry bakes through a builder csis does not implement yet.
+    pub image_builder: Option<String>,
+    pub runtime: Option<String>,
+    pub origin: Origin,
+}
+
+/// A modification item with its builder resolved.
+#[derive(Debug, Clone)]
+pub struct ResolvedMod {
+    pub item: ModItem,
+    /// Canonical mod builder.
+    pub builder: String,
+    pub kind: ModKind,
+    pub origin: Origin,
+}
+
+/// An image (instance image), resolved.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub name: String,
+    pub display: String,
+    pub model: ImageModel,
+    pub parent: Parent,
+    /// The primary image builder (`type`), canonical, if csis implements it.
+    pub primary_builder: Option<String>,
+    pub runtimes: Vec<ImageRuntime>,
+    pub mods: Vec<ResolvedMod>,
+    pub origin: Origin,
+}
+
+impl Image {
+    pub fn active_runtimes(&self) -> impl Iterator<Item = &ImageRuntime> {
+        self.runtimes.iter().filter(|r| r.runtime.is_some())
+    }
+    pub fn runtime_entry(&self, runtime: &str) -> Option<&ImageRuntime> {
+        self.runtimes
+            .iter()
+            .find(|r| r.runtime.as_deref() == Some(runtime))
+    }
+}
+
+/// A section csis reads but does not implement yet (reported once by `validate`).
+#[derive(Debug, Clone, Serialize)]
+pub struct UnusedSection {
+    /// `storages`, `gcloud runtimes`, `instance builders`, ...
+    pub what: String,
+    pub count: usize,
+    /// Where they are (`storages/`, `cfg/`).
+    pub place: String,
+}
+
+impl UnusedSection {
+    /// `not used by csis yet: 5 storages (storages/)`
+    pub fn message(&self) -> String {
+        format!(
+            "not used by csis yet: {} {} ({})",
+            self.count, self.what, self.place
+        )
+    }
+}
+
+/// The values of `execution.*` in templates.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    /// `dateformat` applied to the load time.
+    pub timestamp: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+    pub dateformat: String,
+}
+
+/// One link of an image's chain, from the image to its base.
+#[derive(Debug, Clone, Copy)]
+pub enum ChainLink<'a> {
+    Image(&'a Image),
+    Os(&'a OsBuilder),
+}
+
+impl ChainLink<'_> {
+    pub fn name(&self) -> &str {
+        match self {
+            ChainLink::Image(i) => &i.name,
+            ChainLink::Os(o) => &o.name,
+        }
+    }
+}
+
+/// The capabilities a chain inherits verbatim from its root base (N24).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CapabilityStamp {
+    pub identity_types: Vec<String>,
+    pub storage_types: Vec<String>,
+}
+
+/// One modification's content inputs (what its fingerprint hashes).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModInput {
+    pub name: String,
+    /// Canonical mod builder name.
+    pub builder: String,
+    pub kind: ModKind,
+    /// The item's `config` (part of the content hash).
+    pub config: JsonMap,
+    /// Playbooks (ansible) or scripts (bash), absolute, resolved against the tree root.
+    pub files: Vec<PathBuf>,
+    /// The same paths as written (root-relative).
+    pub declared_files: Vec<String>,
+    /// Inline lines (bash), literal.
+    pub inline: Vec<String>,
+    pub ensure: Option<EnsureModel>,
+    /// The mod builder's `extra_arguments` (ansible) / `environment_vars` (bash).
+    pub extra_arguments: Vec<String>,
+    pub environment_vars: Vec<String>,
+    pub execute_command: Option<String>,
+    /// The resolved executable's binary (ansible-playbook, bash), if declared.
+    pub binary: Option<String>,
+}
+
+/// One in-bake assertion as a shell command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InBakeTest {
+    pub description: String,
+    pub run: String,
+    pub expect_rc: i32,
+    pub contains: Option<String>,
+}
+
+/// Name -> index maps of one class (names and aliases, normalized).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Index {
+    pub map: HashMap<String, usize>,
+    pub default: Option<usize>,
+}
+
+impl Index {
+    pub fn get(&self, name: &str) -> Option<usize> {
+        let n = normalize_name(name);
+        if n.is_empty() || n == "default" {
+            return self.default;
+        }
+        self.map.get(&n).copied()
+    }
+}
+
+/// The loaded tree.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// The tree root (the directory holding `cfg/`).
+    pub root: PathBuf,
+    pub config: IaConfig,
+    pub config_origin: Option<Origin>,
+    pub executables: Vec<ExecutableEntry>,
+    pub runtimes: Vec<Runtime>,
+    pub state_backends: Vec<StateBackend>,
+    pub os_builders: Vec<OsBuilder>,
+    pub image_builders: Vec<ImageBuilder>,
+    pub mod_builders: Vec<ModBuilder>,
+    pub images: Vec<Image>,
+    /// Sections read but not used by csis yet.
+    pub unused: Vec<UnusedSection>,
+    /// Warnings of the load (including one per unused section).
+    pub warnings: Vec<Diagnostic>,
+    /// Online checks `validate` could not run offline are listed by the CLI.
+    pub execution: Execution,
+    pub(crate) ix_exe: Index,
+    pub(crate) ix_rt: Index,
+    pub(crate) ix_sb: Index,
+    pub(crate) ix_os: Index,
+    pub(crate) ix_ib: Index,
+    pub(crate) ix_mb: Index,
+    pub(crate) ix_img: Index,
+}
+
+/// Family default user (step 6 of the bake-user order).
+pub fn family_default_user(runtime_type: &str, os: &OsBuilderModel) -> &'static str {
+    match runtime_type {
+        "aws" => match (os.type_.as_str(), os.family.as_str()) {
+            ("debian", _) | (_, "debian") => "admin",
+            ("ubuntu", _) | (_, "ubuntu") => "ubuntu",
+            _ => "ec2-user",
+        },
+        "gcloud" => "packer",
+        _ => "root",
+    }
+}
+
+fn names_user(s: Option<&str>) -> Option<String> {
+    match s {
+        Some(u) if !u.trim().is_empty() && !u.trim().eq_ignore_ascii_case("default") => {
+            Some(u.trim().to_string())
+        }
+        _ => None,
+    }
+}
+
+const DEFAULT_DISK_GB: u32 = 200;
+
+impl Tree {
+    /// The tree root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn executable(&self, name: &str) -> Option<&ExecutableEntry> {
+        self.ix_exe.get(name).map(|i| &self.executables[i])
+    }
+    /// A runtime by name or alias (`default` = the default runtime).
+    pub fn runtime(&self, name: &str) -> Option<&Runtime> {
+        self.ix_rt.get(name).map(|i| &self.runtimes[i])
+    }
+    pub fn state_backend(&self, name: &str) -> Option<&StateBackend> {
+        self.ix_sb.get(name).map(|i| &self.state_backends[i])
+    }
+    /// An OS builder (base image) by name or alias.
+    pub fn os_builder(&self, name: &str) -> Option<&OsBuilder> {
+        self.ix_os.get(name).map(|i| &self.os_builders[i])
+    }
+    pub fn image_builder(&self, name: &str) -> Option<&ImageBuilder> {
+        self.ix_ib.get(name).map(|i| &self.image_builders[i])
+    }
+    pub fn mod_builder(&self, name: &str) -> Option<&ModBuilder> {
+        self.ix_mb.get(name).map(|i| &self.mod_builders[i])
+    }
+    /// An image by name or alias.
+    pub fn image(&self, name: &str) -> Option<&Image> {
+        self.ix_img.get(name).map(|i| &self.images[i])
+    }
+    pub fn default_runtime(&self) -> Option<&Runtime> {
+        self.ix_rt.default.map(|i| &self.runtimes[i])
+    }
+
+    /// The images directly built from `name` (an image or OS builder).
+    pub fn children(&self, name: &str) -> Vec<&Image> {
+        let n = normalize_name(name);
+        self.images
+            .iter()
+            .filter(|i| match &i.parent {
+                Parent::Os(p) | Parent::Image(p) => *p == n,
+            })
+            .collect()
+    }
+
+    /// The chain from `image` to its base: `[image, parent image, ..., OS builder]`.
+    /// The loader refuses cycles, so this terminates.
+    pub fn chain<'a>(&'a self, image: &'a Image) -> Vec<ChainLink<'a>> {
+        let mut out = vec![ChainLink::Image(image)];
+        let mut cur = image;
+        for _ in 0..self.images.len() + 1 {
+            match &cur.parent {
+                Parent::Os(o) => {
+                    if let Some(os) = self.os_builder(o) {
+                        out.push(ChainLink::Os(os));
+                    }
+                    break;
+                }
+                Parent::Image(p) => match self.image(p) {
+                    Some(next) => {
+                        out.push(ChainLink::Image(next));
+                        cur = next;
+                    }
+                    None => break,
+                },
+            }
+        }
+        out
+    }
+
+    /// The OS builder at the root of `image`'s chain.
+    pub fn chain_root<'a>(&'a self, image: &'a Image) -> Option<&'a OsBuilder> {
+        match self.chain(image).last() {
+            Some(ChainLink::Os(o)) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// The capabilities of the chain root (N24).
+    pub fn capability_stamp(&self, image: &Image) -> CapabilityStamp {
+        let root = self.chain_root(image);
+        CapabilityStamp {
+            identity_types: root
+                .map(|o| o.model.identity_types.clone())
+                .unwrap_or_default(),
+            storage_types: root
+                .map(|o| o.model.storage_types.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Capability stamp of a base image.
+    pub fn os_capability_stamp(&self, os: &OsBuilder) -> CapabilityStamp {
+        CapabilityStamp {
+            identity_types: os.model.identity_types.clone(),
+            storage_types: os.model.storage_types.clone(),
+        }
+    }
+
+    /// The bake user of an image on one of its runtime entries (config.md §F):
+    /// image entry `ssh_username`, chain root's entry on the same runtime,
+    /// OS `config_username`, runtime `ssh_username`, runtime
+    /// `default_config_username`, family default.
+    pub fn image_bake_user(&self, image: &Image, entry: &ImageRuntime) -> Option<String> {
+        let rt = entry.runtime.as_deref().and_then(|r| self.runtime(r))?;
+        let root = self.chain_root(image)?;
+        names_user(Some(&entry.entry.ssh_username))
+            .or_else(|| {
+                root.runtime_entry(&rt.name)
+                    .and_then(|e| names_user(Some(&e.entry.ssh_username)))
+            })
+            .or_else(|| self.bake_user_tail(root, rt))
+    }
+
+    /// The bake user of a base image on one of its runtime entries.
+    pub fn os_bake_user(&self, os: &OsBuilder, entry: &OsRuntime) -> Option<String> {
+        let rt = entry.runtime.as_deref().and_then(|r| self.runtime(r))?;
+        names_user(Some(&entry.entry.ssh_username)).or_else(|| self.bake_user_tail(os, rt))
+    }
+
+    fn bake_user_tail(&self, os: &OsBuilder, rt: &Runtime) -> Option<String> {
+        names_user(os.model.config_username.as_deref())
+            .or_else(|| names_user(Some(&rt.common.ssh_username)))
+            .or_else(|| names_user(rt.common.default_config_username.as_deref()))
+            .or_else(|| Some(family_default_user(rt.type_name(), &os.model).to_string()))
+    }
+
+    /// The bake disk of an image: its `primary_disk_size`, else the chain
+    /// root's `default_primary_disk_size`, else 200 GB.
+    pub fn image_disk_size(&self, image: &Image) -> u32 {
+        image
+            .model
+            .primary_disk_size
+            .and_then(IntOrDefault::get)
+            .or_else(|| {
+                self.chain_root(image)
+                    .and_then(|o| o.model.default_primary_disk_size.get())
+            })
+            .unwrap_or(DEFAULT_DISK_GB)
+    }
+
+    /// The bake disk of a base image on a runtime entry: the entry's
+    /// `default_primary_disk_size`, else the builder's, else 200 GB.
+    pub fn os_disk_size(&self, os: &OsBuilder, entry: &OsRuntime) -> u32 {
+        entry
+            .entry
+            .default_primary_disk_size
+            .and_then(IntOrDefault::get)
+            .or_else(|| os.model.default_primary_disk_size.get())
+            .unwrap_or(DEFAULT_DISK_GB)
+    }
+
+    /// The bake machine type of an image entry: the entry's `machine_type`,
+    /// the image builder's `default_machine_type`, the runtime's.
+    pub fn image_machine_type(&self, entry: &ImageRuntime) -> Option<String> {
+        names_user(entry.entry.machine_type.as_deref())
+            .or_else(|| self.builder_machine_type(entry.image_builder.as_deref()))
+    }
+
+    /// The bake machine type of a base image entry.
+    pub fn os_machine_type(&self, entry: &OsRuntime) -> Option<String> {
+        names_user(entry.entry.default_machine_type.as_deref())
+            .or_else(|| self.builder_machine_type(entry.image_builder.as_deref()))
+    }
+
+    fn builder_machine_type(&self, ib: Option<&str>) -> Option<String> {
+        let ib = self.image_builder(ib?)?;
+        names_user(Some(&ib.model.default_machine_type)).or_else(|| {
+            self.runtime(&ib.runtime)
+                .map(|r| r.common.default_machine_type.clone())
+        })
+    }
+
+    /// Builds kept per series of `image` on `runtime` (None = keep all).
+    pub fn retention_keep(&self, image: &Image, runtime: &str) -> Option<u32> {
+        image
+            .model
+            .retention
+            .as_ref()
+            .map(|r| r.keep)
+            .or_else(|| self.runtime(runtime).and_then(|r| r.common.retention_keep))
+    }
+
+    /// The tags of a bake: runtime tags, image builder tags, image (or OS)
+    /// tags, entry tags, later wins.
+    pub fn image_tags(
+        &self,
+        image: &Image,
+        entry: &ImageRuntime,
+    ) -> indexmap::IndexMap<String, String> {
+        let mut t = indexmap::IndexMap::new();
+        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
+            t.extend(rt.common.tags.clone());
+        }
+        if let Some(ib) = entry
+            .image_builder
+            .as_deref()
+            .and_then(|b| self.image_builder(b))
+        {
+            t.extend(ib.model.tags.clone());
+        }
+        t.extend(image.model.tags.clone());
+        t.extend(entry.entry.tags.clone());
+        t
+    }
+
+    /// The tags of a base bake (runtime, builder, OS, entry).
+    pub fn os_tags(&self, os: &OsBuilder, entry: &OsRuntime) -> indexmap::IndexMap<String, String> {
+        let mut t = indexmap::IndexMap::new();
+        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
+            t.extend(rt.common.tags.clone());
+        }
+        if let Some(ib) = entry
+            .image_builder
+            .as_deref()
+            .and_then(|b| self.image_builder(b))
+        {
+            t.extend(ib.model.tags.clone());
+        }
+        t.extend(os.model.tags.clone());
+        t.extend(entry.entry.tags.clone());
+        t
+    }
+
+    /// The vendor-image owners of a base entry: OS owners, the runtime's
+    /// `default_owners`, the entry's own, deduplicated in order.
+    pub fn os_owners(&self, os: &OsBuilder, entry: &OsRuntime) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let rt_owners = entry
+            .runtime
+            .as_deref()
+            .and_then(|r| self.runtime(r))
+            .and_then(|r| r.common.default_owners.clone())
+            .unwrap_or_default();
+        for o in os
+            .model
+            .owners
+            .iter()
+            .chain(rt_owners.iter())
+            .chain(entry.entry.owners.iter())
+        {
+            if !out.contains(o) {
+                out.push(o.clone());
+            }
+        }
+        out
+    }
+
+    /// The vendor query of a base entry: the builder's `query` merged with the
+    /// entry's, key by key (one level into `filters`).
+    pub fn os_query(&self, os: &OsBuilder, entry: &OsRuntime) -> JsonMap {
+        let mut q = os.model.query.clone();
+        for (k, v) in &entry.entry.query {
+            match (q.get_mut(k), v) {
+                (Some(Json::Object(a)), Json::Object(b)) => {
+                    for (k2, v2) in b {
+                        a.insert(k2.clone(), v2.clone());
+                    }
+                }
+                _ => {
+                    q.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        q
+    }
+
+    /// The content inputs of an image's modifications, in declared order.
+    pub fn mod_inputs(&self, image: &Image) -> Vec<ModInput> {
+        image
+            .mods
+            .iter()
+            .map(|m| {
+                let mb = self.mod_builder(&m.builder);
+                let declared: Vec<String> = match m.kind {
+                    ModKind::Ansible => m.item.playbooks.clone(),
+                    ModKind::BashRemote => m.item.scripts.clone(),
+                };
+                ModInput {
+                    name: m.item.name.clone(),
+                    builder: m.builder.clone(),
+                    kind: m.kind,
+                    config: m.item.config.clone(),
+                    files: declared.iter().map(|p| self.root.join(p)).collect(),
+                    declared_files: declared,
+                    inline: m.item.script.clone(),
+                    ensure: m.item.ensure.clone(),
+                    extra_arguments: mb
+                        .map(|b| b.model.extra_arguments.clone())
+                        .unwrap_or_default(),
+                    environment_vars: mb
+                        .map(|b| b.model.environment_vars.clone())
+                        .unwrap_or_default(),
+                    execute_command: mb.and_then(|b| b.model.execute_command.clone()),
+                    binary: mb
+                        .and_then(|b| b.executable.as_deref())
+                        .and_then(|e| self.executable(e))
+                        .map(|e| e.model.binary().to_string()),
+                }
+            })
+            .collect()
+    }
+
+    /// The in-bake assertions of an image (its own `tests`, package checks
+    /// for the chain root's package manager).
+    pub fn image_tests(&self, image: &Image) -> Vec<InBakeTest> {
+        let pm = self
+            .chain_root(image)
+            .map(|o| o.model.package_manager())
+            .unwrap_or("dnf");
+        tests_to_commands(&image.model.tests, pm)
+    }
+
+    /// The in-bake assertions of a base image on one entry: the entry's
+    /// `tests` replace the builder's.
+    pub fn os_tests(&self, os: &OsBuilder, entry: &OsRuntime) -> Vec<InBakeTest> {
+        let t = entry.entry.tests.as_ref().unwrap_or(&os.model.tests);
+        tests_to_commands(t, os.model.package_manager())
+    }
+
+    /// The post-bake tests of an image (run by `verify instance`).
+    pub fn post_bake_tests<'a>(&'a self, image: &'a Image) -> Option<&'a PostBakeTests> {
+        image.model.tests.post_bake.as_ref()
+    }
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Turn declared `tests` into shell assertions.
+pub fn tests_to_commands(t: &Tests, package_manager: &str) -> Vec<InBakeTest> {
+    let mut out = Vec::new();
+    for f in &t.files {
+        out.push(InBakeTest {
+            description: format!("file {} exists", f.path),
+            run: format!("test -e {}", sh_quote(&f.path)),
+            expect_rc: 0,
+            contains: None,
+        });
+        if let Some(c) = &f.contains {
+            out.push(InBakeTest {
+                description: format!("file {} contains {c:?}", f.path),
+                run: format!("grep -qF -- {} {}", sh_quote(c), sh_quote(&f.path)),
+                expect_rc: 0,
+                contains: None,
+            });
+        }
+        if let Some(m) = &f.mode {
+            let m = m.trim_start_matches('0');
+            out.push(InBakeTest {
+                description: format!("file {} has mode {m}", f.path),
+                run: format!("stat -c %a {}", sh_quote(&f.path)),
+                expect_rc: 0,
+                contains: Some(m.to_string()),
+            });
+        }
+    }
+    for p in &t.packages {
+        let run = match package_manager {
+            "apt" => format!("dpkg -s {}", sh_quote(p)),
+            "apk" => format!("apk info -e {}", sh_quote(p)),
+            _ => format!("rpm -q {}", sh_quote(p)),
+        };
+        out.push(InBakeTest {
+            description: format!("package {p} is installed"),
+            run,
+            expect_rc: 0,
+            contains: None,
+        });
+    }
+    for c in &t.commands {
+        out.push(InBakeTest {
+            description: format!("command `{}`", c.run),
+            run: c.run.clone(),
+            expect_rc: c.expect_rc.unwrap_or(0),
+            contains: c.contains.clone(),
+        });
+    }
+    for s in &t.services_enabled {
+        out.push(InBakeTest {
+            description: format!("service {s} is enabled"),
+            run: format!("systemctl is-enabled {}", sh_quote(s)),
+            expect_rc: 0,
+            contains: None,
+        });
+    }
+    for u in &t.users {
+        out.push(InBakeTest {
+            description: format!("user {u} exists"),
+            run: format!("id -u {}", sh_quote(u)),
+            expect_rc: 0,
+            contains: None,
+        });
+    }
+    out
+}
