@@ -1,3 +1,794 @@
-//! The rules that turn a loaded tree into build-graph nodes (resolve, emit,
-//! bake, retag, release, dispose) with their fingerprint inputs.
+//! The rules that turn a loaded [`Tree`] into build-graph nodes (resolve,
+//! emit, bake, retag, release, dispose) with their fingerprint inputs.
 //! Owned by the graph-compile work (issue 3); the loader does not write here.
+//!
+//! ## The graph
+//!
+//! Per OS builder x active runtime entry (a base image on one runtime):
+//! `//os/<name>@<rt>:resolve` -> `:emit` -> `:bake` -> `:retag` (+ `:dispose`
+//! when retention applies on the runtime).
+//! Per image x active runtime entry: `//images/<name>@<rt>:emit` -> `:bake`
+//! -> `:retag` (+ `:release` with `release:`, `:dispose` with retention); the
+//! bake depends on its parent's bake on the same runtime (chains are per
+//! runtime).
+//!
+//! ## The bake fingerprint (recipe [`BAKE_RECIPE`], over the engine's
+//! `csis-fingerprint-v1` encoding)
+//!
+//! Inputs (core.md §4.3): `series`, `parent` (`"vendor"`, or
+//! `{series, policy}` / `{image_identifier}`), `capabilities`, `mods` (each
+//! with its builder, operation, idempotency, `config`, the blake3 of every
+//! playbook/script file, inline lines, `ensure`), `tests` (in-bake command
+//! list), `disk_size`; base images add `vendor {family, family_version,
+//! architecture, query, runtime_source {image_id, image_name: null, query}}`,
+//! `admin_user`, `admin_public_keys`, `update`. The parent's identity enters
+//! as a hashed dependency named `parent`: its **fingerprint** under
+//! `parent_policy: follow` (and under `pinned` while no pin exists), or the
+//! pinned parent build's **recorded** fingerprint under `pinned`. So every
+//! fingerprint, and the whole plan, is known before anything bakes.
+//! Excluded: machine type, bake user, tags, run id, timestamps, what a vendor
+//! query resolves to today.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use csis_engine::{
+    Dep, Fingerprint, Graph, GraphError, Label, Node, NodeId, Planner, Reason, RuleCx, RunPolicy,
+};
+use serde_json::{json, Value};
+
+use crate::model::{ModKind, ParentPolicy};
+use crate::tree::{InBakeTest, ModInput, Parent, Tree};
+
+/// Version of the bake-input recipe (what goes into a bake's inputs). Bump
+/// it when the inputs change shape: every bake fingerprint then moves once.
+pub const BAKE_RECIPE: &str = "csis-bake-v1";
+
+/// What the compile needs from `meta-state/` (implemented by csis-cache):
+/// pins, and the fingerprints recorded for builds.
+pub trait PinSource {
+    /// The parent build `image` is pinned to on `runtime`.
+    fn image_pin(&self, image: &str, runtime: &str) -> Option<String>;
+    /// The input fingerprint recorded for `build_id` (64 hex).
+    fn build_fingerprint(&self, build_id: &str) -> Option<String>;
+}
+
+/// No meta-state at all (every pinned child behaves like follow).
+pub struct NoPins;
+impl PinSource for NoPins {
+    fn image_pin(&self, _: &str, _: &str) -> Option<String> {
+        None
+    }
+    fn build_fingerprint(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Where a bake starts from.
+#[derive(Debug, Clone)]
+pub enum ParentSpec {
+    /// A base image: the vendor image the resolve node finds.
+    Vendor { resolve: NodeId },
+    /// Another image's build on the same runtime.
+    Image {
+        series: String,
+        bake: NodeId,
+        policy: ParentPolicy,
+        /// The pin in force at compile time (pinned policy only).
+        pinned_build: Option<String>,
+    },
+    /// A fixed parent image id (`image_identifier`).
+    Fixed { id: String },
+}
+
+/// Everything a bake node needs to become a runtime `BakeRequest`.
+#[derive(Debug, Clone)]
+pub struct BakeSpec {
+    pub label: Label,
+    pub series: String,
+    /// Display name (artifact naming).
+    pub display: String,
+    pub runtime: String,
+    pub image_builder: String,
+    /// A base image (OS builder)?
+    pub base: bool,
+    /// `<image>-<builder>-<timestamp>` / `<os>-<runtime>-<timestamp>`.
+    pub final_name: String,
+    pub parent: ParentSpec,
+    pub machine_type: Option<String>,
+    pub disk_size_gb: u32,
+    pub bake_user: Option<String>,
+    pub package_manager: Option<String>,
+    pub mods: Vec<ModInput>,
+    pub tests: Vec<InBakeTest>,
+    /// Builder/image tags merged (lineage tags are added by the caller).
+    pub tags: BTreeMap<String, String>,
+    pub capabilities: Value,
+    /// Mod records for the lineage (`name, type, operation, idempotent, content_hash`).
+    pub mod_records: Vec<Value>,
+    /// Image names from this image to its root (`[]` for a base image).
+    pub chain: Vec<String>,
+    /// Base images: the effective update policy.
+    pub update: Option<Value>,
+    /// Per-image dummy bake time (`config.dummy_bake_seconds`).
+    pub dummy_bake_seconds: Option<f64>,
+}
+
+/// A resolve node's question.
+#[derive(Debug, Clone)]
+pub struct ResolveSpec {
+    pub label: Label,
+    pub series: String,
+    pub runtime: String,
+    pub family: String,
+    pub family_version: String,
+    pub architecture: String,
+    pub owners: Vec<String>,
+    pub query: Value,
+    pub image_id: Option<String>,
+}
+
+/// The domain meaning of one graph node.
+#[derive(Debug, Clone)]
+pub enum NodeSpec {
+    Resolve(ResolveSpec),
+    /// Emission for the bake node `bake`.
+    Emit {
+        bake: NodeId,
+    },
+    Bake(Box<BakeSpec>),
+    /// Post-bake re-tag of the bake node `bake`.
+    Retag {
+        bake: NodeId,
+    },
+    /// Release placeholder (the lineage-operations work fills it in).
+    Release {
+        bake: NodeId,
+        model: String,
+    },
+    /// Retention placeholder (the lineage-operations work fills it in).
+    Dispose {
+        series: String,
+        runtime: String,
+        keep: Option<u32>,
+        ephemeral: bool,
+    },
+}
+
+/// The compiled graph and what each node means.
+pub struct Compiled {
+    pub graph: Graph,
+    specs: Vec<NodeSpec>,
+    bakes: BTreeMap<(String, String), NodeId>,
+    /// Things skipped, for the user (`image x on rt: its parent does not bake there`).
+    pub warnings: Vec<String>,
+}
+
+impl Compiled {
+    pub fn spec(&self, id: NodeId) -> &NodeSpec {
+        &self.specs[id.index()]
+    }
+    pub fn bake_spec(&self, id: NodeId) -> Option<&BakeSpec> {
+        match self.spec(id) {
+            NodeSpec::Bake(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// The bake node of a series on a runtime.
+    pub fn bake_of(&self, series: &str, runtime: &str) -> Option<NodeId> {
+        self.bakes
+            .get(&(series.to_string(), runtime.to_string()))
+            .copied()
+    }
+    /// Every bake node.
+    pub fn bake_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.bakes.values().copied()
+    }
+}
+
+/// Compile errors (graph-level: duplicates, invalid labels).
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error("{0}")]
+    Label(String),
+}
+
+fn label(kind_path: &str, name: &str, runtime: &str) -> Result<Label, CompileError> {
+    Label::new(&format!("{kind_path}/{name}"), Some(runtime), None)
+        .map_err(|e| CompileError::Label(e.to_string()))
+}
+
+/// blake3 of a file's bytes (`missing` when unreadable).
+pub fn file_hash(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(b) => blake3::hash(&b).to_hex().to_string(),
+        Err(_) => "missing".to_string(),
+    }
+}
+
+fn mod_operation(m: &ModInput) -> &'static str {
+    match m.kind {
+        ModKind::Ansible => "ansible",
+        ModKind::BashRemote => "bash",
+    }
+}
+
+fn mod_idempotent(m: &ModInput) -> &'static str {
+    match m.kind {
+        ModKind::Ansible => "ansible",
+        ModKind::BashRemote if m.inline.is_empty() && m.files.is_empty() && m.ensure.is_some() => {
+            "declared"
+        }
+        ModKind::BashRemote => "unknown",
+    }
+}
+
+/// A mod's fingerprint input (with per-file content hashes, so `--explain`
+/// names the file that changed) and its lineage record.
+fn mod_input_and_record(m: &ModInput) -> (Value, Value) {
+    let files: Vec<Value> = m
+        .declared_files
+        .iter()
+        .zip(m.files.iter())
+        .map(|(d, abs)| json!({"path": d, "blake3": file_hash(abs)}))
+        .collect();
+    let content = json!({
+        "type": m.builder,
+        "config": m.config,
+        "files": files,
+        "script": m.inline,
+        "ensure": m.ensure,
+    });
+    let content_hash = Fingerprint::compute("mod-content", &content, &[]).to_hex();
+    let input = json!({
+        "name": m.name,
+        "type": m.builder,
+        "operation": mod_operation(m),
+        "idempotent": mod_idempotent(m),
+        "config": m.config,
+        "files": files,
+        "script": m.inline,
+        "ensure": m.ensure,
+    });
+    let record = json!({
+        "name": m.name,
+        "type": m.builder,
+        "operation": mod_operation(m),
+        "idempotent": mod_idempotent(m),
+        "content_hash": content_hash,
+    });
+    (input, record)
+}
+
+fn tests_input(tests: &[InBakeTest]) -> Value {
+    Value::Array(
+        tests
+            .iter()
+            .map(|t| json!({"run": t.run, "expect_rc": t.expect_rc, "contains": t.contains}))
+            .collect(),
+    )
+}
+
+fn dummy_seconds(config: &crate::model::JsonMap) -> Option<f64> {
+    config.get("dummy_bake_seconds").and_then(|v| match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    })
+}
+
+/// Compile the tree into the graph. `pins` answers pinned parents.
+pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileError> {
+    let mut g = Graph::new();
+    let mut specs: Vec<NodeSpec> = Vec::new();
+    let mut bakes: BTreeMap<(String, String), NodeId> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let ts = tree.execution.timestamp.clone();
+
+    fn add(
+        g: &mut Graph,
+        specs: &mut Vec<NodeSpec>,
+        node: Node,
+        spec: NodeSpec,
+    ) -> Result<NodeId, CompileError> {
+        let id = g.add_node(node)?;
+        debug_assert_eq!(id.index(), specs.len());
+        specs.push(spec);
+        Ok(id)
+    }
+
+    // Follow-ups shared by bases and images: retag, release, dispose.
+    #[allow(clippy::too_many_arguments)]
+    fn follow_ups(
+        g: &mut Graph,
+        specs: &mut Vec<NodeSpec>,
+        tree: &Tree,
+        target: &Label,
+        bake: NodeId,
+        series: &str,
+        runtime: &str,
+        release: Option<&str>,
+        keep: Option<u32>,
+    ) -> Result<(), CompileError> {
+        let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
+        let retag = add(
+            g,
+            specs,
+            attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue)),
+            NodeSpec::Retag { bake },
+        )?;
+        g.add_dep(retag, bake, Dep::Order)?;
+        if let Some(model) = release {
+            let r = add(
+                g,
+                specs,
+                attrs(
+                    Node::new(target.clone(), "release")
+                        .with_policy(RunPolicy::WhenDependencyDue)
+                        .with_inputs(json!({"model": model})),
+                ),
+                NodeSpec::Release {
+                    bake,
+                    model: model.to_string(),
+                },
+            )?;
+            g.add_dep(r, retag, Dep::Order)?;
+        }
+        let ephemeral = tree.runtime(runtime).is_some_and(|r| r.common.ephemeral);
+        if keep.is_some() || ephemeral {
+            let d = add(
+                g,
+                specs,
+                attrs(
+                    Node::new(target.clone(), "dispose")
+                        .with_policy(RunPolicy::WhenDependencyDue)
+                        .with_inputs(json!({"keep": keep, "ephemeral": ephemeral})),
+                ),
+                NodeSpec::Dispose {
+                    series: series.to_string(),
+                    runtime: runtime.to_string(),
+                    keep,
+                    ephemeral,
+                },
+            )?;
+            g.add_dep(d, retag, Dep::Order)?;
+        }
+        Ok(())
+    }
+
+    fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
+        match tree.runtime(runtime).and_then(|r| r.dummy()) {
+            Some(d) => ((secs.unwrap_or(d.bake_seconds).max(0.0) * 1000.0) as u64).max(1),
+            None => 600_000,
+        }
+    }
+
+    // ---- base images ----
+    for os in &tree.os_builders {
+        for entry in os.active_runtimes() {
+            let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
+                continue;
+            };
+            if bakes.contains_key(&(os.name.clone(), rt.clone())) {
+                warnings.push(format!(
+                    "os builder {}: a second runtimes[] entry bakes on {rt}; only the first is used",
+                    os.name
+                ));
+                continue;
+            }
+            let target = label("os", &os.name, &rt)?;
+            let arch = if os.model.architecture.is_empty() || os.model.architecture == "default" {
+                "x86_64".to_string()
+            } else {
+                os.model.architecture.clone()
+            };
+            let owners = tree.os_owners(os, entry);
+            let query = Value::Object(tree.os_query(os, entry).into_iter().collect());
+            let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
+            let vendor = json!({
+                "family": os.model.family,
+                "family_version": os.model.family_version,
+                "architecture": arch,
+                "query": Value::Object(os.model.query.clone().into_iter().collect()),
+                "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
+            });
+            let resolve = add(
+                &mut g,
+                &mut specs,
+                Node::new(target.clone(), "resolve")
+                    .with_policy(RunPolicy::WhenDependentDue)
+                    .with_inputs(json!({"vendor": vendor, "owners": owners}))
+                    .with_attr("series", &os.name)
+                    .with_attr("runtime", &rt),
+                NodeSpec::Resolve(ResolveSpec {
+                    label: target
+                        .with_kind("resolve")
+                        .map_err(|e| CompileError::Label(e.to_string()))?,
+                    series: os.name.clone(),
+                    runtime: rt.clone(),
+                    family: os.model.family.clone(),
+                    family_version: os.model.family_version.clone(),
+                    architecture: arch.clone(),
+                    owners: owners.clone(),
+                    query,
+                    image_id: entry.entry.image_id.clone(),
+                }),
+            )?;
+            let tests = tree.os_tests(os, entry);
+            let disk = tree.os_disk_size(os, entry);
+            let update = serde_json::to_value(os.model.effective_update()).unwrap_or(Value::Null);
+            let caps = serde_json::to_value(tree.os_capability_stamp(os)).unwrap_or(Value::Null);
+            let inputs = json!({
+                "recipe": BAKE_RECIPE,
+                "series": os.name,
+                "parent": "vendor",
+                "capabilities": caps,
+                "mods": [],
+                "tests": tests_input(&tests),
+                "disk_size": disk,
+                "vendor": vendor,
+                "admin_user": os.model.admin_user,
+                "admin_public_keys": os.admin_public_keys,
+                "update": update,
+            });
+            let refresh = os.model.effective_update().refresh_days;
+            let mut node = Node::new(target.clone(), "bake")
+                .with_inputs(inputs)
+                .with_pool(&rt)
+                .with_cost(bake_cost(tree, &rt, dummy_seconds(&os.model.config)))
+                .with_attr("series", &os.name)
+                .with_attr("runtime", &rt);
+            if let Some(d) = refresh {
+                node = node.with_attr("refresh_days", &d.to_string());
+            }
+            let tags: BTreeMap<String, String> = tree.os_tags(os, entry).into_iter().collect();
+            let bake = add(
+                &mut g,
+                &mut specs,
+                node,
+                NodeSpec::Bake(Box::new(BakeSpec {
+                    label: target
+                        .with_kind("bake")
+                        .map_err(|e| CompileError::Label(e.to_string()))?,
+                    series: os.name.clone(),
+                    display: os.display.clone(),
+                    runtime: rt.clone(),
+                    image_builder: ib.clone(),
+                    base: true,
+                    final_name: format!("{}-{}-{}", os.display, rt, ts),
+                    parent: ParentSpec::Vendor { resolve },
+                    machine_type: tree.os_machine_type(entry),
+                    disk_size_gb: disk,
+                    bake_user: tree.os_bake_user(os, entry),
+                    package_manager: Some(os.model.package_manager().to_string()),
+                    mods: Vec::new(),
+                    tests,
+                    tags,
+                    capabilities: caps,
+                    mod_records: Vec::new(),
+                    chain: Vec::new(),
+                    update: Some(update),
+                    dummy_bake_seconds: dummy_seconds(&os.model.config),
+                })),
+            )?;
+            let emit = add(
+                &mut g,
+                &mut specs,
+                Node::new(target.clone(), "emit")
+                    .with_policy(RunPolicy::WhenDependentDue)
+                    .with_attr("series", &os.name)
+                    .with_attr("runtime", &rt),
+                NodeSpec::Emit { bake },
+            )?;
+            g.add_dep(emit, resolve, Dep::Order)?;
+            g.add_dep(bake, emit, Dep::Order)?;
+            bakes.insert((os.name.clone(), rt.clone()), bake);
+            let keep = tree.runtime(&rt).and_then(|r| r.common.retention_keep);
+            follow_ups(
+                &mut g, &mut specs, tree, &target, bake, &os.name, &rt, None, keep,
+            )?;
+        }
+    }
+
+    // ---- images, parents first ----
+    let order = image_order(tree);
+    for idx in order {
+        let image = &tree.images[idx];
+        let chain: Vec<String> = tree
+            .chain(image)
+            .iter()
+            .map(|l| l.name().to_string())
+            .collect();
+        let chain_images: Vec<String> = chain[..chain.len().saturating_sub(1)].to_vec();
+        let mods = tree.mod_inputs(image);
+        let (mod_inputs, mod_records): (Vec<Value>, Vec<Value>) =
+            mods.iter().map(mod_input_and_record).unzip();
+        let tests = tree.image_tests(image);
+        let disk = tree.image_disk_size(image);
+        let caps = serde_json::to_value(tree.capability_stamp(image)).unwrap_or(Value::Null);
+        let pm = tree
+            .chain_root(image)
+            .map(|o| o.model.package_manager().to_string());
+        for entry in image.active_runtimes() {
+            let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
+                continue;
+            };
+            if bakes.contains_key(&(image.name.clone(), rt.clone())) {
+                warnings.push(format!(
+                    "image {}: a second runtimes[] entry bakes on {rt}; only the first is used",
+                    image.name
+                ));
+                continue;
+            }
+            let target = label("images", &image.name, &rt)?;
+            // The parent on this runtime.
+            let (parent_input, parent_spec, parent_dep) =
+                if let Some(fixed) = entry.entry.image_identifier.clone() {
+                    (
+                        json!({"image_identifier": fixed}),
+                        ParentSpec::Fixed { id: fixed },
+                        None,
+                    )
+                } else {
+                    let pname = match &image.parent {
+                        Parent::Os(o) | Parent::Image(o) => o.clone(),
+                    };
+                    let Some(&pbake) = bakes.get(&(pname.clone(), rt.clone())) else {
+                        warnings.push(format!(
+                            "image {} on {rt}: its parent {} does not bake on {rt}; skipped",
+                            image.name, pname
+                        ));
+                        continue;
+                    };
+                    let policy = image.model.parent_policy;
+                    let pin = if policy == ParentPolicy::Pinned {
+                        pins.image_pin(&image.name, &rt)
+                    } else {
+                        None
+                    };
+                    let pinned_fp = pin
+                        .as_deref()
+                        .and_then(|b| pins.build_fingerprint(b))
+                        .and_then(|h| Fingerprint::from_hex(&h).ok());
+                    let dep = match pinned_fp {
+                        Some(fp) => Dep::pinned("parent", fp),
+                        None => Dep::hashed("parent"),
+                    };
+                    let policy_name = match image.model.parent_policy {
+                        ParentPolicy::Pinned => "pinned",
+                        ParentPolicy::Follow => "follow",
+                    };
+                    (
+                        json!({"series": pname, "policy": policy_name}),
+                        ParentSpec::Image {
+                            series: pname,
+                            bake: pbake,
+                            policy,
+                            pinned_build: pin,
+                        },
+                        Some((pbake, dep)),
+                    )
+                };
+            let inputs = json!({
+                "recipe": BAKE_RECIPE,
+                "series": image.name,
+                "parent": parent_input,
+                "capabilities": caps,
+                "mods": mod_inputs,
+                "tests": tests_input(&tests),
+                "disk_size": disk,
+            });
+            let secs = dummy_seconds(&image.model.config);
+            let tags: BTreeMap<String, String> =
+                tree.image_tags(image, entry).into_iter().collect();
+            let bake = add(
+                &mut g,
+                &mut specs,
+                Node::new(target.clone(), "bake")
+                    .with_inputs(inputs)
+                    .with_pool(&rt)
+                    .with_cost(bake_cost(tree, &rt, secs))
+                    .with_attr("series", &image.name)
+                    .with_attr("runtime", &rt),
+                NodeSpec::Bake(Box::new(BakeSpec {
+                    label: target
+                        .with_kind("bake")
+                        .map_err(|e| CompileError::Label(e.to_string()))?,
+                    series: image.name.clone(),
+                    display: image.display.clone(),
+                    runtime: rt.clone(),
+                    image_builder: ib.clone(),
+                    base: false,
+                    final_name: format!("{}-{}-{}", image.display, ib, ts),
+                    parent: parent_spec,
+                    machine_type: tree.image_machine_type(entry),
+                    disk_size_gb: disk,
+                    bake_user: tree.image_bake_user(image, entry),
+                    package_manager: pm.clone(),
+                    mods: mods.clone(),
+                    tests: tests.clone(),
+                    tags,
+                    capabilities: caps.clone(),
+                    mod_records: mod_records.clone(),
+                    chain: chain_images.clone(),
+                    update: None,
+                    dummy_bake_seconds: secs,
+                })),
+            )?;
+            let emit = add(
+                &mut g,
+                &mut specs,
+                Node::new(target.clone(), "emit")
+                    .with_policy(RunPolicy::WhenDependentDue)
+                    .with_attr("series", &image.name)
+                    .with_attr("runtime", &rt),
+                NodeSpec::Emit { bake },
+            )?;
+            g.add_dep(bake, emit, Dep::Order)?;
+            if let Some((pbake, dep)) = parent_dep {
+                g.add_dep(bake, pbake, dep)?;
+            }
+            bakes.insert((image.name.clone(), rt.clone()), bake);
+            let keep = tree.retention_keep(image, &rt);
+            let release = image.model.release.as_ref().map(|r| r.model.as_str());
+            follow_ups(
+                &mut g,
+                &mut specs,
+                tree,
+                &target,
+                bake,
+                &image.name,
+                &rt,
+                release,
+                keep,
+            )?;
+        }
+    }
+
+    Ok(Compiled {
+        graph: g,
+        specs,
+        bakes,
+        warnings,
+    })
+}
+
+/// Images ordered parents first (a stable topological order over `source_image`).
+fn image_order(tree: &Tree) -> Vec<usize> {
+    let index: BTreeMap<&str, usize> = tree
+        .images
+        .iter()
+        .enumerate()
+        .map(|(i, im)| (im.name.as_str(), i))
+        .collect();
+    let mut state = vec![0u8; tree.images.len()]; // 0 new, 1 visiting, 2 done
+    let mut out = Vec::with_capacity(tree.images.len());
+    for start in 0..tree.images.len() {
+        // iterative DFS
+        let mut stack = vec![(start, false)];
+        while let Some((i, expanded)) = stack.pop() {
+            if expanded {
+                state[i] = 2;
+                out.push(i);
+                continue;
+            }
+            if state[i] != 0 {
+                continue;
+            }
+            state[i] = 1;
+            stack.push((i, true));
+            if let Parent::Image(p) = &tree.images[i].parent {
+                if let Some(&pi) = index.get(p.as_str()) {
+                    if state[pi] == 0 {
+                        stack.push((pi, false));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `--force-bake` values: `all`, `SERIES`, `SERIES@RUNTIME` (repeatable).
+#[derive(Debug, Clone, Default)]
+pub struct ForceBake {
+    pub all: bool,
+    pub items: Vec<(String, Option<String>)>,
+}
+
+impl ForceBake {
+    pub fn parse(values: &[String]) -> ForceBake {
+        let mut f = ForceBake::default();
+        for v in values.iter().flat_map(|v| v.split(',')) {
+            let v = v.trim();
+            if v.is_empty() {
+                continue;
+            }
+            if v == "all" {
+                f.all = true;
+                continue;
+            }
+            match v.split_once('@') {
+                Some((s, r)) => f.items.push((
+                    crate::tree::normalize_name(s),
+                    Some(crate::tree::normalize_name(r)),
+                )),
+                None => f.items.push((crate::tree::normalize_name(v), None)),
+            }
+        }
+        f
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.items.is_empty()
+    }
+
+    /// Does this force the bake node `node`?
+    pub fn forces(&self, node: &Node) -> bool {
+        if node.kind() != "bake" {
+            return false;
+        }
+        if self.all {
+            return true;
+        }
+        let (Some(s), Some(r)) = (node.attr("series"), node.attr("runtime")) else {
+            return false;
+        };
+        self.items
+            .iter()
+            .any(|(fs, fr)| fs == s && fr.as_deref().is_none_or(|fr| fr == r))
+    }
+}
+
+/// The update-policy rule: a base image whose head is at least
+/// `update.refresh_days` old is due (`update policy: head <b> is <n> days old`).
+pub fn refresh_rule() -> impl csis_engine::Rule {
+    |cx: &RuleCx<'_>| {
+        let days: u64 = cx.node.attr("refresh_days")?.parse().ok()?;
+        let rec = cx.record?;
+        let age = rec.age?;
+        let age_days = age.as_secs() / 86_400;
+        (age >= Duration::from_secs(days * 86_400)).then(|| {
+            Reason::custom(
+                "update-policy",
+                format!(
+                    "update policy: head {} is {age_days} days old (refresh_days: {days})",
+                    rec.build.as_deref().unwrap_or("?")
+                ),
+            )
+        })
+    }
+}
+
+/// The planner csis uses: forced, no build yet, parent moved (follow),
+/// parent re-bakes this run (follow), inputs changed, update policy.
+pub fn planner(force: &ForceBake) -> Planner<'_> {
+    let mut p = Planner::new();
+    if !force.is_empty() {
+        p = p.forced(move |n| force.forces(n));
+    }
+    p.rule(csis_engine::plan::rules::no_record())
+        .rule(csis_engine::plan::rules::dep_moved())
+        .rule(csis_engine::plan::rules::dep_due())
+        .rule(csis_engine::plan::rules::inputs_changed())
+        .rule(refresh_rule())
+}
+
+/// The files a tree's compile read besides the YAML (playbooks, scripts),
+/// for `csis watch`.
+pub fn input_files(tree: &Tree) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = tree
+        .images
+        .iter()
+        .flat_map(|i| tree.mod_inputs(i).into_iter().flat_map(|m| m.files))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests;

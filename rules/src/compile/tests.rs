@@ -1,0 +1,137 @@
+use std::path::PathBuf;
+
+use csis_engine::{MemoryRecords, Pattern, Record};
+
+use super::*;
+use crate::load::{load, LoadOptions};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/graph/basic")
+}
+
+fn tree() -> Tree {
+    match load(&fixture(), &LoadOptions::default()) {
+        Ok(t) => t,
+        Err(d) => panic!("{:#?}", d),
+    }
+}
+
+#[test]
+fn compiles_the_basic_tree() {
+    let t = tree();
+    let c = compile(&t, &NoPins).unwrap();
+    let labels: Vec<String> = c
+        .graph
+        .ids()
+        .map(|i| c.graph.node(i).label().to_string())
+        .collect();
+    for l in [
+        "//os/deb12@sim:resolve",
+        "//os/deb12@sim:emit",
+        "//os/deb12@sim:bake",
+        "//os/deb12@sim:retag",
+        "//images/web@sim:bake",
+        "//images/tools@sim:release",
+        "//images/app-pinned@sim:bake",
+    ] {
+        assert!(labels.iter().any(|x| x == l), "{l} missing from {labels:?}");
+    }
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // app's bake hashes web's fingerprint
+    let app = c.bake_of("app", "sim").unwrap();
+    let web = c.bake_of("web", "sim").unwrap();
+    let fps = c.graph.fingerprints().unwrap();
+    let doc = c.graph.canonical(app, &fps);
+    assert_eq!(
+        doc["deps"]["parent"],
+        serde_json::json!(fps.get(web).to_hex())
+    );
+    // the web bake's mod input names the playbook with its content hash
+    let wdoc = c.graph.canonical(web, &fps);
+    assert_eq!(
+        wdoc["inputs"]["mods"][0]["files"][0]["path"],
+        "playbooks/web.yml"
+    );
+    // nothing recorded: every bake is due; resolve/emit needed
+    let sel = c.graph.select(&[Pattern::all()]).unwrap();
+    let force = ForceBake::default();
+    let plan = planner(&force)
+        .plan(&c.graph, &sel, &fps, &MemoryRecords::default())
+        .unwrap();
+    assert_eq!(plan.due_count("bake"), 7);
+    assert_eq!(plan.due_count("resolve"), 2);
+}
+
+struct Pinned(String, String);
+impl PinSource for Pinned {
+    fn image_pin(&self, image: &str, _: &str) -> Option<String> {
+        (image == "app-pinned").then(|| self.0.clone())
+    }
+    fn build_fingerprint(&self, b: &str) -> Option<String> {
+        (b == self.0).then(|| self.1.clone())
+    }
+}
+
+#[test]
+fn pinned_child_hashes_the_recorded_fingerprint() {
+    let t = tree();
+    let c0 = compile(&t, &NoPins).unwrap();
+    let fps0 = c0.graph.fingerprints().unwrap();
+    let web_fp = fps0.get(c0.bake_of("web", "sim").unwrap());
+    // pinned to a build recorded with web's current fingerprint: same child fp as no pin
+    let c1 = compile(&t, &Pinned("b-web".into(), web_fp.to_hex())).unwrap();
+    let fps1 = c1.graph.fingerprints().unwrap();
+    let id = c1.bake_of("app-pinned", "sim").unwrap();
+    assert_eq!(fps0.get(id), fps1.get(id));
+    // pinned to an older build: a different fingerprint, independent of web's
+    let c2 = compile(&t, &Pinned("b-old".into(), "ab".repeat(32))).unwrap();
+    let fps2 = c2.graph.fingerprints().unwrap();
+    assert_ne!(fps2.get(id), fps1.get(id));
+    assert_eq!(
+        c2.graph.canonical(id, &fps2)["deps"]["parent"],
+        serde_json::json!("ab".repeat(32))
+    );
+}
+
+#[test]
+fn force_bake_and_refresh() {
+    let t = tree();
+    let c0 = compile(&t, &NoPins).unwrap();
+    let fps0 = c0.graph.fingerprints().unwrap();
+    let web_fp = fps0.get(c0.bake_of("web", "sim").unwrap());
+    // app-pinned is pinned to web's build (pinned with no pin behaves like follow)
+    let c = compile(&t, &Pinned("b-web".into(), web_fp.to_hex())).unwrap();
+    let fps = c.graph.fingerprints().unwrap();
+    let sel = c.graph.select_all();
+    // record every bake as current
+    let mut recs = MemoryRecords::default();
+    for id in c.bake_nodes() {
+        recs.insert(
+            c.graph.node(id).label().clone(),
+            Record {
+                fingerprint: Some(fps.get(id)),
+                build: Some(format!("b{}", id.index())),
+                ..Default::default()
+            },
+        );
+    }
+    let none = ForceBake::default();
+    let plan = planner(&none).plan(&c.graph, &sel, &fps, &recs).unwrap();
+    assert_eq!(plan.due().count(), 0);
+    let f = ForceBake::parse(&["web@sim".into()]);
+    let plan = planner(&f).plan(&c.graph, &sel, &fps, &recs).unwrap();
+    let due: Vec<String> = plan
+        .due()
+        .filter(|n| n.kind == "bake")
+        .map(|n| n.label.to_string())
+        .collect();
+    // web forced, its follow child app re-bakes, and app's follow child tools; app-pinned stays
+    assert_eq!(
+        due,
+        vec![
+            "//images/web@sim:bake",
+            "//images/app@sim:bake",
+            "//images/tools@sim:bake"
+        ]
+    );
+}
