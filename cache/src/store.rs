@@ -44,7 +44,7 @@ impl MetaState {
         let path = self.dir.join(file);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                yamlio::from_text(&text).map_err(|message| CacheError::Parse { path, message })
+                yamlio::from_text(&path.to_string_lossy(), &text).map_err(|message| CacheError::Parse { path, message })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
             Err(e) => Err(CacheError::io(&path, e)),
