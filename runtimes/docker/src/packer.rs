@@ -1,0 +1,355 @@
+//! `packer-docker` emission: the packer root the seed describes.
+//!
+//! One `<builder>-<image>.pkr.hcl` under the node's `emit_dir`, with the
+//! settle and `ensure` scripts beside it:
+//! - `packer { required_plugins { docker, ansible } }`;
+//! - `source "docker" "<image>"`: `image` = the parent (vendor image or parent
+//!   build), `pull = false` (the query pulled every vendor image; our builds
+//!   are local), `commit = true`, `changes` = one `LABEL` per lineage tag and
+//!   `CMD ["sleep","infinity"]`, `run_command` starting the bake container
+//!   `csis-bake-<runtime>-<image>` under `--init` on the runtime's network,
+//!   with the machine type's `--cpus`/`--memory` and `/run` a tmpfs;
+//! - `build { sources; provisioners (settle, shell, ansible with
+//!   `ansible_connection=docker ansible_host=<container>`, in-bake tests);
+//!   post-processors docker-tag (final name and floating tag) and manifest }`.
+
+use std::path::PathBuf;
+
+use csis_runtime::{BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
+use hcl::structure::{Attribute, Block, Body};
+
+use crate::names;
+use crate::runtime::{DockerRuntime, NAME_LABEL};
+use crate::script;
+
+fn image_of(req: &BakeRequest) -> String {
+    let image = req
+        .label
+        .rsplit('/')
+        .next()
+        .unwrap_or(&req.series)
+        .split('@')
+        .next()
+        .unwrap_or(&req.series)
+        .to_string();
+    if image.is_empty() {
+        req.series.clone()
+    } else {
+        image
+    }
+}
+
+/// `LABEL k="v"` with the value quoted the way a Dockerfile reads it.
+fn label_change(k: &str, v: &str) -> String {
+    let q = v.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("LABEL {k}=\"{q}\"")
+}
+
+/// The packer root for a bake, as HCL text and the side files it needs.
+pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(String, String)>)> {
+    let settings = rt.settings();
+    let image = image_of(req);
+    let container = names::bake_container_name(&settings.name, &image);
+    let made = names::image_name_as_made(&req.final_name);
+    if let Some(p) = names::image_name_problem(&req.final_name) {
+        return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
+    }
+    let parent = match &req.parent {
+        BakeParent::Vendor(r) => r.id.clone(),
+        BakeParent::Build { build_id, .. } => build_id.clone(),
+    };
+    let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
+    changes.push(label_change(NAME_LABEL, &made));
+    changes.push(r#"CMD ["sleep","infinity"]"#.to_string());
+
+    let mut run: Vec<String> = vec![
+        "-d".into(),
+        "-i".into(),
+        "-t".into(),
+        "--init".into(),
+        "--name".into(),
+        container.clone(),
+        "--network".into(),
+        settings.network.clone(),
+        "--tmpfs".into(),
+        "/run:rw,exec,nosuid,nodev,mode=755".into(),
+    ];
+    if let Some(m) = settings
+        .machine_type(req.machine_type.as_deref())
+        .map_err(RuntimeError::Refused)?
+    {
+        run.extend([
+            "--cpus".into(),
+            format!("{}", m.cpus),
+            "--memory".into(),
+            m.memory.clone(),
+        ]);
+    }
+    run.extend([
+        "--entrypoint=/bin/sh".into(),
+        "--".into(),
+        "{{.Image}}".into(),
+    ]);
+
+    let source = Block::builder("source")
+        .add_label("docker")
+        .add_label(image.as_str())
+        .add_attribute(Attribute::new("image", parent))
+        .add_attribute(Attribute::new("pull", false))
+        .add_attribute(Attribute::new("commit", true))
+        .add_attribute(Attribute::new("changes", changes))
+        .add_attribute(Attribute::new("run_command", run))
+        .build();
+
+    let mut files: Vec<(String, String)> = Vec::new();
+    let settle_file = "settle.sh".to_string();
+    files.push((
+        settle_file.clone(),
+        format!(
+            "#!/bin/sh\n{}",
+            script::settle_script(req.package_manager.as_deref())
+        ),
+    ));
+    let mut build = Block::builder("build")
+        .add_attribute(Attribute::new("name", image.as_str()))
+        .add_attribute(Attribute::new(
+            "sources",
+            vec![format!("source.docker.{image}")],
+        ))
+        .add_block(
+            Block::builder("provisioner")
+                .add_label("shell")
+                .add_attribute(Attribute::new(
+                    "scripts",
+                    vec![format!("${{path.root}}/{settle_file}")],
+                ))
+                .build(),
+        );
+    for (i, step) in req.steps.iter().enumerate() {
+        match step {
+            BakeStep::Shell {
+                inline,
+                scripts,
+                ensure,
+                env,
+                execute_command,
+                ..
+            } => {
+                let mut shells: Vec<Block> = Vec::new();
+                let with_common = |mut b: hcl::structure::BlockBuilder| {
+                    if !env.is_empty() {
+                        b = b.add_attribute(Attribute::new("environment_vars", env.clone()));
+                    }
+                    if let Some(x) = execute_command {
+                        b = b.add_attribute(Attribute::new("execute_command", x.as_str()));
+                    }
+                    b.build()
+                };
+                if !inline.is_empty() {
+                    shells.push(with_common(
+                        Block::builder("provisioner")
+                            .add_label("shell")
+                            .add_attribute(Attribute::new("inline", inline.clone())),
+                    ));
+                }
+                if !scripts.is_empty() {
+                    shells.push(with_common(
+                        Block::builder("provisioner")
+                            .add_label("shell")
+                            .add_attribute(Attribute::new(
+                                "scripts",
+                                scripts
+                                    .iter()
+                                    .map(|p| p.display().to_string())
+                                    .collect::<Vec<_>>(),
+                            )),
+                    ));
+                }
+                if let Some(e) = ensure {
+                    let f = format!("step-{}-ensure.sh", i + 1);
+                    files.push((
+                        f.clone(),
+                        format!("#!/bin/sh\n{}", script::ensure_script(e)),
+                    ));
+                    shells.push(with_common(
+                        Block::builder("provisioner")
+                            .add_label("shell")
+                            .add_attribute(Attribute::new(
+                                "scripts",
+                                vec![format!("${{path.root}}/{f}")],
+                            )),
+                    ));
+                }
+                for s in shells {
+                    build = build.add_block(s);
+                }
+            }
+            BakeStep::Ansible {
+                playbooks,
+                extra_arguments,
+                binary,
+                ..
+            } => {
+                for pb in playbooks {
+                    let mut extra = vec![
+                        "--extra-vars".to_string(),
+                        format!("ansible_connection=docker ansible_host={container}"),
+                    ];
+                    extra.extend(extra_arguments.iter().cloned());
+                    let env: Vec<String> = settings
+                        .tool_environment()
+                        .into_iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
+                    let mut b = Block::builder("provisioner")
+                        .add_label("ansible")
+                        .add_attribute(Attribute::new("command", binary.as_str()))
+                        .add_attribute(Attribute::new("playbook_file", pb.display().to_string()))
+                        .add_attribute(Attribute::new("user", "root"))
+                        .add_attribute(Attribute::new("extra_arguments", extra));
+                    if !env.is_empty() {
+                        b = b.add_attribute(Attribute::new("ansible_env_vars", env));
+                    }
+                    build = build.add_block(b.build());
+                }
+            }
+        }
+    }
+    if !req.tests.is_empty() {
+        let lines: Vec<String> = req
+            .tests
+            .iter()
+            .map(|t| {
+                let check = match &t.contains {
+                    Some(c) => format!(
+                        "out=$( {run} 2>&1 ); rc=$?; [ \"$rc\" = {rc} ] && printf '%s' \"$out\" | grep -qF -- {c} || {{ echo {fail}; exit 1; }}",
+                        run = t.run,
+                        rc = t.expect_rc,
+                        c = script::sq(c),
+                        fail = script::sq(&format!("in-bake test failed: {}", t.description))
+                    ),
+                    None => format!(
+                        "( {run} ) >/dev/null 2>&1; rc=$?; [ \"$rc\" = {rc} ] || {{ echo {fail}; exit 1; }}",
+                        run = t.run,
+                        rc = t.expect_rc,
+                        fail = script::sq(&format!("in-bake test failed: {}", t.description))
+                    ),
+                };
+                check
+            })
+            .collect();
+        build = build.add_block(
+            Block::builder("provisioner")
+                .add_label("shell")
+                .add_attribute(Attribute::new("inline", lines))
+                .build(),
+        );
+    }
+    let prefix = names::image_name_as_made(&req.prefix);
+    let mut tags = vec![made.clone()];
+    if prefix != made {
+        tags.push(prefix);
+    }
+    build = build.add_block(
+        Block::builder("post-processors")
+            .add_block(
+                Block::builder("post-processor")
+                    .add_label("docker-tag")
+                    .add_attribute(Attribute::new("repository", rt.repository()))
+                    .add_attribute(Attribute::new("tags", tags))
+                    .build(),
+            )
+            .add_block(
+                Block::builder("post-processor")
+                    .add_label("manifest")
+                    .add_attribute(Attribute::new("output", "${path.root}/manifest.json"))
+                    .add_attribute(Attribute::new("strip_path", true))
+                    .build(),
+            )
+            .build(),
+    );
+
+    let packer = Block::builder("packer")
+        .add_block(
+            Block::builder("required_plugins")
+                .add_attribute(Attribute::new(
+                    "docker",
+                    hcl::Expression::Object(hcl::Object::from([
+                        (
+                            hcl::ObjectKey::from("source"),
+                            hcl::Expression::from("github.com/hashicorp/docker"),
+                        ),
+                        (
+                            hcl::ObjectKey::from("version"),
+                            hcl::Expression::from(">= 1.0.0"),
+                        ),
+                    ])),
+                ))
+                .add_attribute(Attribute::new(
+                    "ansible",
+                    hcl::Expression::Object(hcl::Object::from([
+                        (
+                            hcl::ObjectKey::from("source"),
+                            hcl::Expression::from("github.com/hashicorp/ansible"),
+                        ),
+                        (
+                            hcl::ObjectKey::from("version"),
+                            hcl::Expression::from(">= 1.0.0"),
+                        ),
+                    ])),
+                ))
+                .build(),
+        )
+        .build();
+    let body = Body::builder()
+        .add_block(packer)
+        .add_block(source)
+        .add_block(build.build())
+        .build();
+    let text = hcl::format::to_string(&body)
+        .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
+    let header = format!(
+        "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n",
+        req.label,
+        settings.name,
+        settings
+            .tool_environment()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok((format!("{header}{text}"), files))
+}
+
+/// Write the packer root under `req.emit_dir`; files already identical are left alone.
+pub async fn emit(rt: &DockerRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>> {
+    let (hcl_text, files) = render(rt, req)?;
+    let image = image_of(req);
+    tokio::fs::create_dir_all(&req.emit_dir)
+        .await
+        .map_err(|e| {
+            RuntimeError::Failed(format!("{}: {}: {e}", req.label, req.emit_dir.display()))
+        })?;
+    let mut out = Vec::new();
+    let mut all = vec![(format!("{}-{image}.pkr.hcl", req.image_builder), hcl_text)];
+    all.extend(files);
+    for (name, content) in all {
+        let path = req.emit_dir.join(&name);
+        let same = tokio::fs::read(&path)
+            .await
+            .map(|c| c == content.as_bytes())
+            .unwrap_or(false);
+        if !same {
+            let tmp = req.emit_dir.join(format!(".{name}.tmp"));
+            tokio::fs::write(&tmp, content.as_bytes())
+                .await
+                .and(tokio::fs::rename(&tmp, &path).await)
+                .map_err(|e| {
+                    RuntimeError::Failed(format!("{}: {}: {e}", req.label, path.display()))
+                })?;
+        }
+        out.push(path);
+    }
+    Ok(out)
+}

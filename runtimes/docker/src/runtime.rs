@@ -1,0 +1,1648 @@
+//! `DockerRuntime`: every hook answered against the daemon through the Engine API.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig, ImageInspect};
+use bollard::query_parameters::{
+    CommitContainerOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListVolumesOptions,
+    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, StopContainerOptionsBuilder,
+    TagImageOptionsBuilder,
+};
+use bollard::Docker;
+use csis_runtime::{
+    BakeOutcome, BakeParent, BakeRequest, BakeStep, ImageFacts, InstanceFacts, Inventory, LogSink,
+    OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result, Runtime,
+    RuntimeError, SessionResult, TestCommand, LINEAGE_PREFIX,
+};
+use futures_util::StreamExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::OnceCell;
+
+use crate::connect::{self, Endpoint};
+use crate::names;
+use crate::query;
+use crate::script;
+use crate::settings::{parse_memory, DockerSettings};
+use crate::version;
+
+/// Label carrying the final name as made (outside the `csis_` lineage prefix).
+pub const NAME_LABEL: &str = "csis.name";
+/// Where bake scripts are written in the bake container (`/run` is a tmpfs: never committed).
+const STAGE_DIR: &str = "/run/csis";
+
+/// A docker runtime: one daemon, one repository.
+pub struct DockerRuntime {
+    settings: DockerSettings,
+    repository: String,
+    endpoint: std::result::Result<Endpoint, String>,
+    docker: OnceCell<Docker>,
+}
+
+/// What an exec gave.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutput {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+fn is_conflict(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            ..
+        }
+    )
+}
+
+fn api_message(e: &bollard::errors::Error) -> String {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Unix seconds as RFC 3339 (UTC).
+pub fn rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // civil from days (Howard Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Splits a byte stream into lines for a log sink.
+struct LineSplitter<'a> {
+    buf: Vec<u8>,
+    sink: &'a dyn LogSink,
+    prefix: &'static str,
+}
+
+impl<'a> LineSplitter<'a> {
+    fn new(sink: &'a dyn LogSink, prefix: &'static str) -> Self {
+        LineSplitter {
+            buf: Vec::new(),
+            sink,
+            prefix,
+        }
+    }
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        while let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=i).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+            self.sink
+                .line(&format!("{}{}", self.prefix, text.trim_end_matches('\r')));
+        }
+    }
+    fn finish(&mut self) {
+        if !self.buf.is_empty() {
+            let text = String::from_utf8_lossy(&self.buf).to_string();
+            self.sink.line(&format!("{}{}", self.prefix, text));
+            self.buf.clear();
+        }
+    }
+}
+
+/// Removes the bake container when dropped without [`ContainerGuard::disarm`]
+/// (a bake future dropped mid-way), as a spawned task.
+struct ContainerGuard {
+    docker: Docker,
+    name: String,
+    armed: bool,
+}
+
+impl ContainerGuard {
+    async fn remove(mut self) -> std::result::Result<(), String> {
+        self.armed = false;
+        remove_container_forced(&self.docker, &self.name).await
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let docker = self.docker.clone();
+                let name = self.name.clone();
+                h.spawn(async move {
+                    let _ = remove_container_forced(&docker, &name).await;
+                });
+            }
+        }
+    }
+}
+
+async fn remove_container_forced(docker: &Docker, name: &str) -> std::result::Result<(), String> {
+    let opts = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(name, Some(opts)).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(api_message(&e)),
+    }
+}
+
+fn tar_of_file(path: &str, content: &[u8], mode: u32) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(content.len() as u64);
+    h.set_mode(mode);
+    h.set_mtime(0);
+    h.set_cksum();
+    b.append_data(&mut h, path.trim_start_matches('/'), content)?;
+    b.into_inner()
+}
+
+impl DockerRuntime {
+    /// A runtime from its settings. Refuses an invalid repository or an entry
+    /// declaring both `host` and `context`; does not touch the daemon.
+    pub fn new(settings: DockerSettings) -> Result<Self> {
+        let repository = settings
+            .repository()
+            .map_err(|e| RuntimeError::Refused(format!("docker runtime {}: {e}", settings.name)))?;
+        if settings.host.is_some() && settings.context.is_some() {
+            return Err(RuntimeError::Refused(format!(
+                "docker runtime {}: declare `host` or `context`, not both",
+                settings.name
+            )));
+        }
+        let endpoint = connect::endpoint(&settings);
+        Ok(DockerRuntime {
+            settings,
+            repository,
+            endpoint,
+            docker: OnceCell::new(),
+        })
+    }
+
+    pub fn settings(&self) -> &DockerSettings {
+        &self.settings
+    }
+
+    /// The repository builds are tagged in (`csis/<runtime>` by default).
+    pub fn repository(&self) -> &str {
+        &self.repository
+    }
+
+    /// The daemon's address as configured (for messages).
+    pub fn address(&self) -> String {
+        match &self.endpoint {
+            Ok(e) => e.host.clone(),
+            Err(_) => self
+                .settings
+                .host
+                .clone()
+                .or_else(|| {
+                    self.settings
+                        .context
+                        .clone()
+                        .map(|c| format!("context '{c}'"))
+                })
+                .unwrap_or_else(|| "the default socket".into()),
+        }
+    }
+
+    fn unreachable(&self, cause: &str) -> RuntimeError {
+        let remedy = self
+            .endpoint
+            .as_ref()
+            .map(connect::remedy)
+            .unwrap_or("fix the runtime's host/context");
+        RuntimeError::Unavailable(format!(
+            "docker runtime {}: the daemon at {} cannot be reached ({cause}); {remedy}",
+            self.settings.name,
+            self.address()
+        ))
+    }
+
+    /// The client, connected and with the API version negotiated (once).
+    pub async fn docker(&self) -> Result<&Docker> {
+        self.docker
+            .get_or_try_init(|| async {
+                let e = self.endpoint.as_ref().map_err(|e| self.unreachable(e))?;
+                let client = connect::client(e).map_err(|m| self.unreachable(&m))?;
+                client
+                    .negotiate_version()
+                    .await
+                    .map_err(|err| self.unreachable(&err.to_string()))
+            })
+            .await
+    }
+
+    fn map_err(&self, what: &str, e: bollard::errors::Error) -> RuntimeError {
+        match &e {
+            bollard::errors::Error::DockerResponseServerError { .. } => {
+                RuntimeError::Failed(format!(
+                    "docker runtime {}: {what}: {}",
+                    self.settings.name,
+                    api_message(&e)
+                ))
+            }
+            bollard::errors::Error::HyperResponseError { .. }
+            | bollard::errors::Error::IOError { .. }
+            | bollard::errors::Error::RequestTimeoutError => self.unreachable(&e.to_string()),
+            _ => RuntimeError::Failed(format!(
+                "docker runtime {}: {what}: {e}",
+                self.settings.name
+            )),
+        }
+    }
+
+    async fn inspect_image_opt(&self, reference: &str) -> Result<Option<ImageInspect>> {
+        let d = self.docker().await?;
+        match d.inspect_image(reference).await {
+            Ok(i) => Ok(Some(i)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.map_err(&format!("inspect image {reference}"), e)),
+        }
+    }
+
+    /// Pull `reference`; `Err` names it.
+    async fn pull(&self, reference: &str, platform: Option<&str>) -> Result<()> {
+        let d = self.docker().await?;
+        let mut b = CreateImageOptionsBuilder::default().from_image(reference);
+        if let Some(p) = platform {
+            b = b.platform(p);
+        }
+        let mut s = d.create_image(Some(b.build()), None, None);
+        while let Some(item) = s.next().await {
+            if let Err(e) = item {
+                return Err(RuntimeError::Refused(format!(
+                    "docker runtime {}: image '{reference}' is not on the daemon and cannot be pulled: {}",
+                    self.settings.name,
+                    api_message(&e)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `cmd` in a container, streaming each output line to `log` and
+    /// keeping stdout/stderr when `capture`.
+    pub async fn exec(
+        &self,
+        container: &str,
+        cmd: Vec<String>,
+        user: Option<&str>,
+        env: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        log: &dyn LogSink,
+        capture: bool,
+    ) -> Result<ExecOutput> {
+        let d = self.docker().await?;
+        let created = d
+            .create_exec(
+                container,
+                CreateExecOptions::<String> {
+                    attach_stdin: Some(stdin.is_some()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    cmd: Some(cmd),
+                    env: if env.is_empty() { None } else { Some(env) },
+                    user: user.map(str::to_string),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.map_err(&format!("exec in {container}"), e))?;
+        let started = d
+            .start_exec(&created.id, None::<StartExecOptions>)
+            .await
+            .map_err(|e| self.map_err(&format!("exec in {container}"), e))?;
+        let mut out = ExecOutput::default();
+        if let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started
+        {
+            if let Some(bytes) = stdin {
+                let write = async {
+                    input.write_all(&bytes).await?;
+                    input.flush().await?;
+                    input.shutdown().await
+                };
+                write.await.map_err(|e| {
+                    RuntimeError::Failed(format!("exec in {container}: writing stdin: {e}"))
+                })?;
+            }
+            let mut so = LineSplitter::new(log, "");
+            let mut se = LineSplitter::new(log, "");
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                        so.push(&message);
+                        if capture {
+                            out.stdout.push_str(&String::from_utf8_lossy(&message));
+                        }
+                    }
+                    Ok(LogOutput::StdErr { message }) => {
+                        se.push(&message);
+                        if capture {
+                            out.stderr.push_str(&String::from_utf8_lossy(&message));
+                        }
+                    }
+                    Ok(LogOutput::StdIn { .. }) => {}
+                    Err(e) => return Err(self.map_err(&format!("exec in {container}"), e)),
+                }
+            }
+            so.finish();
+            se.finish();
+        }
+        // The exit code can lag the end of the stream by a moment.
+        for _ in 0..50 {
+            let i = d
+                .inspect_exec(&created.id)
+                .await
+                .map_err(|e| self.map_err(&format!("exec in {container}"), e))?;
+            if i.running != Some(true) {
+                out.exit_code = i.exit_code.unwrap_or(-1);
+                return Ok(out);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(RuntimeError::Failed(format!(
+            "exec in {container}: no exit code after its output ended"
+        )))
+    }
+
+    /// Write a file into the bake container's staging dir (a tmpfs) through
+    /// exec stdin, and return its path.
+    async fn stage(&self, container: &str, name: &str, content: &[u8]) -> Result<String> {
+        let path = format!("{STAGE_DIR}/{name}");
+        let r = self
+            .exec(
+                container,
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!("mkdir -p {STAGE_DIR} && cat > {path} && chmod 0755 {path}"),
+                ],
+                Some("0"),
+                vec![],
+                Some(content.to_vec()),
+                &csis_runtime::NullLog,
+                true,
+            )
+            .await?;
+        if r.exit_code != 0 {
+            // Fall back to the archive upload API.
+            let tar = tar_of_file(&path, content, 0o755)
+                .map_err(|e| RuntimeError::Failed(format!("staging {name}: {e}")))?;
+            let d = self.docker().await?;
+            d.upload_to_container(
+                container,
+                Some(bollard::query_parameters::UploadToContainerOptions {
+                    path: "/".into(),
+                    ..Default::default()
+                }),
+                bollard::body_full(tar.into()),
+            )
+            .await
+            .map_err(|e| self.map_err(&format!("copy {name} into {container}"), e))?;
+        }
+        Ok(path)
+    }
+
+    /// Stage and run a script with `execute_command` (packer's shell semantics).
+    async fn run_script(
+        &self,
+        container: &str,
+        file: &str,
+        content: &[u8],
+        user: Option<&str>,
+        execute_command: Option<&str>,
+        env: &[String],
+        log: &dyn LogSink,
+    ) -> Result<i64> {
+        let path = self.stage(container, file, content).await?;
+        let cmd = script::execute_command(execute_command, &path, env);
+        let r = self
+            .exec(
+                container,
+                vec!["/bin/sh".into(), "-c".into(), cmd],
+                user,
+                vec![],
+                None,
+                log,
+                false,
+            )
+            .await?;
+        Ok(r.exit_code)
+    }
+
+    fn tag_ref(&self, tag: &str) -> String {
+        format!("{}:{tag}", self.repository)
+    }
+
+    async fn tag(&self, image: &str, tag: &str) -> Result<()> {
+        let d = self.docker().await?;
+        let opts = TagImageOptionsBuilder::default()
+            .repo(&self.repository)
+            .tag(tag)
+            .build();
+        d.tag_image(image, Some(opts))
+            .await
+            .map_err(|e| self.map_err(&format!("tag {image} as {}", self.tag_ref(tag)), e))
+    }
+
+    /// Untag one `repo:tag` (never deletes an image that has other tags).
+    async fn untag(&self, repo_tag: &str) -> Result<()> {
+        let d = self.docker().await?;
+        let opts = RemoveImageOptionsBuilder::default().noprune(true).build();
+        match d.remove_image(repo_tag, Some(opts), None).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(self.map_err(&format!("untag {repo_tag}"), e)),
+        }
+    }
+
+    /// The image id of a build id or reference, `None` when absent.
+    async fn image_id_of(&self, build: &str) -> Result<Option<(String, Vec<String>)>> {
+        Ok(self.inspect_image_opt(build).await?.map(|i| {
+            (
+                i.id.unwrap_or_else(|| build.to_string()),
+                i.repo_tags.unwrap_or_default(),
+            )
+        }))
+    }
+
+    /// Every volume with its `csis_config` label (what [`Inventory`] cannot carry).
+    pub async fn volumes(&self) -> Result<Vec<(String, Option<String>)>> {
+        let d = self.docker().await?;
+        let v = d
+            .list_volumes(None::<ListVolumesOptions>)
+            .await
+            .map_err(|e| self.map_err("list volumes", e))?;
+        let mut out: Vec<(String, Option<String>)> = v
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| {
+                let cfg = v.labels.get("csis_config").cloned();
+                (v.name, cfg)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn containers(
+        &self,
+        filters: HashMap<String, Vec<String>>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>> {
+        let d = self.docker().await?;
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        d.list_containers(Some(opts))
+            .await
+            .map_err(|e| self.map_err("list containers", e))
+    }
+
+    async fn run_steps(&self, container: &str, req: &BakeRequest) -> Result<usize> {
+        let log: &dyn LogSink = req.log.as_ref();
+        // settle
+        log.line("==> settle: sudo and python3");
+        let code = self
+            .run_script(
+                container,
+                "settle.sh",
+                script::settle_script(req.package_manager.as_deref()).as_bytes(),
+                Some("0"),
+                Some("/bin/sh {{ .Path }}"),
+                &[],
+                log,
+            )
+            .await?;
+        if code != 0 {
+            return Err(RuntimeError::Failed(format!(
+                "bake {}: the settle step (installing sudo and python3) exited {code}",
+                req.label
+            )));
+        }
+        // The bake user: root unless one is asked and exists in the image.
+        let user: Option<String> = match req.bake_user.as_deref() {
+            None | Some("root") => Some("0".into()),
+            Some(u) => {
+                let r = self
+                    .exec(
+                        container,
+                        vec!["id".into(), "-u".into(), u.into()],
+                        Some("0"),
+                        vec![],
+                        None,
+                        &csis_runtime::NullLog,
+                        true,
+                    )
+                    .await?;
+                if r.exit_code == 0 {
+                    Some(u.to_string())
+                } else {
+                    log.line(&format!(
+                        "bake user '{u}' does not exist in the image: steps run as root"
+                    ));
+                    Some("0".into())
+                }
+            }
+        };
+        for (i, step) in req.steps.iter().enumerate() {
+            match step {
+                BakeStep::Shell {
+                    name,
+                    inline,
+                    scripts,
+                    ensure,
+                    env,
+                    execute_command,
+                } => {
+                    log.line(&format!("==> step {}: shell {name}", i + 1));
+                    let mut parts: Vec<(String, Vec<u8>)> = Vec::new();
+                    if !inline.is_empty() {
+                        let mut s = String::from("#!/bin/sh -e\n");
+                        for l in inline {
+                            s.push_str(l);
+                            s.push('\n');
+                        }
+                        parts.push((format!("step-{}-inline.sh", i + 1), s.into_bytes()));
+                    }
+                    for (j, p) in scripts.iter().enumerate() {
+                        let content = tokio::fs::read(p).await.map_err(|e| {
+                            RuntimeError::Failed(format!(
+                                "bake {}: step {name}: script {}: {e}",
+                                req.label,
+                                p.display()
+                            ))
+                        })?;
+                        parts.push((format!("step-{}-script-{}.sh", i + 1, j + 1), content));
+                    }
+                    if let Some(e) = ensure {
+                        let mut s = String::from("#!/bin/sh\n");
+                        s.push_str(&script::ensure_script(e));
+                        parts.push((format!("step-{}-ensure.sh", i + 1), s.into_bytes()));
+                    }
+                    for (file, content) in parts {
+                        let code = self
+                            .run_script(
+                                container,
+                                &file,
+                                &content,
+                                user.as_deref(),
+                                execute_command.as_deref(),
+                                env,
+                                log,
+                            )
+                            .await?;
+                        if code != 0 {
+                            return Err(RuntimeError::Failed(format!(
+                                "bake {}: step {name} ({file}) exited {code}",
+                                req.label
+                            )));
+                        }
+                    }
+                }
+                BakeStep::Ansible {
+                    name,
+                    playbooks,
+                    extra_arguments,
+                    binary,
+                } => {
+                    log.line(&format!("==> step {}: ansible {name}", i + 1));
+                    for pb in playbooks {
+                        self.run_ansible(container, binary, pb, extra_arguments, req)
+                            .await?;
+                    }
+                }
+            }
+        }
+        let mut assertions = 0;
+        for t in &req.tests {
+            self.run_test(container, t, req).await?;
+            assertions += 1;
+        }
+        Ok(assertions)
+    }
+
+    /// The `ansible-playbook` command line for a bake container.
+    pub fn ansible_command(
+        &self,
+        container: &str,
+        binary: &str,
+        playbook: &Path,
+        extra: &[String],
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        let mut args = vec![
+            binary.to_string(),
+            "-i".to_string(),
+            format!("{container},"),
+            "-c".to_string(),
+            "docker".to_string(),
+            "--extra-vars".to_string(),
+            format!("ansible_connection=docker ansible_host={container}"),
+        ];
+        args.extend(extra.iter().cloned());
+        args.push(playbook.display().to_string());
+        let mut env = self.settings.tool_environment();
+        env.push(("ANSIBLE_NOCOLOR".into(), "1".into()));
+        env.push(("ANSIBLE_FORCE_COLOR".into(), "0".into()));
+        env.push(("ANSIBLE_HOST_KEY_CHECKING".into(), "False".into()));
+        env.push(("ANSIBLE_RETRY_FILES_ENABLED".into(), "False".into()));
+        env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+        // ansible's docker connection runs `docker` from PATH: put the runtime's binary first.
+        let bin = Path::new(&self.settings.docker_binary);
+        if let Some(dir) = bin.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let path = std::env::var("PATH").unwrap_or_default();
+            env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+        }
+        (args, env)
+    }
+
+    async fn run_ansible(
+        &self,
+        container: &str,
+        binary: &str,
+        playbook: &Path,
+        extra: &[String],
+        req: &BakeRequest,
+    ) -> Result<()> {
+        let (args, env) = self.ansible_command(container, binary, playbook, extra);
+        req.log.line(&format!("$ {}", args.join(" ")));
+        let mut cmd = tokio::process::Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .envs(env)
+            .current_dir(&req.tree_root)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            RuntimeError::Failed(format!(
+                "bake {}: `{}` cannot run: {e} (install ansible: Debian `apt-get install ansible`, or PyPI `ansible-core` plus the community.docker collection)",
+                req.label, args[0]
+            ))
+        })?;
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let log = req.log.clone();
+        let log2 = req.log.clone();
+        let a = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                log.line(&l);
+            }
+        });
+        let b = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                log2.line(&l);
+            }
+        });
+        let status = child.wait().await.map_err(|e| {
+            RuntimeError::Failed(format!("bake {}: ansible-playbook: {e}", req.label))
+        })?;
+        let _ = a.await;
+        let _ = b.await;
+        if !status.success() {
+            return Err(RuntimeError::Failed(format!(
+                "bake {}: ansible-playbook {} exited {}",
+                req.label,
+                playbook.display(),
+                status.code().unwrap_or(-1)
+            )));
+        }
+        Ok(())
+    }
+
+    async fn run_test(&self, container: &str, t: &TestCommand, req: &BakeRequest) -> Result<()> {
+        req.log.line(&format!("==> test: {}", t.description));
+        let r = self
+            .exec(
+                container,
+                vec!["/bin/sh".into(), "-c".into(), t.run.clone()],
+                Some("0"),
+                vec![],
+                None,
+                req.log.as_ref(),
+                true,
+            )
+            .await?;
+        let mut why = Vec::new();
+        if r.exit_code != i64::from(t.expect_rc) {
+            why.push(format!(
+                "exit code {} (expected {})",
+                r.exit_code, t.expect_rc
+            ));
+        }
+        if let Some(c) = &t.contains {
+            if !r.stdout.contains(c.as_str()) && !r.stderr.contains(c.as_str()) {
+                why.push(format!("output does not contain '{c}'"));
+            }
+        }
+        if why.is_empty() {
+            Ok(())
+        } else {
+            Err(RuntimeError::Failed(format!(
+                "bake {}: in-bake test failed: {}: {}",
+                req.label,
+                t.description,
+                why.join(", ")
+            )))
+        }
+    }
+
+    async fn create_bake_container(
+        &self,
+        name: &str,
+        parent: &str,
+        req: &BakeRequest,
+    ) -> Result<()> {
+        let d = self.docker().await?;
+        let mt = self
+            .settings
+            .machine_type(req.machine_type.as_deref())
+            .map_err(RuntimeError::Refused)?;
+        let mut host = HostConfig {
+            init: Some(true),
+            network_mode: Some(self.settings.network.clone()),
+            tmpfs: Some(HashMap::from([(
+                "/run".to_string(),
+                "rw,exec,nosuid,nodev,mode=755".to_string(),
+            )])),
+            ..Default::default()
+        };
+        if let Some(m) = mt {
+            host.nano_cpus = Some((m.cpus * 1e9) as i64);
+            host.memory = Some(parse_memory(&m.memory).map_err(RuntimeError::Refused)?);
+        }
+        let body = ContainerCreateBody {
+            image: Some(parent.to_string()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            host_config: Some(host),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(name).build();
+        d.create_container(Some(opts), body)
+            .await
+            .map_err(|e| self.map_err(&format!("create bake container {name} from {parent}"), e))?;
+        d.start_container(
+            name,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("start bake container {name}"), e))?;
+        Ok(())
+    }
+
+    async fn commit_and_tag(
+        &self,
+        container: &str,
+        parent_id: &str,
+        req: &BakeRequest,
+        made: &str,
+    ) -> Result<String> {
+        let d = self.docker().await?;
+        let mut labels: HashMap<String, String> = req.tags.clone().into_iter().collect();
+        // Labels are inherited from the parent: blank the parent's lineage labels this bake does not set.
+        if let Some(p) = self.inspect_image_opt(parent_id).await? {
+            if let Some(pl) = p.config.and_then(|c| c.labels) {
+                for k in pl.keys() {
+                    if (k.starts_with(LINEAGE_PREFIX) || k == NAME_LABEL) && !labels.contains_key(k)
+                    {
+                        labels.insert(k.clone(), String::new());
+                    }
+                }
+            }
+        }
+        labels.insert(NAME_LABEL.to_string(), made.to_string());
+        let opts = CommitContainerOptionsBuilder::default()
+            .container(container)
+            .pause(true)
+            .comment(&format!("csis bake {}", req.label))
+            .build();
+        let cfg = ContainerConfig {
+            labels: Some(labels),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            ..Default::default()
+        };
+        let id = d
+            .commit_container(opts, cfg)
+            .await
+            .map_err(|e| self.map_err(&format!("commit {container}"), e))?
+            .id;
+        self.tag(&id, made).await?;
+        let prefix = names::image_name_as_made(&req.prefix);
+        if prefix != made {
+            self.tag(&id, &prefix).await?;
+        }
+        Ok(id)
+    }
+
+    fn parent_ref(req: &BakeRequest) -> String {
+        match &req.parent {
+            BakeParent::Vendor(r) => r.id.clone(),
+            BakeParent::Build { build_id, .. } => build_id.clone(),
+        }
+    }
+
+    /// The movable tags of an image (by short id) in this repository: key -> (value, repo tag).
+    fn movable_of(&self, tags: &[String], image_id: &str) -> BTreeMap<String, (String, String)> {
+        let short = names::short_id(image_id);
+        let mut out = BTreeMap::new();
+        for rt in tags {
+            if let Some(tag) = names::tag_in_repository(rt, &self.repository) {
+                if let Some((s, k, v)) = names::parse_movable_tag(tag) {
+                    if s == short {
+                        out.insert(k, (v, rt.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn docker_cli_prefix(&self) -> String {
+        let mut s = script::sq(&self.settings.docker_binary);
+        if let Some(h) = &self.settings.host {
+            s.push_str(&format!(" -H {}", script::sq(h)));
+            if self.settings.tls.verify {
+                s.push_str(" --tlsverify");
+            }
+            if let Some(p) = &self.settings.tls.cert_path {
+                let p = p.display();
+                s.push_str(&format!(
+                    " --tlscacert {0}/ca.pem --tlscert {0}/cert.pem --tlskey {0}/key.pem",
+                    script::sq(&p.to_string())
+                ));
+            }
+        } else if let Some(c) = &self.settings.context {
+            s.push_str(&format!(" --context {}", script::sq(c)));
+        }
+        s
+    }
+}
+
+#[async_trait]
+impl Runtime for DockerRuntime {
+    fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    fn kind(&self) -> &str {
+        "docker"
+    }
+
+    async fn check_online(&self) -> Result<Vec<OnlineFinding>> {
+        let mut out = Vec::new();
+        let field = if self.settings.context.is_some() {
+            "context"
+        } else {
+            "host"
+        };
+        match self.docker().await {
+            Ok(d) => {
+                if let Err(e) = d.ping().await {
+                    out.push(OnlineFinding {
+                        path: field.into(),
+                        message: self.unreachable(&e.to_string()).to_string(),
+                        error: true,
+                    });
+                } else if self.settings.network != "host" && self.settings.network != "none" {
+                    if let Err(e) = d
+                        .inspect_network(
+                            &self.settings.network,
+                            None::<bollard::query_parameters::InspectNetworkOptions>,
+                        )
+                        .await
+                    {
+                        out.push(OnlineFinding {
+                            path: "networking.network".into(),
+                            message: format!(
+                                "docker runtime {}: network '{}' does not exist on the daemon (it is referenced, never created): {}",
+                                self.settings.name,
+                                self.settings.network,
+                                api_message(&e)
+                            ),
+                            error: true,
+                        });
+                    }
+                }
+            }
+            Err(e) => out.push(OnlineFinding {
+                path: field.into(),
+                message: e.to_string(),
+                error: true,
+            }),
+        }
+        if let Some(req) = &self.settings.docker_version {
+            match version::check_docker_cli(&self.settings.docker_binary, req).await {
+                Ok(_) => {}
+                Err(m) if m.contains("cannot run") => out.push(OnlineFinding {
+                    path: "executable".into(),
+                    message: format!(
+                        "docker runtime {}: {m} (native bakes do not need it; ansible's docker connection does)",
+                        self.settings.name
+                    ),
+                    error: false,
+                }),
+                Err(m) => out.push(OnlineFinding {
+                    path: "executable".into(),
+                    message: format!("docker runtime {}: {m}", self.settings.name),
+                    error: true,
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn preflight(&self) -> Result<Vec<PreflightLine>> {
+        let what = format!("docker runtime {} ({})", self.settings.name, self.address());
+        let line = match self.docker().await {
+            Ok(d) => match d.version().await {
+                Ok(v) => PreflightLine {
+                    ok: true,
+                    what,
+                    detail: format!(
+                        "the daemon answers: {} {} (API {}, {}/{})",
+                        v.platform
+                            .map(|p| p.name)
+                            .unwrap_or_else(|| "Docker Engine".into()),
+                        v.version.unwrap_or_default(),
+                        v.api_version.unwrap_or_default(),
+                        v.os.unwrap_or_default(),
+                        v.arch.unwrap_or_default()
+                    ),
+                },
+                Err(e) => PreflightLine {
+                    ok: false,
+                    what,
+                    detail: self.unreachable(&e.to_string()).to_string(),
+                },
+            },
+            Err(e) => PreflightLine {
+                ok: false,
+                what,
+                detail: e.to_string(),
+            },
+        };
+        Ok(vec![line])
+    }
+
+    async fn resolve(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
+        let name = &self.settings.name;
+        let (reference, platform) = match &req.image_id {
+            Some(pin) => {
+                names::check_image_id_pin(pin).map_err(RuntimeError::Refused)?;
+                (pin.clone(), None)
+            }
+            None => {
+                let q = query::image_query(
+                    &req.query,
+                    &req.family,
+                    &req.family_version,
+                    &req.architecture,
+                )
+                .map_err(|e| RuntimeError::Refused(format!("{}: {e}", req.label)))?;
+                (q.reference, q.platform)
+            }
+        };
+        let img = match self.inspect_image_opt(&reference).await? {
+            Some(i) => i,
+            None => {
+                self.pull(&reference, platform.as_deref()).await?;
+                self.inspect_image_opt(&reference).await?.ok_or_else(|| {
+                    RuntimeError::Refused(format!(
+                        "docker runtime {name}: image '{reference}' is not on the daemon after a pull"
+                    ))
+                })?
+            }
+        };
+        let image_id = img.id.clone().unwrap_or_default();
+        if let (Some(p), Some(arch)) = (&platform, &img.architecture) {
+            let want = p.rsplit('/').next().unwrap_or(p);
+            let have = query::platform_of(arch);
+            if !p.ends_with(&format!("/{arch}")) && query::platform_of(want) != have && have != *p {
+                return Err(RuntimeError::Refused(format!(
+                    "{}: image '{reference}' is {have}, the query asks {p}",
+                    req.label
+                )));
+            }
+        }
+        let repo_of = |r: &str| -> String {
+            let r = r.split('@').next().unwrap_or(r);
+            let r = names::split_repo_tag(r).map(|(a, _)| a).unwrap_or(r);
+            names::normalize_repo_tag(r).to_string()
+        };
+        let digests = img.repo_digests.clone().unwrap_or_default();
+        let want_repo = repo_of(&reference);
+        let mut facts = BTreeMap::new();
+        facts.insert("image_id".to_string(), image_id.clone());
+        facts.insert("reference".to_string(), reference.clone());
+        if let Some(p) = &platform {
+            facts.insert("platform".to_string(), p.clone());
+        }
+        if let Some(a) = &img.architecture {
+            facts.insert("architecture".to_string(), a.clone());
+        }
+        let id = if reference.contains("@sha256:") {
+            reference.clone()
+        } else if let Some(d) = digests
+            .iter()
+            .find(|d| repo_of(d) == want_repo)
+            .or_else(|| digests.first())
+        {
+            d.clone()
+        } else {
+            facts.insert(
+                "identifier".to_string(),
+                "image id (a local image with no repo digest)".to_string(),
+            );
+            image_id.clone()
+        };
+        Ok(ResolvedImage {
+            id,
+            name: Some(reference),
+            owner: None,
+            creation_date: img.created.clone().map(|c| c.to_string()),
+            facts,
+        })
+    }
+
+    async fn emit(&self, req: &BakeRequest) -> Result<Vec<std::path::PathBuf>> {
+        if self
+            .settings
+            .packer_builders
+            .iter()
+            .any(|b| b == &req.image_builder)
+        {
+            crate::packer::emit(self, req).await
+        } else {
+            Ok(Vec::new())
+        }
+    }
+
+    async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
+        if let Some(p) = names::image_name_problem(&req.final_name) {
+            return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
+        }
+        for k in req.tags.keys() {
+            if let Some(p) = names::label_key_problem(k) {
+                return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
+            }
+        }
+        if req.cancel.is_cancelled() {
+            return Err(RuntimeError::Cancelled);
+        }
+        let d = self.docker().await?.clone();
+        let made = names::image_name_as_made(&req.final_name);
+        let image = req
+            .label
+            .rsplit('/')
+            .next()
+            .unwrap_or(&req.series)
+            .split('@')
+            .next()
+            .unwrap_or(&req.series)
+            .to_string();
+        let image = if image.is_empty() {
+            req.series.clone()
+        } else {
+            image
+        };
+        let container = names::bake_container_name(&self.settings.name, &image);
+        let parent = Self::parent_ref(req);
+        let parent_img = match self.inspect_image_opt(&parent).await? {
+            Some(i) => i,
+            None => match &req.parent {
+                BakeParent::Vendor(_) => {
+                    self.pull(&parent, None).await?;
+                    self.inspect_image_opt(&parent).await?.ok_or_else(|| {
+                        RuntimeError::Refused(format!(
+                            "{}: parent image '{parent}' is not on the daemon",
+                            req.label
+                        ))
+                    })?
+                }
+                BakeParent::Build { series, .. } => {
+                    return Err(RuntimeError::Refused(format!(
+                        "{}: the parent build {parent} of series {series} is not on the daemon",
+                        req.label
+                    )))
+                }
+            },
+        };
+        let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
+        // A container of this name is a leftover of a killed bake (one image bakes once at a time).
+        if remove_container_forced(&d, &container).await.is_err() {
+            return Err(RuntimeError::Failed(format!(
+                "{}: a stale bake container {container} cannot be removed",
+                req.label
+            )));
+        }
+        req.log
+            .line(&format!("==> bake container {container} from {parent}"));
+        let guard = ContainerGuard {
+            docker: d.clone(),
+            name: container.clone(),
+            armed: true,
+        };
+        let work = async {
+            self.create_bake_container(&container, &parent_id, req)
+                .await?;
+            self.run_steps(&container, req).await
+        };
+        let result = tokio::select! {
+            r = work => r,
+            _ = req.cancel.cancelled() => Err(RuntimeError::Cancelled),
+        };
+        let result = match result {
+            Ok(assertions) if !req.cancel.is_cancelled() => {
+                req.log
+                    .line(&format!("==> commit {}:{made}", self.repository));
+                self.commit_and_tag(&container, &parent_id, req, &made)
+                    .await
+                    .map(|id| (id, assertions))
+            }
+            Ok(_) => Err(RuntimeError::Cancelled),
+            Err(e) => Err(e),
+        };
+        let removed = guard.remove().await;
+        req.log
+            .line(&format!("==> removed bake container {container}"));
+        let (build_id, assertions) = result?;
+        if let Err(e) = removed {
+            req.log.line(&format!(
+                "warning: bake container {container} not removed: {e}"
+            ));
+        }
+        Ok(BakeOutcome {
+            build_id,
+            name: made,
+            assertions,
+        })
+    }
+
+    async fn clean_stale_bakes(&self) -> Result<Vec<String>> {
+        let d = self.docker().await?;
+        let prefix = names::bake_container_prefix(&self.settings.name);
+        let list = self
+            .containers(HashMap::from([("name".to_string(), vec![prefix.clone()])]))
+            .await?;
+        let mut removed = Vec::new();
+        for c in list {
+            let Some(name) = c
+                .names
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.trim_start_matches('/').to_string())
+                .find(|n| n.starts_with(&prefix))
+            else {
+                continue;
+            };
+            remove_container_forced(d, &name).await.map_err(|e| {
+                RuntimeError::Failed(format!("removing stale bake container {name}: {e}"))
+            })?;
+            removed.push(name);
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
+    async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
+        let (id, repo_tags) = self.image_id_of(build_id).await?.ok_or_else(|| {
+            RuntimeError::Refused(format!("image {build_id} is not on the daemon"))
+        })?;
+        for k in tags.keys() {
+            if let Some(p) = names::label_key_problem(k) {
+                return Err(RuntimeError::Refused(p));
+            }
+        }
+        let current = self.movable_of(&repo_tags, &id);
+        for (k, v) in tags {
+            let existing = current.get(k);
+            if v.is_empty() {
+                if let Some((_, rt)) = existing {
+                    self.untag(rt).await?;
+                }
+                continue;
+            }
+            let tag = names::movable_tag(&id, k, v).map_err(RuntimeError::Refused)?;
+            if existing.is_some_and(|(old, _)| old == v) {
+                continue;
+            }
+            // add the new tag first, so the image never loses its last tag
+            self.tag(&id, &tag).await?;
+            if let Some((_, rt)) = existing {
+                self.untag(rt).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn query_images(&self) -> Result<Vec<ImageFacts>> {
+        let d = self.docker().await?;
+        let filters = HashMap::from([("label".to_string(), vec!["csis_series".to_string()])]);
+        let opts = ListImagesOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let list = d
+            .list_images(Some(opts))
+            .await
+            .map_err(|e| self.map_err("list images", e))?;
+        let mut out = Vec::new();
+        for img in list {
+            let ours: Vec<&str> = img
+                .repo_tags
+                .iter()
+                .filter_map(|rt| names::tag_in_repository(rt, &self.repository))
+                .collect();
+            if ours.is_empty() {
+                continue;
+            }
+            let mut tags: BTreeMap<String, String> = img
+                .labels
+                .iter()
+                .filter(|(k, v)| k.starts_with(LINEAGE_PREFIX) && !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {
+                tags.insert(k, v);
+            }
+            let name = img
+                .labels
+                .get(NAME_LABEL)
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .or_else(|| {
+                    ours.iter()
+                        .filter(|t| {
+                            names::parse_movable_tag(t).is_none() && !t.contains(names::SEP)
+                        })
+                        .max_by_key(|t| t.len())
+                        .map(|t| t.to_string())
+                });
+            out.push(ImageFacts {
+                build_id: img.id.clone(),
+                name,
+                created: Some(rfc3339(img.created)),
+                tags,
+            });
+        }
+        out.sort_by(|a, b| a.created.cmp(&b.created).then(a.build_id.cmp(&b.build_id)));
+        Ok(out)
+    }
+
+    async fn inventory(&self) -> Result<Inventory> {
+        let list = self.containers(HashMap::new()).await?;
+        let mut instances: Vec<InstanceFacts> = list
+            .into_iter()
+            .map(|c| InstanceFacts {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string())),
+                image: c.image_id,
+                power: match c.state {
+                    Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
+                    | Some(bollard::models::ContainerSummaryStateEnum::PAUSED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::RESTARTING) => {
+                        PowerState::Running
+                    }
+                    Some(bollard::models::ContainerSummaryStateEnum::CREATED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::EXITED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::DEAD) => PowerState::Stopped,
+                    _ => PowerState::Unknown,
+                },
+                config: c.labels.and_then(|l| l.get("csis_config").cloned()),
+            })
+            .collect();
+        instances.sort_by(|a, b| a.name.cmp(&b.name));
+        let volumes = self.volumes().await?.into_iter().map(|(n, _)| n).collect();
+        Ok(Inventory { instances, volumes })
+    }
+
+    async fn image_users(&self, build_id: &str) -> Result<Vec<String>> {
+        let Some((id, _)) = self.image_id_of(build_id).await? else {
+            return Ok(Vec::new());
+        };
+        let list = self
+            .containers(HashMap::from([("ancestor".to_string(), vec![id.clone()])]))
+            .await?;
+        let mut users: Vec<String> = list
+            .into_iter()
+            .filter(|c| c.image_id.as_deref() == Some(id.as_str()))
+            .map(|c| {
+                let name = c
+                    .names
+                    .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string()))
+                    .unwrap_or_default();
+                let short: String = c.id.unwrap_or_default().chars().take(12).collect();
+                format!("{name} ({short})")
+            })
+            .collect();
+        users.sort();
+        Ok(users)
+    }
+
+    async fn dispose_image(&self, build_id: &str) -> Result<bool> {
+        let Some((id, repo_tags)) = self.image_id_of(build_id).await? else {
+            return Ok(false);
+        };
+        let users = self.image_users(&id).await?;
+        if !users.is_empty() {
+            return Err(RuntimeError::Refused(format!(
+                "image {id} is in use by container(s) {}: decommission them first; the image is never pulled from under a container",
+                users.join(", ")
+            )));
+        }
+        let d = self.docker().await?;
+        // Every tag goes (movable, release, final, floating); the last removal deletes the image.
+        for rt in &repo_tags {
+            let opts = RemoveImageOptionsBuilder::default().build();
+            match d.remove_image(rt, Some(opts), None).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(self.map_err(&format!("remove tag {rt} of {id}"), e)),
+            }
+        }
+        let opts = RemoveImageOptionsBuilder::default().build();
+        match d.remove_image(&id, Some(opts), None).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(true),
+            Err(e) if is_conflict(&e) && api_message(&e).contains("child") => {
+                // Untagged; its layers go when the builds baked from it go.
+                Ok(true)
+            }
+            Err(e) if is_conflict(&e) => Err(RuntimeError::Refused(format!(
+                "image {id} cannot be removed: {}",
+                api_message(&e)
+            ))),
+            Err(e) => Err(self.map_err(&format!("remove image {id}"), e)),
+        }
+    }
+
+    fn release_commands(&self, build_id: &str, series: &str, model: &str) -> Vec<String> {
+        vec![format!(
+            "{} tag {} {}",
+            self.docker_cli_prefix(),
+            script::sq(build_id),
+            script::sq(&self.tag_ref(&names::release_tag(series, model)))
+        )]
+    }
+
+    async fn release(&self, build_id: &str, series: &str, model: &str) -> Result<()> {
+        let (id, _) = self.image_id_of(build_id).await?.ok_or_else(|| {
+            RuntimeError::Refused(format!("image {build_id} is not on the daemon"))
+        })?;
+        self.tag(&id, &names::release_tag(series, model)).await
+    }
+
+    async fn query_instance_power_state(&self, instance: &str) -> Result<PowerState> {
+        let d = self.docker().await?;
+        match d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => Ok(match c.state {
+                Some(s) if s.running == Some(true) => PowerState::Running,
+                Some(s) => match s.status {
+                    Some(bollard::models::ContainerStateStatusEnum::CREATED)
+                    | Some(bollard::models::ContainerStateStatusEnum::EXITED)
+                    | Some(bollard::models::ContainerStateStatusEnum::DEAD) => PowerState::Stopped,
+                    Some(bollard::models::ContainerStateStatusEnum::PAUSED)
+                    | Some(bollard::models::ContainerStateStatusEnum::RESTARTING) => {
+                        PowerState::Running
+                    }
+                    _ => PowerState::Unknown,
+                },
+                None => PowerState::Unknown,
+            }),
+            Err(e) if is_not_found(&e) => Ok(PowerState::Absent),
+            Err(e) => Err(self.map_err(&format!("inspect container {instance}"), e)),
+        }
+    }
+
+    async fn start_instance(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let d = self.docker().await?;
+        d.start_container(
+            instance,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .or_else(|e| match &e {
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            } => Ok(()),
+            _ => Err(self.map_err(&format!("start container {instance}"), e)),
+        })?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s.max(1));
+        loop {
+            if self.query_instance_power_state(instance).await? == PowerState::Running {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(RuntimeError::Failed(format!(
+                    "container {instance} is not running {timeout_s}s after start"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn stop_instance(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let d = self.docker().await?;
+        let opts = StopContainerOptionsBuilder::default()
+            .t(timeout_s.min(i32::MAX as u64) as i32)
+            .build();
+        match d.stop_container(instance, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(self.map_err(&format!("stop container {instance}"), e)),
+        }
+    }
+
+    async fn query_instance_identity(&self, instance: &str) -> Result<(String, Option<String>)> {
+        let d = self.docker().await?;
+        let c = d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    RuntimeError::Refused(format!("container {instance} does not exist"))
+                } else {
+                    self.map_err(&format!("inspect container {instance}"), e)
+                }
+            })?;
+        Ok((c.id.unwrap_or_default(), c.config.and_then(|c| c.hostname)))
+    }
+
+    async fn query_instance_boot_image(&self, instance: &str) -> Result<Option<String>> {
+        let d = self.docker().await?;
+        match d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => Ok(c.image),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.map_err(&format!("inspect container {instance}"), e)),
+        }
+    }
+
+    async fn run_session_command(
+        &self,
+        instance: &str,
+        command: &str,
+        timeout_s: u64,
+    ) -> Result<SessionResult> {
+        let fut = self.exec(
+            instance,
+            vec!["/bin/sh".into(), "-c".into(), command.to_string()],
+            None,
+            vec![],
+            None,
+            &csis_runtime::NullLog,
+            true,
+        );
+        match tokio::time::timeout(Duration::from_secs(timeout_s.max(1)), fut).await {
+            Ok(r) => {
+                let r = r?;
+                Ok(SessionResult {
+                    exit_code: r.exit_code as i32,
+                    stdout: r.stdout,
+                    stderr: r.stderr,
+                })
+            }
+            Err(_) => Err(RuntimeError::Failed(format!(
+                "command in {instance} did not finish within {timeout_s}s"
+            ))),
+        }
+    }
+}
+
+/// Shared-pointer constructor for the `csis` binary.
+pub fn docker_runtime(settings: DockerSettings) -> Result<Arc<DockerRuntime>> {
+    DockerRuntime::new(settings).map(Arc::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn release_commands_name_the_daemon() {
+        let mut s = DockerSettings::new("docker-local");
+        s.context = Some("orbstack".into());
+        let r = DockerRuntime::new(s).unwrap();
+        assert_eq!(
+            r.release_commands("sha256:abc", "web", "prod"),
+            vec![
+                "docker --context orbstack tag sha256:abc csis/docker-local:web--prod".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn ansible_command_line() {
+        let mut s = DockerSettings::new("d");
+        s.host = Some("ssh://u@h".into());
+        let r = DockerRuntime::new(s).unwrap();
+        let (args, env) = r.ansible_command(
+            "csis-bake-d-web",
+            "ansible-playbook",
+            Path::new("/t/site.yml"),
+            &["-v".into()],
+        );
+        assert_eq!(
+            args,
+            vec![
+                "ansible-playbook",
+                "-i",
+                "csis-bake-d-web,",
+                "-c",
+                "docker",
+                "--extra-vars",
+                "ansible_connection=docker ansible_host=csis-bake-d-web",
+                "-v",
+                "/t/site.yml"
+            ]
+        );
+        assert!(env.contains(&("DOCKER_HOST".into(), "ssh://u@h".into())));
+    }
+
+    #[test]
+    fn invalid_entries_refused_at_construction() {
+        let mut s = DockerSettings::new("d");
+        s.repository = Some("a//b".into());
+        assert!(matches!(
+            DockerRuntime::new(s),
+            Err(RuntimeError::Refused(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn unreachable_daemon_is_one_line() {
+        let mut s = DockerSettings::new("far");
+        s.host = Some("unix:///nonexistent/docker.sock".into());
+        let r = DockerRuntime::new(s).unwrap();
+        let e = r.docker().await.unwrap_err().to_string();
+        assert!(
+            e.starts_with("docker runtime far: the daemon at unix:///nonexistent/docker.sock cannot be reached"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let p = r.preflight().await.unwrap();
+        assert!(!p[0].ok);
+    }
+}

@@ -1,0 +1,303 @@
+//! What a docker runtime is constructed from: a plain struct, independent of
+//! the configuration tree's models (see [`DockerSettings::from_model`] when the
+//! rules crate exposes its docker model).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::names;
+
+/// One machine type: `{cpus, memory}` (`--cpus 2`, `--memory 4g`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineType {
+    pub cpus: f64,
+    /// A docker memory size: `512m`, `1g`, `4GiB`, bytes.
+    pub memory: String,
+}
+
+/// TLS material for a `tcp://` host, by path (`DOCKER_CERT_PATH`,
+/// `DOCKER_TLS_VERIFY`): the directory holds `ca.pem`, `cert.pem`, `key.pem`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsSettings {
+    pub cert_path: Option<PathBuf>,
+    pub verify: bool,
+}
+
+/// A docker runtime entry, as the runtime needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DockerSettings {
+    /// The runtime entry's name (`docker-local`).
+    pub name: String,
+    /// A `DOCKER_HOST` URL (`unix:///var/run/docker.sock`, `tcp://h:2376`, `ssh://u@h`).
+    pub host: Option<String>,
+    /// A docker CLI context name, resolved from the context store.
+    pub context: Option<String>,
+    /// Declared repository; `None` = `csis/<name>`.
+    pub repository: Option<String>,
+    /// `networking.network` (default `bridge`): referenced, never created.
+    pub network: String,
+    pub machine_types: BTreeMap<String, MachineType>,
+    pub default_machine_type: Option<String>,
+    pub tls: TlsSettings,
+    /// The `docker` CLI binary (the `binary` of the `executables:` entry the
+    /// runtime's `executable` names): ansible's docker connection and the
+    /// release commands run it.
+    pub docker_binary: String,
+    /// The version floor of that executable (`>=24`).
+    pub docker_version: Option<String>,
+    /// Image builders of type `packer-docker` on this runtime: `emit` writes a
+    /// packer root for bakes by these; every other builder bakes natively.
+    pub packer_builders: Vec<String>,
+}
+
+impl DockerSettings {
+    /// A runtime reaching the local daemon (`DOCKER_HOST` or the default socket).
+    pub fn new(name: impl Into<String>) -> Self {
+        DockerSettings {
+            name: name.into(),
+            host: None,
+            context: None,
+            repository: None,
+            network: "bridge".to_string(),
+            machine_types: BTreeMap::new(),
+            default_machine_type: None,
+            tls: TlsSettings::default(),
+            docker_binary: "docker".to_string(),
+            docker_version: Some(crate::version::DOCKER_VERSION_FLOOR.to_string()),
+            packer_builders: Vec::new(),
+        }
+    }
+
+    /// The repository builds are tagged in, made valid.
+    pub fn repository(&self) -> Result<String, String> {
+        names::repository_name(&self.name, self.repository.as_deref())
+    }
+
+    /// Offline problems of the entry (validate): both host and context, a
+    /// default machine type naming none, a memory size docker cannot read,
+    /// an invalid repository, a host scheme not spoken.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let who = format!("docker runtime {}", self.name);
+        if self.host.is_some() && self.context.is_some() {
+            out.push((
+                "host".to_string(),
+                format!("{who}: declare `host` or `context`, not both"),
+            ));
+        }
+        if let Some(h) = &self.host {
+            if !["unix://", "tcp://", "ssh://", "http://", "https://"]
+                .iter()
+                .any(|p| h.starts_with(p))
+            {
+                out.push((
+                    "host".to_string(),
+                    format!("{who}: host '{h}' is not a DOCKER_HOST URL (unix://, tcp://, ssh://)"),
+                ));
+            }
+        }
+        if let Err(e) = self.repository() {
+            out.push(("repository".to_string(), format!("{who}: {e}")));
+        }
+        if !self.machine_types.is_empty() {
+            match &self.default_machine_type {
+                None => out.push((
+                    "default_machine_type".to_string(),
+                    format!(
+                        "{who}: machine_types are declared, so default_machine_type must name one"
+                    ),
+                )),
+                Some(d) if !self.machine_types.contains_key(d) => out.push((
+                    "default_machine_type".to_string(),
+                    format!(
+                        "{who}: default_machine_type '{d}' names no declared machine type ({})",
+                        self.machine_types
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )),
+                _ => {}
+            }
+        }
+        for (n, m) in &self.machine_types {
+            if let Err(e) = parse_memory(&m.memory) {
+                out.push((format!("machine_types.{n}.memory"), format!("{who}: {e}")));
+            }
+            if !(m.cpus > 0.0) {
+                out.push((
+                    format!("machine_types.{n}.cpus"),
+                    format!("{who}: cpus must be more than 0"),
+                ));
+            }
+        }
+        if self.tls.verify && self.tls.cert_path.is_none() {
+            out.push((
+                "tls_cert_path".to_string(),
+                format!("{who}: tls_verify needs tls_cert_path (the directory of ca.pem, cert.pem, key.pem)"),
+            ));
+        }
+        out
+    }
+
+    /// The environment every tool a bake runs gets (`tool_environment()`):
+    /// `DOCKER_HOST` (+ `DOCKER_CERT_PATH`, `DOCKER_TLS_VERIFY`) or `DOCKER_CONTEXT`.
+    pub fn tool_environment(&self) -> Vec<(String, String)> {
+        let mut env = Vec::new();
+        if let Some(h) = &self.host {
+            env.push(("DOCKER_HOST".to_string(), h.clone()));
+            if let Some(p) = &self.tls.cert_path {
+                env.push(("DOCKER_CERT_PATH".to_string(), p.display().to_string()));
+            }
+            if self.tls.verify {
+                env.push(("DOCKER_TLS_VERIFY".to_string(), "1".to_string()));
+            }
+        } else if let Some(c) = &self.context {
+            env.push(("DOCKER_CONTEXT".to_string(), c.clone()));
+        }
+        env
+    }
+
+    /// The machine type a bake uses: the request's, else the default.
+    pub fn machine_type(&self, requested: Option<&str>) -> Result<Option<&MachineType>, String> {
+        let name = requested.or(self.default_machine_type.as_deref());
+        match name {
+            None => Ok(None),
+            Some(n) => self.machine_types.get(n).map(Some).ok_or_else(|| {
+                format!(
+                    "docker runtime {}: machine type '{n}' is not declared in machine_types",
+                    self.name
+                )
+            }),
+        }
+    }
+}
+
+/// A docker memory size in bytes (go-units `RAMInBytes`: binary multiples,
+/// `512m`, `1g`, `1.5GiB`, `1024`).
+pub fn parse_memory(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("memory '{s}' is not a size docker reads (like 512m, 1g)"))?;
+    let mult: f64 = match unit.trim_end_matches('b').trim_end_matches('i') {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0f64.powi(2),
+        "g" => 1024.0f64.powi(3),
+        "t" => 1024.0f64.powi(4),
+        "p" => 1024.0f64.powi(5),
+        _ => {
+            return Err(format!(
+                "memory '{s}' is not a size docker reads (like 512m, 1g)"
+            ))
+        }
+    };
+    let bytes = (n * mult) as i64;
+    if bytes < 6 * 1024 * 1024 {
+        return Err(format!(
+            "memory '{s}' is below the 6m docker allows for a container"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The docker CLI's config directory: `$DOCKER_CONFIG` or `~/.docker`.
+pub fn docker_config_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
+        return Some(PathBuf::from(d));
+    }
+    std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_memory("512m").unwrap(), 512 << 20);
+        assert_eq!(parse_memory("4GiB").unwrap(), 4i64 << 30);
+        assert_eq!(parse_memory("1.5g").unwrap(), 3i64 << 29);
+        assert!(parse_memory("lots").is_err());
+        assert!(parse_memory("1x").is_err());
+        assert!(parse_memory("1k").unwrap_err().contains("6m"));
+    }
+
+    #[test]
+    fn problems_of_an_entry() {
+        let mut s = DockerSettings::new("d");
+        assert!(s.problems().is_empty());
+        s.host = Some("unix:///var/run/docker.sock".into());
+        s.context = Some("orbstack".into());
+        s.machine_types.insert(
+            "small".into(),
+            MachineType {
+                cpus: 1.0,
+                memory: "1g".into(),
+            },
+        );
+        s.default_machine_type = Some("big".into());
+        let p = s.problems();
+        assert!(
+            p.iter().any(|(f, m)| f == "host" && m.contains("not both")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|(f, m)| f == "default_machine_type" && m.contains("'big' names no declared")),
+            "{p:?}"
+        );
+        s.context = None;
+        s.default_machine_type = Some("small".into());
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        s.host = Some("docker.example:2375".into());
+        assert!(s.problems()[0].1.contains("not a DOCKER_HOST URL"));
+    }
+
+    #[test]
+    fn tool_environment() {
+        let mut s = DockerSettings::new("d");
+        assert!(s.tool_environment().is_empty());
+        s.context = Some("orbstack".into());
+        assert_eq!(
+            s.tool_environment(),
+            vec![("DOCKER_CONTEXT".to_string(), "orbstack".to_string())]
+        );
+        s.context = None;
+        s.host = Some("tcp://h:2376".into());
+        s.tls = TlsSettings {
+            cert_path: Some("/certs".into()),
+            verify: true,
+        };
+        let env = s.tool_environment();
+        assert!(env.contains(&("DOCKER_HOST".into(), "tcp://h:2376".into())));
+        assert!(env.contains(&("DOCKER_CERT_PATH".into(), "/certs".into())));
+        assert!(env.contains(&("DOCKER_TLS_VERIFY".into(), "1".into())));
+    }
+
+    #[test]
+    fn machine_type_selection() {
+        let mut s = DockerSettings::new("d");
+        assert_eq!(s.machine_type(None).unwrap(), None);
+        s.machine_types.insert(
+            "small".into(),
+            MachineType {
+                cpus: 1.0,
+                memory: "1g".into(),
+            },
+        );
+        s.default_machine_type = Some("small".into());
+        assert_eq!(s.machine_type(None).unwrap().unwrap().memory, "1g");
+        assert!(s.machine_type(Some("huge")).is_err());
+    }
+}

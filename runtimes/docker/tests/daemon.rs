@@ -1,0 +1,678 @@
+//! Against this machine's real Docker daemon. Each test has its own runtime
+//! name and test-only repository (`csis-test/<tag>-<random>`) and cleans up.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+use common::*;
+use csis_runtime::{
+    BakeParent, BakeStep, Ensure, EnsureCommand, EnsureFile, PowerState, ResolveRequest, Runtime,
+    RuntimeError,
+};
+use serde_json::json;
+
+fn resolve_req(query: serde_json::Value, image_id: Option<&str>) -> ResolveRequest {
+    ResolveRequest {
+        label: "//os/bb@t".into(),
+        series: "bb".into(),
+        family: "busybox".into(),
+        family_version: "1".into(),
+        architecture: "x86_64".into(),
+        owners: vec![],
+        query,
+        image_id: image_id.map(str::to_string),
+    }
+}
+
+async fn create_container(d: &bollard::Docker, name: &str, image: &str, start: bool) {
+    let opts = CreateContainerOptionsBuilder::default().name(name).build();
+    d.create_container(
+        Some(opts),
+        ContainerCreateBody {
+            image: Some(image.into()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            host_config: Some(bollard::models::HostConfig {
+                init: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    if start {
+        d.start_container(
+            name,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn preflight_and_online_checks_answer() {
+    let _d = need_daemon!();
+    let (rt, _c) = runtime("pf");
+    let p = rt.preflight().await.unwrap();
+    assert_eq!(p.len(), 1);
+    assert!(p[0].ok, "{p:?}");
+    assert!(p[0].detail.contains("API 1."), "{p:?}");
+    let f = rt.check_online().await.unwrap();
+    assert!(
+        f.iter().all(|f| !f.error || f.path == "executable"),
+        "{f:?}"
+    );
+}
+
+#[tokio::test]
+async fn resolve_local_image_pins_and_missing_references() {
+    let d = need_daemon!();
+    let base = busybox_image(&d).await;
+    let (rt, _c) = runtime("rs");
+    // a locally imported image has no repo digest: its image id is recorded
+    let r = rt
+        .resolve(&resolve_req(
+            json!({"native": {"image": BUSYBOX_TAG}}),
+            None,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.id, base);
+    assert_eq!(r.facts.get("image_id"), Some(&base));
+    assert!(r.facts["identifier"].contains("no repo digest"));
+    // name/version/publisher translate to the same reference
+    let r2 = rt
+        .resolve(&resolve_req(
+            json!({"name": "busybox", "version": "1", "publisher": "csis-test-base"}),
+            None,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r2.id, base);
+    // a pinned image id
+    let r3 = rt
+        .resolve(&resolve_req(json!({}), Some(&base)))
+        .await
+        .unwrap();
+    assert_eq!(r3.id, base);
+    // a tag pin is refused with the seed's message
+    let e = rt
+        .resolve(&resolve_req(json!({}), Some(BUSYBOX_TAG)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "image_id '{BUSYBOX_TAG}' is not a digest reference"
+        )),
+        "{e}"
+    );
+    // absent and not pullable (no registry): a clear error naming the reference
+    let e = rt
+        .resolve(&resolve_req(
+            json!({"native.image": "csis-test-absent/nothing:0"}),
+            None,
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "image 'csis-test-absent/nothing:0' is not on the daemon and cannot be pulled"
+        ),
+        "{e}"
+    );
+    // a query key the daemon cannot answer
+    let e = rt
+        .resolve(&resolve_req(json!({"owner-alias": "amazon"}), None))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cannot be answered by a docker runtime"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn chain_bakes_then_query_retag_release_dispose() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("chain");
+    let repo = rt.repository().to_string();
+    let log = Arc::new(Lines::default());
+
+    // base: inline + ensure (file with mode, command with unless, a service)
+    let mut base = request(
+        &rt,
+        "base",
+        vendor(&base_img),
+        vec![
+            shell(
+                "hello",
+                &[
+                    "echo hello from base",
+                    "mkdir -p /opt/csis",
+                    "echo base > /opt/csis/layer",
+                ],
+            ),
+            BakeStep::Shell {
+                name: "ensure".into(),
+                inline: vec![],
+                scripts: vec![],
+                ensure: Some(Ensure {
+                    packages: vec![],
+                    files: vec![EnsureFile {
+                        path: "/etc/csis/motd".into(),
+                        content: "it's baked\nline2".into(),
+                        mode: "0600".into(),
+                    }],
+                    services: vec!["nginx".into()],
+                    commands: vec![
+                        EnsureCommand {
+                            run: "echo ran >> /opt/csis/ran".into(),
+                            unless: Some("test -f /opt/csis/ran".into()),
+                        },
+                        EnsureCommand {
+                            run: "echo never >> /opt/csis/never".into(),
+                            unless: Some("true".into()),
+                        },
+                    ],
+                }),
+                env: vec![],
+                execute_command: None,
+            },
+        ],
+        vec![
+            test_cmd("cat /etc/csis/motd", Some("it's baked\nline2")),
+            test_cmd("stat -c %a /etc/csis/motd", Some("600")),
+            test_cmd(
+                "test ! -e /opt/csis/never && cat /opt/csis/ran",
+                Some("ran"),
+            ),
+        ],
+        log.clone(),
+    );
+    base.tags.insert("team".into(), "platform".into());
+    let b = rt
+        .bake(&base)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
+    assert!(b.build_id.starts_with("sha256:"));
+    assert_eq!(b.assertions, 3);
+    let lines = log.all();
+    assert!(lines.iter().any(|l| l == "hello from base"), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("settle: no package manager")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("service nginx skipped")),
+        "{lines:#?}"
+    );
+
+    // child: a script file with env vars and a custom execute_command
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("child.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nset -e\necho \"child $GREETING\" > /opt/csis/child\ncat /opt/csis/layer\n",
+    )
+    .unwrap();
+    let child = request(
+        &rt,
+        "child",
+        BakeParent::Build {
+            series: "base".into(),
+            build_id: b.build_id.clone(),
+        },
+        vec![BakeStep::Shell {
+            name: "script".into(),
+            inline: vec![],
+            scripts: vec![script.clone()],
+            ensure: None,
+            env: vec!["GREETING=hi there".into()],
+            execute_command: Some("chmod +x {{ .Path }}; env {{ .Vars }} {{ .Path }}".into()),
+        }],
+        vec![test_cmd("cat /opt/csis/child", Some("child hi there"))],
+        log.clone(),
+    );
+    let c = rt
+        .bake(&child)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
+
+    // grandchild
+    let grand = request(
+        &rt,
+        "grand",
+        BakeParent::Build {
+            series: "child".into(),
+            build_id: c.build_id.clone(),
+        },
+        vec![shell("g", &["echo grand > /opt/csis/grand"])],
+        vec![test_cmd(
+            "cat /opt/csis/layer /opt/csis/child /opt/csis/grand",
+            Some("base\nchild hi there\ngrand"),
+        )],
+        log.clone(),
+    );
+    let g = rt
+        .bake(&grand)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
+    assert_ne!(c.build_id, g.build_id);
+
+    // labels and tags
+    let gi = d.inspect_image(&g.build_id).await.unwrap();
+    let labels = gi.config.as_ref().unwrap().labels.clone().unwrap();
+    assert_eq!(labels["csis_series"], "grand");
+    assert_eq!(labels["csis_parent"], "child");
+    for k in [
+        "csis_run",
+        "csis_fingerprint",
+        "csis_identity_types",
+        "csis_storage_types",
+    ] {
+        assert!(labels.contains_key(k), "{k} in {labels:?}");
+    }
+    assert_eq!(
+        gi.config.as_ref().unwrap().cmd,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+    let tags = gi.repo_tags.clone().unwrap();
+    assert!(tags.contains(&format!("{repo}:{}", g.name)), "{tags:?}");
+    assert!(tags.contains(&format!("{repo}:grand-native")), "{tags:?}");
+    // a label the parent had and the child does not set is blanked
+    let ci = d.inspect_image(&c.build_id).await.unwrap();
+    assert_eq!(
+        ci.config
+            .unwrap()
+            .labels
+            .unwrap()
+            .get("team")
+            .map(String::as_str),
+        Some("platform")
+    );
+
+    // no bake container left
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
+
+    // query_images sees the three, with lineage
+    let q = rt.query_images().await.unwrap();
+    assert_eq!(q.len(), 3, "{q:#?}");
+    let by_series: HashMap<String, _> = q
+        .iter()
+        .map(|f| (f.tags["csis_series"].clone(), f.clone()))
+        .collect();
+    assert_eq!(by_series["grand"].build_id, g.build_id);
+    assert_eq!(by_series["grand"].name.as_deref(), Some(g.name.as_str()));
+    assert!(!by_series["base"].tags.contains_key("team"));
+
+    // retag: movable tags overlay the labels in query_images
+    rt.retag_image(
+        &c.build_id,
+        &BTreeMap::from([
+            ("csis_parent".to_string(), b.build_id.clone()),
+            ("csis_release".to_string(), "prod/2026".to_string()),
+        ]),
+    )
+    .await
+    .unwrap();
+    let q = rt.query_images().await.unwrap();
+    let cf = q.iter().find(|f| f.build_id == c.build_id).unwrap();
+    assert_eq!(cf.tags["csis_parent"], b.build_id);
+    assert_eq!(cf.tags["csis_release"], "prod/2026");
+    // moving it again replaces the tag, it does not add a second one
+    rt.retag_image(
+        &c.build_id,
+        &BTreeMap::from([("csis_release".to_string(), "prod/2027".to_string())]),
+    )
+    .await
+    .unwrap();
+    let ct = d
+        .inspect_image(&c.build_id)
+        .await
+        .unwrap()
+        .repo_tags
+        .unwrap();
+    assert_eq!(
+        ct.iter().filter(|t| t.contains("--csis_release--")).count(),
+        1,
+        "{ct:?}"
+    );
+    let q = rt.query_images().await.unwrap();
+    assert_eq!(
+        q.iter().find(|f| f.build_id == c.build_id).unwrap().tags["csis_release"],
+        "prod/2027"
+    );
+
+    // release moves <repository>:<series>--<model>
+    let cmds = rt.release_commands(&b.build_id, "base", "prod");
+    assert_eq!(
+        cmds,
+        vec![format!("docker tag {} {repo}:base--prod", b.build_id)]
+    );
+    rt.release(&b.build_id, "base", "prod").await.unwrap();
+    assert_eq!(
+        d.inspect_image(&format!("{repo}:base--prod"))
+            .await
+            .unwrap()
+            .id
+            .unwrap(),
+        b.build_id
+    );
+    rt.release(&c.build_id, "base", "prod").await.unwrap();
+    assert_eq!(
+        d.inspect_image(&format!("{repo}:base--prod"))
+            .await
+            .unwrap()
+            .id
+            .unwrap(),
+        c.build_id
+    );
+
+    // dispose is refused while a container (even stopped) was created from the build
+    let user = format!(
+        "{}user",
+        cleanup.container_prefix.replace("csis-bake-", "csis-test-")
+    );
+    cleanup.extra_containers.lock().unwrap().push(user.clone());
+    create_container(&d, &user, &g.build_id, false).await;
+    let users = rt.image_users(&g.build_id).await.unwrap();
+    assert_eq!(users.len(), 1);
+    assert!(users[0].starts_with(&user));
+    let e = rt.dispose_image(&g.build_id).await.unwrap_err();
+    assert!(matches!(e, RuntimeError::Refused(_)));
+    assert!(
+        e.to_string().starts_with(&format!(
+            "image {} is in use by container(s) {user}",
+            g.build_id
+        )),
+        "{e}"
+    );
+    // the inventory shows the container and what it was made from
+    let inv = rt.inventory().await.unwrap();
+    let it = inv
+        .instances
+        .iter()
+        .find(|i| i.name.as_deref() == Some(user.as_str()))
+        .unwrap();
+    assert_eq!(it.image.as_deref(), Some(g.build_id.as_str()));
+    assert_eq!(it.power, PowerState::Stopped);
+    d.remove_container(
+        &user,
+        None::<bollard::query_parameters::RemoveContainerOptions>,
+    )
+    .await
+    .unwrap();
+    assert!(rt.dispose_image(&g.build_id).await.unwrap());
+    assert!(d.inspect_image(&g.build_id).await.is_err());
+    assert!(
+        !rt.dispose_image(&g.build_id).await.unwrap(),
+        "already gone"
+    );
+    let q = rt.query_images().await.unwrap();
+    assert_eq!(q.len(), 2);
+    // dispose of the child removes every tag with it (movable and release included)
+    assert!(rt.dispose_image(&c.build_id).await.unwrap());
+    let left = d
+        .list_images(None::<bollard::query_parameters::ListImagesOptions>)
+        .await
+        .unwrap();
+    assert!(
+        !left.iter().any(|i| {
+            i.repo_tags.iter().any(|t| {
+                t.contains(&format!("{repo}:child")) || t.contains(&names_short(&c.build_id))
+            })
+        }),
+        "tags of the child are gone"
+    );
+    assert!(rt.dispose_image(&b.build_id).await.unwrap());
+    assert!(rt.query_images().await.unwrap().is_empty());
+}
+
+fn names_short(id: &str) -> String {
+    csis_runtime_docker::names::short_id(id)
+}
+
+#[tokio::test]
+async fn failure_and_failing_test_remove_the_bake_container() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("fail");
+    let log = Arc::new(Lines::default());
+    let req = request(
+        &rt,
+        "f",
+        vendor(&base_img),
+        vec![shell("boom", &["echo before", "exit 3", "echo after"])],
+        vec![],
+        log.clone(),
+    );
+    let e = rt.bake(&req).await.unwrap_err();
+    assert!(matches!(e, RuntimeError::Failed(_)), "{e}");
+    assert!(e.to_string().contains("exited 3"), "{e}");
+    let lines = log.all();
+    assert!(lines.iter().any(|l| l == "before"));
+    assert!(!lines.iter().any(|l| l == "after"));
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
+
+    let req = request(
+        &rt,
+        "t",
+        vendor(&base_img),
+        vec![],
+        vec![test_cmd("echo nope", Some("yes"))],
+        log.clone(),
+    );
+    let e = rt.bake(&req).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("in-bake test failed: echo nope: output does not contain 'yes'"),
+        "{e}"
+    );
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
+    assert!(rt.query_images().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn cancellation_mid_bake_removes_the_bake_container() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("cancel");
+    let log = Arc::new(Lines::default());
+    let req = request(
+        &rt,
+        "c",
+        vendor(&base_img),
+        vec![shell("long", &["echo started", "sleep 60"])],
+        vec![],
+        log.clone(),
+    );
+    let cancel = req.cancel.clone();
+    let prefix = cleanup.container_prefix.clone();
+    let d2 = d.clone();
+    let watcher = tokio::spawn(async move {
+        // cancel once the step has started in the container
+        for _ in 0..600 {
+            if log.all().iter().any(|l| l == "started")
+                && !containers_named(&d2, &prefix).await.is_empty()
+            {
+                cancel.cancel();
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    let t0 = std::time::Instant::now();
+    let e = rt.bake(&req).await.unwrap_err();
+    assert!(
+        watcher.await.unwrap(),
+        "the bake container was seen running"
+    );
+    assert!(matches!(e, RuntimeError::Cancelled), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(50));
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
+    assert!(rt.query_images().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("stale");
+    let stale = format!("{}web", cleanup.container_prefix);
+    create_container(&d, &stale, &base_img, true).await;
+    let other = format!("csis-test-other-{}", rand_suffix());
+    cleanup.extra_containers.lock().unwrap().push(other.clone());
+    create_container(&d, &other, &base_img, false).await;
+    let removed = rt.clean_stale_bakes().await.unwrap();
+    assert_eq!(removed, vec![stale.clone()]);
+    assert!(containers_named(&d, &stale).await.is_empty());
+    assert_eq!(
+        containers_named(&d, &other).await,
+        vec![other.clone()],
+        "not ours: kept"
+    );
+    assert!(rt.clean_stale_bakes().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn instance_hooks_on_containers() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("inst");
+    let name = format!("csis-test-inst-{}", rand_suffix());
+    cleanup.extra_containers.lock().unwrap().push(name.clone());
+    assert_eq!(
+        rt.query_instance_power_state(&name).await.unwrap(),
+        PowerState::Absent
+    );
+    create_container(&d, &name, &base_img, false).await;
+    assert_eq!(
+        rt.query_instance_power_state(&name).await.unwrap(),
+        PowerState::Stopped
+    );
+    rt.start_instance(&name, 20).await.unwrap();
+    assert_eq!(
+        rt.query_instance_power_state(&name).await.unwrap(),
+        PowerState::Running
+    );
+    let (id, host) = rt.query_instance_identity(&name).await.unwrap();
+    assert_eq!(id.len(), 64);
+    assert_eq!(host.as_deref(), Some(&id[..12]));
+    assert_eq!(
+        rt.query_instance_boot_image(&name).await.unwrap(),
+        Some(base_img.clone())
+    );
+    let r = rt
+        .run_session_command(&name, "echo out; echo err >&2; exit 4", 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.exit_code, r.stdout.as_str(), r.stderr.as_str()),
+        (4, "out\n", "err\n")
+    );
+    let e = rt
+        .run_session_command(&name, "sleep 30", 1)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("did not finish within 1s"), "{e}");
+    rt.stop_instance(&name, 1).await.unwrap();
+    assert_eq!(
+        rt.query_instance_power_state(&name).await.unwrap(),
+        PowerState::Stopped
+    );
+    let (id2, _) = rt.query_instance_identity(&name).await.unwrap();
+    assert_eq!(id, id2);
+}
+
+#[tokio::test]
+async fn ansible_step_bakes_through_the_docker_connection() {
+    let d = need_daemon!();
+    if std::process::Command::new("ansible-playbook")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP ansible: ansible-playbook is not installed (apt-get install -y ansible)");
+        return;
+    }
+    let Some(img) = debian_image(&d).await else {
+        eprintln!("SKIP ansible: no Debian base image (see above)");
+        return;
+    };
+    let (rt, _cleanup) = runtime("ans");
+    let log = Arc::new(Lines::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pb = dir.path().join("site.yml");
+    std::fs::write(
+        &pb,
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: write a file\n      ansible.builtin.copy:\n        dest: /etc/csis-ansible\n        content: \"from ansible {{ greeting }}\\n\"\n        mode: '0644'\n",
+    )
+    .unwrap();
+    let base = request(
+        &rt,
+        "deb",
+        vendor(&img),
+        vec![shell("pre", &["echo debian base > /etc/csis-base"])],
+        vec![],
+        log.clone(),
+    );
+    let b = rt
+        .bake(&base)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
+    let mut child = request(
+        &rt,
+        "debans",
+        BakeParent::Build {
+            series: "deb".into(),
+            build_id: b.build_id.clone(),
+        },
+        vec![BakeStep::Ansible {
+            name: "site".into(),
+            playbooks: vec![pb],
+            extra_arguments: vec!["-e".into(), "greeting=hello".into()],
+            binary: "ansible-playbook".into(),
+        }],
+        vec![test_cmd(
+            "cat /etc/csis-ansible /etc/csis-base",
+            Some("from ansible hello\ndebian base"),
+        )],
+        log.clone(),
+    );
+    child.tree_root = dir.path().to_path_buf();
+    let c = rt
+        .bake(&child)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
+    assert_eq!(c.assertions, 1);
+    let lines = log.all();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("settle: sudo and python3 present")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("TASK [write a file]")),
+        "{lines:#?}"
+    );
+}
