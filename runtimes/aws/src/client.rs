@@ -1,0 +1,210 @@
+//! The one conversion point: credentials + region (+ endpoint) -> the SDK's
+//! config, and the clients built from it, once per runtime per run.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ec2::config::Credentials;
+use tokio::sync::OnceCell;
+
+use crate::settings::AwsSettings;
+
+/// The endpoint an explicit setting or the environment names, if any.
+pub fn endpoint_for(settings: &AwsSettings) -> Option<String> {
+    settings
+        .endpoint_url
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            std::env::var("AWS_ENDPOINT_URL")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
+}
+
+/// `self_to_aws_client_config()`: the profile (when named), the static keys
+/// (when all of id and secret are given), the region, and the endpoint.
+/// Nothing unset reaches the SDK; with no credentials the default chain runs.
+pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(settings.region.clone()));
+    let c = &settings.credentials;
+    if let Some(p) = c.profile_name.as_deref().filter(|p| !p.is_empty()) {
+        loader = loader.profile_name(p);
+    }
+    if let (Some(id), Some(secret)) = (
+        c.aws_access_key_id.as_deref().filter(|s| !s.is_empty()),
+        c.aws_secret_access_key.as_deref().filter(|s| !s.is_empty()),
+    ) {
+        loader = loader.credentials_provider(Credentials::new(
+            id,
+            secret,
+            c.aws_session_token.clone().filter(|s| !s.is_empty()),
+            None,
+            "csis-runtime-credentials",
+        ));
+    }
+    if let Some(ep) = endpoint_for(settings) {
+        loader = loader.endpoint_url(ep);
+    }
+    loader.load().await
+}
+
+/// One SdkConfig, one EC2, one SSM and one STS client per runtime per run,
+/// built on first use and shared.
+pub struct Clients {
+    settings: Arc<AwsSettings>,
+    config: OnceCell<SdkConfig>,
+    ec2: OnceCell<aws_sdk_ec2::Client>,
+    ssm: OnceCell<aws_sdk_ssm::Client>,
+    sts: OnceCell<aws_sdk_sts::Client>,
+    /// How many times the SDK config was built (1 per run at most).
+    pub(crate) builds: AtomicUsize,
+}
+
+impl Clients {
+    pub fn new(settings: Arc<AwsSettings>) -> Self {
+        Clients {
+            settings,
+            config: OnceCell::new(),
+            ec2: OnceCell::new(),
+            ssm: OnceCell::new(),
+            sts: OnceCell::new(),
+            builds: AtomicUsize::new(0),
+        }
+    }
+
+    pub async fn config(&self) -> &SdkConfig {
+        self.config
+            .get_or_init(|| async {
+                self.builds.fetch_add(1, Ordering::SeqCst);
+                sdk_config(&self.settings).await
+            })
+            .await
+    }
+
+    pub async fn ec2(&self) -> &aws_sdk_ec2::Client {
+        self.ec2
+            .get_or_init(|| async { aws_sdk_ec2::Client::new(self.config().await) })
+            .await
+    }
+
+    pub async fn ssm(&self) -> &aws_sdk_ssm::Client {
+        self.ssm
+            .get_or_init(|| async {
+                let conf = self.config().await;
+                match self
+                    .settings
+                    .ssm_endpoint_url
+                    .as_deref()
+                    .filter(|s| !s.is_empty())
+                {
+                    Some(ep) => aws_sdk_ssm::Client::from_conf(
+                        aws_sdk_ssm::config::Builder::from(conf)
+                            .endpoint_url(ep)
+                            .build(),
+                    ),
+                    None => aws_sdk_ssm::Client::new(conf),
+                }
+            })
+            .await
+    }
+
+    pub async fn sts(&self) -> &aws_sdk_sts::Client {
+        self.sts
+            .get_or_init(|| async { aws_sdk_sts::Client::new(self.config().await) })
+            .await
+    }
+
+    /// How many SDK configs were built so far.
+    pub fn config_builds(&self) -> usize {
+        self.builds.load(Ordering::SeqCst)
+    }
+}
+
+/// The cause of an SDK error, as a human line: the service's code and
+/// message when it answered, else the transport's own chain.
+pub fn cause<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> String
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_sdk_ec2::error::SdkError;
+    match err {
+        SdkError::ServiceError(se) => {
+            let e = se.err();
+            match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_string(),
+                (None, Some(m)) => m.to_string(),
+                (None, None) => format!("{e}"),
+            }
+        }
+        other => {
+            let mut s = other.to_string();
+            let mut src = std::error::Error::source(other);
+            while let Some(e) = src {
+                s.push_str(": ");
+                s.push_str(&e.to_string());
+                src = e.source();
+            }
+            s
+        }
+    }
+}
+
+/// The service error code of an SDK error, when the service answered.
+pub fn code<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> Option<String>
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata,
+{
+    use aws_sdk_ec2::error::SdkError;
+    match err {
+        SdkError::ServiceError(se) => se.err().code().map(str::to_string),
+        _ => None,
+    }
+}
+
+fn home_file(env: &str, rel: &str) -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
+        return Some(std::path::PathBuf::from(p));
+    }
+    std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".aws").join(rel))
+}
+
+/// Is a named profile declared in the shared config or credentials file
+/// (`AWS_CONFIG_FILE`, `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/...`)?
+pub fn profile_known(name: &str) -> bool {
+    let sections = |path: Option<std::path::PathBuf>| -> Vec<String> {
+        let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                l.strip_prefix('[')?
+                    .strip_suffix(']')
+                    .map(|s| s.trim().to_string())
+            })
+            .collect()
+    };
+    let config = sections(home_file("AWS_CONFIG_FILE", "config"));
+    let creds = sections(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"));
+    config.iter().any(|s| {
+        s.strip_prefix("profile")
+            .map(|r| r.trim() == name && r.starts_with(char::is_whitespace))
+            .unwrap_or(false)
+            || (s == name && name == "default")
+    }) || creds.iter().any(|s| s == name)
+}
+
+/// boto3's refusal of an unknown profile, before any call is tried.
+pub fn check_profile(settings: &AwsSettings) -> Result<(), String> {
+    match settings.credentials.profile_name.as_deref() {
+        Some(p) if !p.is_empty() && !profile_known(p) => {
+            Err(format!("The config profile ({p}) could not be found"))
+        }
+        _ => Ok(()),
+    }
+}

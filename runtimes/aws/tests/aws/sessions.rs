@@ -1,0 +1,223 @@
+//! run_session_command and verify_instance: instance lookups in moto, SSM
+//! in the test double of tests/common/ssm_double.rs (which runs the scripts).
+
+use std::time::Duration;
+
+use csis_runtime::{Runtime, RuntimeError};
+use csis_runtime_aws::AwsRuntime;
+
+use crate::common::ssm_double::{Behaviour, SsmDouble};
+use crate::common::{self, need_moto};
+
+async fn setup(
+    url: &str,
+    b: Behaviour,
+) -> (AwsRuntime, SsmDouble, String, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let double = SsmDouble::start(dir.path(), b).await;
+    let ec2 = common::ec2(url).await;
+    let name = common::unique("ssm-box");
+    let id = common::run_instance(&ec2, &name, "ami-0a1a10000000000a1").await;
+    let mut s = common::settings(url, "aws-ssm");
+    s.ssm_endpoint_url = Some(double.url.clone());
+    let mut rt = AwsRuntime::new(s);
+    rt.ssm_poll = Duration::from_millis(50);
+    rt.verify_poll = Duration::from_millis(100);
+    (rt, double, name, id, dir)
+}
+
+#[tokio::test]
+async fn polls_through_pending_and_in_progress_to_the_output() {
+    let url = need_moto!();
+    let (rt, double, name, _, _d) = setup(
+        &url,
+        Behaviour {
+            pending_polls: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = rt
+        .run_session_command(&name, "sleep 0.3; echo hello; echo oops >&2", 20)
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(r.stdout, "hello\n");
+    assert_eq!(r.stderr, "oops\n");
+    let st = double.statuses();
+    assert_eq!(&st[..2], ["Pending", "Pending"]);
+    assert!(st.contains(&"InProgress".to_string()), "{st:?}");
+    assert_eq!(st.last().unwrap(), "Success");
+    assert_eq!(double.calls()[0], "AmazonSSM.SendCommand");
+}
+
+#[tokio::test]
+async fn a_failure_keeps_its_exit_code_and_output() {
+    let url = need_moto!();
+    let (rt, _double, name, _, _d) = setup(&url, Behaviour::default()).await;
+    let r = rt
+        .run_session_command(&name, "echo partial; echo broke >&2; exit 3", 20)
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 3);
+    assert_eq!(r.stdout, "partial\n");
+    assert_eq!(r.stderr, "broke\n");
+}
+
+#[tokio::test]
+async fn invocation_does_not_exist_is_tolerated_until_the_deadline() {
+    let url = need_moto!();
+    let (rt, double, name, _, _d) = setup(
+        &url,
+        Behaviour {
+            invisible_polls: 3,
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = rt
+        .run_session_command(&name, "echo late", 20)
+        .await
+        .unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_str()), (0, "late\n"));
+    assert_eq!(
+        double
+            .statuses()
+            .iter()
+            .filter(|s| *s == "InvocationDoesNotExist")
+            .count(),
+        3
+    );
+
+    // never visible: exit 1 with the seed's text, not an error
+    let (rt, _double, name, _, _d) = setup(
+        &url,
+        Behaviour {
+            never_visible: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = rt.run_session_command(&name, "true", 1).await.unwrap();
+    assert_eq!(r.exit_code, 1);
+    assert!(
+        r.stderr.starts_with("ssm command ") && r.stderr.ends_with(" still Pending after 1s"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_command_still_running_at_the_deadline_is_exit_1() {
+    let url = need_moto!();
+    let (rt, _double, name, _, _d) = setup(
+        &url,
+        Behaviour {
+            hang: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = rt.run_session_command(&name, "true", 1).await.unwrap();
+    assert_eq!(r.exit_code, 1);
+    assert!(
+        r.stderr.ends_with(" still InProgress after 1s"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[tokio::test]
+async fn other_ssm_errors_are_raised() {
+    let url = need_moto!();
+    // an endpoint that answers every SSM call with a refusal
+    let h: common::Handler = std::sync::Arc::new(|_req| {
+        Box::pin(async {
+            common::HttpResponse {
+                status: 400,
+                headers: vec![("content-type".into(), "application/x-amz-json-1.1".into())],
+                body: br#"{"__type":"InvalidInstanceId","message":"Instances not in a valid state for account"}"#.to_vec(),
+            }
+        })
+    });
+    let ssm_url = common::serve(h).await;
+    let ec2 = common::ec2(&url).await;
+    let name = common::unique("ssm-bad");
+    common::run_instance(&ec2, &name, "ami-0a1a10000000000a1").await;
+    let mut s = common::settings(&url, "aws-ssm");
+    s.ssm_endpoint_url = Some(ssm_url);
+    let rt = AwsRuntime::new(s);
+    let e = rt.run_session_command(&name, "true", 5).await.unwrap_err();
+    assert!(matches!(e, RuntimeError::Failed(_)));
+    assert!(e.to_string().contains("InvalidInstanceId"), "{e}");
+}
+
+#[tokio::test]
+async fn verify_instance_reads_marker_image_and_mounts() {
+    let url = need_moto!();
+    let (rt, _double, name, _id, dir) = setup(&url, Behaviour::default()).await;
+    // nothing there yet: no marker, no mounts
+    let checks = rt
+        .verify_instance(&name, "ami-0a1a10000000000a2", 2, 1)
+        .await
+        .unwrap();
+    let by = |n: &str| checks.iter().find(|c| c.name == n).unwrap().clone();
+    assert!(!by("startup scripts").ok);
+    assert_eq!(
+        by("startup scripts").detail,
+        "no completion marker within 1s"
+    );
+    assert!(!by("booted image").ok);
+    assert_eq!(
+        by("booted image").detail,
+        "booted ami-0a1a10000000000a1, expected ami-0a1a10000000000a2"
+    );
+    assert!(!by("data disks mounted").ok);
+    assert_eq!(
+        by("data disks mounted").detail,
+        "0 mount(s) under /mnt, 2 declared"
+    );
+
+    // the launch finished: marker and two data mounts
+    std::fs::create_dir_all(dir.path().join("var/lib/csis")).unwrap();
+    std::fs::write(dir.path().join("var/lib/csis/launch-applied"), "").unwrap();
+    std::fs::write(
+        dir.path().join("mounts"),
+        "/\n/boot\n/mnt/data\n/mnt/scratch\n",
+    )
+    .unwrap();
+    let checks = rt
+        .verify_instance(&name, "ami-0a1a10000000000a1", 2, 5)
+        .await
+        .unwrap();
+    assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+    assert_eq!(checks.len(), 3);
+    assert_eq!(checks[2].detail, "2 mount(s) under /mnt, 2 declared");
+    assert!(checks[2].evidence.contains(&"/mnt/data".to_string()));
+
+    // no storages declared: no mount check
+    let checks = rt
+        .verify_instance(&name, "ami-0a1a10000000000a1", 0, 5)
+        .await
+        .unwrap();
+    assert_eq!(checks.len(), 2);
+}
+
+#[tokio::test]
+async fn verify_waits_for_a_marker_that_comes_late() {
+    let url = need_moto!();
+    let (rt, _double, name, _id, dir) = setup(&url, Behaviour::default()).await;
+    let marker = dir.path().join("var/lib/csis/launch-applied");
+    let m2 = marker.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        std::fs::create_dir_all(m2.parent().unwrap()).unwrap();
+        std::fs::write(&m2, "").unwrap();
+    });
+    let checks = rt
+        .verify_instance(&name, "ami-0a1a10000000000a1", 0, 10)
+        .await
+        .unwrap();
+    assert!(checks[0].ok, "{checks:?}");
+    assert!(marker.exists());
+}
