@@ -121,6 +121,9 @@ struct Loader<'o> {
     unused_runtimes: HashSet<String>,
     unused_image_builders: HashSet<String>,
     unused_backends: HashSet<String>,
+    /// Duplicate mapping keys (the later value wins, as in the original's
+    /// YAML reader). Kept, not reported: the original's own starters carry one.
+    dup_keys: Vec<Diagnostic>,
 }
 
 /// Load and validate the tree at `root`. On success the tree carries the
@@ -155,6 +158,7 @@ pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
         unused_runtimes: HashSet::new(),
         unused_image_builders: HashSet::new(),
         unused_backends: HashSet::new(),
+        dup_keys: Vec::new(),
     };
     let tree = l.run(now);
     match tree {
@@ -437,7 +441,7 @@ impl Loader<'_> {
         let mut scalars: IndexMap<String, Entry> = IndexMap::new();
         let mut lists: IndexMap<String, Vec<Item>> = IndexMap::new();
         for f in yaml_files(&cfg_dir, false) {
-            let node = match yaml::parse_file(&f, &self.root) {
+            let node = match yaml::parse_file_w(&f, &self.root, &mut self.dup_keys) {
                 Ok(n) => n,
                 Err(d) => {
                     self.d.push(d);
@@ -637,7 +641,7 @@ impl Loader<'_> {
                 );
                 continue;
             }
-            let node = match yaml::parse_file(&abs, &self.root) {
+            let node = match yaml::parse_file_w(&abs, &self.root, &mut self.dup_keys) {
                 Ok(n) => n,
                 Err(d) => {
                     self.d.push(d);
@@ -709,10 +713,12 @@ impl Loader<'_> {
     ) -> (IaConfig, Option<Origin>) {
         let first_loc = scalars.values().next().map(|e| e.key_loc.clone());
         let Some(first_loc) = first_loc else {
-            self.d.push(
-                Diagnostic::plain("cfg/_config.yml", "missing field `id`")
-                    .with_hint("cfg/_config.yml declares `id: <identifier>`"),
-            );
+            if !self.d.has_errors() {
+                self.d.push(
+                    Diagnostic::plain("cfg/_config.yml", "missing field `id`")
+                        .with_hint("cfg/_config.yml declares `id: <identifier>`"),
+                );
+            }
             return (
                 yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config"),
                 None,
@@ -1469,7 +1475,7 @@ impl Loader<'_> {
         let path = self.root.join(dir);
         if path.is_dir() {
             for f in yaml_files(&path, true) {
-                let node = match yaml::parse_file(&f, &self.root) {
+                let node = match yaml::parse_file_w(&f, &self.root, &mut self.dup_keys) {
                     Ok(n) => n,
                     Err(d) => {
                         self.d.push(d);

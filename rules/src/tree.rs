@@ -289,8 +289,8 @@ pub enum ChainLink<'a> {
     Os(&'a OsBuilder),
 }
 
-impl ChainLink<'_> {
-    pub fn name(&self) -> &str {
+impl<'a> ChainLink<'a> {
+    pub fn name(&self) -> &'a str {
         match self {
             ChainLink::Image(i) => &i.name,
             ChainLink::Os(o) => &o.name,

@@ -366,7 +366,11 @@ fn loc_of(file: &Arc<SourceFile>, l: &serde_saphyr::Location) -> Loc {
     }
 }
 
-fn convert(file: &Arc<SourceFile>, s: serde_saphyr::Spanned<Raw>) -> Node {
+fn convert(
+    file: &Arc<SourceFile>,
+    s: serde_saphyr::Spanned<Raw>,
+    warnings: &mut Vec<Diagnostic>,
+) -> Node {
     let loc = loc_of(file, &s.referenced);
     let value = match s.value {
         Raw::Null => Value::Null,
@@ -374,24 +378,44 @@ fn convert(file: &Arc<SourceFile>, s: serde_saphyr::Spanned<Raw>) -> Node {
         Raw::Int(i) => Value::Int(i),
         Raw::Float(f) => Value::Float(f),
         Raw::Str(s) => Value::Str(s),
-        Raw::Seq(v) => Value::Seq(v.into_iter().map(|x| convert(file, x)).collect()),
-        Raw::Map(m) => Value::Map(
-            m.into_iter()
-                .map(|(k, v)| {
-                    let key_node = convert(file, k);
-                    Entry {
-                        key: key_node
-                            .scalar_text()
-                            .unwrap_or_else(|| match key_node.value {
-                                Value::Null => "null".to_string(),
-                                _ => format!("{:?}", key_node.to_json()),
-                            }),
+        Raw::Seq(v) => Value::Seq(v.into_iter().map(|x| convert(file, x, warnings)).collect()),
+        Raw::Map(m) => {
+            let mut out: Vec<Entry> = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                let key_node = convert(file, k, warnings);
+                let key = key_node
+                    .scalar_text()
+                    .unwrap_or_else(|| match key_node.value {
+                        Value::Null => "null".to_string(),
+                        _ => format!("{}", key_node.to_json()),
+                    });
+                let value = convert(file, v, warnings);
+                if let Some(prev) = out.iter_mut().find(|e| e.key == key) {
+                    // As the original's YAML reader does: the later value wins.
+                    warnings.push(
+                        Diagnostic::at(
+                            &key_node.loc,
+                            &key,
+                            format!("duplicate key `{key}`: this later value wins"),
+                        )
+                        .with_hint(format!(
+                            "the first `{key}` is at line {}",
+                            prev.key_loc.line
+                        ))
+                        .warning(),
+                    );
+                    prev.value = value;
+                    prev.key_loc = key_node.loc;
+                } else {
+                    out.push(Entry {
+                        key,
                         key_loc: key_node.loc,
-                        value: convert(file, v),
-                    }
-                })
-                .collect(),
-        ),
+                        value,
+                    });
+                }
+            }
+            Value::Map(out)
+        }
     };
     Node { value, loc }
 }
@@ -401,6 +425,7 @@ fn options() -> serde_saphyr::Options {
     // `mode: 0644` stays the string "0644"; account ids keep their zeros.
     o.leading_zero_numbers_as_strings = true;
     o.with_snippet = false;
+    o.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
     o
 }
 
@@ -417,6 +442,14 @@ pub fn parse_str(path: &str, abs: &Path, text: &str) -> Result<Node, Diagnostic>
 
 /// Parse an already-registered source file.
 pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
+    parse_source_w(file, &mut Vec::new())
+}
+
+/// Parse a source file, collecting warnings (duplicate keys).
+pub fn parse_source_w(
+    file: Arc<SourceFile>,
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<Node, Diagnostic> {
     let text = file.text.clone();
     let doc_loc = Loc {
         file: file.clone(),
@@ -437,7 +470,7 @@ pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
         &text,
         options(),
     ) {
-        Ok(Some(raw)) => Ok(convert(&file, raw)),
+        Ok(Some(raw)) => Ok(convert(&file, raw, warnings)),
         Ok(None) => Ok(Node::new(Value::Null, doc_loc)),
         Err(e) => {
             let (line, column) = e
@@ -448,6 +481,10 @@ pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
             let msg = e.to_string();
             // serde-saphyr's message may repeat the position; keep the first line.
             let msg = msg.lines().next().unwrap_or("").to_string();
+            let msg = match msg.rfind(" at line ") {
+                Some(i) => msg[..i].to_string(),
+                None => msg,
+            };
             Err(Diagnostic {
                 file: file.path.clone(),
                 line,
@@ -479,6 +516,15 @@ fn line_col_to_offset(text: &str, line: u32, column: u32) -> u32 {
 
 /// Read and parse a file. `root` is used to make the display path relative.
 pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
+    parse_file_w(path, root, &mut Vec::new())
+}
+
+/// [`parse_file`], collecting warnings (duplicate keys).
+pub fn parse_file_w(
+    path: &Path,
+    root: &Path,
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<Node, Diagnostic> {
     let display = path
         .strip_prefix(root)
         .unwrap_or(path)
@@ -486,7 +532,12 @@ pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
         .replace('\\', "/");
     let text = std::fs::read_to_string(path)
         .map_err(|e| Diagnostic::plain(&display, format!("cannot read: {e}")))?;
-    parse_str(&display, path, &text)
+    let file = Arc::new(SourceFile {
+        path: display,
+        abs: path.to_path_buf(),
+        text: Arc::from(text.as_str()),
+    });
+    parse_source_w(file, warnings)
 }
 
 // ---------------------------------------------------------------------------
