@@ -1,12 +1,518 @@
-//! `csis build`
+//! `csis build [PATTERNS] [-j N] [--dry-run] [--force-bake X] [--fail-fast]
+//! [--json] [--no-wait]`: take the tree lock, plan, run the due nodes with
+//! the engine's scheduler, and record every successful bake at once.
+//!
+//! A build of an unchanged tree constructs no runtime, so it spawns no
+//! process and makes no cloud call.
 
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
+use anyhow::Result;
+use csis_cache::{BuildRecord, CacheError, Capabilities, LocalDir, PinBinding, RecordTests, Recorder};
+use csis_engine::{Event, Events, NodeContext, NodeError, NodeId, NodeOutput, RunOptions};
+use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
+use csis_rules::model::{ModKind, ParentPolicy};
+use csis_runtime::{
+    BakeParent, BakeRequest, BakeStep, CancellationToken, DynRuntime, Ensure, EnsureCommand, EnsureFile, LogSink,
+    ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
+};
+use serde_json::json;
+
+use crate::progress::Renderer;
+use crate::session::Session;
 use crate::GlobalArgs;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+/// Exit code when the tree is locked and `--no-wait` was given (EX_TEMPFAIL).
+pub const EXIT_LOCKED: u8 = 75;
+/// Exit code after Ctrl-C.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
-pub fn run(_global: &GlobalArgs, _args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("csis build: not implemented yet")
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Labels or patterns (`//...`, `//images/...`, `//images/dask@rt`, `@rt`); default `//...`.
+    pub patterns: Vec<String>,
+    /// Run at most N nodes at once (default: 4).
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Plan and emit only: no resolve, bake, retag, release or dispose; no record.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Bake these even when current: `SERIES`, `SERIES@RUNTIME` or `all` (repeatable).
+    #[arg(long = "force-bake", value_name = "SERIES[@RT]|all")]
+    pub force_bake: Vec<String>,
+    /// Stop everything at the first failure (default: independent branches go on).
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// JSON lines: `{"event":"started"|"finished"|"skipped"|"failed"|"not_run",...}`, then a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// When another csis holds the tree lock, exit 75 at once instead of waiting.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
+    let local = LocalDir::of_tree(&global.dir);
+    let _lock = match local.lock(!args.no_wait, |holder| {
+        eprintln!("waiting for another csis to release the tree lock ({holder})");
+    }) {
+        Ok(l) => l,
+        Err(e @ CacheError::Locked { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_LOCKED));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let session = crate::session::open(global)?;
+    let sel = session.select(&args.patterns)?;
+    let mut plan = session.plan(&sel, &ForceBake::parse(&args.force_bake))?;
+    let renderer = Renderer::new(args.json);
+    for w in &session.compiled.warnings {
+        renderer.note(&format!("warning: {w}"));
+    }
+    if args.dry_run {
+        // Plan + emit only.
+        if !renderer.is_json() {
+            print!("{}", crate::cmd::plan::plan_text(&plan, false, false));
+        }
+        for n in plan.nodes.iter_mut() {
+            if n.kind != "emit" {
+                n.due = false;
+            }
+        }
+    }
+
+    // Runtimes only for what runs: a no-op build constructs none.
+    let mut names: Vec<&str> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.due)
+        .filter_map(|n| n.runtime.as_deref())
+        .collect();
+    names.sort();
+    names.dedup();
+    let runtimes = crate::wiring::runtimes(&session.tree, names.iter().copied())?;
+
+    let mut opts = RunOptions::new(args.jobs.unwrap_or(4))
+        .fail_fast(args.fail_fast)
+        .count_kind("bake");
+    for rt in &session.tree.runtimes {
+        if let Some(m) = rt.max_parallel() {
+            opts = opts.pool_limit(&rt.name, m as usize);
+        }
+    }
+    let cancel = CancellationToken::new();
+    opts = opts.cancel_token(cancel.clone());
+
+    let recorder = Recorder::open(session.meta.clone())?;
+    let state = Arc::new(BuildState {
+        session,
+        runtimes,
+        recorder,
+        local,
+        run_id: csis_cache::run_id_now(),
+        resolved: Mutex::new(HashMap::new()),
+        built: Mutex::new(HashMap::new()),
+        renderer: renderer.clone(),
+        dry_run: args.dry_run,
+    });
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(async {
+        let c = cancel.clone();
+        let r2 = renderer.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                r2.note("interrupted: stopping running bakes (finished ones are recorded)");
+                c.cancel();
+            }
+        });
+        let r = renderer.clone();
+        let events = Events::new(move |e: Event| r.event(&e));
+        let st = state.clone();
+        csis_engine::run(&state.session.compiled.graph, &plan, opts, events, move |cx: NodeContext| {
+            let st = st.clone();
+            async move { st.act(cx).await }
+        })
+        .await
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+
+    let s = &report.summary;
+    if s.interrupted && cancel.is_cancelled() {
+        if !renderer.is_json() {
+            for (id, o) in &report.outcomes {
+                if let csis_engine::NodeOutcome::NotRun { .. } = o {
+                    renderer.note(&format!(
+                        "did not run: {}",
+                        state.session.compiled.graph.node(*id).label()
+                    ));
+                }
+            }
+        }
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if s.failed > 0 || s.cancelled > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct BuildState {
+    session: Session,
+    runtimes: BTreeMap<String, DynRuntime>,
+    recorder: Recorder,
+    local: LocalDir,
+    run_id: String,
+    /// resolve node -> vendor image found this run.
+    resolved: Mutex<HashMap<NodeId, ResolvedImage>>,
+    /// bake node -> build id made this run.
+    built: Mutex<HashMap<NodeId, String>>,
+    renderer: Renderer,
+    dry_run: bool,
+}
+
+fn rt_err(e: RuntimeError) -> NodeError {
+    match e {
+        RuntimeError::Cancelled => NodeError::cancelled(),
+        e => NodeError::new(e),
+    }
+}
+
+/// A bake's log: every line to `.csis/logs/<label>.log`, the last one to the bar.
+struct BakeLog {
+    label: String,
+    file: Mutex<Option<File>>,
+    renderer: Renderer,
+}
+
+impl LogSink for BakeLog {
+    fn line(&self, line: &str) {
+        if let Some(f) = self.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+        self.renderer.log_line(&self.label, line);
+    }
+}
+
+impl BuildState {
+    fn runtime(&self, name: &str) -> Result<&DynRuntime, NodeError> {
+        self.runtimes
+            .get(name)
+            .ok_or_else(|| NodeError::new(format!("runtime {name} is not constructed")))
+    }
+
+    async fn act(self: Arc<Self>, cx: NodeContext) -> Result<NodeOutput, NodeError> {
+        let c = &self.session.compiled;
+        match c.spec(cx.id()).clone() {
+            NodeSpec::Resolve(r) => {
+                let rt = self.runtime(&r.runtime)?;
+                let req = ResolveRequest {
+                    label: r.label.to_string(),
+                    series: r.series.clone(),
+                    family: r.family.clone(),
+                    family_version: r.family_version.clone(),
+                    architecture: r.architecture.clone(),
+                    owners: r.owners.clone(),
+                    query: r.query.clone(),
+                    image_id: r.image_id.clone(),
+                };
+                let img = rt.resolve(&req).await.map_err(rt_err)?;
+                cx.log(format!("resolved {}", img.id));
+                let out = json!({"id": img.id});
+                self.resolved.lock().unwrap().insert(cx.id(), img);
+                Ok(NodeOutput::new(out))
+            }
+            NodeSpec::Emit { bake } => {
+                let spec = c.bake_spec(bake).cloned().ok_or_else(|| NodeError::new("emit without bake"))?;
+                let rt = self.runtime(&spec.runtime)?;
+                let parent = self.placeholder_parent(&spec);
+                let fp = self.session.fps.get(bake).to_hex();
+                let req = self.request(&spec, parent, fp, None, cx.cancel().clone());
+                let files = rt.emit(&req).await.map_err(rt_err)?;
+                Ok(NodeOutput::new(json!({"files": files})))
+            }
+            NodeSpec::Bake(spec) => self.bake(&cx, &spec).await,
+            NodeSpec::Retag { bake } => {
+                let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+                    return Ok(NodeOutput::none());
+                };
+                let spec = c.bake_spec(bake).cloned().ok_or_else(|| NodeError::new("retag without bake"))?;
+                let rt = self.runtime(&spec.runtime)?;
+                let rec = self.recorder.lineage().find(&build).cloned();
+                let mut tags = BTreeMap::new();
+                if let Some(r) = rec {
+                    tags.insert("csis_parent".to_string(), r.parent.clone().unwrap_or_else(|| "vendor".into()));
+                    if let Some(fp) = &r.input_fingerprint {
+                        tags.insert("csis_fingerprint".to_string(), fp.chars().take(16).collect());
+                    }
+                }
+                match rt.retag_image(&build, &tags).await {
+                    Ok(()) => Ok(NodeOutput::new(json!({"build_id": build}))),
+                    Err(RuntimeError::Unsupported { .. }) => Ok(NodeOutput::none()),
+                    Err(e) => Err(rt_err(e)),
+                }
+            }
+            NodeSpec::Release { model, .. } => {
+                cx.log(format!("release for model {model}: not implemented yet (lineage operations)"));
+                Ok(NodeOutput::none())
+            }
+            NodeSpec::Dispose { .. } => {
+                cx.log("retention: not implemented yet (lineage operations)");
+                Ok(NodeOutput::none())
+            }
+        }
+    }
+
+    fn placeholder_parent(&self, spec: &BakeSpec) -> BakeParent {
+        match &spec.parent {
+            ParentSpec::Vendor { .. } => BakeParent::Vendor(ResolvedImage {
+                id: "vendor".into(),
+                name: None,
+                owner: None,
+                creation_date: None,
+                facts: BTreeMap::new(),
+            }),
+            ParentSpec::Image { series, .. } => BakeParent::Build {
+                series: series.clone(),
+                build_id: self
+                    .recorder
+                    .lineage()
+                    .head(series, &spec.runtime)
+                    .map(|b| b.build_id.clone())
+                    .unwrap_or_else(|| format!("series:{series}")),
+            },
+            ParentSpec::Fixed { id } => BakeParent::Build {
+                series: String::new(),
+                build_id: id.clone(),
+            },
+        }
+    }
+
+    /// The parent build a bake starts from, known only now (the parent may
+    /// have baked earlier in this run).
+    fn parent_for_bake(&self, spec: &BakeSpec) -> Result<(BakeParent, String), NodeError> {
+        match &spec.parent {
+            ParentSpec::Vendor { resolve } => {
+                let img = self
+                    .resolved
+                    .lock()
+                    .unwrap()
+                    .get(resolve)
+                    .cloned()
+                    .ok_or_else(|| NodeError::new("the vendor image was not resolved"))?;
+                Ok((BakeParent::Vendor(img), "vendor".into()))
+            }
+            ParentSpec::Image {
+                series,
+                policy,
+                pinned_build,
+                ..
+            } => {
+                let build = match (policy, pinned_build) {
+                    (ParentPolicy::Pinned, Some(pin)) => pin.clone(),
+                    _ => self
+                        .recorder
+                        .lineage()
+                        .head(series, &spec.runtime)
+                        .map(|b| b.build_id.clone())
+                        .ok_or_else(|| {
+                            NodeError::new(format!("parent {series} has no build on {} yet", spec.runtime))
+                        })?,
+                };
+                Ok((
+                    BakeParent::Build {
+                        series: series.clone(),
+                        build_id: build.clone(),
+                    },
+                    build,
+                ))
+            }
+            ParentSpec::Fixed { id } => Ok((
+                BakeParent::Build {
+                    series: String::new(),
+                    build_id: id.clone(),
+                },
+                id.clone(),
+            )),
+        }
+    }
+
+    fn request(
+        &self,
+        spec: &BakeSpec,
+        parent: BakeParent,
+        fingerprint: String,
+        log: Option<Arc<dyn LogSink>>,
+        cancel: CancellationToken,
+    ) -> BakeRequest {
+        let parent_id = match &parent {
+            BakeParent::Vendor(_) => "vendor".to_string(),
+            BakeParent::Build { build_id, .. } => build_id.clone(),
+        };
+        let caps: Capabilities = serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
+        let mut tags = spec.tags.clone();
+        tags.insert("csis_series".into(), spec.series.clone());
+        tags.insert("csis_parent".into(), parent_id);
+        tags.insert("csis_run".into(), self.run_id.clone());
+        tags.insert("csis_fingerprint".into(), fingerprint.chars().take(16).collect());
+        tags.insert("csis_identity_types".into(), caps.identity_types.join(","));
+        tags.insert("csis_storage_types".into(), caps.storage_types.join(","));
+        let root = self.session.root.clone();
+        let emit_dir: PathBuf = root
+            .join("generated")
+            .join(if spec.base { "base-image" } else { "instance-image" })
+            .join(format!("{}@{}", spec.series, spec.runtime));
+        BakeRequest {
+            label: spec.label.to_string(),
+            series: spec.series.clone(),
+            runtime: spec.runtime.clone(),
+            image_builder: spec.image_builder.clone(),
+            final_name: spec.final_name.clone(),
+            prefix: spec.series.clone(),
+            parent,
+            machine_type: spec.machine_type.clone(),
+            disk_size_gb: Some(spec.disk_size_gb),
+            bake_user: spec.bake_user.clone(),
+            package_manager: spec.package_manager.clone(),
+            steps: steps(spec),
+            tests: spec
+                .tests
+                .iter()
+                .map(|t| TestCommand {
+                    description: t.description.clone(),
+                    run: t.run.clone(),
+                    expect_rc: t.expect_rc,
+                    contains: t.contains.clone(),
+                })
+                .collect(),
+            tags,
+            tree_root: root,
+            emit_dir,
+            log: log.unwrap_or_else(|| Arc::new(csis_runtime::NullLog)),
+            cancel,
+        }
+    }
+
+    async fn bake(&self, cx: &NodeContext, spec: &BakeSpec) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        let rt = self.runtime(&spec.runtime)?;
+        let (parent, parent_build) = self.parent_for_bake(spec)?;
+        let log_path = self.local.log_file(&cx.label().to_string());
+        if let Some(d) = log_path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let log = Arc::new(BakeLog {
+            label: cx.label().to_string(),
+            file: Mutex::new(File::create(&log_path).ok()),
+            renderer: self.renderer.clone(),
+        });
+        log.line(&format!("{} ({})", cx.label(), cx.reason()));
+        let fp = cx.fingerprint().to_hex();
+        let req = self.request(spec, parent, fp.clone(), Some(log.clone()), cx.cancel().clone());
+        let outcome = rt.bake(&req).await.map_err(|e| {
+            log.line(&format!("bake failed: {e}"));
+            rt_err(e)
+        })?;
+        // Record at once, before the node is reported finished.
+        let canonical = self.session.compiled.graph.canonical(cx.id(), &self.session.fps);
+        let mut rec = BuildRecord::new(&outcome.build_id, &spec.series, &spec.runtime);
+        rec.name = Some(outcome.name.clone());
+        rec.parent = Some(parent_build.clone());
+        rec.input_fingerprint = Some(fp);
+        rec.run = Some(self.run_id.clone());
+        rec.capabilities = serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
+        rec.mods = spec
+            .mod_records
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m["run"] = json!(self.run_id);
+                m
+            })
+            .collect();
+        rec.local_mods = !spec.base && !spec.mods.is_empty();
+        rec.tests = RecordTests {
+            in_bake: true,
+            assertions: outcome.assertions as u64,
+        };
+        rec.update = spec.update.clone();
+        rec.chain = spec.chain.clone();
+        rec.parent_fingerprint = canonical["deps"]["parent"].as_str().map(str::to_string);
+        rec.inputs = Some(canonical);
+        rec.fingerprint_recipe = Some(format!("{}+{}", csis_engine::RECIPE, BAKE_RECIPE));
+        let pin = match &spec.parent {
+            ParentSpec::Image { .. } => Some(PinBinding {
+                image: spec.series.clone(),
+                runtime: spec.runtime.clone(),
+                parent_build: parent_build.clone(),
+            }),
+            _ => None,
+        };
+        self.recorder
+            .record(rec, pin)
+            .map_err(|e| NodeError::new(format!("the bake of {} succeeded as {} but could not be recorded: {e}", cx.label(), outcome.build_id)))?;
+        self.built.lock().unwrap().insert(cx.id(), outcome.build_id.clone());
+        log.line(&format!("recorded {}", outcome.build_id));
+        Ok(NodeOutput::new(json!({"build_id": outcome.build_id})))
+    }
+}
+
+fn ensure_of(e: &csis_rules::model::EnsureModel) -> Ensure {
+    Ensure {
+        packages: e.packages.clone(),
+        files: e
+            .files
+            .iter()
+            .map(|f| EnsureFile {
+                path: f.path.clone(),
+                content: f.content.clone(),
+                mode: match &f.mode {
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => "0644".into(),
+                },
+            })
+            .collect(),
+        services: e.services.clone(),
+        commands: e
+            .commands
+            .iter()
+            .map(|c| EnsureCommand {
+                run: c.run.clone(),
+                unless: c.unless.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
+    spec.mods
+        .iter()
+        .map(|m| match m.kind {
+            ModKind::Ansible => BakeStep::Ansible {
+                name: m.name.clone(),
+                playbooks: m.files.clone(),
+                extra_arguments: m.extra_arguments.clone(),
+                binary: m.binary.clone().unwrap_or_else(|| "ansible-playbook".into()),
+            },
+            ModKind::BashRemote => BakeStep::Shell {
+                name: m.name.clone(),
+                inline: m.inline.clone(),
+                scripts: m.files.clone(),
+                ensure: m.ensure.as_ref().map(ensure_of),
+                env: m.environment_vars.clone(),
+                execute_command: m.execute_command.clone(),
+            },
+        })
+        .collect()
 }
