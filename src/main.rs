@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod progress;
+mod session;
 mod wiring;
 
 /// csis: a declarative build-graph engine for machine images.
