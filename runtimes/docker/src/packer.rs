@@ -23,20 +23,18 @@ use crate::runtime::{DockerRuntime, NAME_LABEL};
 use crate::script;
 
 fn image_of(req: &BakeRequest) -> String {
-    let image = req
-        .label
-        .rsplit('/')
-        .next()
-        .unwrap_or(&req.series)
-        .split('@')
-        .next()
-        .unwrap_or(&req.series)
-        .to_string();
-    if image.is_empty() {
-        req.series.clone()
-    } else {
-        image
-    }
+    req.series.clone()
+}
+
+/// `"${path.root}/<file>"` as a template (not an escaped literal).
+fn root_path(file: &str) -> hcl::Expression {
+    hcl::Expression::TemplateExpr(Box::new(hcl::expr::TemplateExpr::QuotedString(format!(
+        "${{path.root}}/{file}"
+    ))))
+}
+
+fn ident_key(k: &str) -> hcl::ObjectKey {
+    hcl::ObjectKey::Identifier(hcl::Identifier::new(k).expect("identifier"))
 }
 
 /// `LABEL k="v"` with the value quoted the way a Dockerfile reads it.
@@ -78,12 +76,12 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
         .machine_type(req.machine_type.as_deref())
         .map_err(RuntimeError::Refused)?
     {
-        run.extend([
-            "--cpus".into(),
-            format!("{}", m.cpus),
-            "--memory".into(),
-            m.memory.clone(),
-        ]);
+        if let Some(c) = m.cpus {
+            run.extend(["--cpus".into(), format!("{c}")]);
+        }
+        if let Some(mem) = &m.memory {
+            run.extend(["--memory".into(), mem.clone()]);
+        }
     }
     run.extend([
         "--entrypoint=/bin/sh".into(),
@@ -121,7 +119,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                 .add_label("shell")
                 .add_attribute(Attribute::new(
                     "scripts",
-                    vec![format!("${{path.root}}/{settle_file}")],
+                    vec![root_path(&settle_file)],
                 ))
                 .build(),
         );
@@ -176,7 +174,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                             .add_label("shell")
                             .add_attribute(Attribute::new(
                                 "scripts",
-                                vec![format!("${{path.root}}/{f}")],
+                                vec![root_path(&f)],
                             )),
                     ));
                 }
@@ -262,7 +260,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
             .add_block(
                 Block::builder("post-processor")
                     .add_label("manifest")
-                    .add_attribute(Attribute::new("output", "${path.root}/manifest.json"))
+                    .add_attribute(Attribute::new("output", root_path("manifest.json")))
                     .add_attribute(Attribute::new("strip_path", true))
                     .build(),
             )
@@ -276,11 +274,11 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                     "docker",
                     hcl::Expression::Object(hcl::Object::from([
                         (
-                            hcl::ObjectKey::from("source"),
+                            ident_key("source"),
                             hcl::Expression::from("github.com/hashicorp/docker"),
                         ),
                         (
-                            hcl::ObjectKey::from("version"),
+                            ident_key("version"),
                             hcl::Expression::from(">= 1.0.0"),
                         ),
                     ])),
@@ -289,11 +287,11 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                     "ansible",
                     hcl::Expression::Object(hcl::Object::from([
                         (
-                            hcl::ObjectKey::from("source"),
+                            ident_key("source"),
                             hcl::Expression::from("github.com/hashicorp/ansible"),
                         ),
                         (
-                            hcl::ObjectKey::from("version"),
+                            ident_key("version"),
                             hcl::Expression::from(">= 1.0.0"),
                         ),
                     ])),

@@ -806,8 +806,10 @@ impl DockerRuntime {
             ..Default::default()
         };
         if let Some(m) = mt {
-            host.nano_cpus = Some((m.cpus * 1e9) as i64);
-            host.memory = Some(parse_memory(&m.memory).map_err(RuntimeError::Refused)?);
+            host.nano_cpus = m.cpus.map(|c| (c * 1e9) as i64);
+            if let Some(mem) = &m.memory {
+                host.memory = Some(parse_memory(mem).map_err(RuntimeError::Refused)?);
+            }
         }
         let body = ContainerCreateBody {
             image: Some(parent.to_string()),
@@ -1129,21 +1131,7 @@ impl Runtime for DockerRuntime {
         }
         let d = self.docker().await?.clone();
         let made = names::image_name_as_made(&req.final_name);
-        let image = req
-            .label
-            .rsplit('/')
-            .next()
-            .unwrap_or(&req.series)
-            .split('@')
-            .next()
-            .unwrap_or(&req.series)
-            .to_string();
-        let image = if image.is_empty() {
-            req.series.clone()
-        } else {
-            image
-        };
-        let container = names::bake_container_name(&self.settings.name, &image);
+        let container = names::bake_container_name(&self.settings.name, &req.series);
         let parent = Self::parent_ref(req);
         let parent_img = match self.inspect_image_opt(&parent).await? {
             Some(i) => i,

@@ -12,9 +12,10 @@ use crate::names;
 /// One machine type: `{cpus, memory}` (`--cpus 2`, `--memory 4g`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MachineType {
-    pub cpus: f64,
-    /// A docker memory size: `512m`, `1g`, `4GiB`, bytes.
-    pub memory: String,
+    /// `--cpus` (none: no limit).
+    pub cpus: Option<f64>,
+    /// `--memory`, a docker memory size: `512m`, `1g`, `4GiB`, bytes (none: no limit).
+    pub memory: Option<String>,
 }
 
 /// TLS material for a `tcp://` host, by path (`DOCKER_CERT_PATH`,
@@ -124,10 +125,10 @@ impl DockerSettings {
             }
         }
         for (n, m) in &self.machine_types {
-            if let Err(e) = parse_memory(&m.memory) {
+            if let Some(Err(e)) = m.memory.as_deref().map(parse_memory) {
                 out.push((format!("machine_types.{n}.memory"), format!("{who}: {e}")));
             }
-            if !(m.cpus > 0.0) {
+            if m.cpus.is_some_and(|c| !(c > 0.0)) {
                 out.push((
                     format!("machine_types.{n}.cpus"),
                     format!("{who}: cpus must be more than 0"),
@@ -173,6 +174,77 @@ impl DockerSettings {
                 )
             }),
         }
+    }
+}
+
+impl DockerSettings {
+    /// The settings of the docker runtime `rt` of a loaded tree: its model
+    /// (`host`, `context`, `repository`, `tls_cert_path` (relative to the tree
+    /// root), `tls_verify`, `networking.network`, `machine_types`,
+    /// `default_machine_type`), the `executables:` entry it runs (binary and
+    /// version floor; `docker` when undeclared) and the `packer-docker` image
+    /// builders bound to it. `Err` when `rt` is not a docker runtime.
+    pub fn from_model(tree: &csis_rules::Tree, rt: &csis_rules::Runtime) -> Result<Self, String> {
+        let d = rt.docker().ok_or_else(|| {
+            format!("runtime {} is of type {}, not docker", rt.display, rt.type_name())
+        })?;
+        let mut s = DockerSettings::new(rt.name.clone());
+        s.host = d.host.clone();
+        s.context = d.context.clone();
+        s.repository = d.repository.clone();
+        s.network = d.network().to_string();
+        s.tls = TlsSettings {
+            cert_path: d.tls_cert_path.as_ref().map(|p| {
+                let p = Path::new(p);
+                if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    tree.root().join(p)
+                }
+            }),
+            verify: d.tls_verify,
+        };
+        s.machine_types = d
+            .machine_types
+            .iter()
+            .map(|(k, m)| {
+                (
+                    k.clone(),
+                    MachineType {
+                        cpus: m.cpus,
+                        memory: m.memory.clone(),
+                    },
+                )
+            })
+            .collect();
+        let dmt = rt.common.default_machine_type.trim();
+        s.default_machine_type = (!dmt.is_empty()
+            && (s.machine_types.contains_key(dmt) || !s.machine_types.is_empty()))
+        .then(|| dmt.to_string());
+        let exe_name = rt
+            .executable
+            .clone()
+            .or_else(|| rt.common.executable.clone())
+            .unwrap_or_else(|| "docker".to_string());
+        match tree.executable(&exe_name) {
+            Some(e) => {
+                s.docker_binary = e.model.binary.clone().unwrap_or_else(|| e.name.clone());
+                s.docker_version = e.model.version.clone();
+            }
+            None => {
+                s.docker_binary = exe_name;
+            }
+        }
+        s.packer_builders = tree
+            .image_builders
+            .iter()
+            .filter(|b| {
+                b.runtime == rt.name
+                    && b.kind == csis_rules::model::ImageBuilderKind::PackerDocker
+            })
+            .map(|b| b.name.clone())
+            .collect();
+        Ok(s)
     }
 }
 
@@ -242,8 +314,8 @@ mod tests {
         s.machine_types.insert(
             "small".into(),
             MachineType {
-                cpus: 1.0,
-                memory: "1g".into(),
+                cpus: Some(1.0),
+                memory: Some("1g".into()),
             },
         );
         s.default_machine_type = Some("big".into());
@@ -292,12 +364,12 @@ mod tests {
         s.machine_types.insert(
             "small".into(),
             MachineType {
-                cpus: 1.0,
-                memory: "1g".into(),
+                cpus: Some(1.0),
+                memory: Some("1g".into()),
             },
         );
         s.default_machine_type = Some("small".into());
-        assert_eq!(s.machine_type(None).unwrap().unwrap().memory, "1g");
+        assert_eq!(s.machine_type(None).unwrap().unwrap().memory.as_deref(), Some("1g"));
         assert!(s.machine_type(Some("huge")).is_err());
     }
 }

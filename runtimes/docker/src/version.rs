@@ -40,7 +40,7 @@ fn lenient(s: &str) -> Option<Version> {
 
 /// Check `docker --version` output against a requirement (`>=24`). `Err` says why not.
 pub fn check_docker_version(output: &str, requirement: &str) -> Result<Version, String> {
-    let req = VersionReq::parse(requirement)
+    let req = VersionReq::parse(&pep440_to_semver(requirement))
         .map_err(|e| format!("version requirement '{requirement}' is not readable: {e}"))?;
     let v = parse_docker_version(output).ok_or_else(|| {
         format!(
@@ -55,6 +55,25 @@ pub fn check_docker_version(output: &str, requirement: &str) -> Result<Version, 
             "docker {v} does not satisfy the version '{requirement}' declared in cfg/executables.yml"
         ))
     }
+}
+
+/// A PEP 440 specifier set (what `cfg/executables.yml` declares) as a semver
+/// requirement: `~=` -> `~`, `==` -> `=`, `!=X` dropped (semver has none).
+pub fn pep440_to_semver(spec: &str) -> String {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with("!="))
+        .map(|p| {
+            if let Some(r) = p.strip_prefix("~=") {
+                format!("~{}", r.trim())
+            } else if let Some(r) = p.strip_prefix("==") {
+                format!("={}", r.trim())
+            } else {
+                p.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Run `<binary> --version` and check it against `requirement`.
@@ -96,6 +115,16 @@ mod tests {
             Some(Version::new(24, 0, 0))
         );
         assert_eq!(parse_docker_version("nothing here"), None);
+    }
+
+    #[test]
+    fn pep440_specifiers() {
+        assert_eq!(pep440_to_semver(">=24"), ">=24");
+        assert_eq!(pep440_to_semver(">=1.14, <1.15"), ">=1.14, <1.15");
+        assert_eq!(pep440_to_semver("~=24.0"), "~24.0");
+        assert_eq!(pep440_to_semver("==28.*"), "=28.*");
+        assert!(check_docker_version("Docker version 28.2.2, build x", ">=24, <29, !=25.0").is_ok());
+        assert!(check_docker_version("Docker version 29.0.0, build x", ">=24, <29").is_err());
     }
 
     #[test]

@@ -188,8 +188,8 @@ pub fn runtime(tag: &str) -> (DockerRuntime, Cleanup) {
     s.machine_types.insert(
         "small".into(),
         csis_runtime_docker::MachineType {
-            cpus: 1.0,
-            memory: "256m".into(),
+            cpus: Some(1.0),
+            memory: Some("256m".into()),
         },
     );
     s.default_machine_type = Some("small".into());
