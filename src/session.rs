@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Result};
-use csis_cache::{Lineage, LineageRecords, MetaPins, MetaState, Pins};
+use csis_cache::{Lineage, LineageRecords, MetaPins, MetaState};
 use csis_engine::{Fingerprints, Pattern, Plan, Selection};
 use csis_rules::compile::{compile, planner, Compiled, ForceBake};
 use csis_rules::Tree;
@@ -19,7 +19,6 @@ pub struct Session {
     pub tree: Tree,
     pub meta: MetaState,
     pub lineage: Lineage,
-    pub pins: Pins,
     pub compiled: Compiled,
     pub fps: Fingerprints,
 }
@@ -51,7 +50,6 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
         tree,
         meta,
         lineage,
-        pins,
         compiled,
         fps,
     })

@@ -1,12 +1,144 @@
-//! `csis watch`
+//! `csis watch [PATTERNS]`: keep watching the tree and print the plan's
+//! changes when a file changes.
+//!
+//! Implementation note: this polls file metadata (mtime + size) and, on a
+//! change, reloads the tree and diffs the new plan against the previous
+//! one. It does not use salsa queries yet, so an edit recomputes the whole
+//! compile (fast enough for trees of thousands of images, see BENCHMARKS).
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use csis_engine::Plan;
+use csis_rules::compile::ForceBake;
 
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Labels or patterns; default `//...`.
+    pub patterns: Vec<String>,
+    /// How often to look at the files, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub interval_ms: u64,
+    /// Stop after reporting this many changes (for scripts and tests).
+    #[arg(long, hide = true)]
+    pub exit_after: Option<usize>,
+}
 
-pub fn run(_global: &GlobalArgs, _args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("csis watch: not implemented yet")
+type Snapshot = BTreeMap<PathBuf, (Option<SystemTime>, u64)>;
+
+fn skip_dir(name: &str) -> bool {
+    matches!(name, ".csis" | ".git" | "generated" | "_private" | "target")
+}
+
+/// Every file under the tree (except `.csis/`, `generated/`, ...) with its mtime and size.
+fn snapshot(root: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                if !skip_dir(&e.file_name().to_string_lossy()) {
+                    stack.push(p);
+                }
+            } else {
+                out.insert(p, (md.modified().ok(), md.len()));
+            }
+        }
+    }
+    out
+}
+
+/// One line per bake whose decision or fingerprint differs.
+fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
+    let old_map: BTreeMap<String, (&str, bool, String)> = old
+        .map(|p| {
+            p.nodes
+                .iter()
+                .filter(|n| n.kind == "bake")
+                .map(|n| (n.label.to_string(), (n.reason.as_str(), n.due, n.fingerprint.prefix(12))))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for n in new.nodes.iter().filter(|n| n.kind == "bake") {
+        let l = n.label.to_string();
+        let fp = n.fingerprint.prefix(12);
+        match old_map.get(&l) {
+            None => out.push(format!("+ {l}  {fp}  {}", n.reason)),
+            Some((r, due, ofp)) => {
+                if *r != n.reason || *due != n.due || *ofp != fp {
+                    let mark = if n.due { "bake" } else { "skip" };
+                    out.push(format!("{mark} {l}  {ofp} -> {fp}  {}", n.reason));
+                }
+            }
+        }
+    }
+    if let Some(p) = old {
+        let now: std::collections::BTreeSet<String> = new.nodes.iter().map(|n| n.label.to_string()).collect();
+        for n in p.nodes.iter().filter(|n| n.kind == "bake") {
+            if !now.contains(&n.label.to_string()) {
+                out.push(format!("- {}", n.label));
+            }
+        }
+    }
+    out
+}
+
+fn current_plan(global: &GlobalArgs, patterns: &[String]) -> anyhow::Result<Plan> {
+    let s = crate::session::open(global)?;
+    let sel = s.select(patterns)?;
+    s.plan(&sel, &ForceBake::default())
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let root = global.dir.clone();
+    let mut snap = snapshot(&root);
+    let mut last: Option<Plan> = None;
+    match current_plan(global, &args.patterns) {
+        Ok(p) => {
+            let due = p.due_count("bake");
+            let total = p.nodes.iter().filter(|n| n.kind == "bake").count();
+            println!("watching {} ({due} of {total} bake(s) due); Ctrl-C to stop", root.display());
+            last = Some(p);
+        }
+        Err(e) => println!("watching {}: the tree does not load yet: {e:#}", root.display()),
+    }
+    let _ = std::io::stdout().flush();
+    let mut changes = 0usize;
+    loop {
+        std::thread::sleep(Duration::from_millis(args.interval_ms));
+        let now = snapshot(&root);
+        if now == snap {
+            continue;
+        }
+        snap = now;
+        match current_plan(global, &args.patterns) {
+            Ok(p) => {
+                let lines = diff_plans(last.as_ref(), &p);
+                if lines.is_empty() {
+                    println!("changed: the plan is the same");
+                } else {
+                    println!("changed:");
+                    for l in lines {
+                        println!("  {l}");
+                    }
+                }
+                last = Some(p);
+            }
+            Err(e) => println!("changed: the tree does not load: {e:#}"),
+        }
+        let _ = std::io::stdout().flush();
+        changes += 1;
+        if args.exit_after.is_some_and(|n| changes >= n) {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
 }
