@@ -20,6 +20,11 @@ mod lock;
 pub mod pins;
 pub mod plan;
 pub mod releases;
+// lineage operations (issue 6)
+pub mod drift;
+pub mod release_rules;
+pub mod retention;
+pub mod revocations;
 pub mod runid;
 mod store;
 mod yamlio;
@@ -33,6 +38,7 @@ pub use pins::{image_key, PinMove, Pins};
 pub use plan::{engine_record, LineageRecords, MetaPins};
 pub use releases::{Release, Releases};
 pub use runid::{age_days, parse_run_id, run_id, run_id_now};
+pub use revocations::{head_unrevoked, Revocations};
 pub use store::{MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
 
 /// Errors of the cache.

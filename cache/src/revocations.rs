@@ -76,7 +76,10 @@ impl Revocations {
 
     /// Every revoked build id.
     pub fn ids(&self) -> BTreeSet<String> {
-        self.revocations.iter().map(|r| r.build_id.clone()).collect()
+        self.revocations
+            .iter()
+            .map(|r| r.build_id.clone())
+            .collect()
     }
 }
 
@@ -167,7 +170,8 @@ pub(crate) fn read_meta_file<T: serde::de::DeserializeOwned + Default>(
 ) -> Result<T, CacheError> {
     let path = meta.dir().join(file);
     match std::fs::read_to_string(&path) {
-        Ok(text) => yamlio::from_text(&text).map_err(|message| CacheError::Parse { path, message }),
+        Ok(text) => yamlio::from_text(&path.to_string_lossy(), &text)
+            .map_err(|message| CacheError::Parse { path, message }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
         Err(e) => Err(CacheError::io(&path, e)),
     }
@@ -244,7 +248,10 @@ mod tests {
         // revoking an older build does not affect the head
         let mut r2 = Revocations::default();
         revoke(&l, &mut r2, "b1", false, None, None).unwrap();
-        assert_eq!(head_unrevoked(&l, &r2, "base", "rt").unwrap().build_id, "b2");
+        assert_eq!(
+            head_unrevoked(&l, &r2, "base", "rt").unwrap().build_id,
+            "b2"
+        );
     }
 
     #[test]

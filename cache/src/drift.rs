@@ -1,0 +1,675 @@
+//! The state query's judgement (core.md §6): records (`meta-state/`) against
+//! what each runtime answered. Pure: the CLI asks the runtimes and hands the
+//! answers in as [`RuntimeView`]s; a runtime or hook that could not answer
+//! becomes an `unavailable` line and never a claim (silence is never a claim).
+//!
+//! Image rules (per runtime that answered):
+//! - **missing**: a recorded build on R is not among R's tagged images;
+//!   hard iff an instance or image pin names it;
+//! - **foreign**: a tagged image on R that lineage does not record;
+//! - **changed**: recorded and present, but the tag `csis_series`,
+//!   `csis_parent` or `csis_run` differs from the record, or `csis_fingerprint`
+//!   is not a prefix of the recorded fingerprint (a tag the image never
+//!   carried is not drift);
+//! - **stale**: an image pin `img@rt` is behind its parent series' head on rt.
+//!
+//! Pin rule: a pin naming a build lineage does not record is **missing** and
+//! hard. Instances (where the runtime lists them): one running a revoked
+//! build is drift `revoked`; a stopped one is a note.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::lineage::{BuildRecord, Lineage};
+use crate::pins::Pins;
+use crate::revocations::{head_unrevoked, Revocations};
+
+pub const TAG_SERIES: &str = "csis_series";
+pub const TAG_PARENT: &str = "csis_parent";
+pub const TAG_RUN: &str = "csis_run";
+pub const TAG_FINGERPRINT: &str = "csis_fingerprint";
+/// Length of the fingerprint prefix carried in `csis_fingerprint`.
+pub const FINGERPRINT_TAG_LEN: usize = 16;
+
+/// One image as a runtime reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeenImage {
+    pub build_id: String,
+    pub name: Option<String>,
+    pub created: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One instance/container as a runtime reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeenInstance {
+    pub id: String,
+    pub name: Option<String>,
+    pub image: Option<String>,
+    /// `running`, `stopped`, `absent`, `unknown`.
+    pub power: String,
+}
+
+/// What one runtime answered. `Err(why)` = it could not answer.
+#[derive(Debug, Clone)]
+pub struct RuntimeView {
+    pub runtime: String,
+    pub images: Result<Vec<SeenImage>, String>,
+    /// None = the runtime does not list instances (no claim either way).
+    pub instances: Option<Result<Vec<SeenInstance>, String>>,
+}
+
+/// One drift entry (the original's shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// `image`, `pin`, `instance`.
+    pub kind: String,
+    pub name: String,
+    /// `missing`, `foreign`, `changed`, `stale`, `revoked`.
+    pub drift: String,
+    pub detail: String,
+    pub hard: bool,
+}
+
+/// `generated/state-report.json`:
+/// `{run, reality, drift: [{kind, name, drift, detail, hard}], unavailable, notes, summary}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateReport {
+    #[serde(default)]
+    pub run: Option<String>,
+    pub reality: Value,
+    pub drift: Vec<Drift>,
+    pub unavailable: Vec<String>,
+    pub notes: Vec<String>,
+    pub summary: BTreeMap<String, usize>,
+}
+
+impl StateReport {
+    pub fn has_hard(&self) -> bool {
+        self.drift.iter().any(|d| d.hard)
+    }
+
+    /// `--strict`: hard drift, or any missing, foreign or changed (not stale).
+    pub fn strict_fails(&self) -> bool {
+        self.has_hard()
+            || self
+                .drift
+                .iter()
+                .any(|d| matches!(d.drift.as_str(), "missing" | "foreign" | "changed"))
+    }
+
+    /// Drift entries that concern one runtime (image names are `<id>@<rt>`,
+    /// pins `img@rt`).
+    pub fn drift_on(&self, runtime: &str) -> Vec<&Drift> {
+        let suffix = format!("@{runtime}");
+        self.drift
+            .iter()
+            .filter(|d| d.name.ends_with(&suffix))
+            .collect()
+    }
+
+    /// One line per unavailable, note and drift entry, or one line saying
+    /// records and reality agree.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for u in &self.unavailable {
+            out.push(format!("unavailable: {u}"));
+        }
+        for n in &self.notes {
+            out.push(format!("note: {n}"));
+        }
+        for d in &self.drift {
+            out.push(format!(
+                "{} {}: {}: {}{}",
+                d.kind,
+                d.name,
+                d.drift,
+                d.detail,
+                if d.hard { " [HARD]" } else { "" }
+            ));
+        }
+        if self.drift.is_empty() && self.notes.is_empty() && self.unavailable.is_empty() {
+            out.push("no drift: records and reality agree".to_string());
+        } else if self.drift.is_empty() {
+            out.push("no drift: records and reality agree where reality answered".to_string());
+        }
+        out
+    }
+}
+
+/// The records the query compares with.
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a> {
+    pub lineage: &'a Lineage,
+    pub pins: &'a Pins,
+    pub revocations: &'a Revocations,
+    /// `image -> parent series` for every declared image (for `stale`).
+    pub image_parents: &'a BTreeMap<String, String>,
+}
+
+/// The tag disagreements between a record and an image's tags (field,
+/// record value, tag value). A tag the image never carried, or a field the
+/// record does not hold, is no disagreement.
+pub fn tag_disagreements(
+    rec: &BuildRecord,
+    tags: &BTreeMap<String, String>,
+) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut eq = |field: &str, key: &str, recv: Option<&str>| {
+        if let (Some(r), Some(t)) = (recv, tags.get(key)) {
+            if r != t {
+                out.push((field.to_string(), r.to_string(), t.clone()));
+            }
+        }
+    };
+    eq("series", TAG_SERIES, Some(&rec.series));
+    eq("parent", TAG_PARENT, rec.parent.as_deref());
+    eq("run", TAG_RUN, rec.run.as_deref());
+    if let (Some(fp), Some(t)) = (rec.input_fingerprint.as_deref(), tags.get(TAG_FINGERPRINT)) {
+        if t.is_empty() || !fp.starts_with(t.as_str()) {
+            out.push((
+                "fingerprint".into(),
+                fp.chars().take(FINGERPRINT_TAG_LEN).collect(),
+                t.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// The tags a record says its image should carry (what `lineage relabel`
+/// writes).
+pub fn record_tags(rec: &BuildRecord) -> BTreeMap<String, String> {
+    let mut t = BTreeMap::new();
+    t.insert(TAG_SERIES.to_string(), rec.series.clone());
+    if let Some(p) = &rec.parent {
+        t.insert(TAG_PARENT.to_string(), p.clone());
+    }
+    if let Some(r) = &rec.run {
+        t.insert(TAG_RUN.to_string(), r.clone());
+    }
+    if let Some(f) = &rec.input_fingerprint {
+        t.insert(
+            TAG_FINGERPRINT.to_string(),
+            f.chars().take(FINGERPRINT_TAG_LEN).collect(),
+        );
+    }
+    t
+}
+
+/// A record built from a foreign image's tags (`csis state import`): the
+/// parent and fingerprint prefix from the tags, mods unknown, and NOT
+/// marked as having passed in-bake tests (a foreign image is often a failed
+/// bake), so it is never released without a fresh verification.
+pub fn record_from_tags(img: &SeenImage, runtime: &str, run: &str) -> Option<BuildRecord> {
+    let series = img.tags.get(TAG_SERIES)?.clone();
+    let mut r = BuildRecord::new(img.build_id.clone(), series, runtime);
+    r.name = img.name.clone();
+    r.parent = img.tags.get(TAG_PARENT).cloned();
+    r.input_fingerprint = img.tags.get(TAG_FINGERPRINT).cloned();
+    r.run = img.tags.get(TAG_RUN).cloned();
+    let list = |k: &str| -> Vec<String> {
+        img.tags
+            .get(k)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    r.capabilities.identity_types = list("csis_identity_types");
+    r.capabilities.storage_types = list("csis_storage_types");
+    r.tests.in_bake = false;
+    r.tests.assertions = 0;
+    r.imported = Some(true);
+    r.imported_by = Some(run.to_string());
+    Some(r)
+}
+
+fn pinned_by(pins: &Pins, build: &str) -> Vec<String> {
+    let mut v: Vec<String> = pins
+        .instances
+        .iter()
+        .filter(|(_, b)| b.as_str() == build)
+        .map(|(i, _)| format!("instance {i}"))
+        .collect();
+    v.extend(
+        pins.images
+            .iter()
+            .filter(|(_, b)| b.as_str() == build)
+            .map(|(k, _)| format!("image {k}")),
+    );
+    v
+}
+
+/// Compare records with what the runtimes answered. `recorded_runtimes_known`
+/// is the set of runtimes declared in the tree: a record on another runtime
+/// gets an `unavailable` line (it was not asked), never a `missing`.
+pub fn judge(
+    records: Records<'_>,
+    views: &[RuntimeView],
+    declared: &BTreeSet<String>,
+    run: Option<&str>,
+) -> StateReport {
+    let mut drift = Vec::new();
+    let mut unavailable = BTreeSet::new();
+    let mut notes = BTreeSet::new();
+    let mut reality_images = serde_json::Map::new();
+    let mut reality_instances = serde_json::Map::new();
+    let l = records.lineage;
+    let recorded: BTreeSet<&str> = l.builds.iter().map(|b| b.build_id.as_str()).collect();
+
+    for v in views {
+        let rt = v.runtime.as_str();
+        match &v.images {
+            Err(why) => {
+                unavailable.insert(format!("images/{rt}: {why}"));
+            }
+            Ok(images) => {
+                reality_images.insert(
+                    rt.to_string(),
+                    serde_json::to_value(images).unwrap_or(Value::Null),
+                );
+                let present: BTreeMap<&str, &SeenImage> =
+                    images.iter().map(|i| (i.build_id.as_str(), i)).collect();
+                for rec in l.builds.iter().filter(|b| b.runtime.as_deref() == Some(rt)) {
+                    match present.get(rec.build_id.as_str()) {
+                        None => {
+                            let by = pinned_by(records.pins, &rec.build_id);
+                            drift.push(Drift {
+                                kind: "image".into(),
+                                name: format!("{}@{rt}", rec.build_id),
+                                drift: "missing".into(),
+                                detail: if by.is_empty() {
+                                    format!("recorded build of {} is gone from {rt}", rec.series)
+                                } else {
+                                    format!(
+                                        "recorded build of {} is gone from {rt}; pinned by {}",
+                                        rec.series,
+                                        by.join(", ")
+                                    )
+                                },
+                                hard: !by.is_empty(),
+                            });
+                        }
+                        Some(img) => {
+                            let d = tag_disagreements(rec, &img.tags);
+                            if !d.is_empty() {
+                                drift.push(Drift {
+                                    kind: "image".into(),
+                                    name: format!("{}@{rt}", rec.build_id),
+                                    drift: "changed".into(),
+                                    detail: d
+                                        .iter()
+                                        .map(|(f, r, t)| format!("{f}: lineage={r} tag={t}"))
+                                        .collect::<Vec<_>>()
+                                        .join("; ")
+                                        + " (csis lineage relabel)",
+                                    hard: false,
+                                });
+                            }
+                        }
+                    }
+                }
+                for img in images {
+                    if !recorded.contains(img.build_id.as_str()) {
+                        drift.push(Drift {
+                            kind: "image".into(),
+                            name: format!("{}@{rt}", img.build_id),
+                            drift: "foreign".into(),
+                            detail: format!(
+                                "tagged {} ({}) but not recorded: `csis state import` adopts it, or remove it by hand",
+                                img.tags.get(TAG_SERIES).map(String::as_str).unwrap_or("?"),
+                                img.name.as_deref().unwrap_or("no name")
+                            ),
+                            hard: false,
+                        });
+                    }
+                }
+            }
+        }
+        match &v.instances {
+            None => {}
+            Some(Err(why)) => {
+                unavailable.insert(format!("instances/{rt}: {why}"));
+            }
+            Some(Ok(instances)) => {
+                reality_instances.insert(
+                    rt.to_string(),
+                    serde_json::to_value(instances).unwrap_or(Value::Null),
+                );
+                for i in instances {
+                    let name = i.name.clone().unwrap_or_else(|| i.id.clone());
+                    let Some(img) = i.image.as_deref() else {
+                        continue;
+                    };
+                    if let Some(rv) = records.revocations.get(img) {
+                        drift.push(Drift {
+                            kind: "instance".into(),
+                            name: format!("{name}@{rt}"),
+                            drift: "revoked".into(),
+                            detail: format!(
+                                "runs revoked build {img}{} ({})",
+                                rv.reason
+                                    .as_deref()
+                                    .map(|r| format!(": {r}"))
+                                    .unwrap_or_default(),
+                                i.power
+                            ),
+                            hard: false,
+                        });
+                    }
+                    if i.power == "stopped" {
+                        notes.insert(format!("instance {name}@{rt}: switched off; not drift"));
+                    }
+                }
+            }
+        }
+    }
+
+    // Records on runtimes nobody was asked about: say so.
+    let asked: BTreeSet<&str> = views.iter().map(|v| v.runtime.as_str()).collect();
+    for rt in l
+        .builds
+        .iter()
+        .filter_map(|b| b.runtime.as_deref())
+        .collect::<BTreeSet<_>>()
+    {
+        if !asked.contains(rt) {
+            if declared.contains(rt) {
+                unavailable.insert(format!("images/{rt}: not asked"));
+            } else {
+                unavailable.insert(format!(
+                    "images/{rt}: lineage records builds on {rt}, which this tree does not declare"
+                ));
+            }
+        }
+    }
+
+    // Pins.
+    for (inst, b) in &records.pins.instances {
+        if !recorded.contains(b.as_str()) {
+            drift.push(Drift {
+                kind: "pin".into(),
+                name: format!("instance {inst}"),
+                drift: "missing".into(),
+                detail: format!("pinned to {b}, which lineage does not record"),
+                hard: true,
+            });
+        }
+    }
+    for (key, b) in &records.pins.images {
+        if !recorded.contains(b.as_str()) {
+            drift.push(Drift {
+                kind: "pin".into(),
+                name: key.clone(),
+                drift: "missing".into(),
+                detail: format!("pinned to {b}, which lineage does not record"),
+                hard: true,
+            });
+            continue;
+        }
+        if records.revocations.is_revoked(b) {
+            notes.insert(format!(
+                "image pin {key} names revoked build {b}: its next bake needs a new parent build"
+            ));
+        }
+        let Some((image, rt)) = key.split_once('@') else {
+            continue;
+        };
+        let Some(parent) = records.image_parents.get(image) else {
+            continue;
+        };
+        if let Some(head) = head_unrevoked(l, records.revocations, parent, rt) {
+            if head.build_id != *b {
+                drift.push(Drift {
+                    kind: "image".into(),
+                    name: key.clone(),
+                    drift: "stale".into(),
+                    detail: format!(
+                        "pinned to {b}, behind {parent}'s head {} on {rt} (csis upgrade image, or parent_policy: follow)",
+                        head.build_id
+                    ),
+                    hard: false,
+                });
+            }
+        }
+    }
+
+    drift.sort_by(|a, b| (&a.kind, &a.name, &a.drift).cmp(&(&b.kind, &b.name, &b.drift)));
+    let mut summary = BTreeMap::new();
+    for k in ["missing", "foreign", "changed", "stale", "revoked"] {
+        summary.insert(k.to_string(), drift.iter().filter(|d| d.drift == k).count());
+    }
+    let mut reality = json!({ "images": reality_images });
+    if !reality_instances.is_empty() {
+        reality["instances"] = Value::Object(reality_instances);
+    }
+    StateReport {
+        run: run.map(str::to_string),
+        reality,
+        drift,
+        unavailable: unavailable.into_iter().collect(),
+        notes: notes.into_iter().collect(),
+        summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: &str, series: &str, parent: &str) -> BuildRecord {
+        let mut r = BuildRecord::new(id, series, "rt");
+        r.parent = Some(parent.into());
+        r.run = Some("run1".into());
+        r.input_fingerprint = Some(format!("{}{}", "ab".repeat(8), "0".repeat(48)));
+        r
+    }
+
+    fn seen(rec: &BuildRecord) -> SeenImage {
+        SeenImage {
+            build_id: rec.build_id.clone(),
+            name: Some(format!("{}-x", rec.series)),
+            created: None,
+            tags: record_tags(rec),
+        }
+    }
+
+    struct Fx {
+        l: Lineage,
+        p: Pins,
+        r: Revocations,
+        parents: BTreeMap<String, String>,
+    }
+
+    fn fx() -> Fx {
+        let mut l = Lineage::default();
+        l.add_build(rec("b1", "base", "vendor"));
+        l.add_build(rec("w1", "web", "b1"));
+        let mut p = Pins::default();
+        p.images.insert("web@rt".into(), "b1".into());
+        Fx {
+            l,
+            p,
+            r: Revocations::default(),
+            parents: [("web".to_string(), "base".to_string())].into(),
+        }
+    }
+
+    fn run(f: &Fx, views: Vec<RuntimeView>) -> StateReport {
+        let recs = Records {
+            lineage: &f.l,
+            pins: &f.p,
+            revocations: &f.r,
+            image_parents: &f.parents,
+        };
+        judge(recs, &views, &["rt".to_string()].into(), Some("r"))
+    }
+
+    fn view(images: Vec<SeenImage>) -> RuntimeView {
+        RuntimeView {
+            runtime: "rt".into(),
+            images: Ok(images),
+            instances: None,
+        }
+    }
+
+    #[test]
+    fn agreement() {
+        let f = fx();
+        let imgs = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs)]);
+        assert!(rep.drift.is_empty(), "{:?}", rep.drift);
+        assert!(!rep.has_hard() && !rep.strict_fails());
+        assert_eq!(rep.lines(), vec!["no drift: records and reality agree"]);
+    }
+
+    #[test]
+    fn missing_foreign_changed_stale_and_pins() {
+        let mut f = fx();
+        // b1 gone (pinned by web@rt -> hard); w1 re-tagged differently; foreign z
+        let mut w = seen(f.l.find("w1").unwrap());
+        w.tags.insert(TAG_PARENT.into(), "series:base".into());
+        w.tags.insert(TAG_FINGERPRINT.into(), "ffff".into());
+        w.tags.remove(TAG_RUN); // never carried: not drift
+        let z = SeenImage {
+            build_id: "z".into(),
+            name: None,
+            created: None,
+            tags: [(TAG_SERIES.to_string(), "web".to_string())].into(),
+        };
+        f.p.instances.insert("vm".into(), "gone".into());
+        let rep = run(&f, vec![view(vec![w, z])]);
+        let kinds: Vec<_> = rep
+            .drift
+            .iter()
+            .map(|d| (d.kind.as_str(), d.name.as_str(), d.drift.as_str(), d.hard))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("image", "b1@rt", "missing", true),
+                ("image", "w1@rt", "changed", false),
+                ("image", "z@rt", "foreign", false),
+                ("pin", "instance vm", "missing", true),
+            ]
+        );
+        assert!(rep.drift[1]
+            .detail
+            .contains("parent: lineage=b1 tag=series:base"));
+        assert!(rep.drift[1].detail.contains("fingerprint"));
+        assert!(!rep.drift[1].detail.contains("run:"));
+        assert!(rep.has_hard());
+        assert_eq!(rep.summary["missing"], 2);
+        assert!(rep.lines().iter().any(|l| l.ends_with("[HARD]")));
+    }
+
+    #[test]
+    fn stale_pin_and_unpinned_missing_is_soft() {
+        let mut f = fx();
+        f.l.add_build(rec("b2", "base", "vendor"));
+        let imgs: Vec<_> =
+            f.l.builds
+                .iter()
+                .filter(|b| b.build_id != "w1")
+                .map(seen)
+                .collect();
+        let rep = run(&f, vec![view(imgs)]);
+        let w1 = rep.drift.iter().find(|d| d.name == "w1@rt").unwrap();
+        assert_eq!((w1.drift.as_str(), w1.hard), ("missing", false));
+        let st = rep.drift.iter().find(|d| d.drift == "stale").unwrap();
+        assert_eq!(st.name, "web@rt");
+        assert!(st.detail.contains("b2"));
+        assert!(!rep.has_hard());
+        assert!(rep.strict_fails());
+        // stale alone does not fail --strict
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs)]);
+        assert_eq!(rep.drift.len(), 1);
+        assert!(!rep.strict_fails());
+    }
+
+    #[test]
+    fn silence_is_never_a_claim() {
+        let f = fx();
+        let rep = run(
+            &f,
+            vec![RuntimeView {
+                runtime: "rt".into(),
+                images: Err("daemon not reachable".into()),
+                instances: Some(Err("no".into())),
+            }],
+        );
+        assert!(rep.drift.is_empty());
+        assert_eq!(
+            rep.unavailable,
+            vec!["images/rt: daemon not reachable", "instances/rt: no"]
+        );
+        // a runtime nobody asked
+        let rep = run(&f, vec![]);
+        assert_eq!(rep.unavailable, vec!["images/rt: not asked"]);
+        assert!(rep.drift.is_empty());
+    }
+
+    #[test]
+    fn revoked_instances_and_notes() {
+        let mut f = fx();
+        crate::revocations::revoke(&f.l, &mut f.r, "w1", false, Some("cve-1"), None).unwrap();
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(
+            &f,
+            vec![RuntimeView {
+                runtime: "rt".into(),
+                images: Ok(imgs),
+                instances: Some(Ok(vec![
+                    SeenInstance {
+                        id: "c1".into(),
+                        name: Some("vm".into()),
+                        image: Some("w1".into()),
+                        power: "running".into(),
+                    },
+                    SeenInstance {
+                        id: "c2".into(),
+                        name: None,
+                        image: Some("b1".into()),
+                        power: "stopped".into(),
+                    },
+                ])),
+            }],
+        );
+        assert_eq!(rep.drift.len(), 1);
+        assert_eq!(rep.drift[0].drift, "revoked");
+        assert!(rep.drift[0].detail.contains("cve-1"));
+        assert_eq!(rep.notes, vec!["instance c2@rt: switched off; not drift"]);
+    }
+
+    #[test]
+    fn import_record_from_tags() {
+        let f = fx();
+        let mut img = seen(f.l.find("w1").unwrap());
+        img.tags
+            .insert("csis_identity_types".into(), "posix, opa".into());
+        let r = record_from_tags(&img, "rt", "run9").unwrap();
+        assert_eq!(r.series, "web");
+        assert_eq!(r.parent.as_deref(), Some("b1"));
+        assert_eq!(r.input_fingerprint.as_deref(), Some("abababababababab"));
+        assert_eq!(r.capabilities.identity_types, vec!["posix", "opa"]);
+        assert!(!r.tests.in_bake);
+        assert_eq!(r.imported, Some(true));
+        // the imported record agrees with its image's tags
+        assert!(tag_disagreements(&r, &img.tags).is_empty());
+        let untagged = SeenImage {
+            build_id: "q".into(),
+            name: None,
+            created: None,
+            tags: BTreeMap::new(),
+        };
+        assert!(record_from_tags(&untagged, "rt", "x").is_none());
+    }
+}

@@ -1,0 +1,758 @@
+//! Retention and disposal plans (core.md §5.1, §5.2, §5.5, §5.6).
+//!
+//! Pure logic over the records: nothing here talks to a runtime. The CLI
+//! (`csis dispose image`, the retention at the end of `csis build`) computes
+//! a [`DisposePlan`] with [`plan_dispose`], checks live references, then
+//! disposes in the plan's order (children before parents) and, for each
+//! disposal read back from the runtime, calls [`forget_build`].
+//!
+//! Invariants (held by [`plan_dispose`], checked by a property test):
+//! - a retention plan never holds a build that is a current release (any
+//!   model), pinned by an instance or an image, recorded as launched, or
+//!   younger than `--min-age`: those are retention *debt*, kept and reported;
+//! - an explicit plan (ids, `--all`) never holds an instance-pinned or
+//!   launched build: the whole request is refused before anything is deleted;
+//!   `--all` keeps current releases (only an explicit id disposes one);
+//! - every refusal is found before anything is deleted;
+//! - a build whose parent is also in the plan comes before its parent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::lineage::{BuildRecord, Lineage};
+use crate::pins::{PinMove, Pins};
+use crate::releases::Releases;
+use crate::revocations::read_meta_file;
+use crate::{age_days, CacheError, MetaState};
+
+pub const LAUNCH_PARAMS_FILE: &str = "launch-params.yaml";
+
+/// How many builds of a series survive on a runtime: 0 on an ephemeral
+/// runtime, else the image's `retention.keep`, else the runtime's
+/// `retention_keep`, else `None` (keep all). Base-image series have no
+/// `retention` field: pass `None` as `image_keep`.
+pub fn keep_for(
+    ephemeral: bool,
+    image_keep: Option<u32>,
+    runtime_keep: Option<u32>,
+) -> Option<u32> {
+    if ephemeral {
+        Some(0)
+    } else {
+        image_keep.or(runtime_keep)
+    }
+}
+
+/// `meta-state/launch-params.yaml` (read only here): which build each
+/// instance was launched from. Any launch record's `build` protects it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LaunchParams {
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub instances: BTreeMap<String, Value>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl LaunchParams {
+    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
+        read_meta_file(meta, LAUNCH_PARAMS_FILE)
+    }
+
+    /// `build -> [instance]` for every launch record naming a build.
+    pub fn launched(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (inst, v) in &self.instances {
+            if let Some(b) = v.get("build").and_then(Value::as_str) {
+                if b != "unbound" && !b.is_empty() {
+                    out.entry(b.to_string()).or_default().push(inst.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What protects builds from disposal, gathered from the records.
+#[derive(Debug, Clone, Default)]
+pub struct Protections {
+    /// build -> models it is the current release of.
+    pub released: BTreeMap<String, Vec<String>>,
+    /// build -> instances pinned to it.
+    pub instance_pins: BTreeMap<String, Vec<String>>,
+    /// build -> image pin keys (`image@runtime`) pinned to it.
+    pub image_pins: BTreeMap<String, Vec<String>>,
+    /// build -> instances launched from it.
+    pub launched: BTreeMap<String, Vec<String>>,
+}
+
+impl Protections {
+    pub fn from_records(pins: &Pins, releases: &Releases, launches: &LaunchParams) -> Self {
+        let mut p = Protections::default();
+        for (model, m) in &releases.current {
+            for b in m.values() {
+                p.released.entry(b.clone()).or_default().push(model.clone());
+            }
+        }
+        for (inst, b) in &pins.instances {
+            p.instance_pins
+                .entry(b.clone())
+                .or_default()
+                .push(inst.clone());
+        }
+        for (key, b) in &pins.images {
+            p.image_pins.entry(b.clone()).or_default().push(key.clone());
+        }
+        p.launched = launches.launched();
+        p
+    }
+
+    /// Why an automatic plan (retention) keeps this build, if it does.
+    pub fn retention_keeps(&self, build: &str) -> Option<String> {
+        if let Some(m) = self.released.get(build) {
+            return Some(format!(
+                "RELEASED build ({}), kept by decision; dispose explicitly",
+                m.join(", ")
+            ));
+        }
+        if let Some(i) = self.instance_pins.get(build) {
+            return Some(format!("pinned to instance {}", i.join(", ")));
+        }
+        if let Some(i) = self.launched.get(build) {
+            return Some(format!("launched from by instance {}", i.join(", ")));
+        }
+        if let Some(i) = self.image_pins.get(build) {
+            return Some(format!("pinned as the parent of image {}", i.join(", ")));
+        }
+        None
+    }
+}
+
+/// What to dispose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Explicit build ids.
+    Ids(Vec<String>),
+    /// Every recorded build on `--runtime`.
+    All,
+    /// The retention plan.
+    Retention,
+}
+
+/// A `dispose image` request.
+#[derive(Debug, Clone)]
+pub struct DisposeRequest {
+    pub selection: Selection,
+    /// `--runtime RT`.
+    pub runtime: Option<String>,
+    /// `--min-age DAYS`: never dispose a build younger than this.
+    pub min_age_days: Option<u64>,
+}
+
+/// One build in a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DisposeItem {
+    pub build_id: String,
+    pub series: String,
+    pub runtime: String,
+    pub parent: Option<String>,
+    pub run: Option<String>,
+    /// Image pin keys that will be removed with it.
+    pub image_pins: Vec<String>,
+}
+
+/// A build kept although a plan would drop it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Debt {
+    pub build_id: String,
+    pub series: String,
+    pub runtime: String,
+    pub reason: String,
+}
+
+/// The plan: what to dispose, in order (children first), and what is kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DisposePlan {
+    pub items: Vec<DisposeItem>,
+    pub debt: Vec<Debt>,
+}
+
+impl DisposePlan {
+    /// Runtimes the plan touches.
+    pub fn runtimes(&self) -> BTreeSet<String> {
+        self.items.iter().map(|i| i.runtime.clone()).collect()
+    }
+}
+
+/// Why a dispose request was refused (all found before anything is deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The records a plan reads.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInputs<'a> {
+    pub lineage: &'a Lineage,
+    pub protections: &'a Protections,
+    /// Runtimes declared in the tree (a record naming another is refused).
+    pub configured_runtimes: &'a BTreeSet<String>,
+    pub now: SystemTime,
+}
+
+fn too_young(rec: &BuildRecord, min_age: Option<u64>, now: SystemTime) -> Option<String> {
+    let min = min_age?;
+    match rec.run.as_deref().and_then(|r| age_days(r, now)) {
+        Some(age) if age >= min => None,
+        Some(age) => Some(format!("{age} day(s) old, younger than --min-age {min}")),
+        None => Some(format!("age unknown (run {:?}), --min-age {min}", rec.run)),
+    }
+}
+
+fn item(rec: &BuildRecord, runtime: &str, p: &Protections) -> DisposeItem {
+    DisposeItem {
+        build_id: rec.build_id.clone(),
+        series: rec.series.clone(),
+        runtime: runtime.to_string(),
+        parent: rec.parent.clone(),
+        run: rec.run.clone(),
+        image_pins: p.image_pins.get(&rec.build_id).cloned().unwrap_or_default(),
+    }
+}
+
+fn debt(rec: &BuildRecord, runtime: &str, reason: String) -> Debt {
+    Debt {
+        build_id: rec.build_id.clone(),
+        series: rec.series.clone(),
+        runtime: runtime.to_string(),
+        reason,
+    }
+}
+
+/// The retention plan (core.md §5.2): per (series, runtime) with a keep
+/// count, the oldest `len - keep` builds (by run id, then append order) are
+/// dropped; each dropped build is disposable unless protected (debt).
+/// `keep(series, runtime)` answers [`keep_for`]. Records without a runtime
+/// are never planned (where they live is unknown).
+pub fn retention_plan(
+    inp: PlanInputs<'_>,
+    runtime: Option<&str>,
+    min_age: Option<u64>,
+    keep: &dyn Fn(&str, &str) -> Option<u32>,
+) -> DisposePlan {
+    let mut groups: BTreeMap<(String, String), Vec<(usize, &BuildRecord)>> = BTreeMap::new();
+    for (i, b) in inp.lineage.builds.iter().enumerate() {
+        let Some(rt) = b.runtime.as_deref() else {
+            continue;
+        };
+        if runtime.is_some_and(|r| r != rt) {
+            continue;
+        }
+        groups
+            .entry((b.series.clone(), rt.to_string()))
+            .or_default()
+            .push((i, b));
+    }
+    let mut plan = DisposePlan::default();
+    for ((series, rt), mut builds) in groups {
+        let Some(k) = keep(&series, &rt) else {
+            continue;
+        };
+        let k = k as usize;
+        if builds.len() <= k {
+            continue;
+        }
+        builds.sort_by(|a, b| {
+            let ra = a.1.run.as_deref().unwrap_or("");
+            let rb = b.1.run.as_deref().unwrap_or("");
+            ra.cmp(rb).then(a.0.cmp(&b.0))
+        });
+        let drop = builds.len() - k;
+        for (_, rec) in builds.into_iter().take(drop) {
+            if let Some(why) = inp.protections.retention_keeps(&rec.build_id) {
+                plan.debt.push(debt(rec, &rt, why));
+            } else if let Some(why) = too_young(rec, min_age, inp.now) {
+                plan.debt.push(debt(rec, &rt, why));
+            } else {
+                plan.items.push(item(rec, &rt, inp.protections));
+            }
+        }
+    }
+    plan.items = children_first(plan.items, inp.lineage);
+    plan
+}
+
+/// Plan a `dispose image` request; every refusal is collected before
+/// returning, so nothing is deleted when any applies.
+pub fn plan_dispose(
+    inp: PlanInputs<'_>,
+    req: &DisposeRequest,
+    keep: &dyn Fn(&str, &str) -> Option<u32>,
+) -> Result<DisposePlan, Vec<Refusal>> {
+    let mut refusals = Vec::new();
+    let mut plan = DisposePlan::default();
+    let rt_filter = req.runtime.as_deref();
+    if let Some(rt) = rt_filter {
+        if !inp.configured_runtimes.contains(rt) {
+            refusals.push(Refusal(format!(
+                "runtime {rt} is not configured in this tree"
+            )));
+        }
+    }
+    match &req.selection {
+        Selection::Retention => {
+            plan = retention_plan(inp, rt_filter, req.min_age_days, keep);
+        }
+        Selection::All => {
+            let Some(rt) = rt_filter else {
+                refusals.push(Refusal(
+                    "--all needs --runtime RT (disposing every build everywhere is never implied)"
+                        .into(),
+                ));
+                return Err(refusals);
+            };
+            for rec in inp
+                .lineage
+                .builds
+                .iter()
+                .filter(|b| b.runtime.as_deref() == Some(rt))
+            {
+                if let Some(m) = inp.protections.released.get(&rec.build_id) {
+                    plan.debt.push(debt(
+                        rec,
+                        rt,
+                        format!(
+                            "RELEASED build ({}), kept by decision; dispose explicitly",
+                            m.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+                if let Some(why) = too_young(rec, req.min_age_days, inp.now) {
+                    plan.debt.push(debt(rec, rt, why));
+                    continue;
+                }
+                refuse_in_use(rec, inp.protections, &mut refusals);
+                plan.items.push(item(rec, rt, inp.protections));
+            }
+        }
+        Selection::Ids(ids) => {
+            let mut seen = BTreeSet::new();
+            for id in ids {
+                if !seen.insert(id.as_str()) {
+                    continue;
+                }
+                let Some(rec) = inp.lineage.find(id) else {
+                    refusals.push(Refusal(format!(
+                        "build {id} is not recorded in lineage: adopt it with `csis state import` \
+                         or leave it to the orphan sweep; an unrecorded image is never deleted blind"
+                    )));
+                    continue;
+                };
+                let Some(rt) = rec.runtime.as_deref() else {
+                    refusals.push(Refusal(format!(
+                        "build {id} ({}) records no runtime: cannot tell where it lives",
+                        rec.series
+                    )));
+                    continue;
+                };
+                if let Some(f) = rt_filter {
+                    if f != rt {
+                        refusals.push(Refusal(format!(
+                            "build {id} ({}) is on runtime {rt}, not {f}",
+                            rec.series
+                        )));
+                        continue;
+                    }
+                }
+                if !inp.configured_runtimes.contains(rt) {
+                    refusals.push(Refusal(format!(
+                        "build {id} ({}) is recorded on runtime {rt}, which is not configured in this tree",
+                        rec.series
+                    )));
+                    continue;
+                }
+                if let Some(why) = too_young(rec, req.min_age_days, inp.now) {
+                    refusals.push(Refusal(format!("build {id} ({}): {why}", rec.series)));
+                    continue;
+                }
+                refuse_in_use(rec, inp.protections, &mut refusals);
+                plan.items.push(item(rec, rt, inp.protections));
+            }
+        }
+    }
+    // A record on an unconfigured runtime never reaches a plan.
+    for it in &plan.items {
+        if !inp.configured_runtimes.contains(&it.runtime)
+            && !refusals.iter().any(|r| r.0.contains(&it.runtime))
+        {
+            refusals.push(Refusal(format!(
+                "build {} ({}) is recorded on runtime {}, which is not configured in this tree",
+                it.build_id, it.series, it.runtime
+            )));
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(refusals);
+    }
+    plan.items = children_first(plan.items, inp.lineage);
+    Ok(plan)
+}
+
+fn refuse_in_use(rec: &BuildRecord, p: &Protections, refusals: &mut Vec<Refusal>) {
+    if let Some(i) = p.instance_pins.get(&rec.build_id) {
+        refusals.push(Refusal(format!(
+            "build {} ({}) is pinned to instance {}: decommission first",
+            rec.build_id,
+            rec.series,
+            i.join(", ")
+        )));
+    }
+    if let Some(i) = p.launched.get(&rec.build_id) {
+        refusals.push(Refusal(format!(
+            "build {} ({}) is recorded as launched by instance {}: decommission first",
+            rec.build_id,
+            rec.series,
+            i.join(", ")
+        )));
+    }
+}
+
+/// Order items so that a build with an ancestor (through the lineage's
+/// `parent` links, planned or not) in the list comes before that ancestor.
+/// Stable otherwise: more planned ancestors first, then the newer run first,
+/// then build id.
+pub fn children_first(items: Vec<DisposeItem>, lineage: &Lineage) -> Vec<DisposeItem> {
+    let planned: BTreeSet<&str> = items.iter().map(|i| i.build_id.as_str()).collect();
+    let depth = |it: &DisposeItem| {
+        let mut d = 0usize;
+        let mut cur = it.parent.clone();
+        let mut seen = BTreeSet::new();
+        while let Some(p) = cur {
+            if !seen.insert(p.clone()) {
+                break;
+            }
+            if planned.contains(p.as_str()) {
+                d += 1;
+            }
+            cur = lineage.find(&p).and_then(|r| r.parent.clone());
+        }
+        d
+    };
+    let mut keyed: Vec<(usize, DisposeItem)> =
+        items.iter().map(|i| (depth(i), i.clone())).collect();
+    keyed.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| b.1.run.cmp(&a.1.run))
+            .then_with(|| a.1.build_id.cmp(&b.1.build_id))
+    });
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+/// After a disposal read back from the runtime: remove the record and every
+/// image pin to the build (journaled `op: dispose`). Returns the image pin
+/// keys removed. The record goes (git history keeps it), as in the original.
+pub fn forget_build(
+    lineage: &mut Lineage,
+    pins: &mut Pins,
+    build_id: &str,
+    run: Option<&str>,
+) -> Vec<String> {
+    lineage.builds.retain(|b| b.build_id != build_id);
+    let keys: Vec<String> = pins
+        .images
+        .iter()
+        .filter(|(_, b)| b.as_str() == build_id)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &keys {
+        pins.images.remove(k);
+        let (name, runtime) = match k.split_once('@') {
+            Some((n, r)) => (n.to_string(), Some(r.to_string())),
+            None => (k.clone(), None),
+        };
+        pins.upgrades.push(PinMove {
+            kind: "image".into(),
+            name,
+            from: Some(build_id.to_string()),
+            to: String::new(),
+            run: run.map(str::to_string),
+            op: "dispose".into(),
+            runtime,
+            extra: BTreeMap::new(),
+        });
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn rec(id: &str, series: &str, rt: &str, parent: &str, run: &str) -> BuildRecord {
+        let mut r = BuildRecord::new(id, series, rt);
+        r.parent = Some(parent.into());
+        r.run = Some(run.into());
+        r
+    }
+
+    fn now() -> SystemTime {
+        crate::parse_run_id("2026_11_30t00_00_00_000000").unwrap()
+    }
+
+    fn lineage() -> Lineage {
+        let mut l = Lineage::default();
+        l.add_build(rec(
+            "b1",
+            "base",
+            "rt",
+            "vendor",
+            "2026_11_01t00_00_00_000000",
+        ));
+        l.add_build(rec(
+            "b2",
+            "base",
+            "rt",
+            "vendor",
+            "2026_11_02t00_00_00_000000",
+        ));
+        l.add_build(rec(
+            "b3",
+            "base",
+            "rt",
+            "vendor",
+            "2026_11_03t00_00_00_000000",
+        ));
+        l.add_build(rec(
+            "b4",
+            "base",
+            "rt",
+            "vendor",
+            "2026_11_29t00_00_00_000000",
+        ));
+        l.add_build(rec("w1", "web", "rt", "b1", "2026_11_01t01_00_00_000000"));
+        l.add_build(rec("w2", "web", "rt", "b2", "2026_11_02t01_00_00_000000"));
+        l.add_build(rec(
+            "x1",
+            "base",
+            "other",
+            "vendor",
+            "2026_11_01t00_00_00_000000",
+        ));
+        l
+    }
+
+    fn rts() -> BTreeSet<String> {
+        ["rt".to_string(), "other".to_string()].into()
+    }
+
+    #[test]
+    fn keep_order() {
+        assert_eq!(keep_for(true, Some(3), Some(5)), Some(0));
+        assert_eq!(keep_for(false, Some(3), Some(5)), Some(3));
+        assert_eq!(keep_for(false, None, Some(5)), Some(5));
+        assert_eq!(keep_for(false, None, None), None);
+    }
+
+    #[test]
+    fn retention_keeps_newest_and_protects() {
+        let l = lineage();
+        let mut pins = Pins::default();
+        pins.instances.insert("vm".into(), "b2".into());
+        let mut rel = Releases::default();
+        rel.current
+            .entry("prod".into())
+            .or_default()
+            .insert("base".into(), "b1".into());
+        let p = Protections::from_records(&pins, &rel, &LaunchParams::default());
+        let inp = PlanInputs {
+            lineage: &l,
+            protections: &p,
+            configured_runtimes: &rts(),
+            now: now(),
+        };
+        // keep 1 of base on rt: b1 (released), b2 (pinned) debt; b3 disposable
+        let plan = retention_plan(inp, Some("rt"), None, &|s, _| (s == "base").then_some(1));
+        assert_eq!(
+            plan.items
+                .iter()
+                .map(|i| i.build_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b3"]
+        );
+        assert_eq!(plan.debt.len(), 2);
+        assert!(plan.debt[0].reason.contains("RELEASED"));
+        assert!(plan.debt[1].reason.contains("instance vm"));
+        // runtime filter excludes `other`
+        assert!(plan.items.iter().all(|i| i.runtime == "rt"));
+        // min-age keeps young builds
+        let plan = retention_plan(inp, None, Some(30), &|_, _| Some(0));
+        assert!(plan.items.is_empty());
+        let free = Protections::default();
+        let inp_free = PlanInputs {
+            protections: &free,
+            ..inp
+        };
+        let plan = retention_plan(inp_free, None, Some(20), &|_, _| Some(0));
+        let ids: Vec<_> = plan.items.iter().map(|i| i.build_id.as_str()).collect();
+        // b4 is 1 day old: kept; w1/w2 come before their parents
+        assert!(!ids.contains(&"b4"));
+        let pos = |x: &str| ids.iter().position(|i| *i == x).unwrap();
+        assert!(pos("w1") < pos("b1"));
+        assert!(pos("w2") < pos("b2"));
+        // ephemeral: keep 0
+        let plan = retention_plan(inp, Some("other"), None, &|_, _| keep_for(true, None, None));
+        assert_eq!(plan.items.len(), 1);
+    }
+
+    #[test]
+    fn refusals_come_before_anything() {
+        let l = lineage();
+        let mut pins = Pins::default();
+        pins.instances.insert("vm".into(), "b2".into());
+        let mut launches = LaunchParams::default();
+        launches.instances.insert(
+            "vm2".into(),
+            serde_json::json!({"build": "b3", "launched": true}),
+        );
+        let p = Protections::from_records(&pins, &Releases::default(), &launches);
+        let only_rt: BTreeSet<String> = ["rt".to_string()].into();
+        let inp = PlanInputs {
+            lineage: &l,
+            protections: &p,
+            configured_runtimes: &only_rt,
+            now: now(),
+        };
+        let req = |sel: Selection, rt: Option<&str>| DisposeRequest {
+            selection: sel,
+            runtime: rt.map(str::to_string),
+            min_age_days: None,
+        };
+        let err = plan_dispose(
+            inp,
+            &req(
+                Selection::Ids(vec![
+                    "b1".into(),
+                    "zz".into(),
+                    "b2".into(),
+                    "b3".into(),
+                    "x1".into(),
+                ]),
+                None,
+            ),
+            &|_, _| None,
+        )
+        .unwrap_err();
+        let text: Vec<_> = err.iter().map(|r| r.0.clone()).collect();
+        assert_eq!(text.len(), 4, "{text:?}");
+        assert!(text[0].contains("zz") && text[0].contains("state import"));
+        assert!(text[1].contains("b2") && text[1].contains("instance vm"));
+        assert!(text[2].contains("b3") && text[2].contains("launched"));
+        assert!(text[3].contains("x1") && text[3].contains("not configured"));
+        let err = plan_dispose(inp, &req(Selection::All, None), &|_, _| None).unwrap_err();
+        assert!(err[0].0.contains("--all needs --runtime"));
+        let err = plan_dispose(
+            inp,
+            &req(Selection::Ids(vec!["w1".into()]), Some("other")),
+            &|_, _| None,
+        )
+        .unwrap_err();
+        assert!(err
+            .iter()
+            .any(|r| r.0.contains("not rt") || r.0.contains("not other")));
+        // explicit ok, children first, image pin listed
+        let mut pins2 = Pins::default();
+        pins2.images.insert("web@rt".into(), "b1".into());
+        let p2 = Protections::from_records(&pins2, &Releases::default(), &LaunchParams::default());
+        let inp2 = PlanInputs {
+            protections: &p2,
+            ..inp
+        };
+        let plan = plan_dispose(
+            inp2,
+            &req(Selection::Ids(vec!["b1".into(), "w1".into()]), None),
+            &|_, _| None,
+        )
+        .unwrap();
+        assert_eq!(plan.items[0].build_id, "w1");
+        assert_eq!(plan.items[1].build_id, "b1");
+        assert_eq!(plan.items[1].image_pins, vec!["web@rt"]);
+        // --all on rt refused because b2 pinned and b3 launched
+        assert!(plan_dispose(inp, &req(Selection::All, Some("rt")), &|_, _| None).is_err());
+        // min-age refuses an explicit young build
+        let young = DisposeRequest {
+            min_age_days: Some(5),
+            ..req(Selection::Ids(vec!["b4".into()]), None)
+        };
+        let err = plan_dispose(inp, &young, &|_, _| None).unwrap_err();
+        assert!(err[0].0.contains("younger than --min-age 5"));
+    }
+
+    #[test]
+    fn all_keeps_releases() {
+        let l = lineage();
+        let mut rel = Releases::default();
+        rel.current
+            .entry("default".into())
+            .or_default()
+            .insert("web".into(), "w2".into());
+        let p = Protections::from_records(&Pins::default(), &rel, &LaunchParams::default());
+        let inp = PlanInputs {
+            lineage: &l,
+            protections: &p,
+            configured_runtimes: &rts(),
+            now: now(),
+        };
+        let req = DisposeRequest {
+            selection: Selection::All,
+            runtime: Some("rt".into()),
+            min_age_days: None,
+        };
+        let plan = plan_dispose(inp, &req, &|_, _| None).unwrap();
+        assert_eq!(plan.items.len(), 5);
+        assert!(plan.items.iter().all(|i| i.build_id != "w2"));
+        assert_eq!(plan.debt[0].build_id, "w2");
+    }
+
+    #[test]
+    fn forget_removes_record_and_image_pins() {
+        let mut l = lineage();
+        let mut pins = Pins::default();
+        pins.images.insert("web@rt".into(), "b1".into());
+        pins.images.insert("app@rt".into(), "w1".into());
+        let removed = forget_build(&mut l, &mut pins, "b1", Some("r"));
+        assert_eq!(removed, vec!["web@rt"]);
+        assert!(l.find("b1").is_none());
+        assert_eq!(pins.images.len(), 1);
+        let j = pins.upgrades.last().unwrap();
+        assert_eq!(
+            (j.op.as_str(), j.name.as_str(), j.from.as_deref()),
+            ("dispose", "web", Some("b1"))
+        );
+    }
+
+    #[test]
+    fn launch_params_read() {
+        let t = tempfile::tempdir().unwrap();
+        let m = MetaState::of_tree(t.path());
+        std::fs::create_dir_all(m.dir()).unwrap();
+        std::fs::write(
+            m.dir().join(LAUNCH_PARAMS_FILE),
+            r#"{"instances": {"a": {"build": "b1"}, "b": {"build": "unbound"}, "c": {}}}"#,
+        )
+        .unwrap();
+        let lp = LaunchParams::load(&m).unwrap();
+        assert_eq!(
+            lp.launched(),
+            BTreeMap::from([("b1".to_string(), vec!["a".to_string()])])
+        );
+        let _ = UNIX_EPOCH + Duration::from_secs(1);
+    }
+}
