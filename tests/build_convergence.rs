@@ -1,0 +1,123 @@
+//! A first build bakes everything; a second build of the unchanged tree
+//! bakes nothing and does not even construct a runtime.
+
+mod build_support;
+use build_support::*;
+
+#[test]
+fn second_build_bakes_nothing() {
+    let t = tree("basic");
+    let d = t.path();
+    assert_eq!(due_bakes(&plan(d, &[])), ALL_BAKES.to_vec());
+
+    let (code, ev) = build(d, &[]);
+    assert_eq!(code, 0, "{ev:?}");
+    let s = summary(&ev);
+    assert_eq!(s["baked"], 7);
+    assert_eq!(s["failed"], 0);
+    assert_eq!(s["not_run"], 0);
+    let mut finished = labels(&ev, "finished", "bake");
+    finished.sort();
+    assert_eq!(finished, ALL_BAKES.to_vec());
+    assert_eq!(lineage(d).builds.len(), 7);
+    // Parents bake before children.
+    let pos = |l: &str| {
+        ev.iter()
+            .position(|e| e["event"] == "finished" && e["label"] == l)
+            .unwrap()
+    };
+    assert!(pos("//os/deb12@sim:bake") < pos("//images/web@sim:bake"));
+    assert!(pos("//images/web@sim:bake") < pos("//images/app@sim:bake"));
+    assert!(pos("//images/app@sim:bake") < pos("//images/tools@sim:bake"));
+    // Each bake's log.
+    let log = std::fs::read_to_string(d.join(".csis/logs/images_web@sim_bake.log")).unwrap();
+    assert!(log.contains("recorded dummy-"), "{log}");
+
+    let store_before = std::fs::read(d.join(".csis/dummy/sim.json")).unwrap();
+    let lineage_before = std::fs::read(d.join("meta-state/lineage.yaml")).unwrap();
+    let (code, ev) = build(d, &[]);
+    assert_eq!(code, 0);
+    let s = summary(&ev);
+    assert_eq!(s["baked"], 0);
+    assert_eq!(s["skipped"], 7);
+    assert_eq!(s["finished"], 0, "no resolve, emit or retag ran: {ev:?}");
+    assert!(ev
+        .iter()
+        .all(|e| e["event"] == "skipped" || e["event"] == "summary"));
+    // The runtime was not touched, and nothing was rewritten.
+    assert_eq!(
+        std::fs::read(d.join(".csis/dummy/sim.json")).unwrap(),
+        store_before
+    );
+    assert_eq!(
+        std::fs::read(d.join("meta-state/lineage.yaml")).unwrap(),
+        lineage_before
+    );
+    assert!(due_bakes(&plan(d, &[])).is_empty());
+}
+
+#[test]
+fn plan_changes_nothing_and_dry_run_records_nothing() {
+    let t = tree("basic");
+    let d = t.path();
+    csis(d).arg("plan").assert().success();
+    assert!(!d.join("meta-state").exists());
+    assert!(!d.join(".csis").exists());
+    let (code, ev) = build(d, &["--dry-run"]);
+    assert_eq!(code, 0);
+    assert_eq!(summary(&ev)["baked"], 0);
+    assert!(labels(&ev, "started", "bake").is_empty());
+    assert!(
+        labels(&ev, "started", "resolve").is_empty(),
+        "a dry run resolves nothing"
+    );
+    assert_eq!(labels(&ev, "finished", "emit").len(), 7);
+    assert!(lineage(d).builds.is_empty());
+    assert_eq!(due_bakes(&plan(d, &[])).len(), 7);
+}
+
+#[test]
+fn force_bake_rebakes_the_series_and_its_follow_descendants() {
+    let t = tree("basic");
+    let d = t.path();
+    assert_eq!(build(d, &[]).0, 0);
+    let before = bake_counts(d);
+    let (code, ev) = build(d, &["--force-bake", "web@sim"]);
+    assert_eq!(code, 0);
+    let mut baked = labels(&ev, "finished", "bake");
+    baked.sort();
+    assert_eq!(
+        baked,
+        vec![
+            "//images/app@sim:bake",
+            "//images/tools@sim:bake",
+            "//images/web@sim:bake"
+        ]
+    );
+    let after = bake_counts(d);
+    assert_eq!(after["web"], before["web"] + 1);
+    assert_eq!(after["app-pinned"], before["app-pinned"]);
+    // and it converges again
+    assert_eq!(summary(&build(d, &[]).1)["baked"], 0);
+}
+
+#[test]
+fn selecting_an_image_selects_its_ancestors_only() {
+    let t = tree("basic");
+    let d = t.path();
+    let (code, ev) = build(d, &["//images/app"]);
+    assert_eq!(code, 0);
+    let mut baked = labels(&ev, "finished", "bake");
+    baked.sort();
+    assert_eq!(
+        baked,
+        vec![
+            "//images/app@sim:bake",
+            "//images/web@sim:bake",
+            "//os/deb12@sim:bake"
+        ]
+    );
+    let out = csis(d).args(["plan", "//images/nope"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches nothing"));
+}

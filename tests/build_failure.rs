@@ -1,0 +1,69 @@
+//! A failed bake stops only its descendants; independent branches go on.
+
+mod build_support;
+use build_support::*;
+
+#[test]
+fn failure_stops_only_descendants() {
+    let t = tree("basic");
+    let d = t.path();
+    let out = csis(d)
+        .args(["build", "--json"])
+        .env("CSIS_DUMMY_FAIL", "web")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let ev = events(&out.stdout);
+    assert_eq!(labels(&ev, "failed", "bake"), vec!["//images/web@sim:bake"]);
+    let mut not_run = labels(&ev, "not_run", "bake");
+    not_run.sort();
+    assert_eq!(
+        not_run,
+        vec![
+            "//images/app-pinned@sim:bake",
+            "//images/app@sim:bake",
+            "//images/tools@sim:bake"
+        ]
+    );
+    let mut baked = labels(&ev, "finished", "bake");
+    baked.sort();
+    assert_eq!(
+        baked,
+        vec![
+            "//images/worker@sim:bake",
+            "//os/alma9@sim:bake",
+            "//os/deb12@sim:bake"
+        ]
+    );
+    let s = summary(&ev);
+    assert_eq!(s["failed"], 1);
+    assert_eq!(s["baked"], 3);
+    // only successful bakes are recorded
+    let l = lineage(d);
+    assert_eq!(l.builds.len(), 3);
+    assert!(l.head("web", "sim").is_none());
+
+    // the next build bakes exactly what is missing
+    let (code, ev) = build(d, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(summary(&ev)["baked"], 4);
+}
+
+#[test]
+fn fail_fast_stops_everything() {
+    let t = tree("basic");
+    let d = t.path();
+    set_bake_seconds(d, 0.3);
+    let out = csis(d)
+        .args(["build", "--json", "--fail-fast", "-j", "1"])
+        .env("CSIS_DUMMY_FAIL", "deb12")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let ev = events(&out.stdout);
+    let s = summary(&ev);
+    assert_eq!(s["failed"], 1);
+    // worker (independent of deb12) did not get to run after the failure
+    assert!(labels(&ev, "finished", "bake").len() <= 1, "{ev:#?}");
+    assert!(s["not_run"].as_u64().unwrap() >= 5);
+}

@@ -1,0 +1,154 @@
+//! Helpers shared by the graph_* and build_* integration tests: temp copies
+//! of the fixture trees under tests/fixtures/graph/, the real `csis` binary,
+//! JSON-lines events.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/graph")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+/// A temp copy of `tests/fixtures/graph/<name>`.
+pub fn tree(name: &str) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join(name), t.path());
+    t
+}
+
+/// The `csis` binary, working on `dir`, with no injected failures.
+pub fn csis(dir: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("csis").unwrap();
+    c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
+    c
+}
+
+/// The same, as a std Command (to spawn and kill).
+pub fn csis_std(dir: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("csis"));
+    c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
+    c
+}
+
+/// Parse JSON lines.
+pub fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+pub fn summary(ev: &[Value]) -> &Value {
+    let last = ev.last().expect("at least the summary");
+    assert_eq!(last["event"], "summary", "the summary comes last: {last}");
+    last
+}
+
+/// Labels of the events of one type and kind, in order.
+pub fn labels(ev: &[Value], event: &str, kind: &str) -> Vec<String> {
+    ev.iter()
+        .filter(|e| e["event"] == event && e["kind"] == kind)
+        .map(|e| e["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `csis build --json` (plus `extra` args); returns (exit code, events).
+pub fn build(dir: &Path, extra: &[&str]) -> (i32, Vec<Value>) {
+    let out = csis(dir)
+        .arg("build")
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), events(&out.stdout))
+}
+
+/// `csis plan --json`: label -> node.
+pub fn plan(dir: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = csis(dir)
+        .arg("plan")
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nodes"].as_array().unwrap().clone()
+}
+
+/// The due bake labels of a plan, sorted.
+pub fn due_bakes(nodes: &[Value]) -> Vec<String> {
+    let mut v: Vec<String> = nodes
+        .iter()
+        .filter(|n| n["kind"] == "bake" && n["due"] == true)
+        .map(|n| n["label"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Set the dummy runtime's `bake_seconds`.
+pub fn set_bake_seconds(dir: &Path, secs: f64) {
+    let p = dir.join("cfg/runtime-builders.yml");
+    let s = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, format!("{s}    bake_seconds: {secs}\n")).unwrap();
+}
+
+/// The dummy runtime's store (`.csis/dummy/sim.json`).
+pub fn store(dir: &Path) -> Value {
+    match std::fs::read(dir.join(".csis/dummy/sim.json")) {
+        Ok(b) => serde_json::from_slice(&b).unwrap(),
+        Err(_) => serde_json::json!({"bakes": [], "images": {}}),
+    }
+}
+
+/// Successful dummy bakes per series.
+pub fn bake_counts(dir: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for b in store(dir)["bakes"].as_array().unwrap() {
+        if b["ok"] == true {
+            *m.entry(b["series"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// The lineage as JSON (through the YAML reader of csis-cache).
+pub fn lineage(dir: &Path) -> csis_cache::Lineage {
+    csis_cache::MetaState::of_tree(dir).lineage().unwrap()
+}
+
+pub fn pins(dir: &Path) -> csis_cache::Pins {
+    csis_cache::MetaState::of_tree(dir).pins().unwrap()
+}
+
+pub const ALL_BAKES: [&str; 7] = [
+    "//images/app-pinned@sim:bake",
+    "//images/app@sim:bake",
+    "//images/tools@sim:bake",
+    "//images/web@sim:bake",
+    "//images/worker@sim:bake",
+    "//os/alma9@sim:bake",
+    "//os/deb12@sim:bake",
+];
