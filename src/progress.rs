@@ -78,11 +78,17 @@ impl Tty {
     fn event(&self, e: &Event) {
         let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
         match e {
-            Event::Started { label, kind, reason } if kind == "bake" => {
+            Event::Started {
+                label,
+                kind,
+                reason,
+            } if kind == "bake" => {
                 let b = self.multi.add(ProgressBar::new_spinner());
                 b.set_style(
-                    ProgressStyle::with_template("{spinner} [{elapsed:>4}] {prefix} {wide_msg:.dim}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    ProgressStyle::with_template(
+                        "{spinner} [{elapsed:>4}] {prefix} {wide_msg:.dim}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                 );
                 b.set_prefix(label.to_string());
                 b.set_message(reason.clone());
@@ -98,9 +104,10 @@ impl Tty {
                     b.finish_and_clear();
                 }
                 if kind == "bake" {
-                    let _ = self
-                        .multi
-                        .println(format!("baked   {label} in {:.1}s", *elapsed_ms as f64 / 1000.0));
+                    let _ = self.multi.println(format!(
+                        "baked   {label} in {:.1}s",
+                        *elapsed_ms as f64 / 1000.0
+                    ));
                 }
             }
             Event::Failed {

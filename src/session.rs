@@ -67,7 +67,10 @@ impl Session {
                 .map(|p| Pattern::parse(p).map_err(|e| anyhow!("{e}")))
                 .collect::<Result<_>>()?
         };
-        self.compiled.graph.select(&pats).map_err(|e| anyhow!("{e}"))
+        self.compiled
+            .graph
+            .select(&pats)
+            .map_err(|e| anyhow!("{e}"))
     }
 
     /// The plan for a selection.

@@ -13,13 +13,15 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
-use csis_cache::{BuildRecord, CacheError, Capabilities, LocalDir, PinBinding, RecordTests, Recorder};
+use csis_cache::{
+    BuildRecord, CacheError, Capabilities, LocalDir, PinBinding, RecordTests, Recorder,
+};
 use csis_engine::{Event, Events, NodeContext, NodeError, NodeId, NodeOutput, RunOptions};
 use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_rules::model::{ModKind, ParentPolicy};
 use csis_runtime::{
-    BakeParent, BakeRequest, BakeStep, CancellationToken, DynRuntime, Ensure, EnsureCommand, EnsureFile, LogSink,
-    ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
+    BakeParent, BakeRequest, BakeStep, CancellationToken, DynRuntime, Ensure, EnsureCommand,
+    EnsureFile, LogSink, ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
 };
 use serde_json::json;
 
@@ -137,10 +139,16 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         let r = renderer.clone();
         let events = Events::new(move |e: Event| r.event(&e));
         let st = state.clone();
-        csis_engine::run(&state.session.compiled.graph, &plan, opts, events, move |cx: NodeContext| {
-            let st = st.clone();
-            async move { st.act(cx).await }
-        })
+        csis_engine::run(
+            &state.session.compiled.graph,
+            &plan,
+            opts,
+            events,
+            move |cx: NodeContext| {
+                let st = st.clone();
+                async move { st.act(cx).await }
+            },
+        )
         .await
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -231,7 +239,10 @@ impl BuildState {
                 Ok(NodeOutput::new(out))
             }
             NodeSpec::Emit { bake } => {
-                let spec = c.bake_spec(bake).cloned().ok_or_else(|| NodeError::new("emit without bake"))?;
+                let spec = c
+                    .bake_spec(bake)
+                    .cloned()
+                    .ok_or_else(|| NodeError::new("emit without bake"))?;
                 let rt = self.runtime(&spec.runtime)?;
                 let parent = self.placeholder_parent(&spec);
                 let fp = self.session.fps.get(bake).to_hex();
@@ -244,14 +255,23 @@ impl BuildState {
                 let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
                     return Ok(NodeOutput::none());
                 };
-                let spec = c.bake_spec(bake).cloned().ok_or_else(|| NodeError::new("retag without bake"))?;
+                let spec = c
+                    .bake_spec(bake)
+                    .cloned()
+                    .ok_or_else(|| NodeError::new("retag without bake"))?;
                 let rt = self.runtime(&spec.runtime)?;
                 let rec = self.recorder.lineage().find(&build).cloned();
                 let mut tags = BTreeMap::new();
                 if let Some(r) = rec {
-                    tags.insert("csis_parent".to_string(), r.parent.clone().unwrap_or_else(|| "vendor".into()));
+                    tags.insert(
+                        "csis_parent".to_string(),
+                        r.parent.clone().unwrap_or_else(|| "vendor".into()),
+                    );
                     if let Some(fp) = &r.input_fingerprint {
-                        tags.insert("csis_fingerprint".to_string(), fp.chars().take(16).collect());
+                        tags.insert(
+                            "csis_fingerprint".to_string(),
+                            fp.chars().take(16).collect(),
+                        );
                     }
                 }
                 match rt.retag_image(&build, &tags).await {
@@ -261,7 +281,9 @@ impl BuildState {
                 }
             }
             NodeSpec::Release { model, .. } => {
-                cx.log(format!("release for model {model}: not implemented yet (lineage operations)"));
+                cx.log(format!(
+                    "release for model {model}: not implemented yet (lineage operations)"
+                ));
                 Ok(NodeOutput::none())
             }
             NodeSpec::Dispose { .. } => {
@@ -324,7 +346,10 @@ impl BuildState {
                         .head(series, &spec.runtime)
                         .map(|b| b.build_id.clone())
                         .ok_or_else(|| {
-                            NodeError::new(format!("parent {series} has no build on {} yet", spec.runtime))
+                            NodeError::new(format!(
+                                "parent {series} has no build on {} yet",
+                                spec.runtime
+                            ))
                         })?,
                 };
                 Ok((
@@ -357,18 +382,26 @@ impl BuildState {
             BakeParent::Vendor(_) => "vendor".to_string(),
             BakeParent::Build { build_id, .. } => build_id.clone(),
         };
-        let caps: Capabilities = serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
+        let caps: Capabilities =
+            serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
         let mut tags = spec.tags.clone();
         tags.insert("csis_series".into(), spec.series.clone());
         tags.insert("csis_parent".into(), parent_id);
         tags.insert("csis_run".into(), self.run_id.clone());
-        tags.insert("csis_fingerprint".into(), fingerprint.chars().take(16).collect());
+        tags.insert(
+            "csis_fingerprint".into(),
+            fingerprint.chars().take(16).collect(),
+        );
         tags.insert("csis_identity_types".into(), caps.identity_types.join(","));
         tags.insert("csis_storage_types".into(), caps.storage_types.join(","));
         let root = self.session.root.clone();
         let emit_dir: PathBuf = root
             .join("generated")
-            .join(if spec.base { "base-image" } else { "instance-image" })
+            .join(if spec.base {
+                "base-image"
+            } else {
+                "instance-image"
+            })
             .join(format!("{}@{}", spec.series, spec.runtime));
         BakeRequest {
             label: spec.label.to_string(),
@@ -418,13 +451,23 @@ impl BuildState {
         });
         log.line(&format!("{} ({})", cx.label(), cx.reason()));
         let fp = cx.fingerprint().to_hex();
-        let req = self.request(spec, parent, fp.clone(), Some(log.clone()), cx.cancel().clone());
+        let req = self.request(
+            spec,
+            parent,
+            fp.clone(),
+            Some(log.clone()),
+            cx.cancel().clone(),
+        );
         let outcome = rt.bake(&req).await.map_err(|e| {
             log.line(&format!("bake failed: {e}"));
             rt_err(e)
         })?;
         // Record at once, before the node is reported finished.
-        let canonical = self.session.compiled.graph.canonical(cx.id(), &self.session.fps);
+        let canonical = self
+            .session
+            .compiled
+            .graph
+            .canonical(cx.id(), &self.session.fps);
         let mut rec = BuildRecord::new(&outcome.build_id, &spec.series, &spec.runtime);
         rec.name = Some(outcome.name.clone());
         rec.parent = Some(parent_build.clone());
@@ -458,10 +501,17 @@ impl BuildState {
             }),
             _ => None,
         };
-        self.recorder
-            .record(rec, pin)
-            .map_err(|e| NodeError::new(format!("the bake of {} succeeded as {} but could not be recorded: {e}", cx.label(), outcome.build_id)))?;
-        self.built.lock().unwrap().insert(cx.id(), outcome.build_id.clone());
+        self.recorder.record(rec, pin).map_err(|e| {
+            NodeError::new(format!(
+                "the bake of {} succeeded as {} but could not be recorded: {e}",
+                cx.label(),
+                outcome.build_id
+            ))
+        })?;
+        self.built
+            .lock()
+            .unwrap()
+            .insert(cx.id(), outcome.build_id.clone());
         log.line(&format!("recorded {}", outcome.build_id));
         Ok(NodeOutput::new(json!({"build_id": outcome.build_id})))
     }
@@ -503,7 +553,10 @@ fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
                 name: m.name.clone(),
                 playbooks: m.files.clone(),
                 extra_arguments: m.extra_arguments.clone(),
-                binary: m.binary.clone().unwrap_or_else(|| "ansible-playbook".into()),
+                binary: m
+                    .binary
+                    .clone()
+                    .unwrap_or_else(|| "ansible-playbook".into()),
             },
             ModKind::BashRemote => BakeStep::Shell {
                 name: m.name.clone(),

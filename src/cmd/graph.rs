@@ -157,7 +157,8 @@ pub fn json_doc(d: &Drawn) -> String {
         .iter()
         .map(|(a, b)| json!({"from": d.nodes[*a].label, "to": d.nodes[*b].label}))
         .collect();
-    let mut s = serde_json::to_string_pretty(&json!({"nodes": nodes, "edges": edges})).unwrap_or_default();
+    let mut s =
+        serde_json::to_string_pretty(&json!({"nodes": nodes, "edges": edges})).unwrap_or_default();
     s.push('\n');
     s
 }

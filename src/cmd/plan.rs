@@ -84,7 +84,13 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
         .unwrap_or(0);
     for n in plan.nodes.iter().filter(|n| shown(n, all)) {
         let mark = if n.due { "bake" } else { "skip" };
-        let mark = if n.kind == "bake" { mark.to_string() } else if n.due { "run ".into() } else { "-   ".into() };
+        let mark = if n.kind == "bake" {
+            mark.to_string()
+        } else if n.due {
+            "run ".into()
+        } else {
+            "-   ".into()
+        };
         out.push_str(&format!(
             "{mark}  {:width$}  {}  {}\n",
             n.label.to_string(),
@@ -94,7 +100,9 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
         if explain && n.due && n.kind == "bake" {
             if n.changes.is_empty() {
                 if n.code == "inputs-changed" {
-                    out.push_str("        (the head record holds no canonical inputs to compare)\n");
+                    out.push_str(
+                        "        (the head record holds no canonical inputs to compare)\n",
+                    );
                 }
             } else {
                 for c in &n.changes {

@@ -39,7 +39,9 @@ fn snapshot(root: &Path) -> Snapshot {
     let mut out = Snapshot::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             let Ok(md) = e.metadata() else { continue };
@@ -62,7 +64,12 @@ fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
             p.nodes
                 .iter()
                 .filter(|n| n.kind == "bake")
-                .map(|n| (n.label.to_string(), (n.reason.as_str(), n.due, n.fingerprint.prefix(12))))
+                .map(|n| {
+                    (
+                        n.label.to_string(),
+                        (n.reason.as_str(), n.due, n.fingerprint.prefix(12)),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -81,7 +88,8 @@ fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
         }
     }
     if let Some(p) = old {
-        let now: std::collections::BTreeSet<String> = new.nodes.iter().map(|n| n.label.to_string()).collect();
+        let now: std::collections::BTreeSet<String> =
+            new.nodes.iter().map(|n| n.label.to_string()).collect();
         for n in p.nodes.iter().filter(|n| n.kind == "bake") {
             if !now.contains(&n.label.to_string()) {
                 out.push(format!("- {}", n.label));
@@ -106,10 +114,16 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Ok(p) => {
             let due = p.due_count("bake");
             let total = p.nodes.iter().filter(|n| n.kind == "bake").count();
-            println!("watching {} ({due} of {total} bake(s) due); Ctrl-C to stop", root.display());
+            println!(
+                "watching {} ({due} of {total} bake(s) due); Ctrl-C to stop",
+                root.display()
+            );
             last = Some(p);
         }
-        Err(e) => println!("watching {}: the tree does not load yet: {e:#}", root.display()),
+        Err(e) => println!(
+            "watching {}: the tree does not load yet: {e:#}",
+            root.display()
+        ),
     }
     let _ = std::io::stdout().flush();
     let mut changes = 0usize;
