@@ -22,6 +22,7 @@ pub mod bake;
 pub mod cli_version;
 pub mod client;
 pub mod emit;
+pub mod from_rules;
 pub mod network;
 pub mod resolve;
 pub mod settings;

@@ -178,6 +178,14 @@ pub fn verdicts(settings: &AwsSettings, d: &Discovery) -> Vec<OnlineFinding> {
         });
         return out;
     };
+    if let Some(n) = net.name.as_deref() {
+        if !n.is_empty() && n.trim().is_empty() {
+            out.push(err(
+                "networking.name",
+                format!("Networking configuration name cannot be empty for {name}."),
+            ));
+        }
+    }
     let declared = net.network.trim();
     let vpc = if declared.is_empty() || declared == "default" {
         match &d.default_vpc_id {

@@ -44,9 +44,11 @@ pub async fn run_session_command(
                 "AWS runtime {name}: cannot run a command on '{instance}': it is {state}"
             )));
         }
-        Err(_) => return Err(RuntimeError::Unavailable(format!(
+        Err(_) => {
+            return Err(RuntimeError::Unavailable(format!(
             "AWS runtime {name}: cannot run a command on '{instance}': it is {POWER_UNAVAILABLE}"
-        ))),
+        )))
+        }
     };
     let id = inst.instance_id.clone().unwrap_or_default();
     send_and_poll(rt, &id, script, timeout_s).await

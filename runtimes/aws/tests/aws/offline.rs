@@ -188,3 +188,20 @@ fn packer_fmt_aligns_runs_of_single_line_attributes() {
     let want = "a {\n  x      = 1\n  longer = \"a = b\"\n  tags = {\n    k  = \"v\"\n    kk = \"w\"\n  }\n  y = [\n    \"z\",\n  ]\n  z = !var.release\n}\n";
     assert_eq!(packer_fmt(input), want);
 }
+
+#[test]
+fn a_blank_networking_name_is_refused() {
+    let mut s = AwsSettings::new("rt", "us-east-2", "t3.micro");
+    let mut net = csis_runtime_aws::NetworkSettings {
+        network: "vpc-1".into(),
+        ..Default::default()
+    };
+    net.name = Some("   ".into());
+    s.networking = Some(net);
+    let f = csis_runtime_aws::network::verdicts(&s, &Default::default());
+    assert!(
+        f.iter()
+            .any(|x| x.message == "Networking configuration name cannot be empty for rt."),
+        "{f:?}"
+    );
+}

@@ -59,6 +59,7 @@ pub fn moto() -> Option<String> {
     None
 }
 
+#[allow(unused_macros)]
 macro_rules! need_moto {
     () => {
         match common::moto() {
@@ -67,6 +68,7 @@ macro_rules! need_moto {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use need_moto;
 
 static N: AtomicU64 = AtomicU64::new(0);
