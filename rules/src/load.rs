@@ -225,10 +225,10 @@ impl Loader<'_> {
     // -- generic helpers ---------------------------------------------------
 
     fn typed<T: serde::de::DeserializeOwned>(&mut self, node: &Node, path: &str) -> Option<T> {
-        match yaml::from_node::<T>(node, path) {
+        match yaml::from_node_all::<T>(node, path) {
             Ok(v) => Some(v),
             Err(d) => {
-                self.d.push(d);
+                self.d.items.extend(d);
                 None
             }
         }
@@ -838,6 +838,7 @@ impl Loader<'_> {
                 .map(|e| e.key_loc.clone())
                 .unwrap_or(first_loc),
             path: String::new(),
+            fields: Vec::new(),
         };
         (cfg, Some(origin))
     }
@@ -851,10 +852,7 @@ impl Loader<'_> {
         Some(ExecutableEntry {
             name: normalize_name(&name),
             model,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -930,10 +928,7 @@ impl Loader<'_> {
                 .map(RuntimeKind::Dummy),
         };
         let (common, kind) = (common?, kind?);
-        let origin = Origin {
-            loc: it.node.loc.clone(),
-            path: it.path.clone(),
-        };
+        let origin = Origin::of(&it.node, it.path.clone());
         self.check_runtime(&it.node, &it.path, &common, &kind);
         Some(Runtime {
             name: normalize_name(&name),
@@ -1177,10 +1172,7 @@ impl Loader<'_> {
             display: name,
             common,
             kind,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -1211,10 +1203,7 @@ impl Loader<'_> {
             kind,
             runtime: String::new(),
             executable: None,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -1271,10 +1260,7 @@ impl Loader<'_> {
             model,
             kind,
             executable: None,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -1440,13 +1426,10 @@ impl Loader<'_> {
                 label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
                 image_builder: None,
                 runtime: None,
-                origin: Origin {
-                    loc: rnodes
-                        .get(i)
-                        .map(|n| n.loc.clone())
-                        .unwrap_or(it.node.loc.clone()),
-                    path: format!("{}.runtimes[{i}]", it.path),
-                },
+                origin: Origin::of(
+                    rnodes.get(i).unwrap_or(&it.node),
+                    format!("{}.runtimes[{i}]", it.path),
+                ),
             })
             .collect();
         Some(OsBuilder {
@@ -1455,10 +1438,7 @@ impl Loader<'_> {
             model,
             runtimes,
             admin_public_keys,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -1643,13 +1623,10 @@ impl Loader<'_> {
                 label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
                 image_builder: None,
                 runtime: None,
-                origin: Origin {
-                    loc: rnodes
-                        .get(i)
-                        .map(|n| n.loc.clone())
-                        .unwrap_or(it.node.loc.clone()),
-                    path: format!("{}.runtimes[{i}]", it.path),
-                },
+                origin: Origin::of(
+                    rnodes.get(i).unwrap_or(&it.node),
+                    format!("{}.runtimes[{i}]", it.path),
+                ),
             })
             .collect();
         let mods = model
@@ -1660,13 +1637,10 @@ impl Loader<'_> {
                 item: m.clone(),
                 builder: String::new(),
                 kind: ModKind::Ansible,
-                origin: Origin {
-                    loc: mnodes
-                        .get(i)
-                        .map(|n| n.loc.clone())
-                        .unwrap_or(it.node.loc.clone()),
-                    path: format!("{}.modifications[{i}]", it.path),
-                },
+                origin: Origin::of(
+                    mnodes.get(i).unwrap_or(&it.node),
+                    format!("{}.modifications[{i}]", it.path),
+                ),
             })
             .collect();
         Some(Image {
@@ -1677,10 +1651,7 @@ impl Loader<'_> {
             primary_builder: None,
             runtimes,
             mods,
-            origin: Origin {
-                loc: it.node.loc.clone(),
-                path: it.path,
-            },
+            origin: Origin::of(&it.node, it.path),
         })
     }
 
@@ -1822,7 +1793,7 @@ impl Loader<'_> {
             if let Some(o) = t.ix_os.map.get(&img.name) {
                 let os = &t.os_builders[*o];
                 self.d.error_hint(
-                    &img.origin.loc,
+                    img.origin.field("name"),
                     &join_path(&img.origin.path, "name"),
                     format!("image `{}` has the name of an OS builder", img.display),
                     format!(
@@ -1839,7 +1810,8 @@ impl Loader<'_> {
         // runtimes
         for i in 0..t.runtimes.len() {
             let rt = &t.runtimes[i];
-            let (loc, path) = (rt.origin.loc.clone(), rt.origin.path.clone());
+            let path = rt.origin.path.clone();
+            let o = rt.origin.clone();
             let sc = rt.common.state_configuration.clone();
             let mut backend = None;
             if !is_absent(&sc) {
@@ -1847,7 +1819,7 @@ impl Loader<'_> {
                     Some(b) => backend = Some(t.state_backends[b].name.clone()),
                     None if self.unused_backends.contains(&normalize_name(&sc)) => {}
                     None => self.d.error_hint(
-                        &loc,
+                        o.field("state_configuration"),
                         &join_path(&path, "state_configuration"),
                         format!("state_configuration `{sc}` names no declared state backend"),
                         known(
@@ -1865,7 +1837,7 @@ impl Loader<'_> {
                 && !self.unused_image_builders.contains(&normalize_name(&dib))
             {
                 self.d.error_hint(
-                    &loc,
+                    o.field("default_image_builder"),
                     &join_path(&path, "default_image_builder"),
                     format!("default_image_builder `{dib}` names no declared image builder"),
                     known(
@@ -1881,7 +1853,7 @@ impl Loader<'_> {
                         exe = Some(normalize_name(e));
                     } else {
                         self.d.error_hint(
-                            &loc,
+                            o.field("executable"),
                             &join_path(&path, "executable"),
                             format!("executable '{e}' is not declared in cfg/executables.yml"),
                             format!("declare `- name: {e}` with its `binary` under executables:"),
@@ -1903,7 +1875,8 @@ impl Loader<'_> {
         // image builders -> runtimes
         for i in 0..t.image_builders.len() {
             let ib = &t.image_builders[i];
-            let (loc, path) = (ib.origin.loc.clone(), ib.origin.path.clone());
+            let path = ib.origin.path.clone();
+            let o = ib.origin.clone();
             let rname = ib.model.runtime.clone();
             let mut runtime = String::new();
             match t.ix_rt.get(&rname) {
@@ -1911,7 +1884,7 @@ impl Loader<'_> {
                     let rt = &t.runtimes[r];
                     if !ib.kind.runtime_types().contains(&rt.type_name()) {
                         self.d.error_hint(
-                            &loc,
+                            o.field("runtime"),
                             &join_path(&path, "runtime"),
                             format!(
                                 "image builder type {} cannot bake on runtime `{}` of type {}",
@@ -1929,16 +1902,16 @@ impl Loader<'_> {
                     runtime = rt.name.clone();
                 }
                 None if self.unused_runtimes.contains(&normalize_name(&rname)) => {
-                    self.d.error(&loc, &join_path(&path, "runtime"), format!("image builder type {} cannot bake on runtime `{rname}` (a runtime type csis does not implement yet)", ib.kind.as_str()));
+                    self.d.error(o.field("runtime"), &join_path(&path, "runtime"), format!("image builder type {} cannot bake on runtime `{rname}` (a runtime type csis does not implement yet)", ib.kind.as_str()));
                 }
                 None if is_absent(&rname) => self.d.error_hint(
-                    &loc,
+                    o.field("runtime"),
                     &join_path(&path, "runtime"),
                     "`runtime: default` but no runtime has is_default: true",
                     "name the runtime, or mark one runtime is_default: true",
                 ),
                 None => self.d.error_hint(
-                    &loc,
+                    o.field("runtime"),
                     &join_path(&path, "runtime"),
                     format!("runtime `{rname}` is not declared"),
                     known("runtimes", t.runtimes.iter().map(|r| r.display.as_str())),
@@ -1950,7 +1923,7 @@ impl Loader<'_> {
                     exe = Some(normalize_name(e));
                 } else {
                     self.d.error_hint(
-                        &loc,
+                        o.field("executable"),
                         &join_path(&path, "executable"),
                         format!("executable '{e}' is not declared in cfg/executables.yml"),
                         format!("declare `- name: {e}` under executables:"),
@@ -1971,7 +1944,7 @@ impl Loader<'_> {
                     exe = Some(normalize_name(e));
                 } else {
                     self.d.error_hint(
-                        &mb.origin.loc,
+                        mb.origin.field("executable"),
                         &join_path(&mb.origin.path, "executable"),
                         format!("executable '{e}' is not declared in cfg/executables.yml"),
                         format!("declare `- name: {e}` under executables:"),
@@ -1988,19 +1961,24 @@ impl Loader<'_> {
             let os_path = t.os_builders[i].origin.path.clone();
             for j in 0..t.os_builders[i].runtimes.len() {
                 let e = &t.os_builders[i].runtimes[j];
-                let (loc, path) = (e.origin.loc.clone(), e.origin.path.clone());
+                let path = e.origin.path.clone();
+                let o = e.origin.clone();
                 let ibn = e.entry.image_builder.clone();
-                let (ib, rt) =
-                    self.resolve_builder_ref(t, &ibn, &loc, &join_path(&path, "image_builder"));
+                let (ib, rt) = self.resolve_builder_ref(
+                    t,
+                    &ibn,
+                    o.field("image_builder"),
+                    &join_path(&path, "image_builder"),
+                );
                 if let Some(b) = &ib {
                     if let Some(prev) = seen_ib.insert(b.clone(), j) {
-                        self.d.error(&loc, &join_path(&path, "image_builder"), format!("image builder `{ibn}` appears twice in runtimes (also runtimes[{prev}])"));
+                        self.d.error(o.field("image_builder"), &join_path(&path, "image_builder"), format!("image builder `{ibn}` appears twice in runtimes (also runtimes[{prev}])"));
                     }
                 }
                 if let Some(n) = &e.entry.name {
                     if !seen_label.insert(normalize_name(n)) {
                         self.d.error(
-                            &loc,
+                            o.field("name"),
                             &join_path(&path, "name"),
                             format!("duplicate runtime entry name `{n}`"),
                         );
@@ -2010,7 +1988,7 @@ impl Loader<'_> {
                     if r.docker().is_some() {
                         if let Some(id) = &e.entry.image_id {
                             if !id.contains("@sha256:") {
-                                self.d.error_hint(&loc, &join_path(&path, "image_id"), format!("image_id '{id}' is not a digest reference"), "pin `<repository>@sha256:<digest>` (docker image inspect --format '{{index .RepoDigests 0}}')");
+                                self.d.error_hint(o.field("image_id"), &join_path(&path, "image_id"), format!("image_id '{id}' is not a digest reference"), "pin `<repository>@sha256:<digest>` (docker image inspect --format '{{index .RepoDigests 0}}')");
                             }
                         }
                         let allowed = [
@@ -2029,7 +2007,7 @@ impl Loader<'_> {
                             .unwrap_or_default();
                         for k in filters.keys().chain(q.keys().filter(|k| *k != "filters")) {
                             if !allowed.contains(&k.as_str()) {
-                                self.d.error_hint(&loc, &join_path(&path, "query"), format!("query key `{k}` cannot be answered by a docker daemon"), "docker queries use name, version, publisher, architecture and native.image");
+                                self.d.error_hint(o.field("query"), &join_path(&path, "query"), format!("query key `{k}` cannot be answered by a docker daemon"), "docker queries use name, version, publisher, architecture and native.image");
                             }
                         }
                     }
@@ -2061,14 +2039,15 @@ impl Loader<'_> {
         // images: parents, builders, mods
         for i in 0..t.images.len() {
             let img = &t.images[i];
-            let (loc, path) = (img.origin.loc.clone(), img.origin.path.clone());
+            let path = img.origin.path.clone();
+            let o = img.origin.clone();
             let src = img.model.source_image.clone();
             let parent = if is_absent(&src) {
                 match t.ix_os.default {
                     Some(o) => Some(Parent::Os(t.os_builders[o].name.clone())),
                     None => {
                         self.d.error_hint(
-                            &loc,
+                            o.field("source_image"),
                             &join_path(&path, "source_image"),
                             "`source_image: default` but no OS builder has is_default: true",
                             "name the OS builder or image this image is built from",
@@ -2079,7 +2058,7 @@ impl Loader<'_> {
             } else if let Some(j) = t.ix_img.get(&src) {
                 if j == i {
                     self.d.error(
-                        &loc,
+                        o.field("source_image"),
                         &join_path(&path, "source_image"),
                         format!("image `{}` is its own source_image", img.display),
                     );
@@ -2094,7 +2073,7 @@ impl Loader<'_> {
                     t.os_builders.iter().map(|o| o.display.as_str()).collect();
                 names.extend(t.images.iter().take(20).map(|i| i.display.as_str()));
                 self.d.error_hint(
-                    &loc,
+                    o.field("source_image"),
                     &join_path(&path, "source_image"),
                     format!("source_image `{src}` names no OS builder or image"),
                     known("OS builders and images", names.into_iter()),
@@ -2108,7 +2087,7 @@ impl Loader<'_> {
                 None if is_absent(&ty) => None,
                 None => {
                     self.d.error_hint(
-                        &loc,
+                        o.field("type"),
                         &join_path(&path, "type"),
                         format!("image builder `{ty}` is not declared"),
                         known(
@@ -2125,12 +2104,12 @@ impl Loader<'_> {
                 let (ib, rt) = self.resolve_builder_ref(
                     t,
                     &e.entry.image_builder,
-                    &e.origin.loc,
+                    e.origin.field("image_builder"),
                     &join_path(&e.origin.path, "image_builder"),
                 );
                 if let Some(b) = &ib {
                     if let Some(prev) = seen.insert(b.clone(), j) {
-                        self.d.error(&e.origin.loc, &join_path(&e.origin.path, "image_builder"), format!("image builder `{}` appears twice in runtimes (also runtimes[{prev}])", e.entry.image_builder));
+                        self.d.error(e.origin.field("image_builder"), &join_path(&e.origin.path, "image_builder"), format!("image builder `{}` appears twice in runtimes (also runtimes[{prev}])", e.entry.image_builder));
                     }
                 }
                 resolved_rt.push((ib, rt));
@@ -2141,7 +2120,7 @@ impl Loader<'_> {
                 let (ml, mp) = (m.origin.loc.clone(), m.origin.path.clone());
                 if let Some(prev) = mod_names.insert(normalize_name(&m.item.name), j) {
                     self.d.error(
-                        &ml,
+                        m.origin.field("name"),
                         &join_path(&mp, "name"),
                         format!(
                             "duplicate modification name `{}` (also modifications[{prev}])",
@@ -2153,10 +2132,10 @@ impl Loader<'_> {
                     Some(b) => Some((t.mod_builders[b].name.clone(), t.mod_builders[b].kind)),
                     None => {
                         if is_absent(&m.item.type_) {
-                            self.d.error_hint(&ml, &join_path(&mp, "type"), "this modification names no type and no mod builder has is_default: true", "name the mod builder (`type: <name>`), or mark one is_default: true");
+                            self.d.error_hint(m.origin.field("type"), &join_path(&mp, "type"), "this modification names no type and no mod builder has is_default: true", "name the mod builder (`type: <name>`), or mark one is_default: true");
                         } else {
                             self.d.error_hint(
-                                &ml,
+                                m.origin.field("type"),
                                 &join_path(&mp, "type"),
                                 format!("mod builder `{}` is not declared", m.item.type_),
                                 known(
@@ -2342,7 +2321,7 @@ impl Loader<'_> {
                         names.push(&t.images[c].display);
                         let first = &t.images[cyc[0]];
                         self.d.error_hint(
-                            &first.origin.loc,
+                            first.origin.field("source_image"),
                             &join_path(&first.origin.path, "source_image"),
                             format!("source_image cycle: {}", names.join(" -> ")),
                             "a chain must end at an OS builder",
@@ -2378,7 +2357,7 @@ impl Loader<'_> {
                 let made = t.image_final_name(img, e);
                 if made.len() > 128 {
                     self.d.error_hint(
-                        &img.origin.loc,
+                        img.origin.field("name"),
                         &join_path(&img.origin.path, "name"),
                         format!(
                             "a docker tag is at most 128 characters: `{}...` is {} once made",
@@ -2391,7 +2370,7 @@ impl Loader<'_> {
                 for k in t.image_tags(img, e).keys() {
                     if k.is_empty() || k.chars().any(|c| c.is_whitespace() || c == '=') {
                         self.d.error_hint(
-                            &img.origin.loc,
+                            img.origin.field("tags"),
                             &join_path(&img.origin.path, &format!("tags.{k}")),
                             format!("docker label key `{k}` carries whitespace or `=`"),
                             "a label key carries neither whitespace nor `=`",

@@ -33,9 +33,34 @@ pub fn normalize_name(s: &str) -> String {
 pub struct Origin {
     pub loc: Loc,
     pub path: String,
+    /// Where each top-level field's value is (for errors about one field).
+    pub fields: Vec<(String, Loc)>,
 }
 
 impl Origin {
+    /// The origin of an entry node: its location, path and field locations.
+    pub fn of(node: &crate::yaml::Node, path: String) -> Origin {
+        Origin {
+            loc: node.loc.clone(),
+            path,
+            fields: node
+                .as_map()
+                .map(|m| {
+                    m.iter()
+                        .map(|e| (e.key.clone(), e.value.loc.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+    /// Where `field`'s value is (the entry's location when it is not declared).
+    pub fn field(&self, field: &str) -> &Loc {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == field)
+            .map(|(_, l)| l)
+            .unwrap_or(&self.loc)
+    }
     /// `file:line:col`
     pub fn display(&self) -> String {
         self.loc.display()

@@ -687,6 +687,51 @@ pub fn from_node<'de, T: Deserialize<'de>>(node: &'de Node, path: &str) -> Resul
     T::deserialize(NodeDe { node, path: &root }).map_err(|e| e.into_diagnostic(&node.loc))
 }
 
+/// Like [`from_node`], but keeps going past unknown fields: each one is
+/// reported, dropped, and the value deserialized again, so every unknown key
+/// of an entry is reported in one load (up to 64).
+pub fn from_node_all<T: serde::de::DeserializeOwned>(
+    node: &Node,
+    path: &str,
+) -> Result<T, Vec<Diagnostic>> {
+    let first = match from_node::<T>(node, path) {
+        Ok(v) => return Ok(v),
+        Err(d) => d,
+    };
+    let mut out = vec![first];
+    let mut work = node.clone();
+    for _ in 0..64 {
+        let last = out.last().expect("one");
+        if last.message != "unknown field" || !remove_key_at(&mut work, last.line, last.column) {
+            return Err(out);
+        }
+        match from_node::<T>(&work, path) {
+            Ok(_) => return Err(out),
+            Err(d) => out.push(d),
+        }
+    }
+    Err(out)
+}
+
+/// Remove the mapping entry whose key is at `line:column`.
+fn remove_key_at(node: &mut Node, line: u32, column: u32) -> bool {
+    match &mut node.value {
+        Value::Map(m) => {
+            if let Some(i) = m
+                .iter()
+                .position(|e| e.key_loc.line == line && e.key_loc.column == column)
+            {
+                m.remove(i);
+                return true;
+            }
+            m.iter_mut()
+                .any(|e| remove_key_at(&mut e.value, line, column))
+        }
+        Value::Seq(s) => s.iter_mut().any(|n| remove_key_at(n, line, column)),
+        _ => false,
+    }
+}
+
 /// The serde deserializer over a node.
 pub struct NodeDe<'a, 'p> {
     node: &'a Node,
