@@ -183,6 +183,18 @@ pub fn html(d: &Drawn) -> String {
     for i in 0..n {
         depth[i] = incoming[i].iter().map(|&a| depth[a] + 1).max().unwrap_or(0);
     }
+    // Sources (emit, resolve) sit just before their first dependent.
+    let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &(a, b) in &d.edges {
+        outgoing[a].push(b);
+    }
+    for i in (0..n).rev() {
+        if incoming[i].is_empty() {
+            if let Some(m) = outgoing[i].iter().map(|&b| depth[b]).min() {
+                depth[i] = m.saturating_sub(1);
+            }
+        }
+    }
     let cols = depth.iter().copied().max().map_or(0, |m| m + 1);
     let mut row_of = vec![0usize; n];
     let mut rows_in = vec![0usize; cols.max(1)];
