@@ -53,6 +53,23 @@ pub enum Command {
     Graph(cmd::graph::Args),
     /// Keep the tree loaded and print the plan's changes as files change.
     Watch(cmd::watch::Args),
+    /// Compare records with reality (`query`), adopt foreign images (`import`).
+    #[command(subcommand)]
+    State(cmd::state::StateCommand),
+    /// Delete recorded builds (`dispose image`), children before parents.
+    #[command(subcommand)]
+    Dispose(cmd::dispose::DisposeCommand),
+    /// Release a build for a model (or `--declared`).
+    Release(cmd::release::Args),
+    /// Revoke a build (and with --descendants what descends from it).
+    Revoke(cmd::revoke::Args),
+    /// Repair tags from records (`relabel`) or records from the tree (`restamp`).
+    #[command(subcommand)]
+    Lineage(cmd::lineage::LineageCommand),
+    /// Exit 0 when a runtime holds nothing beyond released builds.
+    Empty(cmd::empty::Args),
+    /// Does every runtime answer; is every executable on PATH.
+    Preflight(cmd::preflight::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +83,13 @@ fn main() -> ExitCode {
         Command::Build(args) => cmd::build::run(&global, args),
         Command::Graph(args) => cmd::graph::run(&global, args),
         Command::Watch(args) => cmd::watch::run(&global, args),
+        Command::State(c) => cmd::state::run(&global, c),
+        Command::Dispose(c) => cmd::dispose::run(&global, c),
+        Command::Release(args) => cmd::release::run(&global, args),
+        Command::Revoke(args) => cmd::revoke::run(&global, args),
+        Command::Lineage(c) => cmd::lineage::run(&global, c),
+        Command::Empty(args) => cmd::empty::run(&global, args),
+        Command::Preflight(args) => cmd::preflight::run(&global, args),
     };
     match result {
         Ok(code) => code,

@@ -7,3 +7,11 @@ pub mod plan;
 pub mod runtime;
 pub mod validate;
 pub mod watch;
+// lineage operations (issue 6)
+pub mod dispose;
+pub mod empty;
+pub mod lineage;
+pub mod preflight;
+pub mod release;
+pub mod revoke;
+pub mod state;

@@ -1,0 +1,271 @@
+//! `csis dispose image [IDS] [--runtime RT] [--all] [--retention] [--min-age DAYS] [--dry-run]`
+//!
+//! Plans with `csis_cache::retention` (children before parents; every
+//! refusal found before anything is deleted), checks live references the
+//! runtime can see (`image_users`), then disposes one build at a time: the
+//! runtime's `dispose_image`, a read-back through `query_images`, and only
+//! then the record and every image pin to it are removed (written at once,
+//! so an interruption loses nothing done).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::Result;
+use csis_cache::retention::{
+    forget_build, plan_dispose, DisposePlan, DisposeRequest, LaunchParams, PlanInputs, Protections,
+    Selection,
+};
+use csis_cache::MetaState;
+use csis_runtime::{DynRuntime, RuntimeError};
+
+use super::state::{declared_runtimes, keep_for, load_tree, take_lock, tokio_rt};
+use crate::GlobalArgs;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum DisposeCommand {
+    /// Delete recorded builds from their runtime and drop their records.
+    Image(Args),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Build ids to dispose (each must be recorded in lineage).
+    pub ids: Vec<String>,
+    /// Only builds on this runtime (required with --all).
+    #[arg(long, value_name = "RT")]
+    pub runtime: Option<String>,
+    /// Every recorded build on --runtime (current releases are kept).
+    #[arg(long, conflicts_with_all = ["ids", "retention"])]
+    pub all: bool,
+    /// The retention plan: builds beyond each series' keep count.
+    #[arg(long, conflicts_with = "ids")]
+    pub retention: bool,
+    /// Never dispose a build younger than DAYS days.
+    #[arg(long, value_name = "DAYS")]
+    pub min_age: Option<u64>,
+    /// Print the plan; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
+    let DisposeCommand::Image(args) = cmd;
+    if args.ids.is_empty() && !args.all && !args.retention {
+        eprintln!("error: name build ids, or --all --runtime RT, or --retention");
+        return Ok(ExitCode::from(2));
+    }
+    let tree = load_tree(global)?;
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(take_lock(tree.root())?)
+    };
+    let meta = MetaState::of_tree(tree.root());
+    let runtime = args.runtime.as_deref().map(|r| {
+        tree.runtime(r)
+            .map(|x| x.name.clone())
+            .unwrap_or(r.to_string())
+    });
+    let selection = if args.all {
+        Selection::All
+    } else if args.retention {
+        Selection::Retention
+    } else {
+        Selection::Ids(args.ids.clone())
+    };
+    let req = DisposeRequest {
+        selection,
+        runtime,
+        min_age_days: args.min_age,
+    };
+    let plan = match compute_plan(&tree, &meta, &req)? {
+        Ok(p) => p,
+        Err(refusals) => {
+            for r in refusals {
+                eprintln!("refused: {r}");
+            }
+            eprintln!("nothing was deleted");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    Ok(ExitCode::from(execute(&tree, &meta, &plan, args.dry_run)?))
+}
+
+/// The plan of a request against the current records.
+pub(crate) fn compute_plan(
+    tree: &csis_rules::Tree,
+    meta: &MetaState,
+    req: &DisposeRequest,
+) -> Result<Result<DisposePlan, Vec<String>>> {
+    let lineage = meta.lineage()?;
+    let pins = meta.pins()?;
+    let releases = meta.releases()?;
+    let launches = LaunchParams::load(meta)?;
+    let prot = Protections::from_records(&pins, &releases, &launches);
+    let configured = declared_runtimes(tree);
+    let inp = PlanInputs {
+        lineage: &lineage,
+        protections: &prot,
+        configured_runtimes: &configured,
+        now: SystemTime::now(),
+    };
+    let keep = |s: &str, r: &str| keep_for(tree, s, r);
+    Ok(plan_dispose(inp, req, &keep).map_err(|v| v.into_iter().map(|r| r.0).collect()))
+}
+
+/// Carry out a plan from the CLI (prints; problems go to stderr).
+pub(crate) fn execute(
+    tree: &csis_rules::Tree,
+    meta: &MetaState,
+    plan: &DisposePlan,
+    dry_run: bool,
+) -> Result<u8> {
+    let out = |l: String| {
+        if l.starts_with("refused:")
+            || l.starts_with("error:")
+            || l.starts_with("warning:")
+            || l == "nothing was deleted"
+        {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    };
+    tokio_rt()?.block_on(execute_async(tree, meta, plan, dry_run, &out))
+}
+
+/// Print the plan (dry run) or carry it out; every line goes to `out`
+/// (lines starting `refused:`, `error:` or `warning:` are problems).
+/// Returns the exit code (0 done, 1 refused or failed). Callers hold the
+/// tree lock. `csis build` can call this (with [`compute_plan`] and
+/// `Selection::Retention`) from its async scheduler for its dispose nodes.
+pub(crate) async fn execute_async(
+    tree: &csis_rules::Tree,
+    meta: &MetaState,
+    plan: &DisposePlan,
+    dry_run: bool,
+    out: &(dyn Fn(String) + Send + Sync),
+) -> Result<u8> {
+    for d in &plan.debt {
+        out(format!(
+            "kept (retention debt): {} ({} on {}): {}",
+            d.build_id, d.series, d.runtime, d.reason
+        ));
+    }
+    if plan.items.is_empty() {
+        out("nothing to dispose".into());
+        return Ok(0);
+    }
+    if dry_run {
+        for it in &plan.items {
+            out(format!(
+                "would dispose {} ({} on {}{})",
+                it.build_id,
+                it.series,
+                it.runtime,
+                it.run
+                    .as_deref()
+                    .map(|r| format!(", run {r}"))
+                    .unwrap_or_default()
+            ));
+            for k in &it.image_pins {
+                out(format!("  would remove image pin {k}"));
+            }
+        }
+        return Ok(0);
+    }
+    // Construct every runtime first: a runtime that cannot be reached
+    // refuses the whole request before anything is deleted.
+    let mut rts: BTreeMap<String, DynRuntime> = BTreeMap::new();
+    let mut refusals = Vec::new();
+    for name in plan.runtimes() {
+        match crate::wiring::runtime(tree, &name) {
+            Ok(r) => {
+                rts.insert(name, r);
+            }
+            Err(e) => refusals.push(format!("runtime {name}: {e:#}")),
+        }
+    }
+    // Live references the runtime can see.
+    for it in &plan.items {
+        let Some(rt) = rts.get(&it.runtime) else {
+            continue;
+        };
+        match rt.image_users(&it.build_id).await {
+            Ok(users) if users.is_empty() => {}
+            Ok(users) => refusals.push(format!(
+                "build {} ({}) is in use on {}: {}; decommission first",
+                it.build_id,
+                it.series,
+                it.runtime,
+                users.join(", ")
+            )),
+            Err(e @ RuntimeError::Unsupported { .. }) => out(format!(
+                "warning: {}: cannot check live references of {} ({e})",
+                it.runtime, it.build_id
+            )),
+            Err(e) => refusals.push(format!(
+                "cannot check live references of {} on {}: {e}",
+                it.build_id, it.runtime
+            )),
+        }
+    }
+    if !refusals.is_empty() {
+        for r in refusals {
+            out(format!("refused: {r}"));
+        }
+        out("nothing was deleted".into());
+        return Ok(1);
+    }
+    let run = csis_cache::run_id_now();
+    for it in &plan.items {
+        let rt = &rts[&it.runtime];
+        let existed = match rt.dispose_image(&it.build_id).await {
+            Ok(b) => b,
+            Err(e) => {
+                out(format!(
+                    "error: could not dispose {} ({} on {}): {e}; its record is kept; stopping",
+                    it.build_id, it.series, it.runtime
+                ));
+                return Ok(1);
+            }
+        };
+        // Success is read back from the runtime, not taken from the hook.
+        match rt.query_images().await {
+            Ok(images) if images.iter().any(|i| i.build_id == it.build_id) => {
+                out(format!(
+                    "error: {} is still on {} after disposal; its record is kept; stopping",
+                    it.build_id, it.runtime
+                ));
+                return Ok(1);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                out(format!(
+                    "error: cannot read back the disposal of {} from {}: {e}; its record is kept; stopping",
+                    it.build_id, it.runtime
+                ));
+                return Ok(1);
+            }
+        }
+        let mut lineage = meta.lineage()?;
+        let mut pins = meta.pins()?;
+        let removed = forget_build(&mut lineage, &mut pins, &it.build_id, Some(&run));
+        meta.save_lineage(&lineage)?;
+        if !removed.is_empty() {
+            meta.save_pins(&pins)?;
+        }
+        out(format!(
+            "disposed {} ({} on {}){}",
+            it.build_id,
+            it.series,
+            it.runtime,
+            if existed { "" } else { " (already gone)" }
+        ));
+        for k in removed {
+            out(format!("  removed image pin {k}"));
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,546 @@
+//! Lineage operations through the real `csis` binary on the dummy runtime:
+//! retention and dispose, refusals, state query (foreign, changed, missing,
+//! stale), state import, release, revoke, relabel, restamp, empty, preflight.
+//!
+//! Builds come from `csis build` on a temporary copy of
+//! `tests/fixtures/ops/basic`; the dummy runtime's store is
+//! `.csis/dummy/sim.json`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use csis_cache::{BuildRecord, MetaState};
+use serde_json::Value;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+struct Tree {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
+            &root,
+        );
+        Tree { _tmp: tmp, root }
+    }
+
+    fn csis(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::cargo_bin("csis")
+            .unwrap()
+            .arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .env_remove("CSIS_DUMMY_FAIL")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.csis(args);
+        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    fn build(&self, extra: &[&str]) {
+        let mut a = vec!["build", "--json"];
+        a.extend_from_slice(extra);
+        self.ok(&a);
+    }
+
+    fn meta(&self) -> MetaState {
+        MetaState::of_tree(&self.root)
+    }
+
+    fn builds(&self, series: &str) -> Vec<BuildRecord> {
+        self.meta()
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .filter(|b| b.series == series)
+            .collect()
+    }
+
+    fn ids(&self, series: &str) -> Vec<String> {
+        self.builds(series)
+            .into_iter()
+            .map(|b| b.build_id)
+            .collect()
+    }
+
+    fn store_path(&self) -> PathBuf {
+        self.root.join(".csis/dummy/sim.json")
+    }
+
+    fn store(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.store_path()).unwrap()).unwrap()
+    }
+
+    fn store_ids(&self) -> BTreeSet<String> {
+        self.store()["images"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn recorded(&self) -> BTreeSet<String> {
+        self.meta()
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .map(|b| b.build_id)
+            .collect()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.root.join(rel), text).unwrap();
+    }
+
+    fn report(&self) -> Value {
+        serde_json::from_slice(
+            &std::fs::read(self.root.join("generated/state-report.json")).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Three builds of every follow series (deb12, web, app), one of tools.
+    fn three_generations(&self) {
+        self.build(&[]);
+        self.build(&["--force-bake", "deb12"]);
+        self.build(&["--force-bake", "deb12"]);
+        assert_eq!(self.ids("deb12").len(), 3);
+        assert_eq!(self.ids("web").len(), 3);
+        assert_eq!(self.ids("app").len(), 3);
+    }
+}
+
+const RUNTIME_KEEP_1: &str = "runtime_builders:
+  - name: sim
+    type: dummy
+    is_default: true
+    default_machine_type: small
+    retention_keep: 1
+";
+
+#[test]
+fn retention_keeps_released_and_pinned_and_disposes_children_first() {
+    let t = Tree::new();
+    t.three_generations();
+    let b = t.ids("deb12");
+    let w = t.ids("web");
+    let a = t.ids("app");
+    // a released app build and an instance pinned to an old web build
+    t.ok(&["release", "app", "--build", &a[1], "--model", "prod"]);
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-1".into(), w[0].clone());
+    t.meta().save_pins(&pins).unwrap();
+    // retention is declared only now (keep 1 per series on sim)
+    t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
+
+    let before = t.store_ids();
+    let plan = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
+    assert_eq!(t.store_ids(), before, "a dry run deletes nothing");
+    assert!(plan.contains(&format!("would dispose {}", w[1])), "{plan}");
+
+    let out = t.ok(&["dispose", "image", "--retention"]);
+    // kept as debt: the release and the pinned build
+    assert!(
+        out.contains(&format!(
+            "kept (retention debt): {} (app on sim): RELEASED",
+            a[1]
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "kept (retention debt): {} (web on sim): pinned to instance vm-1",
+            w[0]
+        )),
+        "{out}"
+    );
+    let disposed: BTreeSet<String> = [&b[0], &b[1], &w[1], &a[0]].into_iter().cloned().collect();
+    let kept: BTreeSet<String> = [&b[2], &w[0], &w[2], &a[1], &a[2]]
+        .into_iter()
+        .cloned()
+        .collect();
+    let store = t.store_ids();
+    let recorded = t.recorded();
+    for d in &disposed {
+        assert!(!store.contains(d), "{d} still in the store");
+        assert!(!recorded.contains(d), "{d} still recorded");
+        assert!(out.contains(&format!("disposed {d}")), "{out}");
+    }
+    for k in &kept {
+        assert!(store.contains(k), "{k} was deleted");
+        assert!(recorded.contains(k), "{k} lost its record");
+    }
+    // children before parents: w[1] (parent b[1]) goes before b[1]
+    let pos = |id: &str| out.find(&format!("disposed {id}")).unwrap();
+    assert!(pos(&w[1]) < pos(&b[1]), "{out}");
+    // a second run has nothing left but the debt
+    let again = t.ok(&["dispose", "image", "--retention"]);
+    assert!(again.contains("nothing to dispose"), "{again}");
+    // records and reality agree afterwards
+    let q = t.ok(&["state", "query"]);
+    assert!(q.contains("no drift"), "{q}");
+}
+
+#[test]
+fn dispose_refusals_delete_nothing() {
+    let t = Tree::new();
+    t.three_generations();
+    let w = t.ids("web");
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-1".into(), w[0].clone());
+    t.meta().save_pins(&pins).unwrap();
+    let store = t.store_ids();
+    let lineage = std::fs::read(t.root.join("meta-state/lineage.yaml")).unwrap();
+
+    // a disposable build, a pinned one and an unrecorded one: all refused
+    let (code, _, err) = t.csis(&["dispose", "image", &w[1], &w[0], "sha-nothing"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("pinned to instance vm-1: decommission first"),
+        "{err}"
+    );
+    assert!(err.contains("sha-nothing is not recorded"), "{err}");
+    assert!(err.contains("state import"), "{err}");
+    assert!(err.contains("nothing was deleted"), "{err}");
+    // --all without --runtime, unknown runtime, too young
+    let (code, _, err) = t.csis(&["dispose", "image", "--all"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--all needs --runtime"), "{err}");
+    let (code, _, err) = t.csis(&["dispose", "image", &w[1], "--runtime", "elsewhere"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not configured"), "{err}");
+    let (code, _, err) = t.csis(&["dispose", "image", &w[1], "--min-age", "3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("younger than --min-age 3"), "{err}");
+    assert_eq!(t.store_ids(), store);
+    assert_eq!(
+        std::fs::read(t.root.join("meta-state/lineage.yaml")).unwrap(),
+        lineage
+    );
+
+    // an explicit disposal of an image-pinned parent removes the pin too
+    let tools_pin = t.meta().pins().unwrap().images["tools@sim"].clone();
+    assert_eq!(tools_pin, w[0], "tools is pinned to the first web build");
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.clear();
+    t.meta().save_pins(&pins).unwrap();
+    let out = t.ok(&["dispose", "image", &w[0]]);
+    assert!(out.contains("removed image pin tools@sim"), "{out}");
+    assert!(!t.store_ids().contains(&w[0]));
+    let pins = t.meta().pins().unwrap();
+    assert!(!pins.images.contains_key("tools@sim"));
+    let j = pins.upgrades.last().unwrap();
+    assert_eq!(
+        (j.op.as_str(), j.from.as_deref()),
+        ("dispose", Some(w[0].as_str()))
+    );
+}
+
+#[test]
+fn foreign_image_found_then_adopted_by_state_import() {
+    let t = Tree::new();
+    t.build(&[]);
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no drift: records and reality agree"), "{out}");
+    // the record of the app build is lost (e.g. the bake was killed before recording)
+    let app = t.ids("app")[0].clone();
+    let mut l = t.meta().lineage().unwrap();
+    l.builds.retain(|b| b.build_id != app);
+    t.meta().save_lineage(&l).unwrap();
+
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 0, "foreign is never hard drift: {out}");
+    assert!(out.contains(&format!("image {app}@sim: foreign")), "{out}");
+    assert_eq!(t.report()["summary"]["foreign"], 1);
+    let (code, _, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 1);
+    let (_, json, _) = t.csis(&["state", "query", "--json"]);
+    let rep: Value = serde_json::from_str(&json).unwrap();
+    for key in ["reality", "drift", "unavailable", "notes", "summary"] {
+        assert!(rep.get(key).is_some(), "{key} missing in {json}");
+    }
+    assert_eq!(rep["drift"][0]["kind"], "image");
+    assert_eq!(rep["drift"][0]["drift"], "foreign");
+    assert_eq!(rep["drift"][0]["hard"], false);
+
+    let dry = t.ok(&["state", "import", "--dry-run"]);
+    assert!(dry.contains(&format!("would adopt {app}")), "{dry}");
+    assert!(t.meta().lineage().unwrap().find(&app).is_none());
+    let out = t.ok(&["state", "import"]);
+    assert!(out.contains(&format!("adopted {app} (app on sim")), "{out}");
+    let rec = t.meta().lineage().unwrap().find(&app).cloned().unwrap();
+    assert_eq!(rec.imported, Some(true));
+    assert_eq!(rec.parent.as_deref(), Some(t.ids("web")[0].as_str()));
+    assert!(!rec.tests.in_bake, "an adopted build is not verified");
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+    // an adopted build cannot be released before it is verified
+    let (code, _, err) = t.csis(&["release", "app", "--build", &app]);
+    assert_eq!(code, 1);
+    assert!(err.contains("in-bake"), "{err}");
+}
+
+#[test]
+fn missing_changed_stale_and_pin_drift() {
+    let t = Tree::new();
+    t.build(&[]);
+    t.build(&["--force-bake", "deb12"]);
+    let w = t.ids("web");
+    // tools stays pinned to w[0] while web's head is w[1]: stale
+    let out = t.ok(&["state", "query"]);
+    assert!(out.contains("image tools@sim: stale"), "{out}");
+    // change a tag on the store: changed; relabel fixes it
+    let mut s = t.store();
+    s["images"][&w[1]]["tags"]["csis_parent"] = Value::from("series:deb12");
+    std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("image {}@sim: changed: parent: lineage=", w[1])),
+        "{out}"
+    );
+    assert!(t.csis(&["state", "query", "--strict"]).0 == 1);
+    let dry = t.ok(&["lineage", "relabel", "--runtime", "sim", "--dry-run"]);
+    assert!(dry.contains(&format!("would relabel {}", w[1])), "{dry}");
+    let out = t.ok(&["lineage", "relabel", "--runtime", "sim"]);
+    assert!(out.contains(&format!("relabelled {}", w[1])), "{out}");
+    let out = t.ok(&["state", "query"]);
+    assert!(!out.contains("changed"), "{out}");
+    // a pinned build gone from the runtime: missing, hard
+    let mut s = t.store();
+    s["images"].as_object_mut().unwrap().remove(&w[0]);
+    std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("image {}@sim: missing", w[0])) && out.contains("[HARD]"),
+        "{out}"
+    );
+    assert_eq!(
+        t.report()["drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["hard"] == true)
+            .count(),
+        1
+    );
+    // a pin naming an unrecorded build: missing, hard
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-9".into(), "no-such-build".into());
+    t.meta().save_pins(&pins).unwrap();
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("pin instance vm-9: missing: pinned to no-such-build"),
+        "{out}"
+    );
+}
+
+#[test]
+fn release_rules_and_declared() {
+    let t = Tree::new();
+    t.build(&[]);
+    let tools = t.ids("tools")[0].clone();
+    let app = t.ids("app")[0].clone();
+    // tools declares post-bake tests and require_image_tests defaults to true
+    let (code, _, err) = t.csis(&["release", "tools"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("post-bake"), "{err}");
+    // wrong series, unknown build
+    let (code, _, err) = t.csis(&["release", "tools", "--build", &app]);
+    assert_eq!(code, 1);
+    assert!(err.contains("belongs to series app"), "{err}");
+    assert_eq!(t.csis(&["release", "tools", "--build", "nope"]).0, 1);
+    assert_eq!(t.csis(&["release"]).0, 2);
+    // a failed, then a passing post-bake record
+    t.write(
+        "meta-state/image-tests.yaml",
+        &format!("builds:\n  {tools}:\n    ok: false\n    run: r1\n"),
+    );
+    let (code, _, err) = t.csis(&["release", "tools"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("FAILED"), "{err}");
+    t.write(
+        "meta-state/image-tests.yaml",
+        &format!("builds:\n  {tools}:\n    ok: true\n    run: r2\n"),
+    );
+    let dry = t.ok(&["release", "tools", "--model", "stable", "--dry-run"]);
+    assert!(dry.contains("would release"), "{dry}");
+    assert!(t.meta().releases().unwrap().releases.is_empty());
+    let out = t.ok(&["release", "tools", "--model", "stable", "--note", "first"]);
+    assert!(
+        out.contains(&format!("released {tools} as stable of tools on sim")),
+        "{out}"
+    );
+    let rel = t.meta().releases().unwrap();
+    assert_eq!(rel.current["stable"]["tools"], tools);
+    assert_eq!(rel.releases[0].note.as_deref(), Some("first"));
+    // apply_release: the runtime's release mark is on the image
+    let s = t.store();
+    assert_eq!(s["images"][&tools]["tags"]["csis_release"], "stable");
+    // idempotent
+    let out = t.ok(&["release", "tools", "--model", "stable"]);
+    assert!(out.contains("already the current stable release"), "{out}");
+    assert_eq!(t.meta().releases().unwrap().releases.len(), 1);
+
+    // --declared: app declares release: {model: beta}
+    let images = std::fs::read_to_string(t.root.join("images/images.yaml")).unwrap();
+    t.write(
+        "images/images.yaml",
+        &images.replace(
+            "  - name: app\n    source_image: web\n    parent_policy: follow\n",
+            "  - name: app\n    source_image: web\n    parent_policy: follow\n    release: {model: beta}\n",
+        ),
+    );
+    let out = t.ok(&["release", "--declared"]);
+    assert!(
+        out.contains(&format!("released {app} as beta of app on sim")),
+        "{out}"
+    );
+    let out = t.ok(&["release", "--declared"]);
+    assert!(out.contains("already the current beta release"), "{out}");
+    assert!(out.contains("nothing qualifies"), "{out}");
+}
+
+#[test]
+fn revoke_with_descendants_blocks_release_and_shows_in_state() {
+    let t = Tree::new();
+    t.build(&[]);
+    let base = t.ids("deb12")[0].clone();
+    let web = t.ids("web")[0].clone();
+    let app = t.ids("app")[0].clone();
+    let tools = t.ids("tools")[0].clone();
+    assert_eq!(t.csis(&["revoke", "nope"]).0, 1);
+    let dry = t.ok(&["revoke", &base, "--descendants", "--dry-run"]);
+    assert!(dry.contains(&format!("would revoke {app}")), "{dry}");
+    assert!(!t.root.join("meta-state/revocations.yaml").exists());
+    let out = t.ok(&["revoke", &web, "--reason", "CVE-2026-1"]);
+    assert!(
+        out.contains(&format!("revoked {web} (web on sim)")),
+        "{out}"
+    );
+    assert!(out.contains("descend from it and are not revoked"), "{out}");
+    let out = t.ok(&["revoke", &base, "--descendants", "--reason", "CVE-2026-2"]);
+    for id in [&base, &app, &tools] {
+        assert!(out.contains(&format!("revoked {id}")), "{out}");
+    }
+    let revs = csis_cache::Revocations::load(&t.meta()).unwrap();
+    assert!(revs.is_revoked(&app) && revs.is_revoked(&tools));
+    assert_eq!(revs.get(&app).unwrap().via.as_deref(), Some(base.as_str()));
+    // a revoked build is never released, and a revoked head is no head
+    let (code, _, err) = t.csis(&["release", "app", "--build", &app]);
+    assert_eq!(code, 1);
+    assert!(err.contains("revoked"), "{err}");
+    let (code, _, err) = t.csis(&["release", "app"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no (unrevoked) build"), "{err}");
+    // pins to revoked builds are noted by the state query
+    let out = t.ok(&["state", "query"]);
+    assert!(out.contains("names revoked build"), "{out}");
+}
+
+#[test]
+fn restamp_records_the_current_fingerprint() {
+    let t = Tree::new();
+    t.build(&[]);
+    let head = t.builds("deb12")[0].clone();
+    let real = head.input_fingerprint.clone().unwrap();
+    // pretend an older recipe recorded another fingerprint
+    let old = "0".repeat(64);
+    let mut l = t.meta().lineage().unwrap();
+    l.builds
+        .iter_mut()
+        .find(|b| b.build_id == head.build_id)
+        .unwrap()
+        .input_fingerprint = Some(old.clone());
+    t.meta().save_lineage(&l).unwrap();
+    let dry = t.ok(&["lineage", "restamp", "--runtime", "sim", "--dry-run"]);
+    assert!(
+        dry.contains(&format!(
+            "would restamp {} (deb12): 000000000000 -> {}",
+            head.build_id,
+            &real[..12]
+        )),
+        "{dry}"
+    );
+    assert_eq!(
+        t.builds("deb12")[0].input_fingerprint.as_deref(),
+        Some(old.as_str())
+    );
+    let out = t.ok(&[
+        "lineage",
+        "restamp",
+        "--runtime",
+        "sim",
+        "--series",
+        "deb12",
+    ]);
+    assert!(
+        out.contains(&format!("restamped {}", head.build_id)),
+        "{out}"
+    );
+    let rec = t.builds("deb12")[0].clone();
+    assert_eq!(rec.input_fingerprint.as_deref(), Some(real.as_str()));
+    assert_eq!(rec.fingerprint_restamped.len(), 1);
+    assert_eq!(rec.fingerprint_restamped[0].previous, old);
+    assert_eq!(
+        t.store()["images"][&head.build_id]["tags"]["csis_fingerprint"],
+        &real[..16]
+    );
+    let out = t.ok(&["lineage", "restamp", "--runtime", "sim"]);
+    assert!(out.contains("nothing to restamp"), "{out}");
+}
+
+#[test]
+fn empty_and_preflight() {
+    let t = Tree::new();
+    let out = t.ok(&["empty", "--runtime", "sim"]);
+    assert!(out.contains("holds nothing"), "{out}");
+    assert_eq!(t.csis(&["empty", "--runtime", "nowhere"]).0, 2);
+    t.build(&[]);
+    let (code, out, _) = t.csis(&["empty", "--runtime", "sim"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("leftover: image"), "{out}");
+    let out = t.ok(&["preflight"]);
+    assert!(out.contains("ok   runtime sim"), "{out}");
+    // an executable that is not on PATH fails preflight
+    t.write(
+        "cfg/executables.yml",
+        "executables:\n  - name: nothing-here\n    binary: csis-no-such-binary-xyz\n",
+    );
+    let (code, out, err) = t.csis(&["preflight"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("FAIL executable nothing-here"), "{out}");
+}
