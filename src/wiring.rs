@@ -37,12 +37,30 @@ pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
             }
             Ok(Arc::new(DummyRuntime::new(cfg)))
         }
-        other => bail!(
-            "runtime {}: type {} is not wired into this csis build yet",
-            rt.display,
-            other.type_name()
-        ),
+        RuntimeKind::Docker(_) => {
+            let settings = csis_runtime_docker::DockerSettings::from_model(tree, rt)
+                .map_err(|e| anyhow::anyhow!("runtime {}: {e}", rt.display))?;
+            let docker = csis_runtime_docker::docker_runtime(settings)
+                .map_err(|e| anyhow::anyhow!("runtime {}: {e}", rt.display))?;
+            Ok(docker)
+        }
+        RuntimeKind::Aws(aws) => {
+            let mut settings = csis_runtime_aws::AwsSettings::from_model(&rt.common, aws);
+            settings.packer_binary = packer_binary(tree, &rt.name);
+            Ok(Arc::new(csis_runtime_aws::AwsRuntime::new(settings)))
+        }
     }
+}
+
+/// The `executables:` binary of the packer image builder bound to `runtime`.
+fn packer_binary(tree: &Tree, runtime: &str) -> Option<String> {
+    tree.image_builders
+        .iter()
+        .filter(|ib| ib.runtime == runtime)
+        .filter_map(|ib| ib.executable.as_deref())
+        .filter_map(|exe| tree.executable(exe))
+        .map(|e| e.model.binary.clone().unwrap_or_else(|| e.name.clone()))
+        .next()
 }
 
 /// Construct every runtime in `names` (deduplicated), by name.
