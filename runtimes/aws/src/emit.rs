@@ -193,6 +193,64 @@ pub fn session_verify_commands() -> Vec<String> {
     ]
 }
 
+/// Every later shell step runs through `/run/csis-step` when it is there.
+pub const STEP_EXECUTE_COMMAND: &str = "chmod +x {{ .Path }}; if [ -r /run/csis-step ]; then {{ .Vars }} sh /run/csis-step {{ .Path }}; else {{ .Vars }} {{ .Path }}; fi";
+
+/// The first provisioner: the build machine settles (cloud-init has ended;
+/// with SSM, Systems Manager has gone quiet), and the step runner that
+/// retries a step failing on a held package database is installed.
+pub fn settle_commands(runtime: &str, ssm: bool) -> Vec<String> {
+    let mut v: Vec<String> = [
+        r#"# before any package work: the machine's own first-boot script has ended (bounded)"#,
+        r#"if command -v cloud-init >/dev/null 2>&1; then timeout 300 cloud-init status --wait >/dev/null 2>&1 || true; fi"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if ssm {
+        v.extend(
+            [
+            r#"# session mechanism 'ssm' ({runtime}): Systems Manager may act on every new machine (agent updates, patch scans, inventory); wait until it has been quiet for 30s, 600s at most"#,
+            r#"quiet=0; waited=0"#,
+            r#"while [ "$quiet" -lt 3 ] && [ "$waited" -lt 600 ]; do if [ "$(cut -d. -f1 /proc/uptime)" -lt 90 ] || sudo grep -Eaqs 'ssm-document-work[e]r|amazon-ssm-agent-updat[e]r' /proc/[0-9]*/cmdline; then quiet=0; else quiet=$((quiet + 1)); fi; sleep 10; waited=$((waited + 10)); done"#,
+            r#"if [ "$quiet" -lt 3 ]; then echo "csis: Systems Manager was still acting on this machine after $waited seconds; going on (a package step waits out a held database)"; else echo "csis: Systems Manager is quiet on this machine (waited $waited seconds)"; fi"#,
+            ]
+            .iter()
+            .map(|s| s.replace("{runtime}", runtime)),
+        );
+    }
+    v.extend(
+        [
+            r#"# the step runner: a step that fails on a held package database is run again (never in the image: /run is a tmpfs)"#,
+            r#"sudo tee /run/csis-step >/dev/null <<'CSIS_STEP'"#,
+            r#"#!/bin/sh"#,
+            r#"# cs-image-system: runs ONE step of a bake. A step that fails while the package"#,
+            r#"# database is held by another process is run again after a wait; any other"#,
+            r#"# failure is the step's own and is returned at once."#,
+            r#"tries="${CSIS_STEP_TRIES:-10}""#,
+            r#"pause="${CSIS_STEP_WAIT:-30}""#,
+            r#"out="$(mktemp)" || exit 1"#,
+            r#"trap 'rm -f "$out" "$out.rc"' EXIT"#,
+            r#"n=1"#,
+            r#"while :; do"#,
+            r#"  { "$@" 2>&1; echo "$?" > "$out.rc"; } | tee "$out""#,
+            r#"  rc="$(cat "$out.rc")""#,
+            r#"  [ "$rc" = 0 ] && exit 0"#,
+            r#"  [ "$n" -ge "$tries" ] && exit "$rc""#,
+            r#"  grep -Eq 'transaction lock|Could not get lock|dpkg frontend lock|Unable to lock the administration directory' "$out" || exit "$rc""#,
+            r#"  echo "csis-step: the package database was held by another process (attempt $n of $tries); this step runs again in $pause seconds""#,
+            r#"  n=$((n + 1))"#,
+            r#"  sleep "$pause""#,
+            r#"done"#,
+            r#"CSIS_STEP"#,
+            r#"sudo chmod 0755 /run/csis-step"#,
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    v
+}
+
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
     matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
@@ -418,6 +476,20 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
             "sources",
             strs(&[format!("source.amazon-ebs.{}", p.image)]),
         ));
+    comments.push(format!(
+        "before anything else: the build machine settles ({})",
+        p.runtime
+    ));
+    b = b.add_block(
+        Block::builder("provisioner")
+            .add_label("shell")
+            .add_attribute(attr("only", only.clone()))
+            .add_attribute(attr(
+                "inline",
+                strs(&settle_commands(&p.runtime, p.ssm_declared)),
+            ))
+            .build(),
+    );
     for step in &req.steps {
         match step {
             BakeStep::Shell {
@@ -433,9 +505,8 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
                     if !env.is_empty() {
                         pb = pb.add_attribute(attr("environment_vars", strs(env)));
                     }
-                    if let Some(ec) = execute_command {
-                        pb = pb.add_attribute(attr("execute_command", s(ec)));
-                    }
+                    let ec = execute_command.as_deref().unwrap_or(STEP_EXECUTE_COMMAND);
+                    pb = pb.add_attribute(attr("execute_command", s(ec)));
                     pb
                 };
                 if !scripts.is_empty() {
@@ -494,6 +565,7 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
             Block::builder("provisioner")
                 .add_label("shell")
                 .add_attribute(attr("only", only.clone()))
+                .add_attribute(attr("execute_command", s(STEP_EXECUTE_COMMAND)))
                 .add_attribute(attr(
                     "inline",
                     strs(&session_agent_commands(

@@ -547,6 +547,7 @@ async fn the_build_block_steps_tests_and_manifest() {
         "interpolation escaped:\n{text}"
     );
     assert!(text.contains("# debug session mechanism (ssm)"));
+    assert!(text.contains("# before anything else: the build machine settles (aws-main)"));
     assert!(text.contains("# in-bake verification for base image web: 4 assertion(s)"));
     let body = hcl::parse(&text).unwrap();
     let build = blocks(&body).remove(0);
@@ -563,7 +564,8 @@ async fn the_build_block_steps_tests_and_manifest() {
     assert_eq!(
         provs,
         [
-            ("provisioner".into(), "shell".into()),
+            ("provisioner".into(), "shell".into()), // settle
+            ("provisioner".into(), "shell".into()), // scripts
             ("provisioner".into(), "shell".into()),
             ("provisioner".into(), "ansible".into()),
             ("provisioner".into(), "shell".into()),
@@ -774,4 +776,91 @@ async fn debian_packer_validates_the_root() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn inline_of(b: &Block) -> hcl::Expression {
+    attrs(b)["inline"].clone()
+}
+
+/// The settle provisioner and the SSM agent provisioner, against the
+/// original's base-image build file, parsed.
+#[tokio::test]
+async fn settle_and_agent_provisioners_match_the_original() {
+    let Some(r) = reference() else { return };
+    let g = std::fs::read_to_string(r.join("cs-image-system-0.1.1-emission/standard-aws-on-moto/generated/base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl")).unwrap();
+    let g = hcl::parse(&g).unwrap();
+    let gbuild = blocks(&g).remove(0);
+    let gprovs: Vec<&Block> = gbuild.body.blocks().collect();
+    let d = tempfile::tempdir().unwrap();
+    let rt = AwsRuntime::new(standard_aws());
+    let req = request(
+        "el10",
+        "aws-main",
+        "el10-1",
+        vendor("ami-1", "amazon", "rhel", None),
+        tags(&[]),
+        d.path(),
+    );
+    rt.emit(&req).await.unwrap();
+    let m =
+        hcl::parse(&std::fs::read_to_string(d.path().join("build-el10.pkr.hcl")).unwrap()).unwrap();
+    let mbuild = blocks(&m).remove(0);
+    let mprovs: Vec<&Block> = mbuild.body.blocks().collect();
+    assert_eq!(inline_of(mprovs[0]), inline_of(gprovs[0]), "settle");
+    assert_eq!(attrs(mprovs[0]).get("execute_command"), None);
+    // the golden's agent provisioner is the 6th (after OS update, admin, identity, storage)
+    let gagent = gprovs
+        .iter()
+        .find(|b| format!("{:?}", inline_of(b)).contains("SSM agent for debug sessions"))
+        .unwrap();
+    let magent = mprovs
+        .iter()
+        .find(|b| format!("{:?}", inline_of(b)).contains("SSM agent for debug sessions"))
+        .unwrap();
+    assert_eq!(inline_of(magent), inline_of(gagent));
+    assert_eq!(
+        attrs(magent)["execute_command"],
+        attrs(gagent)["execute_command"]
+    );
+}
+
+#[test]
+fn the_step_runner_retries_only_on_a_held_package_database() {
+    let lines = csis_runtime_aws::emit::settle_commands("rt", false);
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("sudo tee /run/csis-step"))
+        .unwrap();
+    let end = lines.iter().position(|l| l == "CSIS_STEP").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let runner = d.path().join("csis-step");
+    std::fs::write(&runner, lines[start + 1..end].join("\n")).unwrap();
+    let count = d.path().join("n");
+    let step = d.path().join("step.sh");
+    // fails twice on a held lock, then succeeds
+    std::fs::write(&step, format!("n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; if [ $n -lt 3 ]; then echo 'Could not get lock /var/lib/dpkg/lock'; exit 100; fi; echo done", c = count.display())).unwrap();
+    let o = std::process::Command::new("sh")
+        .arg(&runner)
+        .arg("sh")
+        .arg(&step)
+        .env("CSIS_STEP_WAIT", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
+    // any other failure is returned at once
+    std::fs::write(&count, "0").unwrap();
+    std::fs::write(
+        &step,
+        format!("echo 1 > {c}; echo broken; exit 7", c = count.display()),
+    )
+    .unwrap();
+    let o = std::process::Command::new("sh")
+        .arg(&runner)
+        .arg("sh")
+        .arg(&step)
+        .env("CSIS_STEP_WAIT", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7));
 }
