@@ -137,7 +137,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         write(&p, content)?;
     }
     println!(
-        "wrote a {} starter tree to {}\n  csis -C {} validate --offline\n  csis -C {} plan //images/...",
+        "wrote the {} starter tree to {}\n  csis -C {} validate --offline\n  csis -C {} plan //images/...",
         match args.from {
             Starter::Dummy => "dummy",
             Starter::Docker => "docker",
