@@ -93,18 +93,29 @@ impl Fingerprint {
     /// The fingerprint of one node: see the module docs for the recipe.
     /// `hashed_deps` may be in any order; it is sorted here.
     pub fn compute(kind: &str, inputs: &Value, hashed_deps: &[(&str, Fingerprint)]) -> Self {
-        let mut h = blake3::Hasher::new();
-        put_str(&mut h, RECIPE);
-        put_str(&mut h, kind);
-        encode_value(&mut h, inputs);
-        let mut deps: Vec<&(&str, Fingerprint)> = hashed_deps.iter().collect();
-        deps.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
-        put_u64(&mut h, deps.len() as u64);
-        for (name, fp) in deps {
-            put_str(&mut h, name);
-            h.update(&fp.0);
+        let mut deps = hashed_deps.to_vec();
+        Fingerprint::compute_with(&mut Vec::new(), kind, inputs, &mut deps)
+    }
+
+    /// [`Fingerprint::compute`] with a reusable buffer; sorts `hashed_deps`
+    /// in place. The encoding goes into `buf` and is hashed in one call.
+    pub fn compute_with(
+        buf: &mut Vec<u8>,
+        kind: &str,
+        inputs: &Value,
+        hashed_deps: &mut [(&str, Fingerprint)],
+    ) -> Self {
+        buf.clear();
+        enc_str(buf, RECIPE);
+        enc_str(buf, kind);
+        encode(buf, inputs);
+        hashed_deps.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+        buf.extend_from_slice(&(hashed_deps.len() as u64).to_le_bytes());
+        for (name, fp) in hashed_deps.iter() {
+            enc_str(buf, name);
+            buf.extend_from_slice(&fp.0);
         }
-        Fingerprint(*h.finalize().as_bytes())
+        Fingerprint(*blake3::hash(buf).as_bytes())
     }
 
     /// blake3 of arbitrary bytes (e.g. a file's content for an input field).
@@ -148,22 +159,8 @@ impl<'de> Deserialize<'de> for Fingerprint {
     }
 }
 
-fn put_u64(h: &mut blake3::Hasher, n: u64) {
-    h.update(&n.to_le_bytes());
-}
-
-fn put_str(h: &mut blake3::Hasher, s: &str) {
-    put_u64(h, s.len() as u64);
-    h.update(s.as_bytes());
-}
-
 trait Sink {
     fn put(&mut self, b: &[u8]);
-}
-impl Sink for blake3::Hasher {
-    fn put(&mut self, b: &[u8]) {
-        self.update(b);
-    }
 }
 impl Sink for Vec<u8> {
     fn put(&mut self, b: &[u8]) {
@@ -199,19 +196,27 @@ fn encode<S: Sink>(out: &mut S, v: &Value) {
         Value::Object(m) => {
             out.put(b"{");
             out.put(&(m.len() as u64).to_le_bytes());
-            // Sort explicitly: serde_json may be built with `preserve_order`.
-            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            for (k, x) in entries {
-                enc_str(out, k);
-                encode(out, x);
+            // Keys in byte order. serde_json's default map iterates sorted
+            // already; with `preserve_order` it may not: then sort a copy.
+            let sorted = m
+                .keys()
+                .zip(m.keys().skip(1))
+                .all(|(a, b)| a.as_bytes() < b.as_bytes());
+            if sorted {
+                for (k, x) in m {
+                    enc_str(out, k);
+                    encode(out, x);
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                for (k, x) in entries {
+                    enc_str(out, k);
+                    encode(out, x);
+                }
             }
         }
     }
-}
-
-fn encode_value(h: &mut blake3::Hasher, v: &Value) {
-    encode(h, v)
 }
 
 /// The canonical encoding of a value (what [`Fingerprint::compute`] hashes

@@ -12,7 +12,7 @@
 //!   pinned build's recorded fingerprint). A pinned and a follow child whose
 //!   pin equals the parent's current fingerprint hash identically.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -101,12 +101,12 @@ impl Dep {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     label: Label,
-    kind: Box<str>,
     inputs: Value,
     policy: RunPolicy,
     pool: Option<Box<str>>,
     cost: u64,
-    attrs: BTreeMap<String, String>,
+    /// Sorted by key; few entries.
+    attrs: Vec<(Box<str>, Box<str>)>,
 }
 
 impl Node {
@@ -122,12 +122,11 @@ impl Node {
             .unwrap_or_else(|e| panic!("invalid node kind: {e}"));
         Node {
             label,
-            kind: kind.into(),
             inputs: Value::Null,
             policy: RunPolicy::Decide,
             pool: None,
             cost: 1,
-            attrs: BTreeMap::new(),
+            attrs: Vec::new(),
         }
     }
     /// Set the canonical inputs hashed into the fingerprint.
@@ -153,7 +152,10 @@ impl Node {
     }
     /// An opaque attribute copied to the plan (`series`, `runtime`). Never hashed.
     pub fn with_attr(mut self, key: &str, value: &str) -> Self {
-        self.attrs.insert(key.to_string(), value.to_string());
+        match self.attrs.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(i) => self.attrs[i].1 = value.into(),
+            Err(i) => self.attrs.insert(i, (key.into(), value.into())),
+        }
         self
     }
 
@@ -163,7 +165,7 @@ impl Node {
     }
     /// The kind (`bake`, `emit`, ...).
     pub fn kind(&self) -> &str {
-        &self.kind
+        self.label.kind().expect("a node label has a kind")
     }
     /// The canonical inputs.
     pub fn inputs(&self) -> &Value {
@@ -181,13 +183,16 @@ impl Node {
     pub fn cost(&self) -> u64 {
         self.cost
     }
-    /// All attributes.
-    pub fn attrs(&self) -> &BTreeMap<String, String> {
-        &self.attrs
+    /// All attributes, sorted by key.
+    pub fn attrs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.attrs.iter().map(|(k, v)| (&**k, &**v))
     }
     /// One attribute.
     pub fn attr(&self, key: &str) -> Option<&str> {
-        self.attrs.get(key).map(String::as_str)
+        self.attrs
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.attrs[i].1)
     }
 }
 
@@ -475,6 +480,7 @@ impl Graph {
         let order = self.topo_order()?;
         let mut fps = vec![Fingerprint::default(); self.len()];
         let mut deps: Vec<(&str, Fingerprint)> = Vec::new();
+        let mut buf: Vec<u8> = Vec::with_capacity(4096);
         for &id in &order {
             deps.clear();
             for e in self.g.edges_directed(id.ix(), Incoming) {
@@ -485,7 +491,8 @@ impl Graph {
                 }
             }
             let node = &self.g[id.ix()];
-            fps[id.index()] = Fingerprint::compute(&node.kind, &node.inputs, &deps);
+            fps[id.index()] =
+                Fingerprint::compute_with(&mut buf, node.kind(), &node.inputs, &mut deps);
         }
         Ok(Fingerprints { fps, order })
     }

@@ -10,17 +10,50 @@
 //! Ordering and equality are by (path, runtime, kind); display is canonical,
 //! so `label.to_string().parse() == label`.
 
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A parsed label. Cheap to clone (three small boxed strings).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A parsed label. Cheap to clone: one shared string (`Arc<str>`) holding
+/// the canonical text, with the positions of `@` and `:`.
+#[derive(Clone)]
 pub struct Label {
-    path: Box<str>,
-    runtime: Option<Box<str>>,
-    kind: Option<Box<str>>,
+    text: Arc<str>,
+    /// End of the path (index of `@`, or of `:`, or the length).
+    path_end: u32,
+    /// End of the runtime (index of `:`, or the length); == path_end if none.
+    rt_end: u32,
+}
+
+impl PartialEq for Label {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+impl Eq for Label {}
+impl Hash for Label {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.text.hash(state)
+    }
+}
+impl Ord for Label {
+    /// By path, then runtime (none first), then kind (none first).
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.path(), self.runtime(), self.kind()).cmp(&(
+            other.path(),
+            other.runtime(),
+            other.kind(),
+        ))
+    }
+}
+impl PartialOrd for Label {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// A label (or a pattern) that does not parse.
@@ -91,11 +124,36 @@ impl Label {
         if let Some(k) = kind {
             check_word(&shown, "kind", k)?;
         }
-        Ok(Label {
-            path: path.into(),
-            runtime: runtime.map(Into::into),
-            kind: kind.map(Into::into),
-        })
+        Ok(Label::from_parts(path, runtime, kind))
+    }
+
+    /// Assemble from checked parts.
+    fn from_parts(path: &str, runtime: Option<&str>, kind: Option<&str>) -> Label {
+        let mut text = String::with_capacity(
+            2 + path.len() + runtime.map_or(0, |r| r.len() + 1) + kind.map_or(0, |k| k.len() + 1),
+        );
+        text.push_str("//");
+        text.push_str(path);
+        let path_end = text.len() as u32;
+        if let Some(r) = runtime {
+            text.push('@');
+            text.push_str(r);
+        }
+        let rt_end = text.len() as u32;
+        if let Some(k) = kind {
+            text.push(':');
+            text.push_str(k);
+        }
+        Label {
+            text: text.into(),
+            path_end,
+            rt_end,
+        }
+    }
+
+    /// The canonical text, e.g. `//images/dask@aws-east2:bake`.
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 
     /// Parse `//path[@runtime][:kind]`.
@@ -121,69 +179,56 @@ impl Label {
 
     /// The path without `//`, e.g. `images/dask`.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.text[2..self.path_end as usize]
     }
 
     /// The path's segments, e.g. `["images", "dask"]`.
     pub fn segments(&self) -> impl Iterator<Item = &str> {
-        self.path.split('/')
+        self.path().split('/')
     }
 
     /// The last segment (e.g. the image name `dask`).
     pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        let p = self.path();
+        p.rsplit('/').next().unwrap_or(p)
     }
 
     /// The runtime after `@`, if any.
     pub fn runtime(&self) -> Option<&str> {
-        self.runtime.as_deref()
+        let (a, b) = (self.path_end as usize, self.rt_end as usize);
+        (b > a).then(|| &self.text[a + 1..b])
     }
 
     /// The node kind after `:`, if any.
     pub fn kind(&self) -> Option<&str> {
-        self.kind.as_deref()
+        let b = self.rt_end as usize;
+        (self.text.len() > b).then(|| &self.text[b + 1..])
     }
 
     /// The same label with `kind` (replacing any kind it had).
     pub fn with_kind(&self, kind: &str) -> Result<Label, LabelError> {
         check_word(&self.to_string(), "kind", kind)?;
-        Ok(Label {
-            path: self.path.clone(),
-            runtime: self.runtime.clone(),
-            kind: Some(kind.into()),
-        })
+        Ok(Label::from_parts(self.path(), self.runtime(), Some(kind)))
     }
 
     /// The same label with `runtime` (replacing any runtime it had).
     pub fn with_runtime(&self, runtime: &str) -> Result<Label, LabelError> {
         check_word(&self.to_string(), "runtime", runtime)?;
-        Ok(Label {
-            path: self.path.clone(),
-            runtime: Some(runtime.into()),
-            kind: self.kind.clone(),
-        })
+        Ok(Label::from_parts(self.path(), Some(runtime), self.kind()))
     }
 
     /// The label without its kind: the target shared by a target's nodes.
     pub fn target(&self) -> Label {
-        Label {
-            path: self.path.clone(),
-            runtime: self.runtime.clone(),
-            kind: None,
+        if self.kind().is_none() {
+            return self.clone();
         }
+        Label::from_parts(self.path(), self.runtime(), None)
     }
 }
 
 impl fmt::Display for Label {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "//{}", self.path)?;
-        if let Some(r) = &self.runtime {
-            write!(f, "@{r}")?;
-        }
-        if let Some(k) = &self.kind {
-            write!(f, ":{k}")?;
-        }
-        Ok(())
+        f.write_str(&self.text)
     }
 }
 
@@ -202,7 +247,7 @@ impl FromStr for Label {
 
 impl Serialize for Label {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(&self.text)
     }
 }
 

@@ -237,18 +237,13 @@ impl<'a> RuleCx<'a> {
     pub fn fingerprint_of(&self, id: NodeId) -> Fingerprint {
         self.fps.get(id)
     }
-    /// The node's `Dep::Hashed` dependencies: (hash name, id), sorted by name.
-    pub fn hashed_deps(&self) -> Vec<(&'a str, NodeId)> {
-        let mut v: Vec<(&str, NodeId)> = self
-            .graph
-            .deps(self.id)
-            .filter_map(|(d, dep)| match dep {
-                Dep::Hashed(n) => Some((&**n, d)),
-                _ => None,
-            })
-            .collect();
-        v.sort();
-        v
+    /// The node's `Dep::Hashed` dependencies: (hash name, id), in no
+    /// particular order.
+    pub fn hashed_deps(&self) -> impl Iterator<Item = (&'a str, NodeId)> + 'a {
+        self.graph.deps(self.id).filter_map(|(d, dep)| match dep {
+            Dep::Hashed(n) => Some((&**n, d)),
+            _ => None,
+        })
     }
 }
 
@@ -285,22 +280,22 @@ pub mod rules {
     pub fn dep_moved() -> impl Rule {
         |cx: &RuleCx<'_>| {
             let rec = cx.record?;
-            for (name, d) in cx.hashed_deps() {
-                let (Some(from), Some(to)) = (
-                    rec.deps.get(name),
-                    cx.record_of(d).and_then(|r| r.build.as_ref()),
-                ) else {
-                    continue;
-                };
-                if from != to {
-                    return Some(Reason::DepMoved {
-                        dep: name.to_string(),
-                        from: from.clone(),
-                        to: to.clone(),
-                    });
-                }
+            if rec.deps.is_empty() {
+                return None;
             }
-            None
+            // The first by name, so that the reason is stable.
+            cx.hashed_deps()
+                .filter_map(|(name, d)| {
+                    let from = rec.deps.get(name)?;
+                    let to = cx.record_of(d)?.build.as_ref()?;
+                    (from != to).then_some((name, from, to))
+                })
+                .min()
+                .map(|(name, from, to)| Reason::DepMoved {
+                    dep: name.to_string(),
+                    from: from.clone(),
+                    to: to.clone(),
+                })
         }
     }
 
@@ -308,9 +303,12 @@ pub mod rules {
     /// ordering dependencies do not count.
     pub fn dep_due() -> impl Rule {
         |cx: &RuleCx<'_>| {
+            // The first by name (then label), so that the reason is stable.
             cx.hashed_deps()
-                .into_iter()
-                .find(|&(_, d)| cx.is_due(d))
+                .filter(|&(_, d)| cx.is_due(d))
+                .min_by(|a, b| {
+                    (a.0, cx.graph.node(a.1).label()).cmp(&(b.0, cx.graph.node(b.1).label()))
+                })
                 .map(|(name, d)| Reason::DepDue {
                     dep: name.to_string(),
                     label: cx.graph.node(d).label().clone(),
