@@ -815,9 +815,6 @@ pub fn family_of(req: &BakeRequest) -> String {
             return f.clone();
         }
     }
-    if let Some(f) = req.tags.get("csis_family").filter(|f| !f.is_empty()) {
-        return f.clone();
-    }
     match req.package_manager.as_deref() {
         Some("apt") => "debian".into(),
         _ => "rhel".into(),

@@ -27,6 +27,9 @@ fn replace_in(path: &Path, pairs: &[(&str, &str)]) {
 #[tokio::test]
 async fn standard_aws_starter_validates_online_resolves_and_emits() {
     let Some(url) = common::moto() else { return };
+    if !common::fixture_amis(&url).await {
+        return;
+    }
     let reference = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/reference/cs-image-system-0.1.1-starters/standard-aws");
     if !reference.is_dir() {

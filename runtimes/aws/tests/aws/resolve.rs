@@ -20,26 +20,10 @@ fn req(series: &str, owners: &[&str], query: serde_json::Value) -> ResolveReques
     }
 }
 
-/// The fixture AMIs are there only when moto was started by moto.sh.
-async fn fixture_amis(url: &str) -> bool {
-    let ec2 = common::ec2(url).await;
-    let ok = matches!(
-        ec2.describe_images().image_ids("ami-0deb12000000000d2").send().await,
-        Ok(o) if !o.images().is_empty()
-    );
-    if !ok {
-        if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
-            panic!("moto runs without tests/fixtures/amis.json (start it with runtimes/aws/tests/moto.sh)");
-        }
-        eprintln!("\n*** SKIPPED: moto runs without MOTO_AMIS_PATH=tests/fixtures/amis.json (restart it with moto.sh) ***\n");
-    }
-    ok
-}
-
 #[tokio::test]
 async fn the_newest_match_wins_and_the_owner_is_the_alias() {
     let url = need_moto!();
-    if !fixture_amis(&url).await {
+    if !common::fixture_amis(&url).await {
         return;
     }
     let rt = common::runtime(&url, "aws-res");
@@ -82,7 +66,7 @@ async fn the_newest_match_wins_and_the_owner_is_the_alias() {
 #[tokio::test]
 async fn unknown_keys_are_an_exact_post_filter() {
     let url = need_moto!();
-    if !fixture_amis(&url).await {
+    if !common::fixture_amis(&url).await {
         return;
     }
     let rt = common::runtime(&url, "aws-post");

@@ -71,6 +71,23 @@ macro_rules! need_moto {
 #[allow(unused_imports)]
 pub(crate) use need_moto;
 
+/// The AMIs of tests/fixtures/amis.json are there only when moto was
+/// started by moto.sh (MOTO_AMIS_PATH): skip loudly, or fail under CSIS_REQUIRE_MOTO.
+pub async fn fixture_amis(url: &str) -> bool {
+    let ec2 = ec2(url).await;
+    let ok = matches!(
+        ec2.describe_images().image_ids("ami-0deb12000000000d2").send().await,
+        Ok(o) if !o.images().is_empty()
+    );
+    if !ok {
+        if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
+            panic!("moto runs without tests/fixtures/amis.json (start it with runtimes/aws/tests/moto.sh)");
+        }
+        eprintln!("\n*** SKIPPED: moto runs without MOTO_AMIS_PATH=tests/fixtures/amis.json (restart it with moto.sh) ***\n");
+    }
+    ok
+}
+
 static N: AtomicU64 = AtomicU64::new(0);
 
 /// A name unique in this moto (tests share one server, in parallel).
