@@ -117,10 +117,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
         .add_block(
             Block::builder("provisioner")
                 .add_label("shell")
-                .add_attribute(Attribute::new(
-                    "scripts",
-                    vec![root_path(&settle_file)],
-                ))
+                .add_attribute(Attribute::new("scripts", vec![root_path(&settle_file)]))
                 .build(),
         );
     for (i, step) in req.steps.iter().enumerate() {
@@ -172,10 +169,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                     shells.push(with_common(
                         Block::builder("provisioner")
                             .add_label("shell")
-                            .add_attribute(Attribute::new(
-                                "scripts",
-                                vec![root_path(&f)],
-                            )),
+                            .add_attribute(Attribute::new("scripts", vec![root_path(&f)])),
                     ));
                 }
                 for s in shells {
@@ -277,10 +271,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                             ident_key("source"),
                             hcl::Expression::from("github.com/hashicorp/docker"),
                         ),
-                        (
-                            ident_key("version"),
-                            hcl::Expression::from(">= 1.0.0"),
-                        ),
+                        (ident_key("version"), hcl::Expression::from(">= 1.0.0")),
                     ])),
                 ))
                 .add_attribute(Attribute::new(
@@ -290,10 +281,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
                             ident_key("source"),
                             hcl::Expression::from("github.com/hashicorp/ansible"),
                         ),
-                        (
-                            ident_key("version"),
-                            hcl::Expression::from(">= 1.0.0"),
-                        ),
+                        (ident_key("version"), hcl::Expression::from(">= 1.0.0")),
                     ])),
                 ))
                 .build(),

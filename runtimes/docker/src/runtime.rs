@@ -813,6 +813,8 @@ impl DockerRuntime {
         }
         let body = ContainerCreateBody {
             image: Some(parent.to_string()),
+            // a vendor ENTRYPOINT would wrap the keepalive: reset it (an empty list, not none)
+            entrypoint: Some(vec![]),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             host_config: Some(host),
             ..Default::default()
@@ -858,6 +860,7 @@ impl DockerRuntime {
             .build();
         let cfg = ContainerConfig {
             labels: Some(labels),
+            entrypoint: Some(vec![]),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             ..Default::default()
         };

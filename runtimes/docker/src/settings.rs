@@ -186,7 +186,11 @@ impl DockerSettings {
     /// builders bound to it. `Err` when `rt` is not a docker runtime.
     pub fn from_model(tree: &csis_rules::Tree, rt: &csis_rules::Runtime) -> Result<Self, String> {
         let d = rt.docker().ok_or_else(|| {
-            format!("runtime {} is of type {}, not docker", rt.display, rt.type_name())
+            format!(
+                "runtime {} is of type {}, not docker",
+                rt.display,
+                rt.type_name()
+            )
         })?;
         let mut s = DockerSettings::new(rt.name.clone());
         s.host = d.host.clone();
@@ -239,8 +243,7 @@ impl DockerSettings {
             .image_builders
             .iter()
             .filter(|b| {
-                b.runtime == rt.name
-                    && b.kind == csis_rules::model::ImageBuilderKind::PackerDocker
+                b.runtime == rt.name && b.kind == csis_rules::model::ImageBuilderKind::PackerDocker
             })
             .map(|b| b.name.clone())
             .collect();
@@ -369,7 +372,10 @@ mod tests {
             },
         );
         s.default_machine_type = Some("small".into());
-        assert_eq!(s.machine_type(None).unwrap().unwrap().memory.as_deref(), Some("1g"));
+        assert_eq!(
+            s.machine_type(None).unwrap().unwrap().memory.as_deref(),
+            Some("1g")
+        );
         assert!(s.machine_type(Some("huge")).is_err());
     }
 }

@@ -123,7 +123,9 @@ mod tests {
         assert_eq!(pep440_to_semver(">=1.14, <1.15"), ">=1.14, <1.15");
         assert_eq!(pep440_to_semver("~=24.0"), "~24.0");
         assert_eq!(pep440_to_semver("==28.*"), "=28.*");
-        assert!(check_docker_version("Docker version 28.2.2, build x", ">=24, <29, !=25.0").is_ok());
+        assert!(
+            check_docker_version("Docker version 28.2.2, build x", ">=24, <29, !=25.0").is_ok()
+        );
         assert!(check_docker_version("Docker version 29.0.0, build x", ">=24, <29").is_err());
     }
 

@@ -21,8 +21,15 @@ fn settings_from_the_rules_model() {
         eprintln!("SKIP: no fixture tree at {}", root.display());
         return;
     }
-    let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default())
-        .unwrap_or_else(|d| panic!("{}", d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")));
+    let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default()).unwrap_or_else(|d| {
+        panic!(
+            "{}",
+            d.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
     let rt = tree.runtime("docker-local").unwrap();
     let s = DockerSettings::from_model(&tree, rt).unwrap();
     assert_eq!(s.name, "docker-local");
@@ -40,13 +47,18 @@ fn settings_from_the_rules_model() {
     assert_eq!(s.default_machine_type.as_deref(), Some("small"));
     assert_eq!(s.docker_binary, "docker");
     assert_eq!(s.docker_version.as_deref(), Some(">=20"));
-    assert!(s.packer_builders.is_empty(), "the fixture's docker builder is native");
+    assert!(
+        s.packer_builders.is_empty(),
+        "the fixture's docker builder is native"
+    );
     assert!(s.problems().is_empty(), "{:?}", s.problems());
     let r = DockerRuntime::new(s).unwrap();
     assert_eq!(r.kind(), "docker");
     // not a docker runtime
     let sim = tree.runtime("sim").unwrap();
-    assert!(DockerSettings::from_model(&tree, sim).unwrap_err().contains("not docker"));
+    assert!(DockerSettings::from_model(&tree, sim)
+        .unwrap_err()
+        .contains("not docker"));
 }
 
 fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> BakeRequest {
@@ -73,7 +85,10 @@ fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> Ba
         tags: BTreeMap::from([
             ("csis_series".to_string(), "web".to_string()),
             ("csis_parent".to_string(), "vendor".to_string()),
-            ("csis_fingerprint".to_string(), "0123456789abcdef".to_string()),
+            (
+                "csis_fingerprint".to_string(),
+                "0123456789abcdef".to_string(),
+            ),
             ("note".to_string(), "say \"hi\"".to_string()),
         ]),
         tree_root: emit_dir.to_path_buf(),
@@ -137,26 +152,54 @@ async fn packer_docker_root() {
     assert_eq!(src["pull"], false);
     assert_eq!(src["commit"], true);
     let changes: Vec<String> = serde_json::from_value(src["changes"].clone()).unwrap();
-    assert!(changes.contains(&"LABEL csis_series=\"web\"".to_string()), "{changes:?}");
-    assert!(changes.contains(&"LABEL note=\"say \\\"hi\\\"\"".to_string()), "{changes:?}");
+    assert!(
+        changes.contains(&"LABEL csis_series=\"web\"".to_string()),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&"LABEL note=\"say \\\"hi\\\"\"".to_string()),
+        "{changes:?}"
+    );
     assert_eq!(changes.last().unwrap(), r#"CMD ["sleep","infinity"]"#);
     let run: Vec<String> = serde_json::from_value(src["run_command"].clone()).unwrap();
-    for want in ["--init", "csis-bake-docker-local-web", "bridge", "--cpus", "2", "--memory", "4g", "{{.Image}}"] {
+    for want in [
+        "--init",
+        "csis-bake-docker-local-web",
+        "bridge",
+        "--cpus",
+        "2",
+        "--memory",
+        "4g",
+        "{{.Image}}",
+    ] {
         assert!(run.iter().any(|r| r == want), "{want} in {run:?}");
     }
     assert!(run.iter().any(|r| r.starts_with("/run:")), "{run:?}");
-    assert!(text.contains("ansible_connection=docker ansible_host=csis-bake-docker-local-web"), "{text}");
+    assert!(
+        text.contains("ansible_connection=docker ansible_host=csis-bake-docker-local-web"),
+        "{text}"
+    );
     assert!(text.contains("DOCKER_CONTEXT=orbstack"), "{text}");
     assert!(text.contains("post-processor \"docker-tag\""), "{text}");
     assert!(text.contains("repository = \"csis/local\""), "{text}");
-    assert!(text.contains("\"web-pckr-docker-ans-20260101-120000\""), "{text}");
+    assert!(
+        text.contains("\"web-pckr-docker-ans-20260101-120000\""),
+        "{text}"
+    );
     assert!(text.contains("post-processor \"manifest\""), "{text}");
     assert!(body.blocks().any(|b| b.identifier() == "packer"));
-    if let Ok(d) = std::env::var("CSIS_DUMP_PACKER") { for f in &files { std::fs::copy(f, Path::new(&d).join(f.file_name().unwrap())).unwrap(); } }
+    if let Ok(d) = std::env::var("CSIS_DUMP_PACKER") {
+        for f in &files {
+            std::fs::copy(f, Path::new(&d).join(f.file_name().unwrap())).unwrap();
+        }
+    }
     // a second emit leaves the files as they are
     let before = std::fs::metadata(&main).unwrap().modified().unwrap();
     rt.emit(&req).await.unwrap();
-    assert_eq!(std::fs::metadata(&main).unwrap().modified().unwrap(), before);
+    assert_eq!(
+        std::fs::metadata(&main).unwrap().modified().unwrap(),
+        before
+    );
     // a native builder emits nothing
     let mut native = req.clone();
     native.image_builder = "native".into();
