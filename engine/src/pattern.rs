@@ -247,6 +247,11 @@ mod tests {
         assert!(p("//images/...@docker-local").matches(&other_rt));
         assert!(!p("//images/...@docker-local").matches(&bake));
         assert!(p("//images/ml/...").matches(&nested));
+        assert!(
+            p("//images/dask:bake").matches(&bake) && p("//images/dask:bake").matches(&other_rt)
+        );
+        assert!(!p("//images/dask:bake").matches(&emit));
+        assert!(p("//...:resolve").matches(&os) && !p("//...:resolve").matches(&bake));
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //!   does: no node starts, running actions see their token cancelled.
 //! - Cancellation ([`RunOptions::cancel_token`]): nothing new starts, running
 //!   actions see [`NodeContext::cancel`] cancelled and are awaited; a node
-//!   that then returns `Ok` is finished, an `Err` counts as cancelled.
+//!   that then returns `Ok` is finished, an `Err` counts as cancelled. With
+//!   [`RunOptions::cancel_grace`], actions still running after the grace
+//!   period are aborted (counted as cancelled).
 //!
 //! Actions are spawned on the current tokio runtime (call [`run`] inside one).
 
@@ -42,6 +44,7 @@ pub struct RunOptions {
     fail_fast: bool,
     count_kind: Option<String>,
     cancel: CancellationToken,
+    grace: Option<Duration>,
 }
 
 impl RunOptions {
@@ -53,6 +56,7 @@ impl RunOptions {
             fail_fast: false,
             count_kind: None,
             cancel: CancellationToken::new(),
+            grace: None,
         }
     }
     /// At most `limit` actions of nodes in `pool` at once (0 is taken as 1).
@@ -74,6 +78,13 @@ impl RunOptions {
     /// The token that cancels the run (e.g. cancelled on Ctrl-C).
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
+        self
+    }
+    /// After a stop (cancellation or fail-fast), actions still running after
+    /// `grace` are aborted (dropped at their next await) and count as
+    /// cancelled. Without it, the run waits for every action to return.
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
         self
     }
     /// The token that cancels the run.
@@ -392,10 +403,16 @@ where
     let mut set: JoinSet<(Result<NodeOutput, NodeError>, Duration)> = JoinSet::new();
     let mut running = 0usize;
     let mut stop_reason: Option<String> = None;
+    let mut stopped_at: Option<Instant> = None;
+    let mut aborted = false;
+    let mut node_started: Vec<Option<Instant>> = vec![None; n];
 
     loop {
         if stop_reason.is_none() && opts.cancel.is_cancelled() {
             stop_reason = Some("the run was cancelled".into());
+        }
+        if stop_reason.is_some() && stopped_at.is_none() {
+            stopped_at = Some(Instant::now());
         }
         if stop_reason.is_none() {
             while running < opts.jobs {
@@ -444,6 +461,7 @@ where
                 };
                 let fut = action(cx);
                 let t0 = Instant::now();
+                node_started[id.index()] = Some(t0);
                 let handle = set.spawn(async move {
                     let r = fut.await;
                     (r, t0.elapsed())
@@ -457,6 +475,10 @@ where
         if running == 0 {
             break;
         }
+        let deadline = match (opts.grace, stopped_at) {
+            (Some(g), Some(at)) if !aborted => Some(at + g),
+            _ => None,
+        };
         let joined = tokio::select! {
             biased;
             j = set.join_next_with_id() => j.expect("a task is running"),
@@ -464,17 +486,26 @@ where
                 stop_reason = Some("the run was cancelled".into());
                 continue;
             }
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                aborted = true;
+                set.abort_all();
+                continue;
+            }
         };
         let (id, result, took) = match joined {
             Ok((tid, (r, took))) => (tasks.remove(&tid).expect("known task"), r, took),
             Err(je) => {
                 let id = tasks.remove(&je.id()).expect("known task");
-                let msg = if je.is_panic() {
-                    "the action panicked".to_string()
+                let err = if je.is_panic() {
+                    NodeError::new("the action panicked")
                 } else {
-                    "the action was aborted".to_string()
+                    NodeError {
+                        message: "aborted: did not stop within the grace period".into(),
+                        cancelled: true,
+                    }
                 };
-                (id, Err(NodeError::new(msg)), started_at.elapsed())
+                let took = node_started[id.index()].map_or(Duration::ZERO, |t| t.elapsed());
+                (id, Err(err), took)
             }
         };
         running -= 1;
@@ -527,6 +558,7 @@ where
                         node.label()
                     ));
                     run_token.cancel();
+                    stopped_at = Some(Instant::now());
                 }
             }
         }

@@ -514,3 +514,42 @@ async fn a_panicking_action_is_a_failure() {
     .await;
     assert_eq!((report.summary.failed, report.summary.not_run), (1, 1));
 }
+
+// Paused clock: the hour-long sleep and the grace period are virtual.
+#[tokio::test(start_paused = true)]
+async fn actions_ignoring_cancellation_are_aborted_after_the_grace_period() {
+    let (g, plan) = graph(&["stubborn", "polite"], &[]);
+    let token = CancellationToken::new();
+    let t2 = token.clone();
+    let started = Arc::new(AtomicUsize::new(0));
+    let s2 = started.clone();
+    let events = Events::new(move |e| {
+        if matches!(e, Event::Started { .. }) && s2.fetch_add(1, Ordering::SeqCst) == 1 {
+            t2.cancel(); // both running: Ctrl-C
+        }
+    });
+    let opts = RunOptions::new(2)
+        .cancel_token(token)
+        .cancel_grace(Duration::from_secs(5));
+    let t0 = tokio::time::Instant::now();
+    let report = run(&g, &plan, opts, events, |cx| async move {
+        if cx.label().path() == "stubborn" {
+            tokio::time::sleep(Duration::from_secs(3600)).await; // ignores the token
+            Ok(NodeOutput::none())
+        } else {
+            cx.cancel().cancelled().await;
+            Err(NodeError::cancelled())
+        }
+    })
+    .await;
+    let stubborn = g.find(&l("//stubborn@rt:bake")).unwrap();
+    match report.outcome(stubborn).unwrap() {
+        NodeOutcome::Cancelled { error, .. } => {
+            assert!(error.message.contains("grace period"), "{error}")
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(report.summary.cancelled, 2);
+    assert_eq!(report.summary.finished, 0);
+    assert!(t0.elapsed() < Duration::from_secs(3600));
+}
