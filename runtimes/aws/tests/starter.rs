@@ -33,7 +33,10 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
     let reference = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/reference/cs-image-system-0.1.1-starters/standard-aws");
     if !reference.is_dir() {
-        eprintln!("\n*** SKIPPED: {} is not there ***\n", reference.display());
+        crate::common::loud(&format!(
+            "*** SKIPPED: {} is not there ***",
+            reference.display()
+        ));
         return;
     }
     // the tree, copied for this test only, with moto's ids

@@ -18,7 +18,7 @@ fn reference() -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("\n*** SKIPPED golden comparison: ../shared/reference is not there ***\n");
+        crate::common::loud("*** SKIPPED golden comparison: ../shared/reference is not there ***");
         None
     }
 }
@@ -672,10 +672,10 @@ async fn unchanged_files_are_not_rewritten_and_the_layout_is_packer_fmt() {
                 );
             }
         } else {
-            eprintln!("*** packer not usable here: fmt check skipped ***");
+            crate::common::loud("*** packer not usable here: fmt check skipped ***");
         }
     } else {
-        eprintln!("*** packer not installed: fmt check skipped ***");
+        crate::common::loud("*** packer not installed: fmt check skipped ***");
     }
 }
 
@@ -691,7 +691,7 @@ async fn debian_packer_validates_the_root() {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("\n*** SKIPPED: no packer here (apt-get install packer) ***\n");
+        crate::common::loud("*** SKIPPED: no packer here (apt-get install packer) ***");
         return;
     }
     let d = tempfile::tempdir().unwrap();

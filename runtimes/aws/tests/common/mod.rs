@@ -52,10 +52,10 @@ pub fn moto() -> Option<String> {
     if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
         panic!("moto is not answering on {url} and CSIS_REQUIRE_MOTO is set: run runtimes/aws/tests/moto.sh");
     }
-    eprintln!(
-        "\n*** SKIPPED: moto is not answering on {url}; start it with runtimes/aws/tests/moto.sh \
-         (set CSIS_REQUIRE_MOTO=1 to make this a failure) ***\n"
-    );
+    loud(&format!(
+        "*** SKIPPED: moto is not answering on {url}; start it with runtimes/aws/tests/moto.sh \
+         (set CSIS_REQUIRE_MOTO=1 to make this a failure) ***"
+    ));
     None
 }
 
@@ -83,9 +83,15 @@ pub async fn fixture_amis(url: &str) -> bool {
         if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
             panic!("moto runs without tests/fixtures/amis.json (start it with runtimes/aws/tests/moto.sh)");
         }
-        eprintln!("\n*** SKIPPED: moto runs without MOTO_AMIS_PATH=tests/fixtures/amis.json (restart it with moto.sh) ***\n");
+        loud("*** SKIPPED: moto runs without MOTO_AMIS_PATH=tests/fixtures/amis.json (restart it with moto.sh) ***");
     }
     ok
+}
+
+/// Print past the test harness's capture (a skip must be seen).
+pub fn loud(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "\n{msg}\n");
 }
 
 static N: AtomicU64 = AtomicU64::new(0);
