@@ -70,10 +70,23 @@
 //!   finished successfully. A failed node stops its descendants (reported as
 //!   not run); independent branches go on unless `fail_fast`.
 //! - On cancellation no node starts; running actions see their
-//!   [`CancellationToken`] cancelled; finished nodes stay finished.
+//!   [`CancellationToken`] cancelled (and are aborted after
+//!   [`RunOptions::cancel_grace`], if set); finished nodes stay finished.
+//! - Events: all `skipped` first, then `started`/`log`/`finished`/`failed`
+//!   as they happen, then one `not_run` per due node that did not run, then
+//!   exactly one `summary`, last. Every due node is exactly one of finished,
+//!   failed, cancelled or not run.
 //! - The graph is acyclic: a cycle is an error that prints it.
 //! - Selection is ancestor-closed: a selected node's dependencies are selected.
-//! - All work is linear in nodes + edges (plus sorting of each node's inputs).
+//! - All work is linear in nodes + edges (plus sorting each node's hashed
+//!   dependencies and, for maps not already sorted, its input keys).
+//!
+//! ## Module map
+//!
+//! [`label`] (`//path@runtime:kind`), [`pattern`] (selection syntax and the
+//! closest-label error), [`fingerprint`] (the recipe, [`diff`]), [`graph`]
+//! (nodes, [`Dep`] edges, cycles, selection, fingerprints), [`plan`] (rules,
+//! records, decisions), [`schedule`] ([`run`]), [`event`] (JSON lines).
 
 pub mod event;
 pub mod fingerprint;

@@ -394,7 +394,8 @@ impl Plan {
             _ => None,
         }
     }
-    /// The planned node with this label.
+    /// The planned node with this label (a linear search: in loops, use
+    /// `graph.find(label)` and [`Plan::node`]).
     pub fn get(&self, label: &Label) -> Option<&PlannedNode> {
         self.nodes.iter().find(|n| &n.label == label)
     }

@@ -279,12 +279,17 @@ pub struct RunReport {
     pub summary: Summary,
     /// Every planned node's outcome, in plan order.
     pub outcomes: Vec<(NodeId, NodeOutcome)>,
+    /// Node index -> position in `outcomes` (u32::MAX when not planned).
+    index: Vec<u32>,
 }
 
 impl RunReport {
     /// The outcome of `id`.
     pub fn outcome(&self, id: NodeId) -> Option<&NodeOutcome> {
-        self.outcomes.iter().find(|(i, _)| *i == id).map(|(_, o)| o)
+        match self.index.get(id.index()) {
+            Some(&p) if p != u32::MAX => Some(&self.outcomes[p as usize].1),
+            _ => None,
+        }
     }
     /// The output of `id`, if it finished.
     pub fn output(&self, id: NodeId) -> Option<&NodeOutput> {
@@ -630,5 +635,9 @@ where
     summary.interrupted = stop_reason.is_some();
     summary.elapsed_ms = ms(started_at.elapsed());
     events.emit(Event::Summary(summary.clone()));
-    RunReport { summary, outcomes }
+    RunReport {
+        summary,
+        outcomes,
+        index: pos,
+    }
 }
