@@ -208,7 +208,10 @@ fn retention_keeps_released_and_pinned_and_disposes_children_first() {
     assert!(again.contains("nothing to dispose"), "{again}");
     // records and reality agree afterwards (tools' pin is stale by design)
     let q = t.ok(&["state", "query", "--strict"]);
-    assert!(!q.contains("missing") && !q.contains("foreign") && !q.contains("changed"), "{q}");
+    assert!(
+        !q.contains("missing") && !q.contains("foreign") && !q.contains("changed"),
+        "{q}"
+    );
     assert!(q.contains("image tools@sim: stale"), "{q}");
 }
 

@@ -1,0 +1,282 @@
+//! Lineage operations through the real `csis` binary on the local Docker
+//! daemon (skipped, loudly, without one): a live container refuses a
+//! disposal; retention keeps a released and a pinned build and disposes the
+//! rest children-first, read back from the daemon; a build whose record is
+//! lost is found foreign and adopted by `state import`.
+//!
+//! The base image is a busybox root filesystem imported with `docker import`
+//! (no registry); builds go to a throwaway repository removed at the end.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use csis_cache::MetaState;
+
+fn docker(args: &[&str]) -> Option<String> {
+    let out = Std::new("docker").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn daemon() -> bool {
+    docker(&["version", "--format", "{{.Server.Version}}"]).is_some()
+}
+
+fn busybox() -> Option<PathBuf> {
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// Import a busybox root filesystem as `reference`.
+fn import_base(reference: &str, work: &Path) {
+    let root = work.join("rootfs");
+    for d in ["bin", "tmp", "etc", "root", "run"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(busybox().unwrap(), root.join("bin/busybox")).unwrap();
+    let list = Std::new(root.join("bin/busybox"))
+        .arg("--list")
+        .output()
+        .unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        let l = root.join("bin").join(applet);
+        if !l.exists() {
+            std::os::unix::fs::symlink("busybox", l).unwrap();
+        }
+    }
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let tar = work.join("rootfs.tar");
+    let st = Std::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Std::new("docker")
+        .args(["import"])
+        .arg(&tar)
+        .arg(reference)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path, subst: &[(&str, &str)]) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst, subst);
+        } else {
+            let mut text = std::fs::read_to_string(e.path()).unwrap();
+            for (k, v) in subst {
+                text = text.replace(k, v);
+            }
+            std::fs::write(dst, text).unwrap();
+        }
+    }
+}
+
+/// Removes the test's containers, repository and base image, even on panic.
+struct Cleanup {
+    repo: String,
+    base: String,
+    containers: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for c in &self.containers {
+            let _ = docker(&["rm", "-f", c]);
+        }
+        // A parent with dependent children cannot go first: repeat.
+        for _ in 0..12 {
+            let Some(ids) = docker(&["images", "-q", &self.repo]) else {
+                break;
+            };
+            let ids: BTreeSet<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
+            if ids.is_empty() {
+                break;
+            }
+            for id in ids {
+                let _ = docker(&["rmi", "-f", id]);
+            }
+        }
+        let _ = docker(&["rmi", "-f", &self.base]);
+    }
+}
+
+struct Tree {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Tree {
+    fn csis(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::cargo_bin("csis")
+            .unwrap()
+            .arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.csis(args);
+        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
+        out
+    }
+    fn meta(&self) -> MetaState {
+        MetaState::of_tree(&self.root)
+    }
+    fn ids(&self, series: &str) -> Vec<String> {
+        self.meta()
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .filter(|b| b.series == series)
+            .map(|b| b.build_id)
+            .collect()
+    }
+}
+
+fn exists(id: &str) -> bool {
+    docker(&["image", "inspect", "--format", "{{.Id}}", id]).is_some()
+}
+
+/// Does any tag of the repository still point at the image?
+fn tagged_in(repo: &str, id: &str) -> bool {
+    docker(&["image", "inspect", "--format", "{{json .RepoTags}}", id])
+        .is_some_and(|tags| tags.contains(&format!("{repo}:")))
+}
+
+#[test]
+fn docker_dispose_retention_refusal_foreign_import() {
+    if !daemon() || busybox().is_none() {
+        eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
+        return;
+    }
+    let suffix = format!("{:08x}", std::process::id() ^ 0x5eed_0000);
+    let repo = format!("csis-ops-test/r{suffix}");
+    let base = format!("csis-ops-test/base:{suffix}");
+    let mut cleanup = Cleanup {
+        repo: repo.clone(),
+        base: base.clone(),
+        containers: vec![],
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    import_base(&base, tmp.path());
+    let root = tmp.path().join("tree");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker"),
+        &root,
+        &[("@REPO@", &repo), ("@BASE@", &base)],
+    );
+    let t = Tree { _tmp: tmp, root };
+
+    // three generations of base, web and app
+    t.ok(&["build", "--json"]);
+    t.ok(&["build", "--json", "--force-bake", "base"]);
+    t.ok(&["build", "--json", "--force-bake", "base"]);
+    let b = t.ids("base");
+    let w = t.ids("web");
+    let a = t.ids("app");
+    assert_eq!((b.len(), w.len(), a.len()), (3, 3, 3));
+    let q = t.ok(&["state", "query", "--strict"]);
+    assert!(q.contains("no drift"), "{q}");
+
+    // a container standing on a build refuses its disposal, nothing deleted
+    let cname = format!("csis-ops-test-{suffix}");
+    cleanup.containers.push(cname.clone());
+    assert!(docker(&["create", "--name", &cname, &a[0], "sleep", "1"]).is_some());
+    let (code, _, err) = t.csis(&["dispose", "image", &a[0]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is in use") && err.contains(&cname), "{err}");
+    assert!(err.contains("nothing was deleted"), "{err}");
+    assert!(tagged_in(&repo, &a[0]));
+    let _ = docker(&["rm", "-f", &cname]);
+
+    // retention: keep 1, a released app build, an instance pinned to web[0]
+    t.ok(&["release", "app", "--build", &a[1], "--model", "prod"]);
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-1".into(), w[0].clone());
+    t.meta().save_pins(&pins).unwrap();
+    let rt_yml = t.root.join("cfg/runtime-builders.yml");
+    let text = std::fs::read_to_string(&rt_yml).unwrap();
+    std::fs::write(&rt_yml, format!("{text}    retention_keep: 1\n")).unwrap();
+    let out = t.ok(&["dispose", "image", "--retention"]);
+    assert!(
+        out.contains(&format!(
+            "kept (retention debt): {} (app on docker-ops): RELEASED",
+            a[1]
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "kept (retention debt): {} (web on docker-ops): pinned to instance vm-1",
+            w[0]
+        )),
+        "{out}"
+    );
+    for d in [&b[0], &b[1], &w[1], &a[0]] {
+        assert!(out.contains(&format!("disposed {d}")), "{out}");
+        assert!(!tagged_in(&repo, d), "{d} still tagged in {repo}");
+    }
+    for k in [&b[2], &w[0], &w[2], &a[1], &a[2]] {
+        assert!(exists(k) && tagged_in(&repo, k), "{k} was removed");
+    }
+    let pos = |id: &str| out.find(&format!("disposed {id}")).unwrap();
+    assert!(pos(&w[1]) < pos(&b[1]), "children first: {out}");
+    let recorded: BTreeSet<String> = t
+        .meta()
+        .lineage()
+        .unwrap()
+        .builds
+        .into_iter()
+        .map(|b| b.build_id)
+        .collect();
+    assert!(!recorded.contains(&w[1]) && recorded.contains(&w[0]));
+
+    // a record lost: the image is foreign, then adopted from its labels/tags
+    let mut l = t.meta().lineage().unwrap();
+    l.builds.retain(|x| x.build_id != a[2]);
+    t.meta().save_lineage(&l).unwrap();
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("image {}@docker-ops: foreign", a[2])),
+        "{out}"
+    );
+    assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
+    let out = t.ok(&["state", "import"]);
+    assert!(
+        out.contains(&format!("adopted {} (app on docker-ops", a[2])),
+        "{out}"
+    );
+    let rec = t.meta().lineage().unwrap().find(&a[2]).cloned().unwrap();
+    assert_eq!(rec.parent.as_deref(), Some(w[2].as_str()));
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+    drop(cleanup);
+}
