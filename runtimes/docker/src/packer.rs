@@ -15,11 +15,12 @@
 
 use std::path::PathBuf;
 
-use csis_runtime::{BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
+use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
 use hcl::structure::{Attribute, Block, Body};
+use tokio::io::AsyncBufReadExt;
 
 use crate::names;
-use crate::runtime::{DockerRuntime, NAME_LABEL};
+use crate::runtime::{remove_container_forced, ContainerGuard, DockerRuntime, NAME_LABEL};
 use crate::script;
 
 fn image_of(req: &BakeRequest) -> String {
@@ -58,6 +59,9 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
     };
     let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
     changes.push(label_change(NAME_LABEL, &made));
+    // run_command's --entrypoint=/bin/sh keeps the container up; the image gets none
+    // (`ENTRYPOINT []` would keep the container's; `[""]` is the daemon's "none")
+    changes.push(r#"ENTRYPOINT [""]"#.to_string());
     changes.push(r#"CMD ["sleep","infinity"]"#.to_string());
 
     let mut run: Vec<String> = vec![
@@ -338,4 +342,196 @@ pub async fn emit(rt: &DockerRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>>
         out.push(path);
     }
     Ok(out)
+}
+
+/// The file name of the packer root of a bake.
+pub fn root_file(req: &BakeRequest) -> String {
+    format!("{}-{}.pkr.hcl", req.image_builder, image_of(req))
+}
+
+/// `packer version` as (major, minor).
+async fn packer_version(binary: &str) -> Result<(u64, u64)> {
+    let out = tokio::process::Command::new(binary)
+        .arg("version")
+        .output()
+        .await
+        .map_err(|e| {
+            RuntimeError::Failed(format!(
+                "`{binary} version` cannot run: {e} (install packer: Debian `apt-get install packer`, or HashiCorp's release)"
+            ))
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text
+        .split_whitespace()
+        .find_map(|w| {
+            let w = w.trim_start_matches('v');
+            let mut it = w.split('.');
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .ok_or_else(|| {
+            RuntimeError::Failed(format!(
+                "cannot read a version from `{binary} version`: {}",
+                text.trim()
+            ))
+        })?;
+    Ok(v)
+}
+
+/// Drop the top-level `packer { ... }` block (packer before 1.7 knows no `required_plugins`).
+pub fn without_packer_block(hcl_text: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    let mut depth = 0i32;
+    for line in hcl_text.lines() {
+        if !skipping && line.trim_start() == line && line.starts_with("packer {") {
+            skipping = true;
+        }
+        if skipping {
+            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+            if depth <= 0 {
+                skipping = false;
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Bake by running packer on the emitted root: the bake container is removed
+/// whatever happens (packer killed on cancellation), the build id is the
+/// committed image's id (the manifest names the docker-tag artifact).
+pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result<BakeOutcome> {
+    let d = rt.docker().await?.clone();
+    let made = names::image_name_as_made(&req.final_name);
+    let container = names::bake_container_name(&rt.settings().name, &image_of(req));
+    emit(rt, req).await?;
+    let mut file = root_file(req);
+    let (major, minor) = packer_version(packer).await?;
+    if (major, minor) < (1, 7) {
+        // same root, minus `required_plugins` (docker and ansible are built into packer < 1.7)
+        let text = tokio::fs::read_to_string(req.emit_dir.join(&file))
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
+        let legacy = file.replace(".pkr.hcl", ".packer-lt-1.7.pkr.hcl");
+        tokio::fs::write(req.emit_dir.join(&legacy), without_packer_block(&text))
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
+        req.log.line(&format!(
+            "packer {major}.{minor} predates required_plugins: building {legacy}"
+        ));
+        file = legacy;
+    }
+    let manifest = req.emit_dir.join("manifest.json");
+    let _ = tokio::fs::remove_file(&manifest).await;
+    if remove_container_forced(&d, &container).await.is_err() {
+        return Err(RuntimeError::Failed(format!(
+            "{}: a stale bake container {container} cannot be removed",
+            req.label
+        )));
+    }
+    let guard = ContainerGuard::new(d.clone(), container.clone());
+    let mut cmd = tokio::process::Command::new(packer);
+    cmd.args(["build", "-color=false", "-force", &file])
+        .current_dir(&req.emit_dir)
+        .envs(rt.settings().tool_environment())
+        .env("PACKER_NO_COLOR", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    req.log
+        .line(&format!("$ {packer} build -color=false -force {file}"));
+    let run = async {
+        let mut child = cmd.spawn().map_err(|e| {
+            RuntimeError::Failed(format!("{}: `{packer}` cannot run: {e}", req.label))
+        })?;
+        let out = child.stdout.take().expect("piped");
+        let err = child.stderr.take().expect("piped");
+        let (l1, l2) = (req.log.clone(), req.log.clone());
+        let a = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(out).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                l1.line(&l);
+            }
+        });
+        let b = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                l2.line(&l);
+            }
+        });
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("{}: packer: {e}", req.label)))?;
+        let _ = a.await;
+        let _ = b.await;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(RuntimeError::Failed(format!(
+                "bake {}: packer build exited {}",
+                req.label,
+                status.code().unwrap_or(-1)
+            )))
+        }
+    };
+    let result = tokio::select! {
+        r = run => r,
+        _ = req.cancel.cancelled() => Err(RuntimeError::Cancelled),
+    };
+    let removed = guard.remove().await;
+    result?;
+    if let Err(e) = removed {
+        req.log.line(&format!(
+            "warning: bake container {container} not removed: {e}"
+        ));
+    }
+    let text = tokio::fs::read_to_string(&manifest).await.map_err(|e| {
+        RuntimeError::Failed(format!("{}: packer wrote no manifest: {e}", req.label))
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| RuntimeError::Failed(format!("{}: manifest.json: {e}", req.label)))?;
+    let last = v["last_run_uuid"].as_str().unwrap_or_default();
+    let artifact = v["builds"]
+        .as_array()
+        .and_then(|b| {
+            b.iter()
+                .rev()
+                .find(|b| b["packer_run_uuid"].as_str() == Some(last))
+        })
+        .and_then(|b| b["artifact_id"].as_str())
+        .ok_or_else(|| {
+            RuntimeError::Failed(format!("{}: manifest.json names no artifact", req.label))
+        })?
+        .to_string();
+    let img = rt.inspect_image_opt(&artifact).await?.ok_or_else(|| {
+        RuntimeError::Failed(format!(
+            "{}: packer's artifact {artifact} is not on the daemon",
+            req.label
+        ))
+    })?;
+    Ok(BakeOutcome {
+        build_id: img.id.unwrap_or(artifact),
+        name: made,
+        assertions: req.tests.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packer_block_removed() {
+        let t = "# c\npacker {\n  required_plugins {\n    docker = {\n      source = \"x\"\n    }\n  }\n}\n\nsource \"docker\" \"web\" {\n  pull = false\n}\n";
+        let out = without_packer_block(t);
+        assert_eq!(
+            out,
+            "# c\n\nsource \"docker\" \"web\" {\n  pull = false\n}\n"
+        );
+    }
 }

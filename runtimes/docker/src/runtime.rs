@@ -138,14 +138,22 @@ impl<'a> LineSplitter<'a> {
 
 /// Removes the bake container when dropped without [`ContainerGuard::disarm`]
 /// (a bake future dropped mid-way), as a spawned task.
-struct ContainerGuard {
+pub(crate) struct ContainerGuard {
     docker: Docker,
     name: String,
     armed: bool,
 }
 
 impl ContainerGuard {
-    async fn remove(mut self) -> std::result::Result<(), String> {
+    pub(crate) fn new(docker: Docker, name: String) -> Self {
+        ContainerGuard {
+            docker,
+            name,
+            armed: true,
+        }
+    }
+
+    pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
         self.armed = false;
         remove_container_forced(&self.docker, &self.name).await
     }
@@ -165,7 +173,10 @@ impl Drop for ContainerGuard {
     }
 }
 
-async fn remove_container_forced(docker: &Docker, name: &str) -> std::result::Result<(), String> {
+pub(crate) async fn remove_container_forced(
+    docker: &Docker,
+    name: &str,
+) -> std::result::Result<(), String> {
     let opts = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
@@ -283,7 +294,7 @@ impl DockerRuntime {
         }
     }
 
-    async fn inspect_image_opt(&self, reference: &str) -> Result<Option<ImageInspect>> {
+    pub(crate) async fn inspect_image_opt(&self, reference: &str) -> Result<Option<ImageInspect>> {
         let d = self.docker().await?;
         match d.inspect_image(reference).await {
             Ok(i) => Ok(Some(i)),
@@ -1111,8 +1122,7 @@ impl Runtime for DockerRuntime {
         if self
             .settings
             .packer_builders
-            .iter()
-            .any(|b| b == &req.image_builder)
+            .contains_key(&req.image_builder)
         {
             crate::packer::emit(self, req).await
         } else {
@@ -1131,6 +1141,9 @@ impl Runtime for DockerRuntime {
         }
         if req.cancel.is_cancelled() {
             return Err(RuntimeError::Cancelled);
+        }
+        if let Some(packer) = self.settings.packer_builders.get(&req.image_builder) {
+            return crate::packer::bake(self, req, packer).await;
         }
         let d = self.docker().await?.clone();
         let made = names::image_name_as_made(&req.final_name);

@@ -48,9 +48,10 @@ pub struct DockerSettings {
     pub docker_binary: String,
     /// The version floor of that executable (`>=24`).
     pub docker_version: Option<String>,
-    /// Image builders of type `packer-docker` on this runtime: `emit` writes a
-    /// packer root for bakes by these; every other builder bakes natively.
-    pub packer_builders: Vec<String>,
+    /// Image builders of type `packer-docker` on this runtime, with the packer
+    /// binary each runs: `emit` writes a packer root for bakes by these and
+    /// `bake` runs packer on it; every other builder bakes natively.
+    pub packer_builders: BTreeMap<String, String>,
 }
 
 impl DockerSettings {
@@ -67,7 +68,7 @@ impl DockerSettings {
             tls: TlsSettings::default(),
             docker_binary: "docker".to_string(),
             docker_version: Some(crate::version::DOCKER_VERSION_FLOOR.to_string()),
-            packer_builders: Vec::new(),
+            packer_builders: BTreeMap::new(),
         }
     }
 
@@ -245,7 +246,14 @@ impl DockerSettings {
             .filter(|b| {
                 b.runtime == rt.name && b.kind == csis_rules::model::ImageBuilderKind::PackerDocker
             })
-            .map(|b| b.name.clone())
+            .map(|b| {
+                let exe = b.executable.clone().unwrap_or_else(|| "packer".to_string());
+                let binary = tree
+                    .executable(&exe)
+                    .map(|e| e.model.binary.clone().unwrap_or_else(|| e.name.clone()))
+                    .unwrap_or(exe);
+                (b.name.clone(), binary)
+            })
             .collect();
         Ok(s)
     }

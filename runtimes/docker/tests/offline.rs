@@ -111,7 +111,7 @@ async fn packer_docker_root() {
         },
     );
     s.default_machine_type = Some("small".into());
-    s.packer_builders = vec!["pckr-docker-ans".into()];
+    s.packer_builders = BTreeMap::from([("pckr-docker-ans".to_string(), "packer".to_string())]);
     let rt = DockerRuntime::new(s).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let req = request(

@@ -182,6 +182,11 @@ pub async fn debian_image(d: &bollard::Docker) -> Option<String> {
 
 /// A runtime on the local daemon with a test-only repository.
 pub fn runtime(tag: &str) -> (DockerRuntime, Cleanup) {
+    runtime_with(tag, |_| {})
+}
+
+/// [`runtime`] with the settings adjusted by `f`.
+pub fn runtime_with(tag: &str, f: impl FnOnce(&mut DockerSettings)) -> (DockerRuntime, Cleanup) {
     let suffix = rand_suffix();
     let mut s = DockerSettings::new(format!("t{tag}{suffix}"));
     s.repository = Some(format!("csis-test/{tag}-{suffix}"));
@@ -193,6 +198,7 @@ pub fn runtime(tag: &str) -> (DockerRuntime, Cleanup) {
         },
     );
     s.default_machine_type = Some("small".into());
+    f(&mut s);
     let rt = DockerRuntime::new(s).unwrap();
     let c = Cleanup {
         repository: rt.repository().to_string(),
