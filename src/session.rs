@@ -41,8 +41,13 @@ pub fn open(global: &GlobalArgs) -> Result<Session> {
 pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
     let meta = MetaState::of_tree(&root);
-    let lineage = meta.lineage()?;
-    let pins = meta.pins()?;
+    // Revoked heads and pins to revoked builds are invisible to the plan
+    // (lineage operations, csis_cache::planning_view).
+    let (lineage, pins) = csis_cache::planning_view(
+        &meta.lineage()?,
+        &meta.pins()?,
+        &csis_cache::Revocations::load(&meta)?,
+    );
     let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
     let fps = compiled.graph.fingerprints()?;
     Ok(Session {

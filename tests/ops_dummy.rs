@@ -548,3 +548,57 @@ fn empty_and_preflight() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("FAIL executable nothing-here"), "{out}");
 }
+
+#[test]
+fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
+    let t = Tree::new();
+    t.build(&[]);
+    let w0 = t.ids("web")[0].clone();
+    let (a0, t0) = (t.ids("app")[0].clone(), t.ids("tools")[0].clone());
+    let plan = t.ok(&["plan"]);
+    assert!(plan.contains("0 of 4 bake(s) due"), "{plan}");
+    t.ok(&["revoke", &w0, "--descendants", "--reason", "CVE-2026-3"]);
+    // the revocation makes web and everything descending from it due
+    let plan = t.ok(&["plan"]);
+    for s in ["web", "app", "tools"] {
+        assert!(
+            plan.lines()
+                .any(|l| l.starts_with("bake") && l.contains(&format!("//images/{s}@sim:bake"))),
+            "{s} not due:\n{plan}"
+        );
+    }
+    assert!(
+        plan.lines()
+            .any(|l| l.starts_with("skip") && l.contains("//os/deb12@sim")),
+        "{plan}"
+    );
+    // while no new web build exists, nothing bakes from the revoked one
+    let out = Command::cargo_bin("csis")
+        .unwrap()
+        .arg("-C")
+        .arg(&t.root)
+        .args(["build", "--json"])
+        .env("CSIS_DUMMY_FAIL", "web")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(t.ids("app"), vec![a0.clone()]);
+    assert_eq!(t.ids("tools"), vec![t0.clone()]);
+    // a new web build: the children bake from it, never from the revoked one
+    t.build(&[]);
+    let w = t.ids("web");
+    assert_eq!(w.len(), 2);
+    for s in ["app", "tools"] {
+        let b = t.builds(s);
+        assert_eq!(b.len(), 2, "{s}");
+        assert_eq!(
+            b[1].parent.as_deref(),
+            Some(w[1].as_str()),
+            "{s} baked from {:?}",
+            b[1].parent
+        );
+    }
+    assert_eq!(t.meta().pins().unwrap().images["tools@sim"], w[1]);
+    let plan = t.ok(&["plan"]);
+    assert!(plan.contains("0 of 4 bake(s) due"), "{plan}");
+}

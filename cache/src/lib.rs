@@ -38,7 +38,7 @@ pub use pins::{image_key, PinMove, Pins};
 pub use plan::{engine_record, LineageRecords, MetaPins};
 pub use releases::{Release, Releases};
 pub use runid::{age_days, parse_run_id, run_id, run_id_now};
-pub use revocations::{head_unrevoked, Revocations};
+pub use revocations::{head_unrevoked, planning_view, Revocations};
 pub use store::{MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
 
 /// Errors of the cache.

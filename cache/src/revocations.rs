@@ -162,6 +162,36 @@ pub fn head_unrevoked<'a>(
         .filter(|h| !revs.is_revoked(&h.build_id))
 }
 
+/// The records as the planner and the graph compile must see them once
+/// revocations apply: every record of a (series, runtime) whose head is
+/// revoked is left out (so the series has no head there and its bake is due:
+/// "no build yet"), and every image pin naming a revoked build is dropped (so
+/// a pinned child binds again to its parent's next unrevoked head instead of
+/// baking from a revoked build). `meta-state/` itself is not changed.
+pub fn planning_view(
+    lineage: &Lineage,
+    pins: &crate::Pins,
+    revs: &Revocations,
+) -> (Lineage, crate::Pins) {
+    if revs.revocations.is_empty() {
+        return (lineage.clone(), pins.clone());
+    }
+    let mut blocked: BTreeSet<(String, Option<String>)> = BTreeSet::new();
+    let mut seen: BTreeSet<(String, Option<String>)> = BTreeSet::new();
+    for b in lineage.builds.iter().rev() {
+        let key = (b.series.clone(), b.runtime.clone());
+        if seen.insert(key.clone()) && revs.is_revoked(&b.build_id) {
+            blocked.insert(key);
+        }
+    }
+    let mut l = lineage.clone();
+    l.builds
+        .retain(|b| !blocked.contains(&(b.series.clone(), b.runtime.clone())));
+    let mut p = pins.clone();
+    p.images.retain(|_, b| !revs.is_revoked(b));
+    (l, p)
+}
+
 // ---- small helpers for meta-state files this crate's lineage operations own ----
 
 pub(crate) fn read_meta_file<T: serde::de::DeserializeOwned + Default>(
@@ -252,6 +282,28 @@ mod tests {
             head_unrevoked(&l, &r2, "base", "rt").unwrap().build_id,
             "b2"
         );
+    }
+
+    #[test]
+    fn planning_view_drops_revoked_heads_and_pins() {
+        let l = lineage();
+        let mut pins = crate::Pins::default();
+        pins.images.insert("web@rt".into(), "b2".into());
+        pins.images.insert("app@rt".into(), "w1".into());
+        let mut r = Revocations::default();
+        let (same, p) = planning_view(&l, &pins, &r);
+        assert_eq!(same, l);
+        assert_eq!(p, pins);
+        revoke(&l, &mut r, "b2", false, None, None).unwrap();
+        revoke(&l, &mut r, "w1", false, None, None).unwrap();
+        let (v, p) = planning_view(&l, &pins, &r);
+        // base's head b2 is revoked: no base record is left (no head)
+        assert!(v.head("base", "rt").is_none());
+        // web's head w2 is not revoked: web keeps its records (w1 too)
+        assert_eq!(v.head("web", "rt").unwrap().build_id, "w2");
+        assert!(v.find("w1").is_some());
+        // both pins name revoked builds
+        assert!(p.images.is_empty());
     }
 
     #[test]
