@@ -260,12 +260,30 @@ fn bench_plan(n: usize) {
     ));
     let c6 = Clock::now();
     assert_eq!(report.summary.baked, 0);
+    drop(report);
+    let hwm_noop = vm_hwm_kib();
+
+    // First build: nothing recorded, every node due; actions return at once
+    // (the scheduler's own cost per node: events, readiness, spawn, join).
+    let empty = MemoryRecords::default();
+    let c7 = Clock::now();
+    let full = Planner::standard().plan(&g, &sel, &fps, &empty).unwrap();
+    let c8 = Clock::now();
+    let report = rt.block_on(run(
+        &g,
+        &full,
+        RunOptions::new(8).count_kind("bake"),
+        Events::none(),
+        |_cx| async { Ok(NodeOutput::none()) },
+    ));
+    let c9 = Clock::now();
+    assert_eq!(report.summary.finished, g.len());
     let cpu = |a: &Clock, b: &Clock| (b.cpu - a.cpu) as f64 / 1e6;
     let wall = |a: &Clock, b: &Clock| ms(b.wall - a.wall);
     let engine_cpu = cpu(&c1, &c2) + cpu(&c3, &c5);
     let engine_wall = wall(&c1, &c2) + wall(&c3, &c5);
     println!(
-        "plan images={n} nodes={} edges={} [cpu ms (wall ms)]: build graph {} | fingerprint {} | select //... {} | plan {} | engine total (fingerprint+select+plan) {engine_cpu:.1} (wall {engine_wall:.1}) | with graph build {:.1} (wall {:.1}) | no-op run {} | peak RSS (VmHWM) {:.1} MiB (graph {:.1} MiB, fingerprints+records+plan {:.1} MiB)",
+        "plan images={n} nodes={} edges={} [cpu ms (wall ms)]: build graph {} | fingerprint {} | select //... {} | plan {} | engine total (fingerprint+select+plan) {engine_cpu:.1} (wall {engine_wall:.1}) | with graph build {:.1} (wall {:.1}) | no-op run {} | all-due plan {} + run of every node with instant actions {} | peak RSS (VmHWM) after the no-op plan+run {:.1} MiB (graph {:.1} MiB, fingerprints+records+plan {:.1} MiB), after the all-due run {:.1} MiB",
         g.len(),
         g.edge_count(),
         c0.since(&c1),
@@ -275,9 +293,12 @@ fn bench_plan(n: usize) {
         engine_cpu + cpu(&c0, &c1),
         engine_wall + wall(&c0, &c1),
         c5.since(&c6),
-        vm_hwm_kib() as f64 / 1024.0,
+        c7.since(&c8),
+        c8.since(&c9),
+        hwm_noop as f64 / 1024.0,
         rss_graph.saturating_sub(rss0) as f64 / 1024.0,
         rss_plan.saturating_sub(rss_graph) as f64 / 1024.0,
+        vm_hwm_kib() as f64 / 1024.0,
     );
 }
 
