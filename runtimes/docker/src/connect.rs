@@ -147,6 +147,9 @@ pub fn client(e: &Endpoint) -> Result<Docker, String> {
             None => Docker::connect_with_http(h, TIMEOUT_S, API_DEFAULT_VERSION),
         }
     } else if h.starts_with("ssh://") {
+        if let Some(p) = ssh_port_problem(h) {
+            return Err(p);
+        }
         Docker::connect_with_ssh(h, TIMEOUT_S, API_DEFAULT_VERSION, None)
     } else {
         return Err(format!(
@@ -154,6 +157,24 @@ pub fn client(e: &Endpoint) -> Result<Docker, String> {
         ));
     };
     r.map_err(|err| format!("daemon address {h}: {err}"))
+}
+
+/// bollard's ssh transport hands `user@host:port` to ssh as a host name: a
+/// port in the URL cannot work, so it is refused with the way around it.
+pub fn ssh_port_problem(host: &str) -> Option<String> {
+    let rest = host.strip_prefix("ssh://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let hostpart = authority.rsplit('@').next().unwrap_or(authority);
+    let has_port = if hostpart.starts_with('[') {
+        hostpart.contains("]:")
+    } else {
+        hostpart.contains(':')
+    };
+    has_port.then(|| {
+        format!(
+            "daemon address {host}: a port in an ssh:// address is not supported; declare a Host alias with its Port in ~/.ssh/config and use ssh://<user>@<alias>"
+        )
+    })
 }
 
 /// What to check when the daemon does not answer, per endpoint kind.
@@ -216,6 +237,15 @@ mod tests {
         s.host = Some("unix:///x".into());
         s.context = Some("c".into());
         assert!(endpoint(&s).unwrap_err().contains("not both"));
+    }
+
+    #[test]
+    fn ssh_ports_refused_with_the_way_around() {
+        assert!(ssh_port_problem("ssh://u@h:2222").unwrap().contains("~/.ssh/config"));
+        assert_eq!(ssh_port_problem("ssh://u@h"), None);
+        assert_eq!(ssh_port_problem("ssh://h"), None);
+        assert!(ssh_port_problem("ssh://u@[::1]:22").is_some());
+        assert_eq!(ssh_port_problem("ssh://u@[::1]"), None);
     }
 
     #[test]

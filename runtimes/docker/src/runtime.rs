@@ -73,6 +73,21 @@ fn is_conflict(e: &bollard::errors::Error) -> bool {
     )
 }
 
+/// An error with its causes (`client error (Connect): Connection refused (os error 111)`).
+fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cur = c.source();
+    }
+    out.replace('\n', " ")
+}
+
 fn api_message(e: &bollard::errors::Error) -> String {
     match e {
         bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
@@ -270,7 +285,7 @@ impl DockerRuntime {
                 client
                     .negotiate_version()
                     .await
-                    .map_err(|err| self.unreachable(&err.to_string()))
+                    .map_err(|err| self.unreachable(&cause_chain(&err)))
             })
             .await
     }
@@ -286,7 +301,7 @@ impl DockerRuntime {
             }
             bollard::errors::Error::HyperResponseError { .. }
             | bollard::errors::Error::IOError { .. }
-            | bollard::errors::Error::RequestTimeoutError => self.unreachable(&e.to_string()),
+            | bollard::errors::Error::RequestTimeoutError => self.unreachable(&cause_chain(&e)),
             _ => RuntimeError::Failed(format!(
                 "docker runtime {}: {what}: {e}",
                 self.settings.name
@@ -1069,9 +1084,9 @@ impl Runtime for DockerRuntime {
         };
         let image_id = img.id.clone().unwrap_or_default();
         if let (Some(p), Some(arch)) = (&platform, &img.architecture) {
-            let want = p.rsplit('/').next().unwrap_or(p);
+            let want = p.split('/').nth(1).unwrap_or(p);
             let have = query::platform_of(arch);
-            if !p.ends_with(&format!("/{arch}")) && query::platform_of(want) != have && have != *p {
+            if have.split('/').nth(1) != Some(want) {
                 return Err(RuntimeError::Refused(format!(
                     "{}: image '{reference}' is {have}, the query asks {p}",
                     req.label
@@ -1179,6 +1194,11 @@ impl Runtime for DockerRuntime {
         }
         req.log
             .line(&format!("==> bake container {container} from {parent}"));
+        if let Some(gb) = req.disk_size_gb {
+            req.log.line(&format!(
+                "note: disk size {gb} GB is not applied on a docker runtime (the daemon's storage is shared)"
+            ));
+        }
         let guard = ContainerGuard {
             docker: d.clone(),
             name: container.clone(),
@@ -1633,6 +1653,28 @@ mod tests {
             DockerRuntime::new(s),
             Err(RuntimeError::Refused(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn unreachable_tcp_and_ssh_daemons_name_the_address() {
+        for host in ["tcp://127.0.0.1:1", "ssh://nobody@127.0.0.1", "ssh://nobody@127.0.0.1:2222"] {
+            let mut s = DockerSettings::new("far");
+            s.host = Some(host.into());
+            let r = DockerRuntime::new(s).unwrap();
+            let e = tokio::time::timeout(Duration::from_secs(60), r.docker())
+                .await
+                .expect("answers within a minute")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("docker runtime far: the daemon at {host} cannot be reached")),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+            eprintln!("{e}");
+            let f = r.check_online().await.unwrap();
+            assert!(f.iter().any(|f| f.error && f.path == "host"), "{f:?}");
+        }
     }
 
     #[tokio::test]

@@ -99,6 +99,9 @@ impl DockerSettings {
                     format!("{who}: host '{h}' is not a DOCKER_HOST URL (unix://, tcp://, ssh://)"),
                 ));
             }
+            if let Some(p) = crate::connect::ssh_port_problem(h) {
+                out.push(("host".to_string(), format!("{who}: {p}")));
+            }
         }
         if let Err(e) = self.repository() {
             out.push(("repository".to_string(), format!("{who}: {e}")));
