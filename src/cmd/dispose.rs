@@ -269,3 +269,177 @@ pub(crate) async fn execute_async(
     }
     Ok(0)
 }
+
+/// Does the tree declare retention anywhere (an image's `retention`, a
+/// runtime's `retention_keep`, an ephemeral runtime)? When it does,
+/// `csis build` ends with the retention (core.md §5.3).
+#[allow(dead_code)]
+pub(crate) fn retention_declared(tree: &csis_rules::Tree) -> bool {
+    tree.images.iter().any(|i| i.model.retention.is_some())
+        || tree
+            .runtimes
+            .iter()
+            .any(|r| r.common.ephemeral || r.common.retention_keep.is_some())
+}
+
+/// The retention at the end of `csis build`: computed from the records as
+/// they are after the build's bakes were recorded, on every runtime (or
+/// `runtime`), children before parents, live references checked. Does
+/// nothing (and says nothing) when no retention is declared. Call it with
+/// the tree lock held and OUTSIDE the engine run: the build's `Recorder`
+/// holds lineage in memory and writes it whole, so a disposal must not
+/// interleave with a bake being recorded. Returns 0, or 1 when refused or
+/// failed. Not async: it runs its own current-thread tokio runtime.
+#[allow(dead_code)]
+pub(crate) fn retention_after_build(
+    tree: &csis_rules::Tree,
+    runtime: Option<&str>,
+    out: &(dyn Fn(String) + Send + Sync),
+) -> Result<u8> {
+    if !retention_declared(tree) {
+        return Ok(0);
+    }
+    let meta = MetaState::of_tree(tree.root());
+    let req = DisposeRequest {
+        selection: Selection::Retention,
+        runtime: runtime.map(str::to_string),
+        min_age_days: None,
+    };
+    match compute_plan(tree, &meta, &req)? {
+        Err(refusals) => {
+            for r in refusals {
+                out(format!("refused: {r}"));
+            }
+            Ok(1)
+        }
+        Ok(plan) => tokio_rt()?.block_on(execute_async(tree, &meta, &plan, false, out)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csis_cache::BuildRecord;
+    use csis_runtime_dummy::{DummyStore, StoredImage};
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+
+    /// A tree with three recorded deb12 builds present in the dummy store.
+    fn tree_with_builds(keep: Option<u32>) -> (tempfile::TempDir, csis_rules::Tree) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("t");
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
+            &root,
+        );
+        if let Some(k) = keep {
+            let p = root.join("cfg/runtime-builders.yml");
+            let t = std::fs::read_to_string(&p).unwrap();
+            std::fs::write(&p, format!("{t}    retention_keep: {k}\n")).unwrap();
+        }
+        let mut l = csis_cache::Lineage::default();
+        let mut store = DummyStore::default();
+        for i in 1..=3 {
+            let id = format!("d-{i}");
+            let mut r = BuildRecord::new(&id, "deb12", "sim");
+            r.parent = Some("vendor".into());
+            r.run = Some(format!("2026_10_0{i}t00_00_00_000000"));
+            l.add_build(r);
+            store.images.insert(
+                id,
+                StoredImage {
+                    name: format!("deb12-{i}"),
+                    series: "deb12".into(),
+                    created: 0,
+                    tags: [("csis_series".to_string(), "deb12".to_string())].into(),
+                    released: Default::default(),
+                },
+            );
+        }
+        MetaState::of_tree(&root).save_lineage(&l).unwrap();
+        let sp = root.join(".csis/dummy/sim.json");
+        std::fs::create_dir_all(sp.parent().unwrap()).unwrap();
+        std::fs::write(&sp, serde_json::to_vec(&store).unwrap()).unwrap();
+        let tree = csis_rules::load(&root, &Default::default()).expect("fixture loads");
+        (tmp, tree)
+    }
+
+    #[test]
+    fn retention_after_build_disposes_beyond_keep_and_is_silent_without_retention() {
+        let lines = Mutex::new(Vec::new());
+        let out = |l: String| lines.lock().unwrap().push(l);
+        let (_t, tree) = tree_with_builds(None);
+        assert!(!retention_declared(&tree));
+        assert_eq!(retention_after_build(&tree, None, &out).unwrap(), 0);
+        assert!(lines.lock().unwrap().is_empty());
+        assert_eq!(
+            MetaState::of_tree(tree.root())
+                .lineage()
+                .unwrap()
+                .builds
+                .len(),
+            3
+        );
+
+        let (_t, tree) = tree_with_builds(Some(1));
+        assert!(retention_declared(&tree));
+        assert_eq!(retention_after_build(&tree, None, &out).unwrap(), 0);
+        let got = lines.lock().unwrap().clone();
+        assert_eq!(
+            got,
+            vec!["disposed d-2 (deb12 on sim)", "disposed d-1 (deb12 on sim)"]
+        );
+        let l = MetaState::of_tree(tree.root()).lineage().unwrap();
+        assert_eq!(
+            l.builds
+                .iter()
+                .map(|b| b.build_id.as_str())
+                .collect::<Vec<_>>(),
+            ["d-3"]
+        );
+        let store: DummyStore = serde_json::from_slice(
+            &std::fs::read(tree.root().join(".csis/dummy/sim.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(store.images.keys().collect::<Vec<_>>(), ["d-3"]);
+    }
+
+    #[test]
+    fn the_state_query_gate_reports_hard_drift() {
+        let (_t, tree) = tree_with_builds(None);
+        // no report yet and no query: no opinion
+        assert!(crate::cmd::state::state_query_gate(&tree, false)
+            .unwrap()
+            .is_empty());
+        assert!(crate::cmd::state::state_query_gate(&tree, true)
+            .unwrap()
+            .is_empty());
+        let meta = MetaState::of_tree(tree.root());
+        let mut pins = meta.pins().unwrap();
+        pins.instances.insert("vm".into(), "gone".into());
+        meta.save_pins(&pins).unwrap();
+        // the last report (no drift) still answers until the query runs again
+        assert!(crate::cmd::state::state_query_gate(&tree, false)
+            .unwrap()
+            .is_empty());
+        let hard = crate::cmd::state::state_query_gate(&tree, true).unwrap();
+        assert_eq!(hard.len(), 1);
+        assert!(hard[0].contains("pin instance vm: missing"), "{hard:?}");
+        assert_eq!(
+            crate::cmd::state::state_query_gate(&tree, false).unwrap(),
+            hard
+        );
+    }
+}

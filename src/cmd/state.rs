@@ -316,3 +316,18 @@ pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
             .collect(),
     )
 }
+
+/// The gate at the start of `csis build`: with `run_query` (the default;
+/// `--no-state-query` turns it off) run the state query and write the
+/// report; then return the hard drift of the report on disk (empty = go;
+/// no report = no opinion). The build refuses to start on a non-empty
+/// answer, printing the lines and "re-run csis state query after fixing".
+#[allow(dead_code)]
+pub(crate) fn state_query_gate(tree: &Tree, run_query: bool) -> Result<Vec<String>> {
+    if run_query {
+        let meta = MetaState::of_tree(tree.root());
+        let (report, _) = state_report(tree, &meta)?;
+        write_report(tree, &report)?;
+    }
+    Ok(last_report_hard_drift(tree).unwrap_or_default())
+}
