@@ -241,7 +241,9 @@ mod tests {
 
     #[test]
     fn ssh_ports_refused_with_the_way_around() {
-        assert!(ssh_port_problem("ssh://u@h:2222").unwrap().contains("~/.ssh/config"));
+        assert!(ssh_port_problem("ssh://u@h:2222")
+            .unwrap()
+            .contains("~/.ssh/config"));
         assert_eq!(ssh_port_problem("ssh://u@h"), None);
         assert_eq!(ssh_port_problem("ssh://h"), None);
         assert!(ssh_port_problem("ssh://u@[::1]:22").is_some());

@@ -1267,9 +1267,12 @@ impl Runtime for DockerRuntime {
     }
 
     async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
-        let (id, repo_tags) = self.image_id_of(build_id).await?.ok_or_else(|| {
+        let img = self.inspect_image_opt(build_id).await?.ok_or_else(|| {
             RuntimeError::Refused(format!("image {build_id} is not on the daemon"))
         })?;
+        let id = img.id.clone().unwrap_or_else(|| build_id.to_string());
+        let repo_tags = img.repo_tags.clone().unwrap_or_default();
+        let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
         for k in tags.keys() {
             if let Some(p) = names::label_key_problem(k) {
                 return Err(RuntimeError::Refused(p));
@@ -1277,20 +1280,23 @@ impl Runtime for DockerRuntime {
         }
         let current = self.movable_of(&repo_tags, &id);
         for (k, v) in tags {
-            let existing = current.get(k);
-            if v.is_empty() {
-                if let Some((_, rt)) = existing {
+            let movable = current.get(k);
+            let label = labels.get(k).filter(|l| !l.is_empty());
+            let effective = movable.map(|(m, _)| m).or(label);
+            if effective == Some(v) || (v.is_empty() && effective.is_none()) {
+                continue;
+            }
+            if v.is_empty() || label == Some(v) {
+                // the label (or nothing) shows through once the movable tag goes
+                if let Some((_, rt)) = movable {
                     self.untag(rt).await?;
                 }
                 continue;
             }
             let tag = names::movable_tag(&id, k, v).map_err(RuntimeError::Refused)?;
-            if existing.is_some_and(|(old, _)| old == v) {
-                continue;
-            }
             // add the new tag first, so the image never loses its last tag
             self.tag(&id, &tag).await?;
-            if let Some((_, rt)) = existing {
+            if let Some((_, rt)) = movable {
                 self.untag(rt).await?;
             }
         }
@@ -1657,7 +1663,11 @@ mod tests {
 
     #[tokio::test]
     async fn unreachable_tcp_and_ssh_daemons_name_the_address() {
-        for host in ["tcp://127.0.0.1:1", "ssh://nobody@127.0.0.1", "ssh://nobody@127.0.0.1:2222"] {
+        for host in [
+            "tcp://127.0.0.1:1",
+            "ssh://nobody@127.0.0.1",
+            "ssh://nobody@127.0.0.1:2222",
+        ] {
             let mut s = DockerSettings::new("far");
             s.host = Some(host.into());
             let r = DockerRuntime::new(s).unwrap();
@@ -1667,7 +1677,9 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(
-                e.starts_with(&format!("docker runtime far: the daemon at {host} cannot be reached")),
+                e.starts_with(&format!(
+                    "docker runtime far: the daemon at {host} cannot be reached"
+                )),
                 "{e}"
             );
             assert!(!e.contains('\n'), "{e}");

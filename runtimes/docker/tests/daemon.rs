@@ -354,6 +354,52 @@ async fn chain_bakes_then_query_retag_release_dispose() {
         q.iter().find(|f| f.build_id == c.build_id).unwrap().tags["csis_release"],
         "prod/2027"
     );
+    // a value equal to the label needs no tag; setting the label's value back removes the movable one
+    rt.retag_image(
+        &g.build_id,
+        &BTreeMap::from([("csis_series".to_string(), "grand".to_string())]),
+    )
+    .await
+    .unwrap();
+    let gt = d
+        .inspect_image(&g.build_id)
+        .await
+        .unwrap()
+        .repo_tags
+        .unwrap();
+    assert!(!gt.iter().any(|t| t.contains("--csis_series--")), "{gt:?}");
+    rt.retag_image(
+        &c.build_id,
+        &BTreeMap::from([("csis_parent".to_string(), "base".to_string())]),
+    )
+    .await
+    .unwrap();
+    let ct = d
+        .inspect_image(&c.build_id)
+        .await
+        .unwrap()
+        .repo_tags
+        .unwrap();
+    assert!(!ct.iter().any(|t| t.contains("--csis_parent--")), "{ct:?}");
+    let q = rt.query_images().await.unwrap();
+    assert_eq!(
+        q.iter().find(|f| f.build_id == c.build_id).unwrap().tags["csis_parent"],
+        "base"
+    );
+    // an empty value removes the movable tag
+    rt.retag_image(
+        &c.build_id,
+        &BTreeMap::from([("csis_release".to_string(), String::new())]),
+    )
+    .await
+    .unwrap();
+    let q = rt.query_images().await.unwrap();
+    assert!(!q
+        .iter()
+        .find(|f| f.build_id == c.build_id)
+        .unwrap()
+        .tags
+        .contains_key("csis_release"));
 
     // release moves <repository>:<series>--<model>
     let cmds = rt.release_commands(&b.build_id, "base", "prod");
