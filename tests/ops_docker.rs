@@ -278,5 +278,40 @@ fn docker_dispose_retention_refusal_foreign_import() {
     assert_eq!(rec.parent.as_deref(), Some(w[2].as_str()));
     let (code, out, _) = t.csis(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
+
+    // the tag side on the daemon: a record the tags disagree with is
+    // `changed`; relabel moves the tags; restamp records a new fingerprint
+    let mut l = t.meta().lineage().unwrap();
+    let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
+    rec.run = Some("2026_01_01t00_00_00_000000".into());
+    let real_fp = rec.input_fingerprint.clone().unwrap();
+    t.meta().save_lineage(&l).unwrap();
+    let (code, out, _) = t.csis(&["state", "query"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("image {}@docker-ops: changed: run:", w[2])),
+        "{out}"
+    );
+    let out = t.ok(&["lineage", "relabel", "--runtime", "docker-ops"]);
+    assert!(out.contains(&format!("relabelled {}", w[2])), "{out}");
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+    let mut l = t.meta().lineage().unwrap();
+    let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
+    rec.input_fingerprint = Some("0".repeat(64));
+    t.meta().save_lineage(&l).unwrap();
+    let out = t.ok(&[
+        "lineage",
+        "restamp",
+        "--runtime",
+        "docker-ops",
+        "--series",
+        "web",
+    ]);
+    assert!(out.contains(&format!("restamped {}", w[2])), "{out}");
+    let rec = t.meta().lineage().unwrap().find(&w[2]).cloned().unwrap();
+    assert_eq!(rec.input_fingerprint.as_deref(), Some(real_fp.as_str()));
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
     drop(cleanup);
 }

@@ -537,6 +537,16 @@ fn empty_and_preflight() {
     let (code, out, _) = t.csis(&["empty", "--runtime", "sim"]);
     assert_eq!(code, 1);
     assert!(out.contains("leftover: image"), "{out}");
+    // only a released build left: empty again
+    t.ok(&["release", "app", "--model", "prod"]);
+    let out = t.ok(&["dispose", "image", "--all", "--runtime", "sim"]);
+    assert!(out.contains("RELEASED"), "{out}");
+    assert_eq!(t.store_ids().len(), 1);
+    let out = t.ok(&["empty", "--runtime", "sim"]);
+    assert!(
+        out.contains("holds nothing beyond released builds"),
+        "{out}"
+    );
     let out = t.ok(&["preflight"]);
     assert!(out.contains("ok   runtime sim"), "{out}");
     // an executable that is not on PATH fails preflight
