@@ -309,7 +309,7 @@ pub fn source_body(p: &SourcePlan) -> Body {
         AmiLookup::Resolved { id, owner } => {
             data = data.add_attribute(attr("filters", obj(&[("image-id".into(), s(id))])));
             if let Some(o) = owner {
-                data = data.add_attribute(attr("owners", strs(&[o.clone()])));
+                data = data.add_attribute(attr("owners", strs(std::slice::from_ref(o))));
             }
         }
         AmiLookup::Pinned { id } => {

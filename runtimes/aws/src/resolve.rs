@@ -153,7 +153,7 @@ impl ImageQuery {
         self.post_filters.iter().all(|(k, want)| {
             let got = facts.get(k).or_else(|| facts.get(&snake(k))).cloned();
             match got {
-                Some(g) => want.iter().any(|w| *w == g),
+                Some(g) => want.contains(&g),
                 None => false,
             }
         })

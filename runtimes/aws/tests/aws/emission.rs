@@ -573,7 +573,7 @@ async fn the_build_block_steps_tests_and_manifest() {
             ("post-processor".into(), "manifest".into()),
         ]
     );
-    let manifest = build.body.blocks().last().unwrap();
+    let manifest = build.body.blocks().next_back().unwrap();
     assert_eq!(
         attrs(manifest)["output"],
         hcl::Expression::String("manifest.json".into())

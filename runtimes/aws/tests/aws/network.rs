@@ -193,7 +193,7 @@ async fn network_default_resolves_to_the_default_vpc_and_checks_its_subnets() {
     let (_other_vpc, other_subnets) = common::vpc_with_subnets(&ec2, common::octet(), 1).await;
 
     let mut s = common::settings(&url, "aws-def");
-    let mut net = common::networking("default", &[def_subnet.clone()]);
+    let mut net = common::networking("default", std::slice::from_ref(&def_subnet));
     net.network = "default".into();
     s.networking = Some(net.clone());
     let rt = AwsRuntime::new(s.clone());
