@@ -34,6 +34,9 @@ use crate::version;
 
 /// Label carrying the final name as made (outside the `csis_` lineage prefix).
 pub const NAME_LABEL: &str = "csis.name";
+/// Label listing the parent's lineage labels a bake blanked (labels are
+/// inherited and cannot be removed); `query_images` leaves them out.
+pub const BLANKED_LABEL: &str = "csis.blanked";
 /// Where bake scripts are written in the bake container (`/run` is a tmpfs: never committed).
 const STAGE_DIR: &str = "/run/csis";
 
@@ -868,16 +871,20 @@ impl DockerRuntime {
         let d = self.docker().await?;
         let mut labels: HashMap<String, String> = req.tags.clone().into_iter().collect();
         // Labels are inherited from the parent: blank the parent's lineage labels this bake does not set.
+        // (a label cannot be removed: the blanked keys are listed in BLANKED_LABEL)
+        let mut blanked: Vec<String> = Vec::new();
         if let Some(p) = self.inspect_image_opt(parent_id).await? {
             if let Some(pl) = p.config.and_then(|c| c.labels) {
                 for k in pl.keys() {
-                    if (k.starts_with(LINEAGE_PREFIX) || k == NAME_LABEL) && !labels.contains_key(k)
-                    {
+                    if k.starts_with(LINEAGE_PREFIX) && !labels.contains_key(k) {
                         labels.insert(k.clone(), String::new());
+                        blanked.push(k.clone());
                     }
                 }
             }
         }
+        blanked.sort();
+        labels.insert(BLANKED_LABEL.to_string(), blanked.join(","));
         labels.insert(NAME_LABEL.to_string(), made.to_string());
         let opts = CommitContainerOptionsBuilder::default()
             .container(container)
@@ -1272,7 +1279,19 @@ impl Runtime for DockerRuntime {
         })?;
         let id = img.id.clone().unwrap_or_else(|| build_id.to_string());
         let repo_tags = img.repo_tags.clone().unwrap_or_default();
-        let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+        let mut labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+        let blanked: Vec<String> = labels
+            .get(BLANKED_LABEL)
+            .map(|b| {
+                b.split(',')
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for k in blanked {
+            labels.remove(&k);
+        }
         for k in tags.keys() {
             if let Some(p) = names::label_key_problem(k) {
                 return Err(RuntimeError::Refused(p));
@@ -1281,7 +1300,7 @@ impl Runtime for DockerRuntime {
         let current = self.movable_of(&repo_tags, &id);
         for (k, v) in tags {
             let movable = current.get(k);
-            let label = labels.get(k).filter(|l| !l.is_empty());
+            let label = labels.get(k);
             let effective = movable.map(|(m, _)| m).or(label);
             if effective == Some(v) || (v.is_empty() && effective.is_none()) {
                 continue;
@@ -1323,10 +1342,15 @@ impl Runtime for DockerRuntime {
             if ours.is_empty() {
                 continue;
             }
+            let blanked: Vec<&str> = img
+                .labels
+                .get(BLANKED_LABEL)
+                .map(|b| b.split(',').filter(|k| !k.is_empty()).collect())
+                .unwrap_or_default();
             let mut tags: BTreeMap<String, String> = img
                 .labels
                 .iter()
-                .filter(|(k, v)| k.starts_with(LINEAGE_PREFIX) && !v.is_empty())
+                .filter(|(k, _)| k.starts_with(LINEAGE_PREFIX) && !blanked.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {

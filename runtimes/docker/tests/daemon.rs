@@ -198,6 +198,8 @@ async fn chain_bakes_then_query_retag_release_dispose() {
         log.clone(),
     );
     base.tags.insert("team".into(), "platform".into());
+    base.tags.insert("csis_config".into(), "base-only".into());
+    base.tags.insert("csis_storage_types".into(), String::new());
     let b = rt
         .bake(&base)
         .await
@@ -316,6 +318,27 @@ async fn chain_bakes_then_query_retag_release_dispose() {
     assert_eq!(by_series["grand"].build_id, g.build_id);
     assert_eq!(by_series["grand"].name.as_deref(), Some(g.name.as_str()));
     assert!(!by_series["base"].tags.contains_key("team"));
+    // an empty lineage label is a value; a parent's lineage label the child does not set is not inherited
+    assert_eq!(
+        by_series["base"]
+            .tags
+            .get("csis_storage_types")
+            .map(String::as_str),
+        Some("")
+    );
+    assert_eq!(
+        by_series["base"]
+            .tags
+            .get("csis_config")
+            .map(String::as_str),
+        Some("base-only")
+    );
+    assert!(
+        !by_series["child"].tags.contains_key("csis_config"),
+        "{:?}",
+        by_series["child"].tags
+    );
+    assert!(!by_series["grand"].tags.contains_key("csis_config"));
 
     // retag: movable tags overlay the labels in query_images
     rt.retag_image(

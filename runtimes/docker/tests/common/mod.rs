@@ -352,6 +352,9 @@ macro_rules! need_daemon {
         match common::daemon().await {
             Some(d) => d,
             None => {
+                if std::env::var_os("CSIS_REQUIRE_DOCKER").is_some() {
+                    panic!("CSIS_REQUIRE_DOCKER is set and no Docker daemon answers");
+                }
                 eprintln!("SKIP: no Docker daemon answers on this machine");
                 return;
             }
