@@ -551,9 +551,8 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
                     if !binary.is_empty() && binary != "ansible-playbook" {
                         pb = pb.add_attribute(attr("command", s(binary)));
                     }
-                    if let Some(u) = &req.bake_user {
-                        pb = pb.add_attribute(attr("user", s(u)));
-                    }
+                    // `bake_ssh_username` is None on AWS: the ansible
+                    // provisioner keeps its own user (the communicator's)
                     b = b.add_block(pb.build());
                 }
             }

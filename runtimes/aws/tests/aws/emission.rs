@@ -493,6 +493,7 @@ async fn the_build_block_steps_tests_and_manifest() {
         tags(&[("csis_series", "web")]),
         d.path(),
     );
+    req.bake_user = Some("ec2-user".into());
     req.steps = vec![
         BakeStep::Shell {
             name: "base-tools".into(),
@@ -572,6 +573,19 @@ async fn the_build_block_steps_tests_and_manifest() {
             ("provisioner".into(), "shell".into()),
             ("post-processor".into(), "manifest".into()),
         ]
+    );
+    let ansible = build
+        .body
+        .blocks()
+        .find(|b| b.labels()[0].as_str() == "ansible")
+        .unwrap();
+    assert_eq!(
+        attrs(ansible)["playbook_file"],
+        hcl::Expression::String("/tree/playbooks/site.yml".into())
+    );
+    assert!(
+        !attrs(ansible).contains_key("user"),
+        "on AWS the ansible provisioner keeps its own user"
     );
     let manifest = build.body.blocks().next_back().unwrap();
     assert_eq!(
