@@ -1,9 +1,21 @@
 //! csis-runtime-aws: the `aws` runtime type (the seed
 //! `aws-runtime-plugin-0.1.1`) on aws-sdk-ec2 and aws-sdk-ssm.
 //!
-//! Build one [`AwsRuntime`] per `type: aws` runtime entry per run from an
-//! [`AwsSettings`]; it shares one SDK config and one EC2/SSM/STS client, runs
-//! the network discovery once, and asks identical image queries once.
+//! Build one [`AwsRuntime`] per `type: aws` runtime entry per run:
+//!
+//! ```ignore
+//! let settings = AwsSettings::from_tree(&tree_runtime).unwrap(); // or AwsSettings::from_model(common, aws)
+//! let rt = AwsRuntime::new(settings);                          // implements csis_runtime::Runtime
+//! ```
+//!
+//! It shares one SDK config (the one conversion point, [`client::sdk_config`]:
+//! profile or static keys, region, `AWS_ENDPOINT_URL`) and one EC2/SSM/STS
+//! client, runs the network discovery once ([`AwsRuntime::discovery`]), and
+//! asks identical image queries once. Hooks beyond the trait:
+//! [`AwsRuntime::verify_instance`], [`AwsRuntime::session_mechanism`],
+//! [`AwsRuntime::session_instance_profile`], [`AwsRuntime::power_state`]
+//! (starting/stopping kept), [`AwsRuntime::source_plan`], and the tool check
+//! [`check_aws_cli`] (`AwsCLIVersionChecker`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
