@@ -1038,6 +1038,7 @@ impl Runtime for DockerRuntime {
                         "the daemon answers: {} {} (API {}, {}/{})",
                         v.platform
                             .map(|p| p.name)
+                            .filter(|n| !n.trim().is_empty())
                             .unwrap_or_else(|| "Docker Engine".into()),
                         v.version.unwrap_or_default(),
                         v.api_version.unwrap_or_default(),
@@ -1193,6 +1194,11 @@ impl Runtime for DockerRuntime {
         };
         let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
         // A container of this name is a leftover of a killed bake (one image bakes once at a time).
+        if self.query_instance_power_state(&container).await? != PowerState::Absent {
+            req.log.line(&format!(
+                "==> removing stale bake container {container} (left by an interrupted csis)"
+            ));
+        }
         if remove_container_forced(&d, &container).await.is_err() {
             return Err(RuntimeError::Failed(format!(
                 "{}: a stale bake container {container} cannot be removed",

@@ -620,6 +620,29 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         "not ours: kept"
     );
     assert!(rt.clean_stale_bakes().await.unwrap().is_empty());
+    // a bake finding its own name taken removes the leftover and says so
+    let leftover = format!("{}lo", cleanup.container_prefix);
+    create_container(&d, &leftover, &base_img, true).await;
+    let log = Arc::new(Lines::default());
+    let req = request(
+        &rt,
+        "lo",
+        vendor(&base_img),
+        vec![shell("s", &["true"])],
+        vec![],
+        log.clone(),
+    );
+    rt.bake(&req).await.unwrap();
+    assert!(
+        log.all()
+            .iter()
+            .any(|l| l.contains(&format!("removing stale bake container {leftover}"))),
+        "{:#?}",
+        log.all()
+    );
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
 }
 
 #[tokio::test]
