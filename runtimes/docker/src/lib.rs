@@ -1,17 +1,58 @@
 //! csis-runtime-docker: the `docker` runtime type, talking to a daemon that
 //! speaks the Docker Engine API (Docker Engine, Docker Desktop, OrbStack,
-//! colima, Podman's API service) through bollard.
+//! colima, Podman's API service) through bollard, with the API version
+//! negotiated (a 20.10 daemon answers API 1.41).
 //!
-//! - [`DockerSettings`] is what a runtime is constructed from; [`DockerRuntime::new`]
-//!   builds it, [`Runtime`](csis_runtime::Runtime) is every hook.
+//! # Construction
+//! [`DockerSettings`] is what a runtime is made from: [`DockerSettings::new`]
+//! (the local daemon, repository `csis/<name>`, network `bridge`) or
+//! [`DockerSettings::from_model`] (a loaded tree's docker runtime entry, its
+//! `executables:` entry and its `packer-docker` image builders). Then
+//! [`DockerRuntime::new`] / [`docker_runtime`]; nothing touches the daemon
+//! until a hook runs. [`DockerSettings::problems`] lists what `validate`
+//! refuses offline.
+//!
+//! # Invariants
+//! - The daemon is `host` (unix://, tcp:// with `tls_cert_path`/`tls_verify`,
+//!   ssh://user@host; a port in an ssh URL is refused: use ~/.ssh/config) or
+//!   `context` (read from `~/.docker/contexts/meta/<sha256 of name>/meta.json`),
+//!   never both; neither = `DOCKER_HOST` or the default socket. A daemon that
+//!   does not answer gives one line: `docker runtime X: the daemon at ADDR
+//!   cannot be reached (cause); what to check`.
+//! - A build is its image id (`sha256:...`), tagged `<repository>:<final name
+//!   as made>` and `<repository>:<prefix>` (floating), labelled with the
+//!   request's tags (+ `csis.name`, `csis.blanked`), `CMD ["sleep","infinity"]`,
+//!   no entrypoint.
+//! - A vendor image resolves to its digest reference (`<repo>@sha256:...`),
+//!   or, for a local image with no repo digest (made with `docker import`), to
+//!   its image id (fact `identifier` says so). Pins must be one of those two.
+//! - The bake container `csis-bake-<runtime>-<series>` is removed on success,
+//!   failure and cancellation; scripts go to `/run/csis` (a tmpfs, never
+//!   committed) through exec stdin.
+//! - Facts stamped after a bake are movable tags `<repository>:<short
+//!   id>--<key>--<value>` (escaped reversibly, [`names::movable_tag`]); none is
+//!   made for a value the label already carries.
+//! - `dispose_image` is refused while any container (running or not) was
+//!   created from the build; a build with child images is untagged and its
+//!   layers go with its last child.
+//! - Every tool a bake starts (ansible-playbook, packer) gets
+//!   [`DockerSettings::tool_environment`] (`DOCKER_HOST`... or `DOCKER_CONTEXT`).
+//!
+//! # Tools
+//! ansible steps need `ansible-playbook` with the `community.docker` collection
+//! (Debian's `ansible` package has it; PyPI `ansible` too; PyPI `ansible-core`
+//! alone does not) and the `docker` CLI. `packer-docker` builders need packer
+//! (Debian's 1.6.6 works: csis builds a copy of the root without
+//! `required_plugins`, which packer < 1.7 does not know).
+//!
+//! # Modules
 //! - [`names`]: tags, repositories, label keys, movable and release tags.
 //! - [`query`]: the image query keys (`name`, `version`, `publisher`,
 //!   `architecture`, `native.image`) to an image reference.
 //! - [`version`]: the `docker --version` checker (floor `>=24`).
-//!
-//! Builds are image ids (`sha256:...`). A vendor image resolves to its digest
-//! reference (`<repository>@sha256:...`), or, for an image that exists only
-//! locally (made with `docker import`, no registry), to its image id.
+//! - [`connect`]: endpoints (host, context store) and clients.
+//! - [`script`]: the settle step and `ensure:` as idempotent POSIX sh.
+//! - [`packer`]: the `packer-docker` root and packer bakes.
 
 pub mod connect;
 pub mod names;
@@ -22,7 +63,7 @@ pub mod script;
 pub mod settings;
 pub mod version;
 
-pub use runtime::{docker_runtime, DockerRuntime, ExecOutput, NAME_LABEL};
+pub use runtime::{docker_runtime, DockerRuntime, ExecOutput, BLANKED_LABEL, NAME_LABEL};
 pub use settings::{DockerSettings, MachineType, TlsSettings};
 pub use version::{
     check_docker_cli, check_docker_version, parse_docker_version, DOCKER_VERSION_FLOOR,

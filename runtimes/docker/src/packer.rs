@@ -9,9 +9,9 @@
 //!   `CMD ["sleep","infinity"]`, `run_command` starting the bake container
 //!   `csis-bake-<runtime>-<image>` under `--init` on the runtime's network,
 //!   with the machine type's `--cpus`/`--memory` and `/run` a tmpfs;
-//! - `build { sources; provisioners (settle, shell, ansible with
+//! - a `build` block: the source; provisioners (settle, shell, ansible with
 //!   `ansible_connection=docker ansible_host=<container>`, in-bake tests);
-//!   post-processors docker-tag (final name and floating tag) and manifest }`.
+//!   post-processors `docker-tag` (final name and floating tag) and `manifest`.
 
 use std::path::PathBuf;
 
