@@ -403,6 +403,28 @@ pub fn judge(
             });
         }
     }
+    for (inst, b) in &records.pins.instances {
+        if let Some(rv) = records.revocations.get(b) {
+            drift.push(Drift {
+                kind: "instance".into(),
+                name: format!("instance {inst}"),
+                drift: "revoked".into(),
+                detail: format!(
+                    "pinned to revoked build {b}{}: upgrade it to a new build",
+                    rv.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ),
+                hard: false,
+            });
+        }
+    }
+    for (inst, b) in &records.pins.pending_replacements {
+        notes.insert(format!(
+            "instance {inst}: pending replacement onto {b}; not drift"
+        ));
+    }
     for (key, b) in &records.pins.images {
         if !recorded.contains(b.as_str()) {
             drift.push(Drift {
@@ -647,6 +669,28 @@ mod tests {
         assert_eq!(rep.drift[0].drift, "revoked");
         assert!(rep.drift[0].detail.contains("cve-1"));
         assert_eq!(rep.notes, vec!["instance c2@rt: switched off; not drift"]);
+    }
+
+    #[test]
+    fn pinned_instances_on_revoked_builds_and_pending_replacements() {
+        let mut f = fx();
+        f.p.instances.insert("vm".into(), "w1".into());
+        f.p.pending_replacements.insert("vm".into(), "w1".into());
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs.clone())]);
+        assert!(rep.drift.is_empty());
+        assert_eq!(
+            rep.notes,
+            vec!["instance vm: pending replacement onto w1; not drift"]
+        );
+        crate::revocations::revoke(&f.l, &mut f.r, "w1", false, Some("cve-2"), None).unwrap();
+        let rep = run(&f, vec![view(imgs)]);
+        assert_eq!(rep.drift.len(), 1);
+        assert_eq!(rep.drift[0].name, "instance vm");
+        assert_eq!(rep.drift[0].drift, "revoked");
+        assert!(rep.drift[0].detail.contains("cve-2"));
+        assert!(!rep.has_hard() && !rep.strict_fails());
+        assert_eq!(rep.summary["revoked"], 1);
     }
 
     #[test]
