@@ -537,6 +537,22 @@ async fn failure_and_failing_test_remove_the_bake_container() {
         .await
         .is_empty());
 
+    // a bake user the image lacks: root, and the log says so
+    let mut req = request(
+        &rt,
+        "u",
+        vendor(&base_img),
+        vec![shell("who", &["id -u > /who"])],
+        vec![test_cmd("cat /who", Some("0"))],
+        log.clone(),
+    );
+    req.bake_user = Some("ghost".into());
+    rt.bake(&req).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(log
+        .all()
+        .iter()
+        .any(|l| l.contains("bake user 'ghost' does not exist in the image: steps run as root")));
+
     let req = request(
         &rt,
         "t",
@@ -554,7 +570,11 @@ async fn failure_and_failing_test_remove_the_bake_container() {
     assert!(containers_named(&d, &cleanup.container_prefix)
         .await
         .is_empty());
-    assert!(rt.query_images().await.unwrap().is_empty());
+    assert_eq!(
+        rt.query_images().await.unwrap().len(),
+        1,
+        "only the bake that passed"
+    );
 }
 
 #[tokio::test]
@@ -723,7 +743,14 @@ async fn ansible_step_bakes_through_the_docker_connection() {
         &rt,
         "deb",
         vendor(&img),
-        vec![shell("pre", &["echo debian base > /etc/csis-base"])],
+        vec![shell(
+            "pre",
+            &[
+                "echo debian base > /etc/csis-base",
+                "useradd -m baker",
+                "echo 'baker ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/baker",
+            ],
+        )],
         vec![],
         log.clone(),
     );
@@ -738,12 +765,26 @@ async fn ansible_step_bakes_through_the_docker_connection() {
             series: "deb".into(),
             build_id: b.build_id.clone(),
         },
-        vec![BakeStep::Ansible {
-            name: "site".into(),
-            playbooks: vec![pb],
-            extra_arguments: vec!["-e".into(), "greeting=hello".into()],
-            binary: "ansible-playbook".into(),
-        }],
+        vec![
+            BakeStep::Ansible {
+                name: "site".into(),
+                playbooks: vec![pb],
+                extra_arguments: vec!["-e".into(), "greeting=hello".into()],
+                binary: "ansible-playbook".into(),
+            },
+            shell("whoami", &["id -un | sudo tee /etc/csis-user"]),
+            BakeStep::Shell {
+                name: "pkgs".into(),
+                inline: vec![],
+                scripts: vec![],
+                ensure: Some(Ensure {
+                    packages: vec!["python3".into(), "sudo".into()],
+                    ..Default::default()
+                }),
+                env: vec![],
+                execute_command: Some("chmod +x {{ .Path }}; sudo -E {{ .Path }}".into()),
+            },
+        ],
         vec![test_cmd(
             "cat /etc/csis-ansible /etc/csis-base",
             Some("from ansible hello\ndebian base"),
@@ -751,11 +792,21 @@ async fn ansible_step_bakes_through_the_docker_connection() {
         log.clone(),
     );
     child.tree_root = dir.path().to_path_buf();
+    // the bake user exists (made by the parent): shell steps run as it, sudo for root
+    child.bake_user = Some("baker".into());
+    child
+        .tests
+        .push(test_cmd("cat /etc/csis-user", Some("baker")));
     let c = rt
         .bake(&child)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{:#?}", log.all()));
-    assert_eq!(c.assertions, 1);
+    assert_eq!(c.assertions, 2);
+    assert!(
+        log.all().iter().any(|l| l == "ensure: packages present"),
+        "{:#?}",
+        log.all()
+    );
     let lines = log.all();
     assert!(
         lines
