@@ -43,11 +43,11 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let meta = MetaState::of_tree(&root);
     // Revoked heads and pins to revoked builds are invisible to the plan
     // (lineage operations, csis_cache::planning_view).
-    let (lineage, pins) = csis_cache::planning_view(
-        &meta.lineage()?,
-        &meta.pins()?,
-        &csis_cache::Revocations::load(&meta)?,
-    );
+    // Records of an interrupted build still in the journal count.
+    let (lineage, pins) =
+        meta.load_with_journal(&csis_cache::LocalDir::of_tree(&root).journal())?;
+    let (lineage, pins) =
+        csis_cache::planning_view(&lineage, &pins, &csis_cache::Revocations::load(&meta)?);
     let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
     let fps = compiled.graph.fingerprints()?;
     Ok(Session {

@@ -87,6 +87,17 @@ fn kill_9_loses_no_record_and_bakes_nothing_twice() {
         assert_eq!(n, 1, "{series} baked {n} times");
     }
     assert_eq!(lineage(d).builds.len(), 7);
+    // everything is in meta-state itself now, the journal is empty
+    assert_eq!(
+        csis_cache::MetaState::of_tree(d)
+            .lineage()
+            .unwrap()
+            .builds
+            .len(),
+        7
+    );
+    let j = csis_cache::LocalDir::of_tree(d).journal();
+    assert_eq!(std::fs::metadata(j).map(|m| m.len()).unwrap_or(0), 0);
     assert_eq!(summary(&build(d, &[]).1)["baked"], 0);
 }
 

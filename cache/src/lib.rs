@@ -37,9 +37,11 @@ pub use lock::TreeLock;
 pub use pins::{image_key, PinMove, Pins};
 pub use plan::{engine_record, LineageRecords, MetaPins};
 pub use releases::{Release, Releases};
-pub use runid::{age_days, parse_run_id, run_id, run_id_now};
 pub use revocations::{head_unrevoked, planning_view, Revocations};
-pub use store::{MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
+pub use runid::{age_days, parse_run_id, run_id, run_id_now};
+pub use store::{
+    replay_journal, MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE,
+};
 
 /// Errors of the cache.
 #[derive(Debug, thiserror::Error)]
@@ -89,12 +91,33 @@ impl LocalDir {
     pub fn log_file(&self, label: &str) -> PathBuf {
         self.logs().join(format!("{}.log", label_as_file(label)))
     }
+    /// `.csis/lineage.journal`: records of the running build not yet in
+    /// `meta-state/` (see [`Recorder`]).
+    pub fn journal(&self) -> PathBuf {
+        self.dir.join("lineage.journal")
+    }
     /// `.csis/<name>/` for runtime-local state (e.g. `dummy`).
     pub fn sub(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+    /// Create `.csis/` with a `.gitignore` of `*`, so nothing in it is
+    /// committed even when the tree's own `.gitignore` forgets it.
+    pub fn ensure(&self) -> Result<(), CacheError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| CacheError::io(&self.dir, e))?;
+        let gi = self.dir.join(".gitignore");
+        if !gi.exists() {
+            write_atomic(
+                &gi,
+                b"# csis local state: logs, locks, caches. Never commit.\n*\n",
+            )
+            .map_err(|e| CacheError::io(&gi, e))?;
+        }
+        Ok(())
+    }
+
     /// Take the tree lock (see [`TreeLock::acquire`]).
     pub fn lock(&self, wait: bool, on_wait: impl FnOnce(&str)) -> Result<TreeLock, CacheError> {
+        self.ensure()?;
         TreeLock::acquire(&self.dir, wait, on_wait)
     }
 }

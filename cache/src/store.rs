@@ -43,9 +43,8 @@ impl MetaState {
     fn read<T: DeserializeOwned + Default>(&self, file: &str) -> Result<T, CacheError> {
         let path = self.dir.join(file);
         match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                yamlio::from_text(&path.to_string_lossy(), &text).map_err(|message| CacheError::Parse { path, message })
-            }
+            Ok(text) => yamlio::from_text(&path.to_string_lossy(), &text)
+                .map_err(|message| CacheError::Parse { path, message }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
             Err(e) => Err(CacheError::io(&path, e)),
         }
@@ -70,6 +69,15 @@ impl MetaState {
     pub fn releases(&self) -> Result<Releases, CacheError> {
         self.read(RELEASES_FILE)
     }
+    /// `lineage.yaml` and `pins.yaml` with the journal of an interrupted
+    /// build merged in (what the next build will write): use this to plan.
+    pub fn load_with_journal(&self, journal: &Path) -> Result<(Lineage, Pins), CacheError> {
+        let mut l = self.lineage()?;
+        let mut p = self.pins()?;
+        replay_journal(journal, &mut l, &mut p);
+        Ok((l, p))
+    }
+
     /// Write `lineage.yaml` atomically; false when unchanged.
     pub fn save_lineage(&self, l: &Lineage) -> Result<bool, CacheError> {
         self.write(LINEAGE_FILE, l)
@@ -84,7 +92,7 @@ impl MetaState {
 
 /// The pin side of a record: the image whose parent pin the bake binds
 /// (first bind) or moves (`follow`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PinBinding {
     pub image: String,
     pub runtime: String,
@@ -92,68 +100,272 @@ pub struct PinBinding {
     pub parent_build: String,
 }
 
-/// Records bakes as they succeed. Holds the lineage and pins in memory and
-/// writes both files after every record (lineage first: the record is the
-/// truth; a pin can always be re-derived from the record's `parent`).
+/// One line of the journal (`.csis/lineage.journal`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct JournalEntry {
+    record: BuildRecord,
+    #[serde(default)]
+    pin: Option<PinBinding>,
+}
+
+/// Apply a pin binding (first bind, or `follow` when it moves).
+fn apply_pin(pins: &mut Pins, p: &PinBinding, run: Option<&str>) -> Option<&'static str> {
+    let kind = if pins.image_pin(&p.image, &p.runtime).is_none() {
+        "bind"
+    } else {
+        "follow"
+    };
+    pins.move_image_pin(&p.image, &p.runtime, &p.parent_build, run, kind)
+        .then_some(kind)
+}
+
+/// Read the journal's complete entries (a torn last line, from a kill in the
+/// middle of an append, is ignored: its bake was never reported finished).
+fn read_journal(path: &Path) -> Vec<JournalEntry> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        match serde_json::from_str::<JournalEntry>(line) {
+            Ok(e) => out.push(e),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Merge the journal's records and pin moves into `lineage` and `pins` (what
+/// a reader sees after an interrupted build; duplicates are ignored).
+/// Returns how many records were added.
+pub fn replay_journal(journal: &Path, lineage: &mut Lineage, pins: &mut Pins) -> usize {
+    let mut added = 0;
+    for e in read_journal(journal) {
+        let run = e.record.run.clone();
+        if lineage.add_build(e.record) {
+            added += 1;
+        }
+        if let Some(p) = &e.pin {
+            apply_pin(pins, p, run.as_deref());
+        }
+    }
+    added
+}
+
+/// Records bakes as they succeed. Holds the lineage and pins in memory.
+///
+/// Every record is first appended to a journal (`.csis/lineage.journal`,
+/// one JSON line, fsynced) before [`Recorder::record`] returns, so a kill -9
+/// loses nothing finished. `lineage.yaml` and `pins.yaml` are then rewritten
+/// atomically (temp + fsync + rename) at once, unless the last rewrite was so
+/// recent that rewriting again would spend more than a tenth of the time
+/// writing (bursts of instant dummy bakes on trees of thousands of images);
+/// [`Recorder::flush`] writes whatever is pending, and opening a recorder or
+/// reading with [`MetaState::lineage_with_journal`] replays the journal.
 /// Callers must hold the [`crate::TreeLock`].
 #[derive(Debug)]
 pub struct Recorder {
     meta: MetaState,
-    state: Mutex<(Lineage, Pins)>,
+    journal: PathBuf,
+    state: Mutex<RecState>,
+}
+
+#[derive(Debug)]
+struct RecState {
+    lineage: Lineage,
+    pins: Pins,
+    /// The YAML text of each record as an item of `builds:` (records never
+    /// change once appended, so each is serialized once).
+    fragments: Vec<String>,
+    /// Records in the journal not yet in `lineage.yaml`.
+    pending: usize,
+    last_write: Option<std::time::Instant>,
+    last_write_cost: std::time::Duration,
+}
+
+/// One record as a `builds:` list item (`- build_id: ...`).
+fn fragment(b: &BuildRecord) -> Result<String, String> {
+    yamlio::to_text(&[b])
+}
+
+impl RecState {
+    /// `lineage.yaml` text: `builds:` and the cached fragments; the same text
+    /// [`MetaState::save_lineage`] writes.
+    fn lineage_text(&self) -> Result<String, String> {
+        if !self.lineage.extra.is_empty() || self.fragments.len() != self.lineage.builds.len() {
+            return yamlio::to_text(&self.lineage);
+        }
+        if self.fragments.is_empty() {
+            return yamlio::to_text(&self.lineage);
+        }
+        let mut s =
+            String::with_capacity(self.fragments.iter().map(String::len).sum::<usize>() + 8);
+        s.push_str("builds:\n");
+        for f in &self.fragments {
+            s.push_str(f);
+        }
+        Ok(s)
+    }
 }
 
 impl Recorder {
-    pub fn open(meta: MetaState) -> Result<Self, CacheError> {
-        let lineage = meta.lineage()?;
-        let pins = meta.pins()?;
-        Ok(Recorder {
+    /// Open the records of a tree; `journal` is `.csis/lineage.journal`
+    /// ([`crate::LocalDir::journal`]). A journal left by an interrupted build
+    /// is merged and written out at once.
+    pub fn open(meta: MetaState, journal: impl Into<PathBuf>) -> Result<Self, CacheError> {
+        let journal = journal.into();
+        let mut lineage = meta.lineage()?;
+        let mut pins = meta.pins()?;
+        let replayed = replay_journal(&journal, &mut lineage, &mut pins);
+        let path = meta.dir().join(LINEAGE_FILE);
+        let fragments = lineage
+            .builds
+            .iter()
+            .map(fragment)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| CacheError::Parse { path, message })?;
+        let r = Recorder {
             meta,
-            state: Mutex::new((lineage, pins)),
-        })
+            journal,
+            state: Mutex::new(RecState {
+                lineage,
+                pins,
+                fragments,
+                pending: replayed,
+                last_write: None,
+                last_write_cost: std::time::Duration::ZERO,
+            }),
+        };
+        if journal_nonempty(&r.journal) {
+            r.flush()?;
+        }
+        Ok(r)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_out(&self, st: &mut RecState) -> Result<(), CacheError> {
+        let t0 = std::time::Instant::now();
+        let lpath = self.meta.dir().join(LINEAGE_FILE);
+        let text = st.lineage_text().map_err(|message| CacheError::Parse {
+            path: lpath.clone(),
+            message,
+        })?;
+        write_atomic(&lpath, text.as_bytes()).map_err(|e| CacheError::io(&lpath, e))?;
+        self.meta.save_pins(&st.pins)?;
+        // Both files hold everything the journal held: empty it.
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.journal) {
+            let _ = f.set_len(0);
+            let _ = f.sync_all();
+        }
+        st.pending = 0;
+        st.last_write = Some(std::time::Instant::now());
+        st.last_write_cost = t0.elapsed();
+        Ok(())
     }
 
     /// Append one record (a duplicate build id is ignored) and bind or move
-    /// the parent pin, writing both files atomically before returning.
+    /// the parent pin. The record is durable (journal) when this returns.
     /// Returns the pin operation performed (`bind`/`follow`), if any.
     pub fn record(
         &self,
         record: BuildRecord,
         pin: Option<PinBinding>,
     ) -> Result<Option<&'static str>, CacheError> {
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (lineage, pins) = &mut *guard;
+        let mut st = self.lock();
+        if st.lineage.find(&record.build_id).is_some() {
+            return Ok(None);
+        }
+        let lpath = self.meta.dir().join(LINEAGE_FILE);
+        let frag = fragment(&record).map_err(|message| CacheError::Parse {
+            path: lpath.clone(),
+            message,
+        })?;
+        // 1. the journal, fsynced
+        let entry = JournalEntry {
+            record: record.clone(),
+            pin: pin.clone(),
+        };
+        let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
+            path: self.journal.clone(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        append_sync(&self.journal, line.as_bytes())
+            .map_err(|e| CacheError::io(&self.journal, e))?;
+        // 2. memory
         let run = record.run.clone();
-        lineage.add_build(record);
-        self.meta.save_lineage(lineage)?;
-        let mut op = None;
-        if let Some(p) = pin {
-            let kind = if pins.image_pin(&p.image, &p.runtime).is_none() {
-                "bind"
-            } else {
-                "follow"
-            };
-            if pins.move_image_pin(&p.image, &p.runtime, &p.parent_build, run.as_deref(), kind) {
-                self.meta.save_pins(pins)?;
-                op = Some(kind);
-            }
+        st.lineage.add_build(record);
+        st.fragments.push(frag);
+        let op = pin
+            .as_ref()
+            .and_then(|p| apply_pin(&mut st.pins, p, run.as_deref()));
+        st.pending += 1;
+        // 3. the files, unless a rewrite just happened
+        let due = match st.last_write {
+            None => true,
+            Some(t) => t.elapsed() >= st.last_write_cost * 10,
+        };
+        if due {
+            self.write_out(&mut st)?;
         }
         Ok(op)
     }
 
-    /// A copy of the lineage as recorded so far.
+    /// Write `lineage.yaml` and `pins.yaml` if records are pending.
+    pub fn flush(&self) -> Result<(), CacheError> {
+        let mut st = self.lock();
+        if st.pending > 0 || journal_nonempty(&self.journal) {
+            self.write_out(&mut st)?;
+        }
+        Ok(())
+    }
+
+    /// The build id of the series head on a runtime, as recorded so far.
+    pub fn head_build(&self, series: &str, runtime: &str) -> Option<String> {
+        self.lock()
+            .lineage
+            .head(series, runtime)
+            .map(|b| b.build_id.clone())
+    }
+
+    /// One recorded build.
+    pub fn find(&self, build_id: &str) -> Option<BuildRecord> {
+        self.lock().lineage.find(build_id).cloned()
+    }
+
+    /// A copy of the lineage as recorded so far (O(records): prefer
+    /// [`Recorder::head_build`] / [`Recorder::find`] in loops).
     pub fn lineage(&self) -> Lineage {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .clone()
+        self.lock().lineage.clone()
     }
 
     pub fn pins(&self) -> Pins {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .clone()
+        self.lock().pins.clone()
     }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+fn journal_nonempty(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false)
+}
+
+fn append_sync(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_data()
 }

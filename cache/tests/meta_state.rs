@@ -23,7 +23,7 @@ fn absent_files_are_empty() {
 fn head_is_last_appended_on_runtime() {
     let t = tempfile::tempdir().unwrap();
     let m = MetaState::of_tree(t.path());
-    let r = Recorder::open(m.clone()).unwrap();
+    let r = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
     r.record(rec("b1", "base", "rt1", Some("vendor")), None)
         .unwrap();
     r.record(rec("b2", "base", "rt2", Some("vendor")), None)
@@ -33,6 +33,10 @@ fn head_is_last_appended_on_runtime() {
     // duplicate ignored
     r.record(rec("b1", "base", "rt1", Some("vendor")), None)
         .unwrap();
+    // durable at once in the journal; in lineage.yaml after a flush
+    let j = t.path().join(".csis/lineage.journal");
+    assert_eq!(m.load_with_journal(&j).unwrap().0.builds.len(), 3);
+    r.flush().unwrap();
     let l = m.lineage().unwrap();
     assert_eq!(l.builds.len(), 3);
     assert_eq!(l.head("base", "rt1").unwrap().build_id, "b3");
@@ -45,7 +49,7 @@ fn head_is_last_appended_on_runtime() {
 fn pins_bind_then_follow_with_journal() {
     let t = tempfile::tempdir().unwrap();
     let m = MetaState::of_tree(t.path());
-    let r = Recorder::open(m.clone()).unwrap();
+    let r = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
     let pin = |b: &str| {
         Some(PinBinding {
             image: "app".into(),
@@ -68,13 +72,14 @@ fn pins_bind_then_follow_with_journal() {
             .unwrap(),
         Some("follow")
     );
+    r.flush().unwrap();
     let p = m.pins().unwrap();
     assert_eq!(p.image_pin("app", "rt"), Some("p2"));
     assert_eq!(p.upgrades.len(), 2);
     assert_eq!(p.upgrades[0].op, "bind");
     assert_eq!(p.upgrades[1].from.as_deref(), Some("p1"));
     // a fresh recorder sees what was written
-    let r2 = Recorder::open(m).unwrap();
+    let r2 = Recorder::open(m, t.path().join(".csis/lineage.journal")).unwrap();
     assert_eq!(r2.lineage().builds.len(), 3);
 }
 
@@ -131,6 +136,9 @@ fn second_lock_fails_fast_or_waits() {
     let t = tempfile::tempdir().unwrap();
     let local = LocalDir::of_tree(t.path());
     let held = local.lock(false, |_| {}).unwrap();
+    assert!(std::fs::read_to_string(t.path().join(".csis/.gitignore"))
+        .unwrap()
+        .contains("*"));
     // Another process (a child re-running this test binary's helper is
     // overkill): flock locks are per open file description, so a second
     // open in this process conflicts too.
@@ -154,4 +162,67 @@ fn second_lock_fails_fast_or_waits() {
     assert!(waiter.join().unwrap(), "the waiter was told it waits");
     // free again
     local.lock(false, |_| {}).unwrap();
+}
+
+#[test]
+fn recorder_writes_the_same_text_as_a_full_save() {
+    let t = tempfile::tempdir().unwrap();
+    let m = MetaState::of_tree(t.path());
+    let r = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
+    for i in 0..5 {
+        let mut b = rec(&format!("b{i}"), "s", "rt", Some("vendor"));
+        b.inputs = Some(
+            serde_json::json!({"deps": {}, "inputs": {"series": "s", "n": i, "nested": {"a": [1, 2]}}, "kind": "bake"}),
+        );
+        b.mods = vec![serde_json::json!({"name": "m", "content_hash": "x", "run": "r"})];
+        r.record(b, None).unwrap();
+    }
+    r.flush().unwrap();
+    let written = std::fs::read_to_string(m.dir().join("lineage.yaml")).unwrap();
+    let l = m.lineage().unwrap();
+    assert_eq!(l.builds.len(), 5);
+    assert_eq!(l.builds[3].inputs.as_ref().unwrap()["inputs"]["n"], 3);
+    // a full save of what was read gives the very same bytes
+    assert!(!m.save_lineage(&l).unwrap(), "unchanged");
+    assert_eq!(
+        std::fs::read_to_string(m.dir().join("lineage.yaml")).unwrap(),
+        written
+    );
+    // and a reopened recorder appends to it
+    let r2 = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
+    r2.record(rec("b9", "s", "rt", Some("vendor")), None)
+        .unwrap();
+    assert_eq!(r2.head_build("s", "rt").as_deref(), Some("b9"));
+    assert_eq!(m.lineage().unwrap().builds.len(), 6);
+}
+
+#[test]
+fn journal_replays_after_a_kill() {
+    let t = tempfile::tempdir().unwrap();
+    let m = MetaState::of_tree(t.path());
+    let j = t.path().join(".csis/lineage.journal");
+    {
+        let r = Recorder::open(m.clone(), &j).unwrap();
+        r.record(rec("b1", "s", "rt", Some("vendor")), None)
+            .unwrap();
+        // dropped normally: flushed, journal empty
+    }
+    assert_eq!(std::fs::metadata(&j).unwrap().len(), 0);
+    // a journal left by a killed build (one full line and a torn one)
+    let entry = serde_json::json!({"record": rec("b2", "app", "rt", Some("b1")), "pin": {"image": "app", "runtime": "rt", "parent_build": "b1"}});
+    std::fs::write(&j, format!("{entry}\n{{\"record\": {{\"build_id\": \"b3")).unwrap();
+    let (l, p) = m.load_with_journal(&j).unwrap();
+    assert_eq!(l.builds.len(), 2);
+    assert_eq!(p.image_pin("app", "rt"), Some("b1"));
+    assert_eq!(
+        m.lineage().unwrap().builds.len(),
+        1,
+        "reading changes nothing"
+    );
+    // the next recorder writes it out and empties the journal
+    let r = Recorder::open(m.clone(), &j).unwrap();
+    assert_eq!(m.lineage().unwrap().builds.len(), 2);
+    assert_eq!(m.pins().unwrap().image_pin("app", "rt"), Some("b1"));
+    assert_eq!(std::fs::metadata(&j).unwrap().len(), 0);
+    drop(r);
 }

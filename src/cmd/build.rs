@@ -56,6 +56,9 @@ pub struct Args {
     /// When another csis holds the tree lock, exit 75 at once instead of waiting.
     #[arg(long)]
     pub no_wait: bool,
+    /// Do not run the state query (reality vs records) before baking.
+    #[arg(long)]
+    pub no_state_query: bool,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
@@ -79,13 +82,28 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     }
     if args.dry_run {
         // Plan + emit only.
-        if !renderer.is_json() {
+        if renderer.is_json() {
+            eprint!("{}", crate::cmd::plan::plan_text(&plan, false, false));
+        } else {
             print!("{}", crate::cmd::plan::plan_text(&plan, false, false));
         }
         for n in plan.nodes.iter_mut() {
             if n.kind != "emit" {
                 n.due = false;
             }
+        }
+    }
+
+    // The state gate (lineage operations): only when something will run, so
+    // a no-op build talks to no runtime at all.
+    if !args.dry_run && plan.nodes.iter().any(|n| n.due) {
+        let hard = crate::cmd::state::state_query_gate(&session.tree, !args.no_state_query)?;
+        if !hard.is_empty() {
+            for l in &hard {
+                eprintln!("hard drift: {l}");
+            }
+            eprintln!("error: the records disagree with the runtimes; re-run `csis state query` after fixing");
+            return Ok(ExitCode::from(1));
         }
     }
 
@@ -111,7 +129,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let cancel = CancellationToken::new();
     opts = opts.cancel_token(cancel.clone());
 
-    let recorder = Recorder::open(session.meta.clone())?;
+    let recorder = Recorder::open(session.meta.clone(), local.journal())?;
     let state = Arc::new(BuildState {
         session,
         runtimes,
@@ -132,8 +150,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         let r2 = renderer.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                r2.note("interrupted: stopping running bakes (finished ones are recorded)");
+                r2.note("interrupted: stopping running bakes (finished ones are recorded); Ctrl-C again to quit at once");
                 c.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(EXIT_INTERRUPTED as i32);
+                }
             }
         });
         let r = renderer.clone();
@@ -152,6 +173,18 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         .await
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    // Everything recorded is in the journal already; write the files now.
+    state.recorder.flush()?;
+
+    // Retention (core.md §5.3), after this run's bakes are recorded, with the
+    // lock still held: the dispose nodes of the graph mark its place.
+    let mut retention_failed = false;
+    if !args.dry_run && !report.summary.interrupted && report.summary.baked > 0 {
+        let r = renderer.clone();
+        let out = move |line: String| r.note(&line);
+        retention_failed =
+            crate::cmd::dispose::retention_after_build(&state.session.tree, None, &out)? != 0;
+    }
 
     let s = &report.summary;
     if s.interrupted && cancel.is_cancelled() {
@@ -167,7 +200,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
-    if s.failed > 0 || s.cancelled > 0 {
+    if s.failed > 0 || s.cancelled > 0 || retention_failed {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -260,7 +293,7 @@ impl BuildState {
                     .cloned()
                     .ok_or_else(|| NodeError::new("retag without bake"))?;
                 let rt = self.runtime(&spec.runtime)?;
-                let rec = self.recorder.lineage().find(&build).cloned();
+                let rec = self.recorder.find(&build);
                 let mut tags = BTreeMap::new();
                 if let Some(r) = rec {
                     tags.insert(
@@ -306,9 +339,7 @@ impl BuildState {
                 series: series.clone(),
                 build_id: self
                     .recorder
-                    .lineage()
-                    .head(series, &spec.runtime)
-                    .map(|b| b.build_id.clone())
+                    .head_build(series, &spec.runtime)
                     .unwrap_or_else(|| format!("series:{series}")),
             },
             ParentSpec::Fixed { id } => BakeParent::Build {
@@ -342,9 +373,7 @@ impl BuildState {
                     (ParentPolicy::Pinned, Some(pin)) => pin.clone(),
                     _ => self
                         .recorder
-                        .lineage()
-                        .head(series, &spec.runtime)
-                        .map(|b| b.build_id.clone())
+                        .head_build(series, &spec.runtime)
                         .ok_or_else(|| {
                             NodeError::new(format!(
                                 "parent {series} has no build on {} yet",

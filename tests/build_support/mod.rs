@@ -135,12 +135,21 @@ pub fn bake_counts(dir: &Path) -> std::collections::BTreeMap<String, usize> {
 }
 
 /// The lineage as JSON (through the YAML reader of csis-cache).
+/// (With the journal of an interrupted build merged, as csis reads it.)
 pub fn lineage(dir: &Path) -> csis_cache::Lineage {
-    csis_cache::MetaState::of_tree(dir).lineage().unwrap()
+    let j = csis_cache::LocalDir::of_tree(dir).journal();
+    csis_cache::MetaState::of_tree(dir)
+        .load_with_journal(&j)
+        .unwrap()
+        .0
 }
 
 pub fn pins(dir: &Path) -> csis_cache::Pins {
-    csis_cache::MetaState::of_tree(dir).pins().unwrap()
+    let j = csis_cache::LocalDir::of_tree(dir).journal();
+    csis_cache::MetaState::of_tree(dir)
+        .load_with_journal(&j)
+        .unwrap()
+        .1
 }
 
 pub const ALL_BAKES: [&str; 7] = [
