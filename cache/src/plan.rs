@@ -53,7 +53,11 @@ impl LineageRecords {
         }
         // Records without a runtime count on any runtime, unless a later
         // record with a runtime exists: handled at lookup.
-        let anyrt: Vec<&BuildRecord> = lineage.builds.iter().filter(|b| b.runtime.is_none()).collect();
+        let anyrt: Vec<&BuildRecord> = lineage
+            .builds
+            .iter()
+            .filter(|b| b.runtime.is_none())
+            .collect();
         let mut me = LineageRecords { heads };
         if !anyrt.is_empty() {
             // Resolve exactly with Lineage::head for the (rare) runtime-less records.
@@ -95,8 +99,16 @@ pub struct MetaPins<'a> {
 
 impl<'a> MetaPins<'a> {
     pub fn new(pins: &'a Pins, lineage: &'a Lineage) -> Self {
-        let by_id = lineage.builds.iter().map(|b| (b.build_id.as_str(), b)).collect();
-        MetaPins { pins, lineage, by_id }
+        let by_id = lineage
+            .builds
+            .iter()
+            .map(|b| (b.build_id.as_str(), b))
+            .collect();
+        MetaPins {
+            pins,
+            lineage,
+            by_id,
+        }
     }
 }
 
@@ -105,6 +117,8 @@ impl PinSource for MetaPins<'_> {
         self.pins.image_pin(image, runtime).map(str::to_string)
     }
     fn build_fingerprint(&self, build_id: &str) -> Option<String> {
-        self.by_id.get(build_id).and_then(|b| b.input_fingerprint.clone())
+        self.by_id
+            .get(build_id)
+            .and_then(|b| b.input_fingerprint.clone())
     }
 }

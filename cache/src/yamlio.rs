@@ -19,5 +19,16 @@ pub fn from_text<T: DeserializeOwned>(label: &str, text: &str) -> Result<T, Stri
         return serde_json::from_value(serde_json::Value::Object(Default::default()))
             .map_err(|e| e.to_string());
     }
-    csis_rules::yaml::from_str(label, text).map_err(|d| format!("{}: {}{}", d.location(), if d.path.is_empty() { String::new() } else { format!("{}: ", d.path) }, d.message))
+    csis_rules::yaml::from_str(label, text).map_err(|d| {
+        format!(
+            "{}: {}{}",
+            d.location(),
+            if d.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", d.path)
+            },
+            d.message
+        )
+    })
 }
