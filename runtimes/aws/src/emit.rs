@@ -854,7 +854,7 @@ impl AwsRuntime {
                 )
             }
             BakeParent::Build { build_id, .. } if !build_id.is_empty() => {
-                let img = self.describe_image(build_id).await.ok().flatten();
+                let img = self.image_by_id_cached(build_id).await.ok().flatten();
                 if let Some(a) = img.as_ref().and_then(|i| i.architecture.as_ref()) {
                     architecture = a.as_str().to_string();
                 }

@@ -110,14 +110,21 @@ impl AwsPowerState {
 /// The text a session refusal uses when the cloud could not be asked.
 pub const POWER_UNAVAILABLE: &str = "power state unavailable (no runtime could answer)";
 
-type CachedResolve = std::result::Result<ResolvedImage, (u8, String)>;
+type CachedLookup = std::result::Result<Option<Image>, (u8, String)>;
+
+/// The question a resolve asks EC2 (the cache key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Lookup {
+    ById(String),
+    Query(ImageQuery),
+}
 
 /// One `type: aws` runtime for one run.
 pub struct AwsRuntime {
     settings: Arc<AwsSettings>,
     clients: Clients,
     discovery: OnceCell<std::result::Result<Discovery, String>>,
-    resolves: Mutex<HashMap<String, Arc<OnceCell<CachedResolve>>>>,
+    resolves: Mutex<HashMap<String, Arc<OnceCell<CachedLookup>>>>,
     warnings: Mutex<Vec<String>>,
     /// Poll interval of `run_session_command` (2 s).
     pub ssm_poll: Duration,
@@ -273,54 +280,82 @@ impl AwsRuntime {
 
     // ---------- resolve ----------
 
-    async fn resolve_uncached(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
+    /// One `DescribeImages` question (by id, or the query with its post
+    /// filter and newest pick), asked once per run whoever asks it.
+    async fn lookup(&self, key: &Lookup) -> Result<Option<Image>> {
+        let k = format!("{key:?}");
+        let cell = {
+            let mut m = self.resolves.lock().unwrap();
+            m.entry(k).or_default().clone()
+        };
+        cell.get_or_init(|| async { self.lookup_uncached(key).await.map_err(err_to_cache) })
+            .await
+            .clone()
+            .map_err(|(k, m)| cache_to_err(k, m))
+    }
+
+    /// DescribeImages by id through the run's cache (emission of a pinned parent).
+    pub async fn image_by_id_cached(&self, id: &str) -> Result<Option<Image>> {
+        self.lookup(&Lookup::ById(id.to_string())).await
+    }
+
+    async fn lookup_uncached(&self, key: &Lookup) -> Result<Option<Image>> {
+        let ec2 = self.clients.ec2().await;
+        match key {
+            Lookup::ById(id) => {
+                let out = ec2.describe_images().image_ids(id).send().await;
+                match out {
+                    Ok(o) => Ok(o
+                        .images
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|i| i.image_id.as_deref() == Some(id.as_str()))),
+                    Err(e) if is_not_found_ami(code(&e).as_deref()) => Ok(None),
+                    Err(e) => Err(sdk_err("Failed to query AMI by ID: ", &e)),
+                }
+            }
+            Lookup::Query(q) => {
+                let mut found: Vec<Image> = Vec::new();
+                let mut call = ec2.describe_images().set_filters(Some(q.ec2_filters()));
+                if !q.owners.is_empty() {
+                    call = call.set_owners(Some(q.owners.clone()));
+                }
+                let mut pages = call.into_paginator().send();
+                while let Some(page) = pages.next().await {
+                    let page =
+                        page.map_err(|e| sdk_err("Failed to query AMI with filters: ", &e))?;
+                    found.extend(
+                        page.images
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|i| q.post_match(i)),
+                    );
+                }
+                Ok(resolve::newest(found))
+            }
+        }
+    }
+
+    async fn resolve_request(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
         if self.settings.region.trim().is_empty() {
             return Err(RuntimeError::Refused(
                 "Region must be specified in builder config to resolve image identifier, but got None"
                     .into(),
             ));
         }
-        let ec2 = self.clients.ec2().await;
         let region = &self.settings.region;
         if let Some(id) = req.image_id.as_deref() {
-            let not_known = || {
-                RuntimeError::Refused(format!(
+            let Some(img) = self.lookup(&Lookup::ById(id.to_string())).await? else {
+                return Err(RuntimeError::Refused(format!(
                     "OS builder {}: image_id '{id}' on runtime {} is not known to the provider",
                     req.series, self.settings.name
-                ))
-            };
-            let out = ec2.describe_images().image_ids(id).send().await;
-            let images = match out {
-                Ok(o) => o.images.unwrap_or_default(),
-                Err(e) if is_not_found_ami(code(&e).as_deref()) => return Err(not_known()),
-                Err(e) => return Err(sdk_err("Failed to query AMI by ID: ", &e)),
-            };
-            let Some(img) = images
-                .into_iter()
-                .find(|i| i.image_id.as_deref() == Some(id))
-            else {
-                return Err(not_known());
+                )));
             };
             let owner = resolve::owner_of(&img).unwrap_or_else(|| "self".into());
             return Ok(self.resolved(img, owner, req));
         }
         let q = ImageQuery::from_declaration(&req.owners, &req.query);
-        let mut found: Vec<Image> = Vec::new();
-        let mut call = ec2.describe_images().set_filters(Some(q.ec2_filters()));
-        if !q.owners.is_empty() {
-            call = call.set_owners(Some(q.owners.clone()));
-        }
-        let mut pages = call.into_paginator().send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("Failed to query AMI with filters: ", &e))?;
-            found.extend(
-                page.images
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|i| q.post_match(i)),
-            );
-        }
-        let Some(img) = resolve::newest(found) else {
+        let Some(img) = self.lookup(&Lookup::Query(q.clone())).await? else {
             return Err(RuntimeError::Refused(format!(
                 "No resolved Image identifiers for OS {} in predefined_resolve (runtime {}: owners {:?}, filters {:?}{})",
                 req.series,
@@ -599,22 +634,7 @@ impl Runtime for AwsRuntime {
     }
 
     async fn resolve(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
-        let key = serde_json::json!({
-            "owners": req.owners,
-            "query": req.query,
-            "image_id": req.image_id,
-            "series": req.series,
-            "family": req.family,
-        })
-        .to_string();
-        let cell = {
-            let mut m = self.resolves.lock().unwrap();
-            m.entry(key).or_default().clone()
-        };
-        let r = cell
-            .get_or_init(|| async { self.resolve_uncached(req).await.map_err(err_to_cache) })
-            .await;
-        r.clone().map_err(|(k, m)| cache_to_err(k, m))
+        self.resolve_request(req).await
     }
 
     async fn emit(&self, req: &BakeRequest) -> Result<Vec<PathBuf>> {

@@ -207,3 +207,42 @@ async fn no_region_is_refused_before_any_call() {
         "Region must be specified in builder config to resolve image identifier, but got None"
     );
 }
+
+#[tokio::test]
+async fn two_os_builders_with_one_query_ask_once() {
+    let url = need_moto!();
+    let ec2 = common::ec2(&url).await;
+    let name = common::unique("shared");
+    let id = common::register_image(&ec2, &name, &[]).await;
+    let (proxy, counts) = common::counting_proxy(&url).await;
+    let rt = common::runtime(&proxy, "aws-shared");
+    let q = json!({"filters": {"name": name}});
+    let a = rt
+        .resolve(&req("os-a", &["self"], q.clone()))
+        .await
+        .unwrap();
+    let mut rb = req("os-b", &["self", "self"], q.clone());
+    rb.family = "debian".into();
+    let b = rt.resolve(&rb).await.unwrap();
+    assert_eq!((a.id.as_str(), b.id.as_str()), (id.as_str(), id.as_str()));
+    assert_eq!(
+        b.facts.get("family").map(String::as_str),
+        Some("debian"),
+        "per-request facts"
+    );
+    assert_eq!(counts.lock().unwrap().get("DescribeImages"), Some(&1));
+    // a miss is asked once too, and each asker gets its own text
+    let miss = json!({"filters": {"name": "no-such-image-*"}});
+    let e1 = rt
+        .resolve(&req("os-c", &["self"], miss.clone()))
+        .await
+        .unwrap_err();
+    let e2 = rt.resolve(&req("os-d", &["self"], miss)).await.unwrap_err();
+    assert!(e1
+        .to_string()
+        .starts_with("No resolved Image identifiers for OS os-c"));
+    assert!(e2
+        .to_string()
+        .starts_with("No resolved Image identifiers for OS os-d"));
+    assert_eq!(counts.lock().unwrap().get("DescribeImages"), Some(&2));
+}
