@@ -327,6 +327,20 @@ impl Loader<'_> {
         }
     }
 
+    /// Render an entry's templates with the entry as `this` (and `image`
+    /// for images); the context is built only when something is templated.
+    fn render_this(&mut self, node: &mut Node, path: &str, literal: &[&str], as_image: bool) {
+        if !node.any_str(&template::is_template) {
+            return;
+        }
+        let this = template::to_value(node);
+        if as_image {
+            self.render(node, path, &[("this", &this), ("image", &this)], literal);
+        } else {
+            self.render(node, path, &[("this", &this)], literal);
+        }
+    }
+
     fn render(
         &mut self,
         node: &mut Node,
@@ -846,8 +860,7 @@ impl Loader<'_> {
     fn load_executable(&mut self, mut it: Item) -> Option<ExecutableEntry> {
         let (name, _) = self.head(&it.node, &it.path, false)?;
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        let this = template::to_value(&it.node);
-        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        self.render_this(&mut it.node, &it.path.clone(), &[], false);
         let model: Executable = self.typed(&it.node, &it.path)?;
         Some(ExecutableEntry {
             name: normalize_name(&name),
@@ -911,8 +924,7 @@ impl Loader<'_> {
             }
         }
         self.decrypt(&mut it.node, &it.path, &["name", "type", "profile"]);
-        let this = template::to_value(&it.node);
-        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        self.render_this(&mut it.node, &it.path.clone(), &[], false);
         let common_node = it.node.filter_map(|k| RUNTIME_COMMON_KEYS.contains(&k));
         let own_node = it.node.filter_map(|k| !RUNTIME_COMMON_KEYS.contains(&k));
         let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
@@ -1112,8 +1124,7 @@ impl Loader<'_> {
             return None;
         }
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        let this = template::to_value(&it.node);
-        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        self.render_this(&mut it.node, &it.path.clone(), &[], false);
         let common: Option<BuilderCommon> = self.typed(
             &it.node.filter_map(|k| BUILDER_COMMON_KEYS.contains(&k)),
             &it.path,
@@ -1193,8 +1204,7 @@ impl Loader<'_> {
             return None;
         };
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        let this = template::to_value(&it.node);
-        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
+        self.render_this(&mut it.node, &it.path.clone(), &[], false);
         let model: ImageBuilderModel = self.typed(&it.node, &it.path)?;
         Some(ImageBuilder {
             name: normalize_name(&name),
@@ -1221,13 +1231,7 @@ impl Loader<'_> {
             return None;
         };
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        let this = template::to_value(&it.node);
-        self.render(
-            &mut it.node,
-            &it.path,
-            &[("this", &this)],
-            &["execute_command"],
-        );
+        self.render_this(&mut it.node, &it.path.clone(), &["execute_command"], false);
         let model: ModBuilderModel = self.typed(&it.node, &it.path)?;
         let wrong: &[&str] = match kind {
             ModKind::Ansible => &["execute_command", "environment_vars"],
@@ -1239,7 +1243,7 @@ impl Loader<'_> {
                     self.d.error(
                         &n.loc,
                         &join_path(&it.path, k),
-                        format!("`{k}` does not apply to a {ty} mod builder"),
+                        format!("`{k}` does not apply to mod builders of type {ty}"),
                     );
                 }
             }
@@ -1281,16 +1285,14 @@ impl Loader<'_> {
         // Templates: the builder sees itself as `this`; each runtime entry sees
         // itself as `this`, the builder as `this.parent`, and its own `config`.
         let runtimes_node = it.node.remove("runtimes");
-        let this = template::to_value(&it.node);
-        self.render(&mut it.node, &it.path, &[("this", &this)], &[]);
-        let mut runtimes_node = runtimes_node;
-        if let Some(rn) = runtimes_node.as_mut() {
+        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        if let Some(mut rn) = runtimes_node {
             if let Value::Seq(entries) = &mut rn.value {
                 for (i, e) in entries.iter_mut().enumerate() {
-                    let p = format!("{}.runtimes[{i}]", it.path);
-                    if e.get("aliases").is_some() {
-                        // refused by the model; keep going to report it with the hint
+                    if !e.any_str(&template::is_template) {
+                        continue;
                     }
+                    let p = format!("{}.runtimes[{i}]", it.path);
                     let mut with_parent = e.clone();
                     with_parent.set("parent", it.node.clone());
                     let thisv = template::to_value(&with_parent);
@@ -1302,7 +1304,7 @@ impl Loader<'_> {
                     self.render(e, &p, &[("this", &thisv), ("config", &cfgv)], &[]);
                 }
             }
-            it.node.set("runtimes", rn.clone());
+            it.node.set("runtimes", rn);
         }
         if let Some(u) = it.node.get("update") {
             if u.as_str().is_some() {
@@ -1411,12 +1413,11 @@ impl Loader<'_> {
             }
             None => config.config.admin_public_keys.0.clone(),
         };
-        let rnodes: Vec<Node> = it
+        let rnodes: &[Node] = it
             .node
             .get("runtimes")
             .and_then(|r| r.as_seq())
-            .map(|s| s.to_vec())
-            .unwrap_or_default();
+            .unwrap_or(&[]);
         let runtimes = model
             .runtimes
             .iter()
@@ -1454,8 +1455,9 @@ impl Loader<'_> {
             keys.iter().map(|k| (k.to_string(), Vec::new())).collect();
         let path = self.root.join(dir);
         if path.is_dir() {
-            for f in yaml_files(&path, true) {
-                let node = match yaml::parse_file_w(&f, &self.root, &mut self.dup_keys) {
+            let files = yaml_files(&path, true);
+            for parsed in yaml::parse_files(&files, &self.root) {
+                let node = match parsed {
                     Ok(n) => n,
                     Err(d) => {
                         self.d.push(d);
@@ -1573,14 +1575,8 @@ impl Loader<'_> {
         if it.node.get("undeclare").is_some() {
             it.node.remove("undeclare");
         }
-        let this = template::to_value(&it.node);
         // bash `script:` lines are literal
-        self.render(
-            &mut it.node,
-            &it.path,
-            &[("this", &this), ("image", &this)],
-            &["script"],
-        );
+        self.render_this(&mut it.node, &it.path.clone(), &["script"], true);
         if let Some(pp) = it.node.get("parent_policy") {
             let v = pp.scalar_text().unwrap_or_default();
             if v != "pinned" && v != "follow" {
@@ -1594,18 +1590,16 @@ impl Loader<'_> {
             }
         }
         let model: ImageModel = self.typed(&it.node, &it.path)?;
-        let rnodes: Vec<Node> = it
+        let rnodes: &[Node] = it
             .node
             .get("runtimes")
             .and_then(|r| r.as_seq())
-            .map(|s| s.to_vec())
-            .unwrap_or_default();
-        let mnodes: Vec<Node> = it
+            .unwrap_or(&[]);
+        let mnodes: &[Node] = it
             .node
             .get("modifications")
             .and_then(|r| r.as_seq())
-            .map(|s| s.to_vec())
-            .unwrap_or_default();
+            .unwrap_or(&[]);
         if model.runtimes.is_empty() {
             self.d.error_hint(
                 &it.node.loc,
@@ -2117,7 +2111,7 @@ impl Loader<'_> {
             let mut resolved_mods = Vec::new();
             let mut mod_names: HashMap<String, usize> = HashMap::new();
             for (j, m) in img.mods.iter().enumerate() {
-                let (ml, mp) = (m.origin.loc.clone(), m.origin.path.clone());
+                let mp = m.origin.path.clone();
                 if let Some(prev) = mod_names.insert(normalize_name(&m.item.name), j) {
                     self.d.error(
                         m.origin.field("name"),
@@ -2148,7 +2142,8 @@ impl Loader<'_> {
                     }
                 };
                 if let Some((_, kind)) = &r {
-                    self.check_mod(&m.item, *kind, &ml, &mp);
+                    let origin = m.origin.clone();
+                    self.check_mod(&m.item, *kind, &origin, &mp);
                 }
                 resolved_mods.push(r);
             }
@@ -2211,11 +2206,12 @@ impl Loader<'_> {
         }
     }
 
-    fn check_mod(&mut self, m: &ModItem, kind: ModKind, loc: &Loc, path: &str) {
+    fn check_mod(&mut self, m: &ModItem, kind: ModKind, origin: &Origin, path: &str) {
+        let loc = &origin.loc;
         match kind {
             ModKind::Ansible => {
                 if m.playbooks.is_empty() {
-                    self.d.error_hint(loc, &join_path(path, "playbooks"), format!("ansible modification `{}` has no playbooks", m.name), "list the playbooks (root-relative paths); an item with only `config:` does nothing");
+                    self.d.error_hint(origin.field("playbooks"), &join_path(path, "playbooks"), format!("ansible modification `{}` has no playbooks", m.name), "list the playbooks (root-relative paths); an item with only `config:` does nothing");
                 }
                 for k in ["script", "scripts"] {
                     let present = if k == "script" {
@@ -2225,7 +2221,7 @@ impl Loader<'_> {
                     };
                     if present {
                         self.d.error(
-                            loc,
+                            origin.field(k),
                             &join_path(path, k),
                             format!(
                                 "`{k}` belongs to a bash-remote modification, not an ansible one"
@@ -2235,7 +2231,7 @@ impl Loader<'_> {
                 }
                 if m.ensure.is_some() {
                     self.d.error(
-                        loc,
+                        origin.field("ensure"),
                         &join_path(path, "ensure"),
                         "`ensure` belongs to a bash-remote modification, not an ansible one",
                     );
@@ -2244,7 +2240,7 @@ impl Loader<'_> {
             ModKind::BashRemote => {
                 if !m.playbooks.is_empty() {
                     self.d.error(
-                        loc,
+                        origin.field("playbooks"),
                         &join_path(path, "playbooks"),
                         "`playbooks` belong to an ansible modification, not a bash-remote one",
                     );
@@ -2267,7 +2263,7 @@ impl Loader<'_> {
                         && e.commands.is_empty()
                     {
                         self.d.error(
-                            loc,
+                            origin.field("ensure"),
                             &join_path(path, "ensure"),
                             "an `ensure` with every list empty is refused",
                         );
@@ -2287,7 +2283,7 @@ impl Loader<'_> {
                             };
                             if !ok {
                                 self.d.error_hint(
-                                    loc,
+                                    origin.field("ensure"),
                                     &format!("{path}.ensure.files[{i}].mode"),
                                     format!("mode {mode} is not an octal mode"),
                                     "write the mode quoted with its leading zero: \"0644\"",

@@ -276,79 +276,108 @@ impl Serialize for Node {
 // ---------------------------------------------------------------------------
 // Parsing (serde-saphyr -> Node)
 
-/// What serde-saphyr hands us: a value tree with spans but no file.
-enum Raw {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    Seq(Vec<serde_saphyr::Spanned<Raw>>),
-    Map(Vec<(serde_saphyr::Spanned<Raw>, serde_saphyr::Spanned<Raw>)>),
+thread_local! {
+    /// The file being parsed (nodes take their location's file from it).
+    static PARSING: std::cell::RefCell<Option<Arc<SourceFile>>> = const { std::cell::RefCell::new(None) };
 }
 
-impl<'de> Deserialize<'de> for Raw {
+/// A node deserialized by serde-saphyr with its span: one allocation per
+/// node, the file taken from [`PARSING`].
+struct SpannedNode(Node);
+
+impl<'de> Deserialize<'de> for SpannedNode {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = serde_saphyr::Spanned::<RawValue>::deserialize(d)?;
+        let file = PARSING
+            .with(|p| p.borrow().clone())
+            .expect("parsing a file");
+        Ok(SpannedNode(Node {
+            value: s.value.0,
+            loc: loc_of(&file, &s.referenced),
+        }))
+    }
+}
+
+struct RawValue(Value);
+
+impl<'de> Deserialize<'de> for RawValue {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Raw;
+            type Value = RawValue;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("any YAML value")
             }
-            fn visit_unit<E>(self) -> Result<Raw, E> {
-                Ok(Raw::Null)
+            fn visit_unit<E>(self) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Null))
             }
-            fn visit_none<E>(self) -> Result<Raw, E> {
-                Ok(Raw::Null)
+            fn visit_none<E>(self) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Null))
             }
-            fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Raw, D::Error> {
-                Raw::deserialize(d)
+            fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<RawValue, D::Error> {
+                RawValue::deserialize(d)
             }
-            fn visit_bool<E>(self, v: bool) -> Result<Raw, E> {
-                Ok(Raw::Bool(v))
+            fn visit_bool<E>(self, v: bool) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Bool(v)))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Raw, E> {
-                Ok(Raw::Int(v))
+            fn visit_i64<E>(self, v: i64) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Int(v)))
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Raw, E> {
-                Ok(if v <= i64::MAX as u64 {
-                    Raw::Int(v as i64)
+            fn visit_u64<E>(self, v: u64) -> Result<RawValue, E> {
+                Ok(RawValue(if v <= i64::MAX as u64 {
+                    Value::Int(v as i64)
                 } else {
-                    Raw::Str(v.to_string())
-                })
+                    Value::Str(v.to_string())
+                }))
             }
-            fn visit_i128<E>(self, v: i128) -> Result<Raw, E> {
-                Ok(Raw::Str(v.to_string()))
+            fn visit_i128<E>(self, v: i128) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Str(v.to_string())))
             }
-            fn visit_u128<E>(self, v: u128) -> Result<Raw, E> {
-                Ok(Raw::Str(v.to_string()))
+            fn visit_u128<E>(self, v: u128) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Str(v.to_string())))
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Raw, E> {
-                Ok(Raw::Float(v))
+            fn visit_f64<E>(self, v: f64) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Float(v)))
             }
-            fn visit_str<E>(self, v: &str) -> Result<Raw, E> {
-                Ok(Raw::Str(v.to_string()))
+            fn visit_str<E>(self, v: &str) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Str(v.to_string())))
             }
-            fn visit_string<E>(self, v: String) -> Result<Raw, E> {
-                Ok(Raw::Str(v))
+            fn visit_string<E>(self, v: String) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Str(v)))
             }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Raw, E> {
-                Ok(Raw::Str(String::from_utf8_lossy(v).into_owned()))
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<RawValue, E> {
+                Ok(RawValue(Value::Str(
+                    String::from_utf8_lossy(v).into_owned(),
+                )))
             }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Raw, A::Error> {
-                let mut out = Vec::new();
-                while let Some(x) = a.next_element()? {
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<RawValue, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some(SpannedNode(x)) = a.next_element()? {
                     out.push(x);
                 }
-                Ok(Raw::Seq(out))
+                Ok(RawValue(Value::Seq(out)))
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<Raw, A::Error> {
-                let mut out = Vec::new();
-                while let Some(k) = a.next_key()? {
-                    let v = a.next_value()?;
-                    out.push((k, v));
+            fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<RawValue, A::Error> {
+                let mut out: Vec<Entry> = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some(SpannedNode(k)) = a.next_key()? {
+                    let SpannedNode(value) = a.next_value()?;
+                    let key = k.scalar_text().unwrap_or_else(|| match k.value {
+                        Value::Null => "null".to_string(),
+                        _ => format!("{}", k.to_json()),
+                    });
+                    if let Some(prev) = out.iter_mut().find(|e| e.key == key) {
+                        // As the original's YAML reader does: the later value wins.
+                        prev.value = value;
+                        prev.key_loc = k.loc;
+                    } else {
+                        out.push(Entry {
+                            key,
+                            key_loc: k.loc,
+                            value,
+                        });
+                    }
                 }
-                Ok(Raw::Map(out))
+                Ok(RawValue(Value::Map(out)))
             }
         }
         d.deserialize_any(V)
@@ -364,60 +393,6 @@ fn loc_of(file: &Arc<SourceFile>, l: &serde_saphyr::Location) -> Loc {
         offset: span.byte_offset().unwrap_or(0) as u32,
         len: span.byte_len().unwrap_or(0) as u32,
     }
-}
-
-fn convert(
-    file: &Arc<SourceFile>,
-    s: serde_saphyr::Spanned<Raw>,
-    warnings: &mut Vec<Diagnostic>,
-) -> Node {
-    let loc = loc_of(file, &s.referenced);
-    let value = match s.value {
-        Raw::Null => Value::Null,
-        Raw::Bool(b) => Value::Bool(b),
-        Raw::Int(i) => Value::Int(i),
-        Raw::Float(f) => Value::Float(f),
-        Raw::Str(s) => Value::Str(s),
-        Raw::Seq(v) => Value::Seq(v.into_iter().map(|x| convert(file, x, warnings)).collect()),
-        Raw::Map(m) => {
-            let mut out: Vec<Entry> = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                let key_node = convert(file, k, warnings);
-                let key = key_node
-                    .scalar_text()
-                    .unwrap_or_else(|| match key_node.value {
-                        Value::Null => "null".to_string(),
-                        _ => format!("{}", key_node.to_json()),
-                    });
-                let value = convert(file, v, warnings);
-                if let Some(prev) = out.iter_mut().find(|e| e.key == key) {
-                    // As the original's YAML reader does: the later value wins.
-                    warnings.push(
-                        Diagnostic::at(
-                            &key_node.loc,
-                            &key,
-                            format!("duplicate key `{key}`: this later value wins"),
-                        )
-                        .with_hint(format!(
-                            "the first `{key}` is at line {}",
-                            prev.key_loc.line
-                        ))
-                        .warning(),
-                    );
-                    prev.value = value;
-                    prev.key_loc = key_node.loc;
-                } else {
-                    out.push(Entry {
-                        key,
-                        key_loc: key_node.loc,
-                        value,
-                    });
-                }
-            }
-            Value::Map(out)
-        }
-    };
-    Node { value, loc }
 }
 
 fn options() -> serde_saphyr::Options {
@@ -445,7 +420,9 @@ pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
     parse_source_w(file, &mut Vec::new())
 }
 
-/// Parse a source file, collecting warnings (duplicate keys).
+/// Parse a source file. `warnings` is reserved for parse warnings (none
+/// today: a duplicate key keeps the later value silently, as the original's
+/// YAML reader does).
 pub fn parse_source_w(
     file: Arc<SourceFile>,
     warnings: &mut Vec<Diagnostic>,
@@ -466,11 +443,12 @@ pub fn parse_source_w(
     {
         return Ok(Node::new(Value::Null, doc_loc));
     }
-    match serde_saphyr::from_str_with_options::<Option<serde_saphyr::Spanned<Raw>>>(
-        &text,
-        options(),
-    ) {
-        Ok(Some(raw)) => Ok(convert(&file, raw, warnings)),
+    let _ = warnings;
+    PARSING.with(|p| *p.borrow_mut() = Some(file.clone()));
+    let parsed = serde_saphyr::from_str_with_options::<Option<SpannedNode>>(&text, options());
+    PARSING.with(|p| *p.borrow_mut() = None);
+    match parsed {
+        Ok(Some(SpannedNode(node))) => Ok(node),
         Ok(None) => Ok(Node::new(Value::Null, doc_loc)),
         Err(e) => {
             let (line, column) = e
@@ -519,7 +497,7 @@ pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
     parse_file_w(path, root, &mut Vec::new())
 }
 
-/// [`parse_file`], collecting warnings (duplicate keys).
+/// [`parse_file`] with a place for parse warnings (see [`parse_source_w`]).
 pub fn parse_file_w(
     path: &Path,
     root: &Path,
@@ -1120,4 +1098,37 @@ pub fn read_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Diagn
     let text = std::fs::read_to_string(path)
         .map_err(|e| Diagnostic::plain(&label, format!("cannot read: {e}")))?;
     from_str(&label, &text)
+}
+
+/// Parse many files, in parallel (one thread per core), keeping their order.
+pub fn parse_files(paths: &[PathBuf], root: &Path) -> Vec<Result<Node, Diagnostic>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    if threads <= 1 || paths.len() < 4 {
+        return paths.iter().map(|p| parse_file(p, root)).collect();
+    }
+    let mut slots: Vec<Option<Result<Node, Diagnostic>>> = (0..paths.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    paths
+                        .iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(i, p)| (i, parse_file(p, root)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().expect("parser thread") {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots.into_iter().map(|r| r.expect("parsed")).collect()
 }

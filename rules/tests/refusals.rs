@@ -411,7 +411,7 @@ fn modifications_and_parent_policy() {
     );
     expect(
         &d,
-        "images/zz-mods.yaml:14:9",
+        "images/zz-mods.yaml:16:17",
         "images[0].modifications[2].ensure",
         "every list empty",
         None,
@@ -441,6 +441,127 @@ fn an_embedded_marker_is_refused() {
         "runtime_builders[0].description",
         "embedded in a longer string",
         None,
+    );
+}
+
+#[test]
+fn references_backends_and_mod_builders() {
+    let d = errors("cfg--references.yml");
+    expect(
+        &d,
+        "cfg/zz-references.yml:6:17",
+        "runtime_builders[0].executable",
+        "executable 'no-such-exe' is not declared in cfg/executables.yml",
+        Some("- name: no-such-exe"),
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:7:26",
+        "runtime_builders[0].state_configuration",
+        "`no-such-backend` names no declared state backend",
+        Some("local-state"),
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:8:21",
+        "runtime_builders[0].teardown_after",
+        "`soon` is not a duration",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:13:10",
+        "state_backends[0].key",
+        "key may not be empty",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:16:11",
+        "state_backends[1].path",
+        "`../elsewhere` is refused",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:21:5",
+        "state_backends[2].access_key",
+        "unknown field",
+        Some("no credential belongs in the tree"),
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:25:22",
+        "mod_builders[0].execute_command",
+        "does not apply to mod builders of type ansible",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-references.yml:28:22",
+        "mod_builders[1].execute_command",
+        "a packer `{{ .Path }}` cannot be written in cfg/",
+        None,
+    );
+}
+
+#[test]
+fn docker_os_entries_pin_digests_and_query_what_a_daemon_answers() {
+    let d = errors("cfg--docker-os.yml");
+    expect(
+        &d,
+        "cfg/zz-docker-os.yml:9:19",
+        "os_builders[0].runtimes[0].image_id",
+        "image_id 'debian:12' is not a digest reference",
+        Some("@sha256:"),
+    );
+    expect(
+        &d,
+        "cfg/zz-docker-os.yml:11:11",
+        "os_builders[0].runtimes[0].query",
+        "query key `root_device_type` cannot be answered by a docker daemon",
+        None,
+    );
+    assert_eq!(d.len(), 2, "{d:?}");
+}
+
+#[test]
+fn image_names_runtimes_and_mod_items() {
+    let d = errors("images--more.yaml");
+    expect(
+        &d,
+        "images/zz-more.yaml:3:11",
+        "images[0].name",
+        "image `deb-12` has the name of an OS builder",
+        Some("cfg/os-builders.yml:3:5"),
+    );
+    expect(
+        &d,
+        "images/zz-more.yaml:11:24",
+        "images[1].runtimes[1].image_builder",
+        "image builder `sim-builder` appears twice",
+        None,
+    );
+    expect(
+        &d,
+        "images/zz-more.yaml:15:18",
+        "images[1].modifications[0].scripts",
+        "`scripts` belongs to a bash-remote modification",
+        None,
+    );
+    expect(
+        &d,
+        "images/zz-more.yaml:16:15",
+        "images[1].modifications[1].name",
+        "duplicate modification name `both`",
+        None,
+    );
+    expect(
+        &d,
+        "images/zz-more.yaml:20:11",
+        "images[1].modifications[1].ensure.files[0].mode",
+        "mode 644 is not an octal mode",
+        Some("\"0644\""),
     );
 }
 
