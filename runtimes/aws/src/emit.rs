@@ -301,7 +301,8 @@ pub fn data_label(image: &str, runtime: &str) -> String {
 
 /// `data "amazon-ami"` + `source "amazon-ebs"` for one image.
 pub fn source_body(p: &SourcePlan) -> Body {
-    let label = data_label(&p.image, &p.runtime);
+    // one spelling for the data block label and the traversal that reads it
+    let label = Identifier::sanitized(data_label(&p.image, &p.runtime)).to_string();
     let mut data = Block::builder("data")
         .add_label("amazon-ami")
         .add_label(label.as_str());

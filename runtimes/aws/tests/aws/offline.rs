@@ -205,3 +205,44 @@ fn a_blank_networking_name_is_refused() {
         "{f:?}"
     );
 }
+
+#[test]
+fn an_odd_image_name_still_reads_its_own_data_block() {
+    use csis_runtime_aws::emit::{render, source_body, AmiLookup, SourcePlan};
+    let p = SourcePlan {
+        image: "web.v2".into(),
+        runtime: "aws-main".into(),
+        lookup: AmiLookup::Resolved {
+            id: "ami-1".into(),
+            owner: None,
+        },
+        profile: None,
+        ami_name: "web".into(),
+        instance_type: "t3.micro".into(),
+        region: "us-east-2".into(),
+        vpc_id: "vpc-1".into(),
+        subnet_id: "subnet-1".into(),
+        availability_zone: None,
+        tags: vec![],
+        ena_support: None,
+        sriov_support: None,
+        ssm_declared: false,
+        ssm_profile: None,
+        build_profile: None,
+        ssh_username: "ec2-user".into(),
+        device_name: "/dev/sda1".into(),
+        volume_size: None,
+        family: "rhel".into(),
+        architecture: "x86_64".into(),
+        base_image: true,
+    };
+    let text = render(&source_body(&p), "", &[]).unwrap();
+    let body = hcl::parse(&text).unwrap();
+    let data = body.blocks().next().unwrap();
+    let label = data.labels()[1].as_str().to_string();
+    assert!(
+        text.contains(&format!("data.amazon-ami.{label}.id")),
+        "{text}"
+    );
+    assert!(!text.contains("owners"), "no owner known: no owners line");
+}
