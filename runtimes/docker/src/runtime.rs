@@ -478,6 +478,26 @@ impl DockerRuntime {
         env: &[String],
         log: &dyn LogSink,
     ) -> Result<i64> {
+        if user.is_none_or(|u| u == "0" || u == "root") {
+            // one exec: stage the script from stdin into the tmpfs, then run it
+            let path = format!("{STAGE_DIR}/{file}");
+            let cmd = format!(
+                "mkdir -p {STAGE_DIR} && cat > {path} && chmod 0755 {path} || {{ echo 'csis: cannot write {path} in the bake container' >&2; exit 201; }}\n{}",
+                script::execute_command(execute_command, &path, env)
+            );
+            let r = self
+                .exec(
+                    container,
+                    vec!["/bin/sh".into(), "-c".into(), cmd],
+                    user,
+                    vec![],
+                    Some(content.to_vec()),
+                    log,
+                    false,
+                )
+                .await?;
+            return Ok(r.exit_code);
+        }
         let path = self.stage(container, file, content).await?;
         let cmd = script::execute_command(execute_command, &path, env);
         let r = self
