@@ -612,3 +612,53 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     let plan = t.ok(&["plan"]);
     assert!(plan.contains("0 of 4 bake(s) due"), "{plan}");
 }
+
+#[test]
+fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing() {
+    let t = Tree::new();
+    t.build(&[]);
+    let base = t.builds("deb12")[0].clone();
+    // a bake recorded in the journal only (the build was killed before
+    // lineage.yaml was rewritten), and its image in the store
+    let mut rec = base.clone();
+    rec.build_id = "dummy-journal-1".into();
+    rec.run = Some("2026_11_01t00_00_00_000000".into());
+    let line = serde_json::json!({"record": rec, "pin": null}).to_string();
+    std::fs::write(t.root.join(".csis/lineage.journal"), format!("{line}\n")).unwrap();
+    let mut s = t.store();
+    let mut img = s["images"][&base.build_id].clone();
+    img["tags"]["csis_run"] = Value::from("2026_11_01t00_00_00_000000");
+    s["images"]["dummy-journal-1"] = img;
+    std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
+    // the state query counts it as recorded (not foreign)
+    let out = t.ok(&["state", "query", "--strict"]);
+    assert!(!out.contains("foreign"), "{out}");
+    // a disposal settles the journal first, so nothing brings the record back
+    let out = t.ok(&["dispose", "image", "dummy-journal-1"]);
+    assert!(out.contains("disposed dummy-journal-1"), "{out}");
+    assert!(!t.recorded().contains("dummy-journal-1"));
+    t.build(&[]);
+    assert!(
+        !t.recorded().contains("dummy-journal-1"),
+        "resurrected by the journal"
+    );
+    let out = t.ok(&["state", "query", "--strict"]);
+    assert!(out.contains("no drift"), "{out}");
+}
+
+#[test]
+fn restamp_keeps_the_records_of_revoked_series() {
+    let t = Tree::new();
+    t.build(&[]);
+    let n = t.recorded().len();
+    let web = t.ids("web")[0].clone();
+    t.ok(&["revoke", &web]);
+    let mut l = t.meta().lineage().unwrap();
+    let app = l.builds.iter_mut().find(|b| b.series == "deb12").unwrap();
+    app.input_fingerprint = Some("1".repeat(64));
+    t.meta().save_lineage(&l).unwrap();
+    let out = t.ok(&["lineage", "restamp", "--runtime", "sim"]);
+    assert!(out.contains("restamped"), "{out}");
+    assert_eq!(t.recorded().len(), n, "records were lost");
+    assert!(t.recorded().contains(&web));
+}

@@ -19,7 +19,7 @@ use csis_cache::retention::{
 use csis_cache::MetaState;
 use csis_runtime::{DynRuntime, RuntimeError};
 
-use super::state::{declared_runtimes, keep_for, load_tree, take_lock, tokio_rt};
+use super::state::{declared_runtimes, keep_for, load_tree, settle_journal, take_lock, tokio_rt};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Subcommand)]
@@ -59,7 +59,9 @@ pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        Some(take_lock(tree.root())?)
+        let l = take_lock(tree.root())?;
+        settle_journal(tree.root())?;
+        Some(l)
     };
     let meta = MetaState::of_tree(tree.root());
     let runtime = args.runtime.as_deref().map(|r| {
@@ -98,8 +100,7 @@ pub(crate) fn compute_plan(
     meta: &MetaState,
     req: &DisposeRequest,
 ) -> Result<Result<DisposePlan, Vec<String>>> {
-    let lineage = meta.lineage()?;
-    let pins = meta.pins()?;
+    let (lineage, pins) = super::state::records(tree.root())?;
     let releases = meta.releases()?;
     let launches = LaunchParams::load(meta)?;
     let prot = Protections::from_records(&pins, &releases, &launches);

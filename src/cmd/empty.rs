@@ -76,8 +76,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         leftovers.push(format!("volume {v}"));
     }
     // A strict query of this runtime must agree too.
-    let lineage = meta.lineage()?;
-    let pins = meta.pins()?;
+    let (lineage, pins) = super::state::records(tree.root())?;
     let revs = Revocations::load(&meta)?;
     let parents = image_parents(&tree);
     let report = drift::judge(

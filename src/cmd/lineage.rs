@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use csis_cache::drift::{record_tags, tag_disagreements, FINGERPRINT_TAG_LEN, TAG_FINGERPRINT};
-use csis_cache::{MetaState, Restamp};
+use csis_cache::Restamp;
 
 use super::state::{load_tree, take_lock, tokio_rt};
 use crate::GlobalArgs;
@@ -67,8 +67,7 @@ fn relabel(global: &GlobalArgs, args: RelabelArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let rt_name = rt_decl.name.clone();
-    let meta = MetaState::of_tree(tree.root());
-    let lineage = meta.lineage()?;
+    let lineage = super::state::records(tree.root())?.0;
     let mut failed = false;
     for b in &args.builds {
         match lineage.find(b) {
@@ -162,7 +161,9 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        Some(take_lock(tree.root())?)
+        let l = take_lock(tree.root())?;
+        super::state::settle_journal(tree.root())?;
+        Some(l)
     };
     let only: BTreeSet<String> = args
         .series
@@ -182,7 +183,10 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
     // parent's recorded fingerprint, so it can move in the next pass.
     for _pass in 0..32 {
         let session = crate::session::open_tree(tree.clone())?;
-        let mut lineage = session.lineage.clone();
+        // The records themselves (the session's lineage is the planning
+        // view, without revoked heads): what is rewritten.
+        let mut lineage = super::state::records(tree.root())?.0;
+        let revs = csis_cache::Revocations::load(&session.meta)?;
         let mut moved = Vec::new();
         for id in session.compiled.bake_nodes() {
             let Some(spec) = session.compiled.bake_spec(id) else {
@@ -191,7 +195,8 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
             if spec.runtime != rt_name || (!only.is_empty() && !only.contains(&spec.series)) {
                 continue;
             }
-            let Some(head) = lineage.head(&spec.series, &rt_name) else {
+            let Some(head) = csis_cache::head_unrevoked(&lineage, &revs, &spec.series, &rt_name)
+            else {
                 continue;
             };
             let current = session.fps.get(id).to_hex();

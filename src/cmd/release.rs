@@ -85,11 +85,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        Some(take_lock(tree.root())?)
+        let l = take_lock(tree.root())?;
+        super::state::settle_journal(tree.root())?;
+        Some(l)
     };
     let meta = MetaState::of_tree(tree.root());
     let ctx = Ctx {
-        lineage: meta.lineage()?,
+        lineage: super::state::records(tree.root())?.0,
         revs: Revocations::load(&meta)?,
         image_tests: ImageTests::load(&meta)?,
         mod_tests: ModTests::load(&meta)?,

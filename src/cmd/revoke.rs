@@ -32,10 +32,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        Some(take_lock(&global.dir)?)
+        let l = take_lock(&global.dir)?;
+        super::state::settle_journal(&global.dir)?;
+        Some(l)
     };
     let meta = MetaState::of_tree(&global.dir);
-    let lineage = meta.lineage()?;
+    let lineage = super::state::records(&global.dir)?.0;
     let mut revs = Revocations::load(&meta)?;
     let run = csis_cache::run_id_now();
     let newly = match revoke(

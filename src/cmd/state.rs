@@ -82,11 +82,13 @@ fn import(global: &GlobalArgs, args: ImportArgs) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        Some(take_lock(tree.root())?)
+        let l = take_lock(tree.root())?;
+        settle_journal(tree.root())?;
+        Some(l)
     };
     let meta = MetaState::of_tree(tree.root());
     let (_, views) = state_report(&tree, &meta)?;
-    let mut lineage = meta.lineage()?;
+    let mut lineage = records(tree.root())?.0;
     let run = csis_cache::run_id_now();
     let mut adopted = 0usize;
     for v in &views {
@@ -146,6 +148,21 @@ pub(crate) fn take_lock(root: &Path) -> Result<TreeLock> {
     Ok(LocalDir::of_tree(root).lock(true, |holder| {
         eprintln!("waiting for another csis to release the tree lock ({holder})");
     })?)
+}
+
+/// Fold a journal left by an interrupted build into `meta-state/` (call
+/// with the tree lock held, before a lineage operation rewrites
+/// `lineage.yaml` or `pins.yaml`): otherwise the next build would replay the
+/// journal over the operation's changes (e.g. bring back a disposed record).
+pub(crate) fn settle_journal(root: &Path) -> Result<()> {
+    csis_cache::Recorder::open(MetaState::of_tree(root), LocalDir::of_tree(root).journal())?;
+    Ok(())
+}
+
+/// `lineage.yaml` and `pins.yaml` as the next build will see them (with a
+/// journal left by an interrupted build merged in).
+pub(crate) fn records(root: &Path) -> Result<(csis_cache::Lineage, csis_cache::Pins)> {
+    Ok(MetaState::of_tree(root).load_with_journal(&LocalDir::of_tree(root).journal())?)
 }
 
 /// A tokio runtime for the hook calls of one command.
@@ -266,8 +283,7 @@ pub(crate) fn state_report(
     tree: &Tree,
     meta: &MetaState,
 ) -> Result<(StateReport, Vec<RuntimeView>)> {
-    let lineage = meta.lineage()?;
-    let pins = meta.pins()?;
+    let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
     let parents = image_parents(tree);
     let views = views(tree, None)?;
