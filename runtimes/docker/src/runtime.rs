@@ -343,6 +343,7 @@ impl DockerRuntime {
 
     /// Run `cmd` in a container, streaming each output line to `log` and
     /// keeping stdout/stderr when `capture`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn exec(
         &self,
         container: &str,
@@ -468,6 +469,7 @@ impl DockerRuntime {
     }
 
     /// Stage and run a script with `execute_command` (packer's shell semantics).
+    #[allow(clippy::too_many_arguments)]
     async fn run_script(
         &self,
         container: &str,

@@ -132,7 +132,7 @@ impl DockerSettings {
             if let Some(Err(e)) = m.memory.as_deref().map(parse_memory) {
                 out.push((format!("machine_types.{n}.memory"), format!("{who}: {e}")));
             }
-            if m.cpus.is_some_and(|c| !(c > 0.0)) {
+            if m.cpus.is_some_and(|c| c.is_nan() || c <= 0.0) {
                 out.push((
                     format!("machine_types.{n}.cpus"),
                     format!("{who}: cpus must be more than 0"),
