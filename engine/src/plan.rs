@@ -569,8 +569,10 @@ impl<'a> Planner<'a> {
                 .deps(id)
                 .map(|(d, _)| graph.node(d).label().clone())
                 .collect();
-            deps.sort();
-            deps.dedup();
+            if deps.len() > 1 {
+                deps.sort();
+                deps.dedup();
+            }
             pos[id.index()] = nodes.len() as u32;
             nodes.push(PlannedNode {
                 id,

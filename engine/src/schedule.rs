@@ -314,6 +314,17 @@ enum St {
 
 type ReadyKey = (u64, Reverse<u32>, u32);
 
+/// The counts of `kind`, without allocating when it is already there.
+fn kind_counts<'a>(
+    kinds: &'a mut std::collections::BTreeMap<String, KindCounts>,
+    kind: &str,
+) -> &'a mut KindCounts {
+    if !kinds.contains_key(kind) {
+        kinds.insert(kind.to_string(), KindCounts::default());
+    }
+    kinds.get_mut(kind).expect("inserted")
+}
+
 fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
@@ -345,7 +356,7 @@ where
         if pn.due {
             st[pn.id.index()] = St::Waiting;
         } else if graph.node(pn.id).policy() == RunPolicy::Decide {
-            kinds.entry(pn.kind.clone()).or_default().skipped += 1;
+            kind_counts(kinds, &pn.kind).skipped += 1;
             events.emit(Event::Skipped {
                 label: pn.label.clone(),
                 kind: pn.kind.clone(),
@@ -573,7 +584,7 @@ where
     let mut outcomes = Vec::with_capacity(plan.nodes.len());
     for pn in &plan.nodes {
         let id = pn.id;
-        let kc: &mut KindCounts = summary.kinds.entry(pn.kind.clone()).or_default();
+        let kc: &mut KindCounts = kind_counts(&mut summary.kinds, &pn.kind);
         let outcome = match st[id.index()] {
             St::NotDue if graph.node(id).policy() == RunPolicy::Decide => NodeOutcome::Skipped,
             St::NotDue => NodeOutcome::NotNeeded,
