@@ -1384,6 +1384,20 @@ impl Runtime for DockerRuntime {
             for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {
                 tags.insert(k, v);
             }
+            // release tags `<series>--<model>` on this image: csis_release (as AWS and dummy say it)
+            if let Some(series) = img.labels.get("csis_series") {
+                let prefix = names::release_tag(series, "");
+                let mut models: Vec<&str> = ours
+                    .iter()
+                    .filter(|t| names::parse_movable_tag(t).is_none())
+                    .filter_map(|t| t.strip_prefix(prefix.as_str()))
+                    .filter(|m| !m.is_empty())
+                    .collect();
+                models.sort();
+                if !models.is_empty() {
+                    tags.insert(format!("{LINEAGE_PREFIX}release"), models.join(","));
+                }
+            }
             let name = img
                 .labels
                 .get(NAME_LABEL)

@@ -439,6 +439,12 @@ async fn chain_bakes_then_query_retag_release_dispose() {
             .unwrap(),
         b.build_id
     );
+    let q = rt.query_images().await.unwrap();
+    let bf = q.iter().find(|f| f.build_id == b.build_id).unwrap();
+    assert_eq!(
+        bf.tags.get("csis_release").map(String::as_str),
+        Some("prod")
+    );
     rt.release(&c.build_id, "base", "prod").await.unwrap();
     assert_eq!(
         d.inspect_image(&format!("{repo}:base--prod"))
@@ -447,6 +453,20 @@ async fn chain_bakes_then_query_retag_release_dispose() {
             .id
             .unwrap(),
         c.build_id
+    );
+    rt.release(&c.build_id, "child", "staging").await.unwrap();
+    rt.release(&c.build_id, "child", "prod").await.unwrap();
+    let q = rt.query_images().await.unwrap();
+    let bf = q.iter().find(|f| f.build_id == b.build_id).unwrap();
+    assert!(
+        !bf.tags.contains_key("csis_release"),
+        "moved away: {:?}",
+        bf.tags
+    );
+    let cf = q.iter().find(|f| f.build_id == c.build_id).unwrap();
+    assert_eq!(
+        cf.tags["csis_release"], "prod,staging",
+        "its own series' releases only"
     );
 
     // dispose is refused while a container (even stopped) was created from the build
