@@ -274,9 +274,12 @@ pub fn release_tag(series: &str, model: &str) -> String {
 
 /// `RepoTags` entries as the daemon wrote them, normalised: Podman spells
 /// `docker.io/<repository>:<tag>` (and `docker.io/library/<name>`) what Docker
-/// spells `<repository>:<tag>`.
+/// spells `<repository>:<tag>`. Podman also names local images `localhost/<repository>`.
 pub fn normalize_repo_tag(repo_tag: &str) -> &str {
-    let s = repo_tag.strip_prefix("docker.io/").unwrap_or(repo_tag);
+    let s = repo_tag
+        .strip_prefix("docker.io/")
+        .or_else(|| repo_tag.strip_prefix("localhost/"))
+        .unwrap_or(repo_tag);
     s.strip_prefix("library/").unwrap_or(s)
 }
 
@@ -487,6 +490,10 @@ mod tests {
         );
         assert_eq!(split_repo_tag("localhost:5000/x"), None);
         assert_eq!(normalize_repo_tag("docker.io/library/debian"), "debian");
+        assert_eq!(
+            tag_in_repository("localhost/csis/local:web-1", "csis/local"),
+            Some("web-1")
+        );
     }
 
     #[test]

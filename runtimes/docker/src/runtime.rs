@@ -1756,6 +1756,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn tls_material_missing_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = DockerSettings::new("tls");
+        s.host = Some("tcp://127.0.0.1:1".into());
+        s.tls = crate::settings::TlsSettings {
+            cert_path: Some(dir.path().to_path_buf()),
+            verify: true,
+        };
+        assert_eq!(
+            s.tool_environment()
+                .iter()
+                .find(|(k, _)| k == "DOCKER_TLS_VERIFY")
+                .map(|(_, v)| v.as_str()),
+            Some("1")
+        );
+        let r = DockerRuntime::new(s).unwrap();
+        let e = r.docker().await.unwrap_err().to_string();
+        assert!(
+            e.starts_with("docker runtime tls: the daemon at tcp://127.0.0.1:1 cannot be reached"),
+            "{e}"
+        );
+        assert!(
+            e.contains("ca.pem") || e.contains(&dir.path().display().to_string()),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
     async fn unreachable_daemon_is_one_line() {
         let mut s = DockerSettings::new("far");
         s.host = Some("unix:///nonexistent/docker.sock".into());
