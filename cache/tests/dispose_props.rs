@@ -82,7 +82,7 @@ fn world() -> impl Strategy<Value = World> {
                 );
             }
             let keep = (0..3).map(|s| (format!("s{s}"), keep[s])).collect();
-            let pick = pick.iter().map(|i| *i).collect();
+            let pick = pick.to_vec();
             World {
                 lineage,
                 pins,
