@@ -1088,6 +1088,12 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String, String> {
 /// Parse YAML text into a typed value; errors name `label` (the file), line,
 /// column and field path.
 pub fn from_str<T: serde::de::DeserializeOwned>(label: &str, text: &str) -> Result<T, Diagnostic> {
+    // Fast path for files csis writes itself (meta-state): no spans. Only when
+    // it fails is the text parsed again with spans, for a located diagnostic
+    // and the lenient coercions of `from_node`.
+    if let Ok(v) = serde_saphyr::from_str::<T>(text) {
+        return Ok(v);
+    }
     let node = parse_str(label, Path::new(label), text)?;
     from_node::<T>(&node, "")
 }

@@ -1,0 +1,174 @@
+//! No-op `csis build //...` on generated trees of N images, beside `ninja`
+//! doing a no-op on a build.ninja of the same graph; and the peak memory of
+//! `csis plan //...`.
+//!
+//! ```text
+//! cargo bench --bench noop                 # 1000 5000 20000
+//! cargo bench --bench noop -- 1000         # one size
+//! ```
+//!
+//! The trees use the dummy runtime (bakes take 0 s), so the first build is
+//! fast; the figures are for the second, converged build, where nothing is
+//! due: csis reads the tree and `meta-state/`, plans, and stops.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const OS_BUILDERS: usize = 10;
+const IMAGES_PER_FILE: usize = 100;
+const RUNS: usize = 5;
+
+fn parent_of(i: usize) -> String {
+    if i < OS_BUILDERS {
+        format!("os-{i}")
+    } else {
+        format!("img-{}", (i - OS_BUILDERS) / 4)
+    }
+}
+
+/// A tree of `n` images on one dummy runtime: ten OS builders, each image the
+/// child of an earlier one (a forest of fan-out 4), one shell modification each.
+fn generate_tree(dir: &Path, n: usize) {
+    fs::create_dir_all(dir.join("cfg")).unwrap();
+    fs::create_dir_all(dir.join("images")).unwrap();
+    fs::write(dir.join("cfg/_config.yml"), "id: bench\n").unwrap();
+    fs::write(
+        dir.join("cfg/runtime-builders.yml"),
+        "runtime_builders:\n  - {name: sim, type: dummy, is_default: true, default_machine_type: small}\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("cfg/image-builders.yml"),
+        "image_builders:\n  - {name: sim-builder, type: dummy, is_default: true, runtime: sim}\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("cfg/mod-builders.yml"),
+        "mod_builders:\n  - {name: bash, type: bash-remote, is_default: true}\n",
+    )
+    .unwrap();
+    let mut os = String::from("os_builders:\n");
+    for i in 0..OS_BUILDERS {
+        let _ = write!(
+            os,
+            "  - name: os-{i}\n    type: debian\n    family: debian\n    family_version: 12\n    is_default: {}\n    runtimes:\n      - image_builder: sim-builder\n        query: {{filters: {{name: debian-{i}}}}}\n",
+            i == 0
+        );
+    }
+    fs::write(dir.join("cfg/os-builders.yml"), os).unwrap();
+    for (f, chunk) in (0..n).collect::<Vec<_>>().chunks(IMAGES_PER_FILE).enumerate() {
+        let mut s = String::from("images:\n");
+        for &i in chunk {
+            let policy = if i % 2 == 0 { "follow" } else { "pinned" };
+            let _ = write!(
+                s,
+                "  - name: img-{i}\n    source_image: {}\n    parent_policy: {policy}\n    runtimes:\n      - image_builder: sim-builder\n    modifications:\n      - name: m\n        script: [\"echo {i} > /etc/img\"]\n",
+                parent_of(i)
+            );
+        }
+        fs::write(dir.join(format!("images/part-{f:04}.yaml")), s).unwrap();
+    }
+}
+
+/// build.ninja of the same graph: per OS builder a resolve and a bake, per
+/// image an emit, a bake (after its parent's bake) and a retag.
+fn generate_ninja(dir: &Path, n: usize) {
+    let mut s = String::from("rule touch\n  command = touch $out\n\n");
+    for i in 0..OS_BUILDERS {
+        let _ = writeln!(s, "build out/os-{i}.resolve: touch");
+        let _ = writeln!(s, "build out/os-{i}.bake: touch out/os-{i}.resolve");
+    }
+    for i in 0..n {
+        let _ = writeln!(s, "build out/img-{i}.emit: touch");
+        let _ = writeln!(
+            s,
+            "build out/img-{i}.bake: touch out/img-{i}.emit out/{}.bake",
+            parent_of(i)
+        );
+        let _ = writeln!(s, "build out/img-{i}.retag: touch out/img-{i}.bake");
+    }
+    fs::create_dir_all(dir.join("out")).unwrap();
+    fs::write(dir.join("build.ninja"), s).unwrap();
+}
+
+fn run(cmd: &mut Command) -> Duration {
+    let t = Instant::now();
+    let out = cmd.output().expect("spawn");
+    let d = t.elapsed();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Peak resident memory of a command, in MiB (GNU time's %M), if measurable.
+fn peak_mib(csis: &Path, tree: &Path, args: &[&str]) -> Option<f64> {
+    let out = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg(csis)
+        .arg("-C")
+        .arg(tree)
+        .args(args)
+        .output()
+        .ok()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let kib: f64 = err.lines().last()?.trim().parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn main() {
+    let csis = PathBuf::from(env!("CARGO_BIN_EXE_csis"));
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let sizes = if sizes.is_empty() { vec![1000, 5000, 20000] } else { sizes };
+    let have_ninja = Command::new("ninja").arg("--version").output().is_ok();
+
+    println!("| images | nodes | first build | csis no-op build (median of {RUNS}) | ninja no-op (median of {RUNS}) | csis / ninja | peak RSS of `csis plan //...` |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for n in sizes {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        generate_tree(&tree, n);
+        let first = run(Command::new(&csis).arg("-C").arg(&tree).args(["build", "//...", "--json"]));
+        let noop = median(
+            (0..RUNS)
+                .map(|_| run(Command::new(&csis).arg("-C").arg(&tree).args(["build", "//...", "--json"])))
+                .collect(),
+        );
+        let (ninja, ratio) = if have_ninja {
+            let nd = dir.path().join("ninja");
+            generate_ninja(&nd, n);
+            run(Command::new("ninja").arg("-C").arg(&nd).arg("-j8"));
+            let t = median((0..RUNS).map(|_| run(Command::new("ninja").arg("-C").arg(&nd))).collect());
+            (
+                format!("{:.1} ms", t.as_secs_f64() * 1e3),
+                format!("{:.2}", noop.as_secs_f64() / t.as_secs_f64()),
+            )
+        } else {
+            ("(ninja not installed)".into(), "-".into())
+        };
+        let mem = peak_mib(&csis, &tree, &["plan", "//...", "--json"])
+            .map(|m| format!("{m:.0} MiB"))
+            .unwrap_or_else(|| "(no /usr/bin/time)".into());
+        println!(
+            "| {n} | {} | {:.1} s | {:.1} ms | {ninja} | {ratio} | {mem} |",
+            OS_BUILDERS * 2 + n * 3,
+            first.as_secs_f64(),
+            noop.as_secs_f64() * 1e3,
+        );
+    }
+}
