@@ -662,3 +662,65 @@ fn restamp_keeps_the_records_of_revoked_series() {
     assert_eq!(t.recorded().len(), n, "records were lost");
     assert!(t.recorded().contains(&web));
 }
+
+#[test]
+fn csis_build_ends_with_the_declared_retention() {
+    let t = Tree::new();
+    t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
+    t.build(&[]);
+    let (b1, w1, a1) = (
+        t.ids("deb12")[0].clone(),
+        t.ids("web")[0].clone(),
+        t.ids("app")[0].clone(),
+    );
+    t.build(&["--force-bake", "deb12"]);
+    // keep 1 per series: the old base and app go; web's first build stays
+    // because tools (pinned policy) is pinned to it
+    assert_eq!(t.ids("deb12").len(), 1);
+    assert_eq!(t.ids("app").len(), 1);
+    assert_eq!(t.ids("web")[0], w1);
+    assert_eq!(t.ids("web").len(), 2);
+    let store = t.store_ids();
+    assert!(!store.contains(&b1) && !store.contains(&a1));
+    assert!(store.contains(&w1));
+    let out = t.ok(&["state", "query", "--strict"]);
+    assert!(
+        !out.contains("missing") && !out.contains("foreign"),
+        "{out}"
+    );
+}
+
+#[test]
+fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
+    let t = Tree::new();
+    t.build(&[]);
+    let w1 = t.ids("web")[0].clone();
+    // the web build tools is pinned to disappears from the runtime
+    let mut s = t.store();
+    s["images"].as_object_mut().unwrap().remove(&w1);
+    std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
+    let bakes = t.store()["bakes"].as_array().unwrap().len();
+    let (code, _, err) = t.csis(&["build", "--json", "--force-bake", "deb12"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("image {w1}@sim: missing")), "{err}");
+    assert_eq!(
+        t.store()["bakes"].as_array().unwrap().len(),
+        bakes,
+        "nothing baked"
+    );
+    // fixed by disposing the record (its image is already gone)
+    let out = t.ok(&["dispose", "image", &w1]);
+    assert!(out.contains("(already gone)"), "{out}");
+    // --no-state-query keeps the last report, which still holds the drift
+    let (code, _, _) = t.csis(&[
+        "build",
+        "--json",
+        "--no-state-query",
+        "--force-bake",
+        "deb12",
+    ]);
+    assert_eq!(code, 1);
+    t.ok(&["state", "query"]);
+    t.build(&["--no-state-query", "--force-bake", "deb12"]);
+    assert!(t.store()["bakes"].as_array().unwrap().len() > bakes);
+}
