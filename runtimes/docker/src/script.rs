@@ -68,7 +68,7 @@ elif [ -z "$PM" ]; then
   echo "settle: no package manager in the image; not installing:$missing"
 else
   echo "settle: installing with $PM:$missing"
-  csis_pm_install $missing
+  csis_pm_install $missing || echo "settle: could not install$missing with $PM (exit $?); steps that need them will fail"
 fi
 "#,
     );
