@@ -395,6 +395,255 @@ fn loc_of(file: &Arc<SourceFile>, l: &serde_saphyr::Location) -> Loc {
     }
 }
 
+/// The same tree through serde-saphyr's `Spanned` (slower; kept to
+/// cross-check the event builder in tests).
+pub fn parse_source_serde(file: Arc<SourceFile>) -> Result<Option<Node>, String> {
+    PARSING.with(|p| *p.borrow_mut() = Some(file.clone()));
+    let parsed = serde_saphyr::from_str_with_options::<Option<SpannedNode>>(&file.text, options());
+    PARSING.with(|p| *p.borrow_mut() = None);
+    parsed.map(|o| o.map(|n| n.0)).map_err(|e| e.to_string())
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Node>,
+        loc: Loc,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<Entry>,
+        merged: Vec<Entry>,
+        key: Option<Node>,
+        loc: Loc,
+        anchor: usize,
+    },
+}
+
+fn marker_loc(file: &Arc<SourceFile>, span: &serde_saphyr::granit_parser::Span) -> Loc {
+    let start = span.start.byte_offset().unwrap_or(0);
+    let end = span.end.byte_offset().unwrap_or(start);
+    Loc {
+        file: file.clone(),
+        line: span.start.line() as u32,
+        column: span.start.col() as u32 + 1,
+        offset: start as u32,
+        len: end.saturating_sub(start) as u32,
+    }
+}
+
+/// Resolve a scalar as YAML 1.2's core schema does (plus: numbers with a
+/// leading zero stay strings, `0644` and account ids keep their digits).
+fn resolve_scalar(v: &str, plain: bool, tag: Option<&str>) -> Value {
+    match tag {
+        Some("str") => return Value::Str(v.to_string()),
+        Some("null") => return Value::Null,
+        Some("bool") | Some("int") | Some("float") => {}
+        Some(_) | None if !plain => return Value::Str(v.to_string()),
+        _ => {}
+    }
+    match v {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Value::Float(f64::INFINITY)
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let b = v.as_bytes();
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    if !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) {
+        if digits.len() > 1 && digits.starts_with('0') {
+            return Value::Str(v.to_string());
+        }
+        return match v.parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::Str(v.to_string()),
+        };
+    }
+    if let Some(h) = v.strip_prefix("0x") {
+        if let Ok(i) = i64::from_str_radix(h, 16) {
+            return Value::Int(i);
+        }
+    }
+    if let Some(o) = v.strip_prefix("0o") {
+        if let Ok(i) = i64::from_str_radix(o, 8) {
+            return Value::Int(i);
+        }
+    }
+    let first = b.first().copied().unwrap_or(b' ');
+    if (first.is_ascii_digit() || first == b'.' || first == b'-' || first == b'+')
+        && v.bytes().any(|c| c.is_ascii_digit())
+        && v.bytes()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+'))
+    {
+        if let Ok(f) = v.parse::<f64>() {
+            return Value::Float(f);
+        }
+    }
+    Value::Str(v.to_string())
+}
+
+/// Build the node tree from the parser's events (anchors, aliases and `<<`
+/// merge keys resolved). Errors are (line, column, message).
+fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, String)> {
+    use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
+    use std::collections::HashMap;
+    let text: &str = &file.text;
+    let parser = Parser::new_from_str(text);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    let mut root: Option<Node> = None;
+    let mut documents = 0;
+
+    fn push(stack: &mut [Frame], root: &mut Option<Node>, node: Node) {
+        match stack.last_mut() {
+            None => *root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                merged,
+                key,
+                ..
+            }) => match key.take() {
+                None => *key = Some(node),
+                Some(k) => {
+                    if k.as_str() == Some("<<") {
+                        // merge: explicit keys win; earlier merged maps win over later ones
+                        let sources: Vec<Node> = match node.value {
+                            Value::Seq(v) => v,
+                            _ => vec![node],
+                        };
+                        for src in sources {
+                            if let Value::Map(m) = src.value {
+                                for e in m {
+                                    if !merged.iter().any(|x| x.key == e.key) {
+                                        merged.push(e);
+                                    }
+                                }
+                            }
+                        }
+                        return;
+                    }
+                    let key_text = k.scalar_text().unwrap_or_else(|| match k.value {
+                        Value::Null => "null".to_string(),
+                        _ => format!("{}", k.to_json()),
+                    });
+                    if let Some(prev) = entries.iter_mut().find(|e| e.key == key_text) {
+                        // As the original's YAML reader does: the later value wins.
+                        prev.value = node;
+                        prev.key_loc = k.loc;
+                    } else {
+                        entries.push(Entry {
+                            key: key_text,
+                            key_loc: k.loc,
+                            value: node,
+                        });
+                    }
+                }
+            },
+        }
+    }
+
+    for ev in parser {
+        let (event, span) = ev.map_err(|e| {
+            let m = e.marker();
+            (m.line() as u32, m.col() as u32 + 1, e.info())
+        })?;
+        match event {
+            Event::DocumentStart(..) => {
+                documents += 1;
+                if documents > 1 {
+                    let l = marker_loc(file, &span);
+                    return Err((
+                        l.line,
+                        l.column,
+                        "a file holds one YAML document; found a second".into(),
+                    ));
+                }
+            }
+            Event::Scalar(v, style, anchor, tag) => {
+                let tag_suffix = tag.as_ref().and_then(|t| {
+                    if t.is_yaml_core_schema() {
+                        Some(t.suffix().to_string())
+                    } else {
+                        Some(String::from("!"))
+                    }
+                });
+                let node = Node {
+                    value: resolve_scalar(&v, style == ScalarStyle::Plain, tag_suffix.as_deref()),
+                    loc: marker_loc(file, &span),
+                };
+                if anchor > 0 {
+                    anchors.insert(anchor, node.clone());
+                }
+                push(&mut stack, &mut root, node);
+            }
+            Event::SequenceStart(_, anchor, _) => stack.push(Frame::Seq {
+                items: Vec::new(),
+                loc: marker_loc(file, &span),
+                anchor,
+            }),
+            Event::MappingStart(_, anchor, _) => stack.push(Frame::Map {
+                entries: Vec::new(),
+                merged: Vec::new(),
+                key: None,
+                loc: marker_loc(file, &span),
+                anchor,
+            }),
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match stack.pop() {
+                    Some(Frame::Seq { items, loc, anchor }) => (
+                        Node {
+                            value: Value::Seq(items),
+                            loc,
+                        },
+                        anchor,
+                    ),
+                    Some(Frame::Map {
+                        mut entries,
+                        merged,
+                        loc,
+                        anchor,
+                        ..
+                    }) => {
+                        for e in merged {
+                            if !entries.iter().any(|x| x.key == e.key) {
+                                entries.push(e);
+                            }
+                        }
+                        (
+                            Node {
+                                value: Value::Map(entries),
+                                loc,
+                            },
+                            anchor,
+                        )
+                    }
+                    None => continue,
+                };
+                if anchor > 0 {
+                    anchors.insert(anchor, node.clone());
+                }
+                push(&mut stack, &mut root, node);
+            }
+            Event::Alias(id) => {
+                let l = marker_loc(file, &span);
+                let node = anchors.get(&id).cloned().ok_or((
+                    l.line,
+                    l.column,
+                    "alias to an unknown anchor".to_string(),
+                ))?;
+                push(&mut stack, &mut root, node);
+            }
+            _ => {}
+        }
+    }
+    Ok(root)
+}
+
 fn options() -> serde_saphyr::Options {
     let mut o = serde_saphyr::Options::default();
     // `mode: 0644` stays the string "0644"; account ids keep their zeros.
@@ -444,25 +693,11 @@ pub fn parse_source_w(
         return Ok(Node::new(Value::Null, doc_loc));
     }
     let _ = warnings;
-    PARSING.with(|p| *p.borrow_mut() = Some(file.clone()));
-    let parsed = serde_saphyr::from_str_with_options::<Option<SpannedNode>>(&text, options());
-    PARSING.with(|p| *p.borrow_mut() = None);
-    match parsed {
-        Ok(Some(SpannedNode(node))) => Ok(node),
+    match build_from_events(&file) {
+        Ok(Some(node)) => Ok(node),
         Ok(None) => Ok(Node::new(Value::Null, doc_loc)),
-        Err(e) => {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line() as u32, l.column() as u32))
-                .unwrap_or((1, 1));
+        Err((line, column, msg)) => {
             let offset = line_col_to_offset(&text, line, column);
-            let msg = e.to_string();
-            // serde-saphyr's message may repeat the position; keep the first line.
-            let msg = msg.lines().next().unwrap_or("").to_string();
-            let msg = match msg.rfind(" at line ") {
-                Some(i) => msg[..i].to_string(),
-                None => msg,
-            };
             Err(Diagnostic {
                 file: file.path.clone(),
                 line,
@@ -944,8 +1179,21 @@ impl<'de, 'p> de::Deserializer<'de> for NodeDe<'de, 'p> {
     fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, DeError> {
         match &self.node.value {
             Value::Bool(b) => self.wrap(v.visit_bool(*b)),
-            Value::Str(s) if s.eq_ignore_ascii_case("true") => self.wrap(v.visit_bool(true)),
-            Value::Str(s) if s.eq_ignore_ascii_case("false") => self.wrap(v.visit_bool(false)),
+            // YAML 1.1 words, as the original's reader takes them
+            Value::Str(s)
+                if ["true", "yes", "on"]
+                    .iter()
+                    .any(|w| s.eq_ignore_ascii_case(w)) =>
+            {
+                self.wrap(v.visit_bool(true))
+            }
+            Value::Str(s)
+                if ["false", "no", "off"]
+                    .iter()
+                    .any(|w| s.eq_ignore_ascii_case(w)) =>
+            {
+                self.wrap(v.visit_bool(false))
+            }
             _ => Err(self.invalid("true or false")),
         }
     }
