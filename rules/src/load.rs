@@ -768,17 +768,25 @@ impl Loader<'_> {
                     if let Some(cm) = e.value.as_map_mut() {
                         for ce in cm.iter_mut() {
                             let p = format!("config.{}", ce.key);
+                            if crypt::contains_marker(&ce.key) {
+                                self.d
+                                    .error(&ce.key_loc, &p, "a mapping key may not be encrypted");
+                                continue;
+                            }
                             if (ce.key.starts_with("apply_") || ce.key == "preflight")
                                 && ce.value.any_str(&crypt::contains_marker)
                             {
+                                let at = first_marker(&ce.value).unwrap_or(&ce.value.loc).clone();
                                 self.d.error(
-                                    &ce.value.loc,
+                                    &at,
                                     &p,
                                     format!(
                                         "`{}` may not be encrypted (it is read before decryption)",
                                         ce.key
                                     ),
                                 );
+                                // refused: do not also report it as a bad value
+                                ce.value = Node::new(Value::Null, ce.value.loc.clone());
                                 continue;
                             }
                             self.decrypt(&mut ce.value, &p, &[]);
@@ -787,7 +795,7 @@ impl Loader<'_> {
                 } else if ENC_FORBIDDEN_TOP.contains(&e.key.as_str()) {
                     if e.value.any_str(&crypt::contains_marker) {
                         self.d.error(
-                            &e.value.loc,
+                            first_marker(&e.value).unwrap_or(&e.value.loc),
                             &e.key,
                             format!(
                                 "`{}` may not be encrypted (it is read before decryption)",
@@ -2484,4 +2492,14 @@ pub fn tag_safe(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The location of the first string holding a marker below `node`.
+fn first_marker(node: &Node) -> Option<&Loc> {
+    match &node.value {
+        Value::Str(s) if crypt::contains_marker(s) => Some(&node.loc),
+        Value::Seq(items) => items.iter().find_map(first_marker),
+        Value::Map(m) => m.iter().find_map(|e| first_marker(&e.value)),
+        _ => None,
+    }
 }

@@ -29,11 +29,49 @@ fn is_default_sentinel(s: &str) -> bool {
 }
 
 /// `true`/`false`, or a list of names (`apply_release: [aws-east2]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum BoolOrList {
     Bool(bool),
     List(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for BoolOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BoolOrList;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false or a list of names")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<BoolOrList, E> {
+                Ok(BoolOrList::Bool(v))
+            }
+            fn visit_unit<E>(self) -> Result<BoolOrList, E> {
+                Ok(BoolOrList::Bool(false))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BoolOrList, E> {
+                match v.trim().to_ascii_lowercase().as_str() {
+                    "true" | "yes" | "on" => Ok(BoolOrList::Bool(true)),
+                    "false" | "no" | "off" => Ok(BoolOrList::Bool(false)),
+                    _ => Err(E::custom(format!(
+                        "expected true, false or a list of names, found `{v}`"
+                    ))),
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<BoolOrList, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = a.next_element::<String>()? {
+                    out.push(x);
+                }
+                Ok(BoolOrList::List(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Default for BoolOrList {

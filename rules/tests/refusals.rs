@@ -565,6 +565,33 @@ fn image_names_runtimes_and_mod_items() {
     );
 }
 
+#[test]
+fn markers_where_values_are_read_before_decryption() {
+    let d = errors("cfg--zz-enc-forbidden.yml");
+    expect(
+        &d,
+        "cfg/zz-zz-enc-forbidden.yml:4:7",
+        "encryption",
+        "`encryption` may not be encrypted",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-zz-enc-forbidden.yml:6:18",
+        "config.apply_release",
+        "`apply_release` may not be encrypted",
+        None,
+    );
+    expect(
+        &d,
+        "cfg/zz-zz-enc-forbidden.yml:7:3",
+        "config.ENC[age:YWJj]",
+        "a mapping key may not be encrypted",
+        None,
+    );
+    assert_eq!(d.len(), 3, "no cascaded errors: {d:?}");
+}
+
 /// An `ENC[age:...]` value: decrypted with the identity, refused without
 /// it (naming the value and the missing identity).
 #[test]
