@@ -398,7 +398,7 @@ pub struct Tree {
     pub unused: Vec<UnusedSection>,
     /// Warnings of the load (including one per unused section).
     pub warnings: Vec<Diagnostic>,
-    /// Online checks `validate` could not run offline are listed by the CLI.
+    /// The `execution.*` values templates saw (timestamp, date, dateformat).
     pub execution: Execution,
     pub(crate) ix_exe: Index,
     pub(crate) ix_rt: Index,

@@ -1,6 +1,9 @@
 //! The one module that knows serde-saphyr.
 //!
-//! A YAML file is parsed into a spanned [`Node`] tree (every scalar, list and
+//! A YAML file is parsed (serde-saphyr's parser, granit, event by event;
+//! anchors, aliases and `<<` merge keys resolved; YAML 1.2 core-schema
+//! scalars, numbers with a leading zero kept as strings; a duplicate key
+//! keeps the later value) into a spanned [`Node`] tree (every scalar, list and
 //! mapping carries its [`Loc`]: file, line, column, byte offset). Typed values
 //! are then deserialized from nodes with [`from_node`], whose errors carry the
 //! file, line, column and field path of the offending node
