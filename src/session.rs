@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Result};
-use csis_cache::{Lineage, LineageRecords, MetaPins, MetaState};
-use csis_engine::{Fingerprints, Pattern, Plan, Selection};
+use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
+use csis_engine::{Fingerprints, Pattern, Plan, Records, RunPolicy, Selection};
 use csis_rules::compile::{compile, planner, Compiled, ForceBake};
 use csis_rules::Tree;
 
@@ -18,13 +18,27 @@ pub struct Session {
     pub root: PathBuf,
     pub tree: Tree,
     pub meta: MetaState,
+    /// The planning view of the records (revocations applied), holding
+    /// only each record's identity, parent, fingerprint and run (see
+    /// [`csis_cache::load_light`]); read `meta-state/` for whole records.
     pub lineage: Lineage,
     pub compiled: Compiled,
     pub fps: Fingerprints,
 }
 
 /// Load the tree (printing diagnostics on failure) and compile it.
+/// `CSIS_TIMING=1`: print how long each phase took (stderr).
+fn timing(what: &str, t0: std::time::Instant) {
+    if std::env::var_os("CSIS_TIMING").is_some() {
+        eprintln!(
+            "timing: {what}: {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+}
+
 pub fn open(global: &GlobalArgs) -> Result<Session> {
+    let t0 = std::time::Instant::now();
     let opts = crate::cmd::validate::load_options(global);
     let tree = match csis_rules::load(&global.dir, &opts) {
         Ok(t) => t,
@@ -34,6 +48,7 @@ pub fn open(global: &GlobalArgs) -> Result<Session> {
             bail!("the tree does not load ({errors} error(s))");
         }
     };
+    timing("load the tree", t0);
     open_tree(tree)
 }
 
@@ -43,13 +58,18 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let meta = MetaState::of_tree(&root);
     // Revoked heads and pins to revoked builds are invisible to the plan
     // (lineage operations, csis_cache::planning_view).
-    // Records of an interrupted build still in the journal count.
-    let (lineage, pins) =
-        meta.load_with_journal(&csis_cache::LocalDir::of_tree(&root).journal())?;
-    let (lineage, pins) =
-        csis_cache::planning_view(&lineage, &pins, &csis_cache::Revocations::load(&meta)?);
+    let t0 = std::time::Instant::now();
+    // Records of an interrupted build still in the journal count. Only
+    // what the plan needs is read (from `.csis/cache/` when current).
+    let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(&root))?;
+    let (lineage, pins) = planning_view(&meta, lineage, pins)?;
+    timing("read meta-state", t0);
+    let t0 = std::time::Instant::now();
     let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
+    timing("compile", t0);
+    let t0 = std::time::Instant::now();
     let fps = compiled.graph.fingerprints()?;
+    timing("fingerprints", t0);
     Ok(Session {
         root,
         tree,
@@ -80,7 +100,41 @@ impl Session {
 
     /// The plan for a selection.
     pub fn plan(&self, sel: &Selection, force: &ForceBake) -> Result<Plan> {
-        let records = LineageRecords::new(&self.lineage, SystemTime::now());
-        Ok(planner(force).plan(&self.compiled.graph, sel, &self.fps, &records)?)
+        let t0 = std::time::Instant::now();
+        let now = SystemTime::now();
+        let graph = &self.compiled.graph;
+        let planner = planner(force);
+        let records = LineageRecords::new(&self.lineage, now);
+        let mut plan = planner.plan(graph, sel, &self.fps, &records)?;
+        // The planning view holds no canonical inputs: when a due node's
+        // fingerprint differs from its head's, plan again with the whole
+        // records, so the plan says which inputs changed (`--explain`).
+        let diffable = plan.nodes.iter().any(|n| {
+            let node = graph.node(n.id);
+            n.due
+                && node.policy() == RunPolicy::Decide
+                && records
+                    .record(node)
+                    .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
+        });
+        if diffable {
+            let (lineage, pins) = self
+                .meta
+                .load_with_journal(&LocalDir::of_tree(&self.root).journal())?;
+            let (lineage, _) = planning_view(&self.meta, lineage, pins)?;
+            let records = LineageRecords::new(&lineage, now);
+            plan = planner.plan(graph, sel, &self.fps, &records)?;
+        }
+        timing("plan", t0);
+        Ok(plan)
     }
+}
+
+/// Revoked heads and pins to revoked builds are invisible to the plan.
+fn planning_view(meta: &MetaState, lineage: Lineage, pins: Pins) -> Result<(Lineage, Pins)> {
+    let revs = Revocations::load(meta)?;
+    if revs.revocations.is_empty() {
+        return Ok((lineage, pins));
+    }
+    Ok(csis_cache::planning_view(&lineage, &pins, &revs))
 }

@@ -22,6 +22,7 @@ pub mod plan;
 pub mod releases;
 // lineage operations (issue 6)
 pub mod drift;
+pub mod heads;
 pub mod release_rules;
 pub mod retention;
 pub mod revocations;
@@ -32,6 +33,7 @@ mod yamlio;
 use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
+pub use heads::load_light;
 pub use lineage::{BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
 pub use lock::TreeLock;
 pub use pins::{image_key, PinMove, Pins};

@@ -1,0 +1,326 @@
+//! The planning view of `meta-state/`, read fast: what a plan needs of
+//! `lineage.yaml` and `pins.yaml`, cached under `.csis/cache/`.
+//!
+//! A plan needs, of each record, only its identity (build id, series,
+//! runtime), its parent build, its fingerprint and its run; of the pins, only
+//! the image pins. Parsing the full YAML (every record carries its canonical
+//! `inputs`) dominates a no-op build, so [`load_light`] reads a compact JSON
+//! index instead, derived from the YAML and keyed by the blake3 of the YAML
+//! file's bytes:
+//!
+//! - `.csis/cache/lineage-heads.json`: `{recipe, source, data: [record...]}`
+//!   with the identity fields of every record, in append order;
+//! - `.csis/cache/pin-images.json`: the `images:` map of `pins.yaml`.
+//!
+//! The cache is a pure accelerator: an index whose `source` is not the hash
+//! of the file as it is now (edited by hand, by another command, by git) is
+//! ignored and rebuilt from a full parse of the file, so deleting `.csis/`
+//! never changes a result. The index is written only where `.csis/` already
+//! exists (a `csis plan` of a tree never built creates nothing), atomically,
+//! so concurrent readers see a whole index or none.
+//! The build journal (`.csis/lineage.journal`) is replayed on top, as
+//! [`MetaState::load_with_journal`] does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::lineage::{BuildRecord, Lineage};
+use crate::pins::Pins;
+use crate::store::{replay_journal, LINEAGE_FILE, PINS_FILE};
+use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
+
+/// Version of the index format; an index of another recipe is rebuilt.
+const RECIPE: &str = "csis-heads-v1";
+const LINEAGE_INDEX: &str = "lineage-heads.json";
+const PINS_INDEX: &str = "pin-images.json";
+
+/// The identity fields of one record (short keys: the index of 20,000
+/// records stays a few MB).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Head {
+    #[serde(rename = "b")]
+    build_id: String,
+    #[serde(rename = "s")]
+    series: String,
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    runtime: Option<String>,
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    parent: Option<String>,
+    #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
+    fingerprint: Option<String>,
+    #[serde(rename = "u", default, skip_serializing_if = "Option::is_none")]
+    run: Option<String>,
+}
+
+impl Head {
+    fn of(b: &BuildRecord) -> Self {
+        Head {
+            build_id: b.build_id.clone(),
+            series: b.series.clone(),
+            runtime: b.runtime.clone(),
+            parent: b.parent.clone(),
+            fingerprint: b.input_fingerprint.clone(),
+            run: b.run.clone(),
+        }
+    }
+
+    fn into_record(self) -> BuildRecord {
+        let mut r = BuildRecord::new(self.build_id, self.series, String::new());
+        r.runtime = self.runtime;
+        r.parent = self.parent;
+        r.input_fingerprint = self.fingerprint;
+        r.run = self.run;
+        r
+    }
+}
+
+/// The file of an index: what it was derived from, and the data.
+#[derive(Serialize, Deserialize)]
+struct Index<T> {
+    recipe: String,
+    /// blake3 (hex) of the source file's bytes.
+    source: String,
+    data: T,
+}
+
+fn cache_dir(local: &Path) -> PathBuf {
+    local.join("cache")
+}
+
+/// Read a source file as UTF-8 (None when absent).
+fn read_source(path: &Path) -> Result<Option<Vec<u8>>, CacheError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CacheError::io(path, e)),
+    }
+}
+
+fn as_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, CacheError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        CacheError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })
+}
+
+fn source_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// The index `name` if it was derived from bytes hashing to `source`.
+fn read_index<T: DeserializeOwned>(local: &Path, name: &str, source: &str) -> Option<T> {
+    let text = std::fs::read(cache_dir(local).join(name)).ok()?;
+    let i: Index<T> = serde_json::from_slice(&text).ok()?;
+    (i.recipe == RECIPE && i.source == source).then_some(i.data)
+}
+
+/// Write an index, only where `.csis/` exists; failures are ignored (the
+/// index is an accelerator).
+fn write_index<T: Serialize>(local: &Path, name: &str, source: String, data: &T) {
+    if !local.is_dir() {
+        return;
+    }
+    let i = Index {
+        recipe: RECIPE.to_string(),
+        source,
+        data,
+    };
+    if let Ok(text) = serde_json::to_vec(&i) {
+        let _ = write_atomic(&cache_dir(local).join(name), &text);
+    }
+}
+
+fn light_lineage(heads: Vec<Head>) -> Lineage {
+    Lineage {
+        builds: heads.into_iter().map(Head::into_record).collect(),
+        extra: BTreeMap::new(),
+    }
+}
+
+fn light_pins(images: BTreeMap<String, String>) -> Pins {
+    Pins {
+        images,
+        ..Pins::default()
+    }
+}
+
+/// `lineage.yaml` and `pins.yaml` as the planner needs them, with the
+/// journal of an interrupted build merged in (as
+/// [`MetaState::load_with_journal`]), read from the index when it is
+/// current.
+///
+/// The records hold only `build_id`, `series`, `runtime`, `parent`,
+/// `input_fingerprint` and `run` (no `inputs`, mods, chain...; records from
+/// the journal are whole); the pins hold only `images`. Use
+/// [`MetaState::load_with_journal`] for anything else.
+pub fn load_light(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins), CacheError> {
+    let dir = local.dir();
+    let lpath = meta.dir().join(LINEAGE_FILE);
+    let mut lineage = match read_source(&lpath)? {
+        None => Lineage::default(),
+        Some(bytes) => {
+            let source = source_hash(&bytes);
+            match read_index::<Vec<Head>>(dir, LINEAGE_INDEX, &source) {
+                Some(heads) => light_lineage(heads),
+                None => {
+                    let full: Lineage =
+                        yamlio::from_text(&lpath.to_string_lossy(), as_text(&lpath, &bytes)?)
+                            .map_err(|message| CacheError::Parse {
+                                path: lpath.clone(),
+                                message,
+                            })?;
+                    let heads: Vec<Head> = full.builds.iter().map(Head::of).collect();
+                    write_index(dir, LINEAGE_INDEX, source, &heads);
+                    light_lineage(heads)
+                }
+            }
+        }
+    };
+    let ppath = meta.dir().join(PINS_FILE);
+    let mut pins = match read_source(&ppath)? {
+        None => Pins::default(),
+        Some(bytes) => {
+            let source = source_hash(&bytes);
+            match read_index::<BTreeMap<String, String>>(dir, PINS_INDEX, &source) {
+                Some(images) => light_pins(images),
+                None => {
+                    let full: Pins =
+                        yamlio::from_text(&ppath.to_string_lossy(), as_text(&ppath, &bytes)?)
+                            .map_err(|message| CacheError::Parse {
+                                path: ppath.clone(),
+                                message,
+                            })?;
+                    write_index(dir, PINS_INDEX, source, &full.images);
+                    light_pins(full.images)
+                }
+            }
+        }
+    };
+    let before = lineage.builds.len();
+    if replay_journal(&local.journal(), &mut lineage, &mut pins) > 0 {
+        // Journal records are whole: keep the view uniform.
+        for b in &mut lineage.builds[before..] {
+            *b = Head::of(b).into_record();
+        }
+    }
+    Ok((lineage, pins))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: &str, series: &str, rt: Option<&str>, parent: &str, fp: &str) -> BuildRecord {
+        let mut r = BuildRecord::new(id, series, "x");
+        r.runtime = rt.map(str::to_string);
+        r.parent = Some(parent.into());
+        r.input_fingerprint = Some(fp.into());
+        r.run = Some("2026_11_30t07_44_28_123456".into());
+        r.inputs = Some(serde_json::json!({"inputs": {"series": series}}));
+        r.chain = vec!["a".into()];
+        r
+    }
+
+    fn light(l: &Lineage) -> Lineage {
+        light_lineage(l.builds.iter().map(Head::of).collect())
+    }
+
+    fn setup() -> (tempfile::TempDir, MetaState, LocalDir) {
+        let t = tempfile::tempdir().unwrap();
+        let m = MetaState::of_tree(t.path());
+        let local = LocalDir::of_tree(t.path());
+        (t, m, local)
+    }
+
+    fn sample() -> (Lineage, Pins) {
+        let mut l = Lineage::default();
+        l.add_build(rec("b1", "base", Some("rt"), "vendor", "f1"));
+        l.add_build(rec("w1", "web", Some("rt"), "b1", "f2"));
+        l.add_build(rec("old", "web", None, "b1", "f3"));
+        let mut p = Pins::default();
+        p.move_image_pin("web", "rt", "b1", Some("r"), "bind");
+        p.instances.insert("i-1".into(), "w1".into());
+        (l, p)
+    }
+
+    #[test]
+    fn absent_files_read_empty_and_create_nothing() {
+        let (t, m, local) = setup();
+        let (l, p) = load_light(&m, &local).unwrap();
+        assert!(l.builds.is_empty());
+        assert_eq!(p, Pins::default());
+        assert!(!t.path().join(".csis").exists());
+    }
+
+    #[test]
+    fn light_view_equals_the_full_files_identity_fields() {
+        let (t, m, local) = setup();
+        let (l, p) = sample();
+        m.save_lineage(&l).unwrap();
+        m.save_pins(&p).unwrap();
+        // no .csis/ (as after a clone): read from the YAML, no index written
+        let _ = std::fs::remove_dir_all(local.dir());
+        let (l1, p1) = load_light(&m, &local).unwrap();
+        assert_eq!(l1, light(&l));
+        assert_eq!(p1.images, p.images);
+        assert!(p1.instances.is_empty());
+        assert!(!local.dir().join("cache").exists());
+        // with .csis/: the first read writes the index, the second uses it
+        local.ensure().unwrap();
+        assert_eq!(load_light(&m, &local).unwrap().0, l1);
+        let idx = local.dir().join("cache").join(LINEAGE_INDEX);
+        assert!(idx.exists());
+        assert!(local.dir().join("cache").join(PINS_INDEX).exists());
+        let (l2, p2) = load_light(&m, &local).unwrap();
+        assert_eq!(l2, l1);
+        assert_eq!(p2, p1);
+    }
+
+    #[test]
+    fn a_stale_index_is_ignored_and_rebuilt() {
+        let (_t, m, local) = setup();
+        local.ensure().unwrap();
+        let (mut l, p) = sample();
+        m.save_lineage(&l).unwrap();
+        m.save_pins(&p).unwrap();
+        load_light(&m, &local).unwrap();
+        // the file changes behind csis's back (git pull, hand edit)
+        l.add_build(rec("w2", "web", Some("rt"), "b1", "f9"));
+        m.save_lineage(&l).unwrap();
+        let (l2, _) = load_light(&m, &local).unwrap();
+        assert_eq!(l2, light(&l));
+        assert_eq!(l2.head("web", "rt").unwrap().build_id, "w2");
+        // a corrupt index is ignored
+        std::fs::write(local.dir().join("cache").join(LINEAGE_INDEX), b"{not json").unwrap();
+        assert_eq!(load_light(&m, &local).unwrap().0, light(&l));
+    }
+
+    #[test]
+    fn the_journal_is_replayed_on_top() {
+        let (_t, m, local) = setup();
+        local.ensure().unwrap();
+        let (l, p) = sample();
+        m.save_lineage(&l).unwrap();
+        m.save_pins(&p).unwrap();
+        load_light(&m, &local).unwrap();
+        // a build interrupted after journaling w3 (not yet in lineage.yaml)
+        let w3 = rec("w3", "web", Some("rt"), "b2", "f4");
+        let line = serde_json::json!({
+            "record": w3,
+            "pin": {"image": "web", "runtime": "rt", "parent_build": "b2"},
+        });
+        std::fs::write(local.journal(), format!("{line}\n")).unwrap();
+        let (full_l, full_p) = m.load_with_journal(&local.journal()).unwrap();
+        let (l2, p2) = load_light(&m, &local).unwrap();
+        assert_eq!(l2, light(&full_l));
+        assert_eq!(p2.images, full_p.images);
+        assert_eq!(l2.head("web", "rt").unwrap().build_id, "w3");
+        assert_eq!(p2.image_pin("web", "rt"), Some("b2"));
+        assert!(l2.builds.iter().all(|b| b.inputs.is_none()));
+    }
+}
