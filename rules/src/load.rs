@@ -2283,9 +2283,6 @@ impl Loader<'_> {
                                     s.len() >= 3
                                         && s.len() <= 4
                                         && s.chars().all(|c| ('0'..='7').contains(&c))
-                                        && (s.starts_with('0')
-                                            || s.len() == 3 && false
-                                            || s.len() == 4)
                                 }
                                 _ => false,
                             };
