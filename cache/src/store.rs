@@ -22,29 +22,70 @@ pub const RELEASES_FILE: &str = "releases.yaml";
 #[derive(Debug, Clone)]
 pub struct MetaState {
     dir: PathBuf,
+    /// `.csis/parsed/`: each file's parsed form as JSON, keyed by the blake3
+    /// of its text (a no-op build of a large tree reads JSON, not YAML).
+    parsed: Option<PathBuf>,
 }
 
 impl MetaState {
-    /// `<tree root>/meta-state`.
+    /// `<tree root>/meta-state` (parsed copies cached in `<tree root>/.csis/parsed/`).
     pub fn of_tree(root: &Path) -> Self {
         MetaState {
             dir: root.join("meta-state"),
+            parsed: Some(root.join(".csis").join("parsed")),
         }
     }
 
+    /// A meta-state directory anywhere (no cache).
     pub fn at(dir: impl Into<PathBuf>) -> Self {
-        MetaState { dir: dir.into() }
+        MetaState {
+            dir: dir.into(),
+            parsed: None,
+        }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    fn read<T: DeserializeOwned + Default>(&self, file: &str) -> Result<T, CacheError> {
+    fn parsed_path(&self, file: &str) -> Option<PathBuf> {
+        self.parsed.as_ref().map(|d| d.join(format!("{file}.json")))
+    }
+
+    /// Keep the parsed form of `text` (best effort: a cache).
+    pub(crate) fn store_parsed<T: Serialize>(&self, file: &str, text: &[u8], value: &T) {
+        let Some(p) = self.parsed_path(file) else { return };
+        if !self.dir.join(file).exists() && !text.is_empty() {
+            return;
+        }
+        let Ok(json) = serde_json::to_vec(value) else { return };
+        let mut out = blake3::hash(text).to_hex().as_bytes().to_vec();
+        out.push(b'\n');
+        out.extend_from_slice(&json);
+        let _ = write_atomic(&p, &out);
+    }
+
+    fn load_parsed<T: DeserializeOwned>(&self, file: &str, text: &[u8]) -> Option<T> {
+        let bytes = std::fs::read(self.parsed_path(file)?).ok()?;
+        let nl = bytes.iter().position(|&b| b == b'\n')?;
+        if bytes[..nl] != *blake3::hash(text).to_hex().as_bytes() {
+            return None;
+        }
+        serde_json::from_slice(&bytes[nl + 1..]).ok()
+    }
+
+    fn read<T: DeserializeOwned + Serialize + Default>(&self, file: &str) -> Result<T, CacheError> {
         let path = self.dir.join(file);
         match std::fs::read_to_string(&path) {
-            Ok(text) => yamlio::from_text(&path.to_string_lossy(), &text)
-                .map_err(|message| CacheError::Parse { path, message }),
+            Ok(text) => {
+                if let Some(v) = self.load_parsed(file, text.as_bytes()) {
+                    return Ok(v);
+                }
+                let v: T = yamlio::from_text(&path.to_string_lossy(), &text)
+                    .map_err(|message| CacheError::Parse { path, message })?;
+                self.store_parsed(file, text.as_bytes(), &v);
+                Ok(v)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
             Err(e) => Err(CacheError::io(&path, e)),
         }
@@ -56,7 +97,11 @@ impl MetaState {
             path: path.clone(),
             message,
         })?;
-        write_atomic(&path, text.as_bytes()).map_err(|e| CacheError::io(&path, e))
+        let changed = write_atomic(&path, text.as_bytes()).map_err(|e| CacheError::io(&path, e))?;
+        if changed {
+            self.store_parsed(file, text.as_bytes(), value);
+        }
+        Ok(changed)
     }
 
     /// `lineage.yaml` (empty when absent).
@@ -253,7 +298,9 @@ impl Recorder {
             path: lpath.clone(),
             message,
         })?;
-        write_atomic(&lpath, text.as_bytes()).map_err(|e| CacheError::io(&lpath, e))?;
+        if write_atomic(&lpath, text.as_bytes()).map_err(|e| CacheError::io(&lpath, e))? {
+            self.meta.store_parsed(LINEAGE_FILE, text.as_bytes(), &st.lineage);
+        }
         self.meta.save_pins(&st.pins)?;
         // Both files hold everything the journal held: empty it.
         if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.journal) {

@@ -226,3 +226,24 @@ fn journal_replays_after_a_kill() {
     assert_eq!(std::fs::metadata(&j).unwrap().len(), 0);
     drop(r);
 }
+
+#[test]
+fn parsed_cache_is_keyed_by_content() {
+    let t = tempfile::tempdir().unwrap();
+    let m = MetaState::of_tree(t.path());
+    let r = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
+    r.record(rec("b1", "s", "rt", Some("vendor")), None).unwrap();
+    r.flush().unwrap();
+    let cache = t.path().join(".csis/parsed/lineage.yaml.json");
+    assert!(cache.exists());
+    assert_eq!(m.lineage().unwrap().builds[0].build_id, "b1");
+    // an edit of the YAML (git pull, hand edit) is seen, not the stale cache
+    let p = m.dir().join("lineage.yaml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("b1", "b7");
+    std::fs::write(&p, text).unwrap();
+    assert_eq!(m.lineage().unwrap().builds[0].build_id, "b7");
+    // a corrupt cache is ignored
+    std::fs::write(&cache, "garbage").unwrap();
+    assert_eq!(m.lineage().unwrap().builds[0].build_id, "b7");
+    drop(r);
+}

@@ -116,10 +116,9 @@ pub fn set_bake_seconds(dir: &Path, secs: f64) {
 
 /// The dummy runtime's store (`.csis/dummy/sim.json`).
 pub fn store(dir: &Path) -> Value {
-    match std::fs::read(dir.join(".csis/dummy/sim.json")) {
-        Ok(b) => serde_json::from_slice(&b).unwrap(),
-        Err(_) => serde_json::json!({"bakes": [], "images": {}}),
-    }
+    // the snapshot with the runtime's change log replayed
+    let s = csis_runtime_dummy::read_store(&dir.join(".csis/dummy/sim.json"));
+    serde_json::to_value(s).unwrap()
 }
 
 /// Successful dummy bakes per series.
