@@ -633,6 +633,7 @@ impl Loader<'_> {
             ix_ib: Default::default(),
             ix_mb: Default::default(),
             ix_img: Default::default(),
+            kids: Default::default(),
         };
         self.resolve(&mut tree);
         Some(tree)
@@ -2167,6 +2168,11 @@ impl Loader<'_> {
                     m.builder = b;
                     m.kind = k;
                 }
+            }
+        }
+        for (i, img) in t.images.iter().enumerate() {
+            if let Parent::Os(p) | Parent::Image(p) = &img.parent {
+                t.kids.entry(p.clone()).or_default().push(i);
             }
         }
         self.check_cycles(t);

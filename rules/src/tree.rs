@@ -407,6 +407,8 @@ pub struct Tree {
     pub(crate) ix_ib: Index,
     pub(crate) ix_mb: Index,
     pub(crate) ix_img: Index,
+    /// parent (canonical name) -> images built from it
+    pub(crate) kids: HashMap<String, Vec<usize>>,
 }
 
 /// Family default user (step 6 of the bake-user order).
@@ -466,15 +468,13 @@ impl Tree {
         self.ix_rt.default.map(|i| &self.runtimes[i])
     }
 
-    /// The images directly built from `name` (an image or OS builder).
+    /// The images directly built from `name` (an image or OS builder), in
+    /// declaration order. Indexed at load: O(children).
     pub fn children(&self, name: &str) -> Vec<&Image> {
-        let n = normalize_name(name);
-        self.images
-            .iter()
-            .filter(|i| match &i.parent {
-                Parent::Os(p) | Parent::Image(p) => *p == n,
-            })
-            .collect()
+        self.kids
+            .get(&normalize_name(name))
+            .map(|v| v.iter().map(|&i| &self.images[i]).collect())
+            .unwrap_or_default()
     }
 
     /// The chain from `image` to its base: `[image, parent image, ..., OS builder]`.

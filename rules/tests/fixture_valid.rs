@@ -91,6 +91,21 @@ fn chains_and_effective_values() {
     let chain: Vec<&str> = t.chain(app).iter().map(|l| l.name()).collect();
     assert_eq!(chain, ["app", "base", "deb-12"]);
     assert_eq!(t.chain_root(app).unwrap().name, "deb-12");
+    assert_eq!(
+        t.children("base")
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>(),
+        ["app"]
+    );
+    assert_eq!(
+        t.children("DEB-12")
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>(),
+        ["base"]
+    );
+    assert!(t.children("app").is_empty());
     let stamp = t.capability_stamp(app);
     assert_eq!(stamp.identity_types, ["posix"]);
     assert_eq!(stamp.storage_types, ["ebs"]);
