@@ -2171,9 +2171,8 @@ impl Loader<'_> {
             }
         }
         for (i, img) in t.images.iter().enumerate() {
-            if let Parent::Os(p) | Parent::Image(p) = &img.parent {
-                t.kids.entry(p.clone()).or_default().push(i);
-            }
+            let (Parent::Os(p) | Parent::Image(p)) = &img.parent;
+            t.kids.entry(p.clone()).or_default().push(i);
         }
         self.check_cycles(t);
         if !self.d.has_errors() {
