@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn light_view_equals_the_full_files_identity_fields() {
-        let (t, m, local) = setup();
+        let (_t, m, local) = setup();
         let (l, p) = sample();
         m.save_lineage(&l).unwrap();
         m.save_pins(&p).unwrap();

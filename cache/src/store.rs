@@ -208,6 +208,12 @@ pub fn replay_journal(journal: &Path, lineage: &mut Lineage, pins: &mut Pins) ->
 /// [`Recorder::flush`] writes whatever is pending, and opening a recorder or
 /// reading with [`MetaState::lineage_with_journal`] replays the journal.
 /// Callers must hold the [`crate::TreeLock`].
+///
+/// The records are read on first use, not at [`Recorder::open`] (unless a
+/// journal is left to settle), so a build where nothing is due reads
+/// nothing more. Should that first read fail, [`Recorder::record`] and
+/// [`Recorder::flush`] return the error and the lookups answer as if
+/// nothing were recorded.
 #[derive(Debug)]
 pub struct Recorder {
     meta: MetaState,
@@ -217,6 +223,8 @@ pub struct Recorder {
 
 #[derive(Debug)]
 struct RecState {
+    /// False until the records are read (see [`Recorder::loaded`]).
+    loaded: bool,
     lineage: Lineage,
     pins: Pins,
     /// The YAML text of each record as an item of `builds:` (records never
@@ -258,25 +266,15 @@ impl Recorder {
     /// ([`crate::LocalDir::journal`]). A journal left by an interrupted build
     /// is merged and written out at once.
     pub fn open(meta: MetaState, journal: impl Into<PathBuf>) -> Result<Self, CacheError> {
-        let journal = journal.into();
-        let mut lineage = meta.lineage()?;
-        let mut pins = meta.pins()?;
-        let replayed = replay_journal(&journal, &mut lineage, &mut pins);
-        let path = meta.dir().join(LINEAGE_FILE);
-        let fragments = lineage
-            .builds
-            .iter()
-            .map(fragment)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|message| CacheError::Parse { path, message })?;
         let r = Recorder {
             meta,
-            journal,
+            journal: journal.into(),
             state: Mutex::new(RecState {
-                lineage,
-                pins,
-                fragments,
-                pending: replayed,
+                loaded: false,
+                lineage: Lineage::default(),
+                pins: Pins::default(),
+                fragments: Vec::new(),
+                pending: 0,
                 last_write: None,
                 last_write_cost: std::time::Duration::ZERO,
             }),
@@ -285,6 +283,34 @@ impl Recorder {
             r.flush()?;
         }
         Ok(r)
+    }
+
+    /// The state with the records read (once), the journal merged in.
+    fn loaded(&self) -> Result<std::sync::MutexGuard<'_, RecState>, CacheError> {
+        let mut st = self.lock();
+        if st.loaded {
+            return Ok(st);
+        }
+        let mut lineage = self.meta.lineage()?;
+        let mut pins = self.meta.pins()?;
+        let replayed = replay_journal(&self.journal, &mut lineage, &mut pins);
+        let path = self.meta.dir().join(LINEAGE_FILE);
+        let fragments = lineage
+            .builds
+            .iter()
+            .map(fragment)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| CacheError::Parse { path, message })?;
+        *st = RecState {
+            loaded: true,
+            lineage,
+            pins,
+            fragments,
+            pending: replayed,
+            last_write: None,
+            last_write_cost: std::time::Duration::ZERO,
+        };
+        Ok(st)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
@@ -321,7 +347,7 @@ impl Recorder {
         record: BuildRecord,
         pin: Option<PinBinding>,
     ) -> Result<Option<&'static str>, CacheError> {
-        let mut st = self.lock();
+        let mut st = self.loaded()?;
         if st.lineage.find(&record.build_id).is_some() {
             return Ok(None);
         }
@@ -363,7 +389,10 @@ impl Recorder {
 
     /// Write `lineage.yaml` and `pins.yaml` if records are pending.
     pub fn flush(&self) -> Result<(), CacheError> {
-        let mut st = self.lock();
+        if !self.lock().loaded && !journal_nonempty(&self.journal) {
+            return Ok(()); // nothing read, nothing recorded
+        }
+        let mut st = self.loaded()?;
         if st.pending > 0 || journal_nonempty(&self.journal) {
             self.write_out(&mut st)?;
         }
@@ -372,7 +401,8 @@ impl Recorder {
 
     /// The build id of the series head on a runtime, as recorded so far.
     pub fn head_build(&self, series: &str, runtime: &str) -> Option<String> {
-        self.lock()
+        self.loaded()
+            .ok()?
             .lineage
             .head(series, runtime)
             .map(|b| b.build_id.clone())
@@ -380,17 +410,19 @@ impl Recorder {
 
     /// One recorded build.
     pub fn find(&self, build_id: &str) -> Option<BuildRecord> {
-        self.lock().lineage.find(build_id).cloned()
+        self.loaded().ok()?.lineage.find(build_id).cloned()
     }
 
     /// A copy of the lineage as recorded so far (O(records): prefer
     /// [`Recorder::head_build`] / [`Recorder::find`] in loops).
     pub fn lineage(&self) -> Lineage {
-        self.lock().lineage.clone()
+        self.loaded()
+            .map(|st| st.lineage.clone())
+            .unwrap_or_default()
     }
 
     pub fn pins(&self) -> Pins {
-        self.lock().pins.clone()
+        self.loaded().map(|st| st.pins.clone()).unwrap_or_default()
     }
 }
 
