@@ -14,6 +14,7 @@
 pub mod compile;
 pub mod crypt;
 pub mod diag;
+pub mod incremental;
 pub mod load;
 pub mod model;
 pub mod template;

@@ -124,12 +124,49 @@ struct Loader<'o> {
     /// Duplicate mapping keys (the later value wins, as in the original's
     /// YAML reader). Kept, not reported: the original's own starters carry one.
     dup_keys: Vec<Diagnostic>,
+    /// Files parsed by the caller ([`load_from_nodes`]), by path: read
+    /// instead of the disk. None = parse the files on disk.
+    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
 }
 
 /// Load and validate the tree at `root`. On success the tree carries the
 /// load's warnings; on failure every diagnostic (errors and warnings) is
 /// returned together.
 pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
+    load_with(root, opts, None)
+}
+
+/// Every YAML file [`load`] parses under `root`: `cfg/*.y(a)ml`, then
+/// `images/`, `groups/`, `storages/`, `instances/` (recursively), each
+/// directory in the loader's order.
+pub fn tree_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = yaml_files(&root.join("cfg"), false);
+    for dir in ["images", "groups", "storages", "instances"] {
+        let d = root.join(dir);
+        if d.is_dir() {
+            out.extend(yaml_files(&d, true));
+        }
+    }
+    out
+}
+
+/// [`load`] from files the caller has already parsed (the incremental
+/// compile, [`crate::incremental`]): `files` holds, per path of
+/// [`tree_files`], the parse of that file (as [`yaml::parse_file`] returns
+/// it). Files not in `files` are not read. Overlays are still read from disk.
+pub fn load_from_nodes(
+    root: &Path,
+    opts: &LoadOptions,
+    files: Vec<(PathBuf, Result<Node, Diagnostic>)>,
+) -> Result<Tree, Vec<Diagnostic>> {
+    load_with(root, opts, Some(files.into_iter().collect()))
+}
+
+fn load_with(
+    root: &Path,
+    opts: &LoadOptions,
+    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+) -> Result<Tree, Vec<Diagnostic>> {
     let env: BTreeMap<String, String> = opts
         .env
         .clone()
@@ -159,6 +196,7 @@ pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
         unused_image_builders: HashSet::new(),
         unused_backends: HashSet::new(),
         dup_keys: Vec::new(),
+        pre,
     };
     let tree = l.run(now);
     match tree {
@@ -454,8 +492,8 @@ impl Loader<'_> {
         // 1. cfg/ merged
         let mut scalars: IndexMap<String, Entry> = IndexMap::new();
         let mut lists: IndexMap<String, Vec<Item>> = IndexMap::new();
-        for f in yaml_files(&cfg_dir, false) {
-            let node = match yaml::parse_file_w(&f, &self.root, &mut self.dup_keys) {
+        for parsed in self.parsed_files(&cfg_dir, false) {
+            let node = match parsed {
                 Ok(n) => n,
                 Err(d) => {
                     self.d.push(d);
@@ -637,6 +675,37 @@ impl Loader<'_> {
         };
         self.resolve(&mut tree);
         Some(tree)
+    }
+
+    /// The parsed YAML files of `dir` (recursively or not), in the
+    /// loader's order: from the caller's parses when given, else from disk.
+    fn parsed_files(&mut self, dir: &Path, recursive: bool) -> Vec<Result<Node, Diagnostic>> {
+        if let Some(pre) = self.pre.as_mut() {
+            // A BTreeMap of paths iterates component by component, which is
+            // walkdir's `sort_by_file_name` depth-first order.
+            let keys: Vec<PathBuf> = pre
+                .keys()
+                .filter(|p| {
+                    let inside = if recursive {
+                        p.starts_with(dir)
+                    } else {
+                        p.parent() == Some(dir)
+                    };
+                    inside && p.extension().is_some_and(|x| x == "yml" || x == "yaml")
+                })
+                .cloned()
+                .collect();
+            return keys.iter().filter_map(|k| pre.remove(k)).collect();
+        }
+        let files = yaml_files(dir, recursive);
+        if recursive {
+            return yaml::parse_files(&files, &self.root);
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for f in &files {
+            out.push(yaml::parse_file_w(f, &self.root, &mut self.dup_keys));
+        }
+        out
     }
 
     fn read_overlays(&mut self) -> Vec<Node> {
@@ -1464,8 +1533,7 @@ impl Loader<'_> {
             keys.iter().map(|k| (k.to_string(), Vec::new())).collect();
         let path = self.root.join(dir);
         if path.is_dir() {
-            let files = yaml_files(&path, true);
-            for parsed in yaml::parse_files(&files, &self.root) {
+            for parsed in self.parsed_files(&path, true) {
                 let node = match parsed {
                     Ok(n) => n,
                     Err(d) => {
