@@ -1,10 +1,16 @@
 //! `csis watch [PATTERNS]`: keep watching the tree and print the plan's
 //! changes when a file changes.
 //!
-//! Implementation note: this polls file metadata (mtime + size) and, on a
-//! change, reloads the tree and diffs the new plan against the previous
-//! one. It does not use salsa queries yet, so an edit recomputes the whole
-//! compile (fast enough for trees of thousands of images, see BENCHMARKS).
+//! The tree stays loaded in a salsa database ([`csis_rules::incremental`]):
+//! every YAML file of the tree is an input, its parse a query of its own,
+//! and the load (merge, resolve, validate) a query over the parses. This
+//! polls file metadata (mtime + size); on a change it re-reads the YAML
+//! files, sets only the inputs whose text changed, and asks for the tree:
+//! an edit of one image file re-parses that file alone, and an edit of a
+//! file that is not YAML (a playbook, a script) re-parses and reloads
+//! nothing. The compile, fingerprints and plan then run on the tree as
+//! `csis plan` runs them, and the new plan is diffed against the previous
+//! one. `CSIS_TIMING=1` prints, per change, how many parses and loads ran.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use csis_engine::Plan;
 use csis_rules::compile::ForceBake;
+use csis_rules::incremental::Incremental;
 
 use crate::GlobalArgs;
 
@@ -99,8 +106,27 @@ fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
     out
 }
 
-fn current_plan(global: &GlobalArgs, patterns: &[String]) -> anyhow::Result<Plan> {
-    let s = crate::session::open(global)?;
+fn current_plan(inc: &Incremental, patterns: &[String]) -> anyhow::Result<Plan> {
+    let t0 = std::time::Instant::now();
+    let before = inc.counts();
+    let tree = match inc.tree() {
+        Ok(t) => t.clone(),
+        Err(diags) => {
+            crate::cmd::validate::print_human(diags);
+            let errors = diags.iter().filter(|d| d.is_error()).count();
+            anyhow::bail!("the tree does not load ({errors} error(s))");
+        }
+    };
+    if std::env::var_os("CSIS_TIMING").is_some() {
+        let c = inc.counts() - before;
+        eprintln!(
+            "timing: incremental load: {:.1} ms ({} file(s) parsed, {} load(s))",
+            t0.elapsed().as_secs_f64() * 1000.0,
+            c.parses,
+            c.loads
+        );
+    }
+    let s = crate::session::open_tree(tree)?;
     let sel = s.select(patterns)?;
     s.plan(&sel, &ForceBake::default())
 }
@@ -109,8 +135,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     let root = global.dir.clone();
     let mut snap = snapshot(&root);
+    let mut inc = Incremental::new(&root, &crate::cmd::validate::load_options(global));
     let mut last: Option<Plan> = None;
-    match current_plan(global, &args.patterns) {
+    match current_plan(&inc, &args.patterns) {
         Ok(p) => {
             let due = p.due_count("bake");
             let total = p.nodes.iter().filter(|n| n.kind == "bake").count();
@@ -134,7 +161,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         snap = now;
-        match current_plan(global, &args.patterns) {
+        inc.sync();
+        match current_plan(&inc, &args.patterns) {
             Ok(p) => {
                 let lines = diff_plans(last.as_ref(), &p);
                 if lines.is_empty() {
