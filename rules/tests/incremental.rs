@@ -263,3 +263,22 @@ fn loads_the_repository_fixture_like_load() {
     inc.tree().as_ref().expect("loads");
     assert_same_as_fresh(&inc, &root);
 }
+
+#[test]
+fn new_options_reload_without_reparsing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.tree().as_ref().expect("loads");
+    let o = LoadOptions {
+        undeclares: vec!["image:tools".into()],
+        ..opts()
+    };
+    let c = during(&mut inc, |i| {
+        i.set_options(&o);
+        assert_eq!(i.tree().as_ref().expect("loads").images.len(), 2);
+    });
+    assert_eq!((c.parses, c.loads), (0, 1));
+    let fresh = load(dir.path(), &o).expect("loads");
+    assert_eq!(graph_view(inc.tree().as_ref().unwrap()), graph_view(&fresh));
+}
