@@ -16,12 +16,13 @@ use anyhow::Result;
 use csis_cache::{
     BuildRecord, CacheError, Capabilities, LocalDir, PinBinding, RecordTests, Recorder,
 };
-use csis_engine::{Event, Events, NodeContext, NodeError, NodeId, NodeOutput, RunOptions};
+use csis_engine::{Event, Events, NodeContext, NodeError, NodeId, NodeOutput, Reason, RunOptions};
 use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_rules::model::{ModKind, ParentPolicy};
 use csis_runtime::{
-    BakeParent, BakeRequest, BakeStep, CancellationToken, DynRuntime, Ensure, EnsureCommand,
-    EnsureFile, LogSink, ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
+    BakeOutcome, BakeParent, BakeRequest, BakeStep, CancellationToken, DynRuntime, Ensure,
+    EnsureCommand, EnsureFile, ImageFacts, LogSink, ResolveRequest, ResolvedImage, RuntimeError,
+    TestCommand,
 };
 use serde_json::json;
 
@@ -138,6 +139,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         run_id: csis_cache::run_id_now(),
         resolved: Mutex::new(HashMap::new()),
         built: Mutex::new(HashMap::new()),
+        images: tokio::sync::Mutex::new(HashMap::new()),
         renderer: renderer.clone(),
         dry_run: args.dry_run,
     });
@@ -216,6 +218,8 @@ struct BuildState {
     resolved: Mutex<HashMap<NodeId, ResolvedImage>>,
     /// bake node -> build id made this run.
     built: Mutex<HashMap<NodeId, String>>,
+    /// runtime -> its images, asked once per run (recovery of unrecorded bakes).
+    images: tokio::sync::Mutex<HashMap<String, Arc<Vec<ImageFacts>>>>,
     renderer: Renderer,
     dry_run: bool,
 }
@@ -463,6 +467,46 @@ impl BuildState {
         }
     }
 
+    /// A build on the runtime with this bake's lineage tags (series, parent,
+    /// fingerprint) that no record names: a bake that finished in the
+    /// runtime while the csis that started it was killed before recording
+    /// it. Adopting it instead of baking again is what makes "nothing is
+    /// baked twice" hold across a kill. The runtime is asked once per run;
+    /// a runtime that cannot answer means no recovery, never a failure.
+    async fn unrecorded_build(
+        &self,
+        runtime: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Option<BakeOutcome> {
+        let images = {
+            let mut cache = self.images.lock().await;
+            match cache.get(runtime) {
+                Some(images) => images.clone(),
+                None => {
+                    let rt = self.runtimes.get(runtime)?;
+                    let images = Arc::new(rt.query_images().await.unwrap_or_default());
+                    cache.insert(runtime.to_string(), images.clone());
+                    images
+                }
+            }
+        };
+        let same =
+            |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
+        images
+            .iter()
+            .filter(|img| {
+                ["csis_series", "csis_parent", "csis_fingerprint"]
+                    .iter()
+                    .all(|k| same(k, img))
+            })
+            .find(|img| self.recorder.find(&img.build_id).is_none())
+            .map(|img| BakeOutcome {
+                build_id: img.build_id.clone(),
+                name: img.name.clone().unwrap_or_else(|| img.build_id.clone()),
+                assertions: 0,
+            })
+    }
+
     async fn bake(&self, cx: &NodeContext, spec: &BakeSpec) -> Result<NodeOutput, NodeError> {
         if self.dry_run {
             return Ok(NodeOutput::none());
@@ -487,10 +531,24 @@ impl BuildState {
             Some(log.clone()),
             cx.cancel().clone(),
         );
-        let outcome = rt.bake(&req).await.map_err(|e| {
-            log.line(&format!("bake failed: {e}"));
-            rt_err(e)
-        })?;
+        let recovered = if matches!(cx.reason(), Reason::Forced) {
+            None
+        } else {
+            self.unrecorded_build(&spec.runtime, &req.tags).await
+        };
+        let outcome = match recovered {
+            Some(outcome) => {
+                log.line(&format!(
+                    "recovered {}: an earlier, interrupted run baked it with these very inputs and did not record it",
+                    outcome.build_id
+                ));
+                outcome
+            }
+            None => rt.bake(&req).await.map_err(|e| {
+                log.line(&format!("bake failed: {e}"));
+                rt_err(e)
+            })?,
+        };
         // Record at once, before the node is reported finished.
         let canonical = self
             .session
