@@ -448,6 +448,8 @@ impl BuildState {
             disk_size_gb: Some(spec.disk_size_gb),
             bake_user: spec.bake_user.clone(),
             package_manager: spec.package_manager.clone(),
+            family: spec.family.clone(),
+            architecture: spec.architecture.clone(),
             steps: steps(spec),
             tests: spec
                 .tests

@@ -100,6 +100,9 @@ pub struct BakeSpec {
     pub disk_size_gb: u32,
     pub bake_user: Option<String>,
     pub package_manager: Option<String>,
+    /// The chain root's family (`debian`, `rhel`, `amzn`, ...) and architecture.
+    pub family: Option<String>,
+    pub architecture: Option<String>,
     pub mods: Vec<ModInput>,
     pub tests: Vec<InBakeTest>,
     /// Builder/image tags merged (lineage tags are added by the caller).
@@ -380,11 +383,7 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
                 continue;
             }
             let target = label("os", &os.name, &rt)?;
-            let arch = if os.model.architecture.is_empty() || os.model.architecture == "default" {
-                "x86_64".to_string()
-            } else {
-                os.model.architecture.clone()
-            };
+            let arch = os_architecture(os);
             let owners = tree.os_owners(os, entry);
             let query = Value::Object(tree.os_query(os, entry).into_iter().collect());
             let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
@@ -464,6 +463,8 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
                     disk_size_gb: disk,
                     bake_user: tree.os_bake_user(os, entry),
                     package_manager: Some(os.model.package_manager().to_string()),
+                    family: Some(os.model.family.clone()),
+                    architecture: Some(arch.clone()),
                     mods: Vec::new(),
                     tests,
                     tags,
@@ -509,9 +510,10 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
         let tests = tree.image_tests(image);
         let disk = tree.image_disk_size(image);
         let caps = serde_json::to_value(tree.capability_stamp(image)).unwrap_or(Value::Null);
-        let pm = tree
-            .chain_root(image)
-            .map(|o| o.model.package_manager().to_string());
+        let root = tree.chain_root(image);
+        let pm = root.map(|o| o.model.package_manager().to_string());
+        let family = root.map(|o| o.model.family.clone());
+        let architecture = root.map(os_architecture);
         for entry in image.active_runtimes() {
             let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
                 continue;
@@ -608,6 +610,8 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
                     disk_size_gb: disk,
                     bake_user: tree.image_bake_user(image, entry),
                     package_manager: pm.clone(),
+                    family: family.clone(),
+                    architecture: architecture.clone(),
                     mods: mods.clone(),
                     tests: tests.clone(),
                     tags,
@@ -792,3 +796,12 @@ pub fn input_files(tree: &Tree) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests;
+
+/// An OS builder's architecture: `default` (or none) is `x86_64`.
+fn os_architecture(os: &crate::tree::OsBuilder) -> String {
+    if os.model.architecture.is_empty() || os.model.architecture == "default" {
+        "x86_64".to_string()
+    } else {
+        os.model.architecture.clone()
+    }
+}

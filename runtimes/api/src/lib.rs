@@ -122,6 +122,10 @@ pub struct BakeRequest {
     pub bake_user: Option<String>,
     /// Package manager family of the chain root (`apt`, `dnf`, `apk`), for settle and `ensure`.
     pub package_manager: Option<String>,
+    /// The chain root's OS family (`debian`, `rhel`, `amzn`, ...): device names, default users.
+    pub family: Option<String>,
+    /// The chain root's architecture (`x86_64`, `arm64`, ...).
+    pub architecture: Option<String>,
     /// Modifications, in declared order.
     pub steps: Vec<BakeStep>,
     /// In-bake verification, run last; a failing one fails the bake.

@@ -808,8 +808,12 @@ pub fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
     Ok(true)
 }
 
-/// The chain root's family for a bake, as far as the request tells it.
+/// The chain root's family for a bake: as the request says, else as the
+/// vendor image's facts say, else guessed from the package manager.
 pub fn family_of(req: &BakeRequest) -> String {
+    if let Some(f) = req.family.as_ref().filter(|f| !f.is_empty()) {
+        return f.clone();
+    }
     if let BakeParent::Vendor(v) = &req.parent {
         if let Some(f) = v.facts.get("family").filter(|f| !f.is_empty()) {
             return f.clone();
@@ -840,7 +844,11 @@ impl AwsRuntime {
         let mechanism = self.session_mechanism()?;
         let vpc_id = self.vpc_id().await?;
         let family = family_of(req);
-        let mut architecture = "x86_64".to_string();
+        let mut architecture = req
+            .architecture
+            .clone()
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| "x86_64".to_string());
         let (lookup, root_device) = match &req.parent {
             BakeParent::Vendor(v) => {
                 if let Some(a) = v.facts.get("architecture") {

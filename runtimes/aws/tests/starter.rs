@@ -155,6 +155,8 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
             disk_size_gb: Some(200),
             bake_user: None,
             package_manager: Some("dnf".into()),
+            family: None,
+            architecture: None,
             steps: vec![],
             tests: vec![],
             tags: BTreeMap::from([("csis_series".to_string(), series.to_string())]),

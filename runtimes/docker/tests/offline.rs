@@ -80,6 +80,8 @@ fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> Ba
         disk_size_gb: None,
         bake_user: None,
         package_manager: Some("apt".into()),
+        family: None,
+        architecture: None,
         steps,
         tests,
         tags: BTreeMap::from([

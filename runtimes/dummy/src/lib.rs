@@ -587,6 +587,8 @@ mod tests {
             disk_size_gb: None,
             bake_user: None,
             package_manager: None,
+            family: None,
+            architecture: None,
             steps: vec![],
             tests: vec![],
             tags: [("csis_fingerprint".to_string(), fp.to_string())].into(),

@@ -100,6 +100,8 @@ pub fn request(
         disk_size_gb: Some(200),
         bake_user: None,
         package_manager: Some("dnf".into()),
+        family: None,
+        architecture: None,
         steps: Vec::new(),
         tests: Vec::new(),
         tags,

@@ -319,6 +319,8 @@ pub fn request(
         disk_size_gb: None,
         bake_user: None,
         package_manager: None,
+        family: None,
+        architecture: None,
         steps,
         tests,
         tags: lineage(series, &parent_tag, &run),
