@@ -159,6 +159,22 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
                 }
             }
         });
+        // Leftovers of a killed run (docker: `csis-bake-<runtime>-*`
+        // containers) go before anything bakes, and are reported.
+        if !state.dry_run {
+            for (name, rt) in &state.runtimes {
+                match rt.clean_stale_bakes().await {
+                    Ok(removed) => {
+                        for leftover in removed {
+                            renderer.note(&format!(
+                                "{name}: removed {leftover}, left by an interrupted bake"
+                            ));
+                        }
+                    }
+                    Err(e) => renderer.note(&format!("{name}: could not look for leftovers: {e}")),
+                }
+            }
+        }
         let r = renderer.clone();
         let events = Events::new(move |e: Event| r.event(&e));
         let st = state.clone();
