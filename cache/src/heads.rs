@@ -211,6 +211,19 @@ pub fn load_light(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins),
     Ok((lineage, pins))
 }
 
+/// Record the index of `lineage.yaml` whose text was just written (by the
+/// [`crate::Recorder`]), so the next plan need not parse it. `local` is
+/// `.csis/`.
+pub(crate) fn store_lineage_index(local: &Path, text: &[u8], lineage: &Lineage) {
+    let heads: Vec<Head> = lineage.builds.iter().map(Head::of).collect();
+    write_index(local, LINEAGE_INDEX, source_hash(text), &heads);
+}
+
+/// Record the index of `pins.yaml` whose text was just written.
+pub(crate) fn store_pins_index(local: &Path, text: &[u8], pins: &Pins) {
+    write_index(local, PINS_INDEX, source_hash(text), &pins.images);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +311,32 @@ mod tests {
         // a corrupt index is ignored
         std::fs::write(local.dir().join("cache").join(LINEAGE_INDEX), b"{not json").unwrap();
         assert_eq!(load_light(&m, &local).unwrap().0, light(&l));
+    }
+
+    #[test]
+    fn the_recorder_leaves_a_current_index() {
+        let (_t, m, local) = setup();
+        let r = crate::Recorder::open(m.clone(), local.journal()).unwrap();
+        r.record(rec("b1", "base", Some("rt"), "vendor", "f1"), None)
+            .unwrap();
+        r.record(
+            rec("w1", "web", Some("rt"), "b1", "f2"),
+            Some(crate::PinBinding {
+                image: "web".into(),
+                runtime: "rt".into(),
+                parent_build: "b1".into(),
+            }),
+        )
+        .unwrap();
+        r.flush().unwrap();
+        drop(r);
+        let lsrc = source_hash(&std::fs::read(m.dir().join(LINEAGE_FILE)).unwrap());
+        let psrc = source_hash(&std::fs::read(m.dir().join(PINS_FILE)).unwrap());
+        let heads: Vec<Head> = read_index(local.dir(), LINEAGE_INDEX, &lsrc).unwrap();
+        let images: BTreeMap<String, String> = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
+        assert_eq!(light_lineage(heads), light(&m.lineage().unwrap()));
+        assert_eq!(images, m.pins().unwrap().images);
+        assert_eq!(images.get("web@rt").map(String::as_str), Some("b1"));
     }
 
     #[test]

@@ -54,11 +54,15 @@ impl MetaState {
 
     /// Keep the parsed form of `text` (best effort: a cache).
     pub(crate) fn store_parsed<T: Serialize>(&self, file: &str, text: &[u8], value: &T) {
-        let Some(p) = self.parsed_path(file) else { return };
+        let Some(p) = self.parsed_path(file) else {
+            return;
+        };
         if !self.dir.join(file).exists() && !text.is_empty() {
             return;
         }
-        let Ok(json) = serde_json::to_vec(value) else { return };
+        let Ok(json) = serde_json::to_vec(value) else {
+            return;
+        };
         let mut out = blake3::hash(text).to_hex().as_bytes().to_vec();
         out.push(b'\n');
         out.extend_from_slice(&json);
@@ -325,9 +329,19 @@ impl Recorder {
             message,
         })?;
         if write_atomic(&lpath, text.as_bytes()).map_err(|e| CacheError::io(&lpath, e))? {
-            self.meta.store_parsed(LINEAGE_FILE, text.as_bytes(), &st.lineage);
+            self.meta
+                .store_parsed(LINEAGE_FILE, text.as_bytes(), &st.lineage);
         }
         self.meta.save_pins(&st.pins)?;
+        // The planning index of both files (crate::heads), so the next plan
+        // reads neither YAML.
+        if let Some(local) = self.journal.parent() {
+            crate::heads::store_lineage_index(local, text.as_bytes(), &st.lineage);
+            let ppath = self.meta.dir().join(PINS_FILE);
+            if let Ok(ptext) = std::fs::read(&ppath) {
+                crate::heads::store_pins_index(local, &ptext, &st.pins);
+            }
+        }
         // Both files hold everything the journal held: empty it.
         if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.journal) {
             let _ = f.set_len(0);
