@@ -260,6 +260,34 @@ fn short_value(v: &Option<Value>) -> String {
     }
 }
 
+/// A content hash or fingerprint: shown by its first 8 characters.
+fn is_digest(s: &str) -> bool {
+    s.len() >= 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Two texts that differ, each cut to a window around the first difference
+/// (so `--explain` shows what changed, not a common prefix).
+fn around_difference(a: &str, b: &str) -> (String, String) {
+    const WIDTH: usize = 48;
+    let ac: Vec<char> = a.chars().collect();
+    let bc: Vec<char> = b.chars().collect();
+    if ac.len() <= WIDTH && bc.len() <= WIDTH {
+        return (a.to_string(), b.to_string());
+    }
+    let first = ac.iter().zip(&bc).take_while(|(x, y)| x == y).count();
+    let start = first.saturating_sub(16);
+    let cut = |c: &[char]| {
+        let end = (start + WIDTH).min(c.len());
+        let mid: String = c[start.min(c.len())..end].iter().collect();
+        format!(
+            "{}{mid}{}",
+            if start > 0 { ".." } else { "" },
+            if end < c.len() { ".." } else { "" }
+        )
+    };
+    (cut(&ac), cut(&bc))
+}
+
 impl fmt::Display for FieldChange {
     /// `mods[1].content: 3f2a8c1d.. -> 9b1c22e0..`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -268,6 +296,12 @@ impl fmt::Display for FieldChange {
         } else {
             &self.path
         };
+        if let (Some(Value::String(a)), Some(Value::String(b))) = (&self.old, &self.new) {
+            if !is_digest(a) || !is_digest(b) {
+                let (a, b) = around_difference(a, b);
+                return write!(f, "{path}: {a} -> {b}");
+            }
+        }
         write!(
             f,
             "{path}: {} -> {}",
@@ -382,6 +416,23 @@ mod tests {
                 Fingerprint::compute("k", &b, &[])
             );
         }
+    }
+
+    #[test]
+    fn a_changed_text_is_shown_around_its_difference() {
+        let old = json!({"script": ["echo '<h1>hello from csis</h1>' > /srv/www/index.html"]});
+        let new =
+            json!({"script": ["echo '<h1>hello again from csis</h1>' > /srv/www/index.html"]});
+        let shown: Vec<String> = diff(&old, &new).iter().map(|c| c.to_string()).collect();
+        assert_eq!(shown.len(), 1);
+        assert!(shown[0].starts_with("script[0]: "), "{}", shown[0]);
+        assert!(shown[0].contains("hello from"), "{}", shown[0]);
+        assert!(shown[0].contains("hello again"), "{}", shown[0]);
+        let short: Vec<String> = diff(&json!({"a": "x"}), &json!({"a": "y"}))
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(short, ["a: x -> y"]);
     }
 
     #[test]
