@@ -121,3 +121,26 @@ fn selecting_an_image_selects_its_ancestors_only() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("matches nothing"));
 }
+
+/// An image that declares `release: {model}` is released by the build that
+/// baked it (core.md §5.4), and only then: the converged build releases
+/// nothing new.
+#[test]
+fn a_declared_release_follows_the_bake() {
+    let t = tree("basic");
+    let d = t.path();
+    let (code, _) = build(d, &[]);
+    assert_eq!(code, 0);
+    let releases = csis_cache::MetaState::of_tree(d).releases().unwrap();
+    let tools = lineage(d).head("tools", "sim").unwrap().build_id.clone();
+    assert_eq!(
+        releases.current.get("stable").and_then(|m| m.get("tools")),
+        Some(&tools),
+        "{releases:#?}"
+    );
+    assert_eq!(releases.releases.len(), 1, "only the declared image is released");
+    let (code, _) = build(d, &[]);
+    assert_eq!(code, 0);
+    let again = csis_cache::MetaState::of_tree(d).releases().unwrap();
+    assert_eq!(again.releases.len(), 1, "a converged build releases nothing new");
+}

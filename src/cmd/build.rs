@@ -204,6 +204,28 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
             crate::cmd::dispose::retention_after_build(&state.session.tree, None, &out)? != 0;
     }
 
+    // Release (core.md §5.4): images that declare `release:` and baked now.
+    let mut release_failed = false;
+    if !args.dry_run && !report.summary.interrupted {
+        let baked: Vec<(String, String)> = {
+            let built = state.built.lock().unwrap();
+            let c = &state.session.compiled;
+            built
+                .keys()
+                .filter_map(|id| c.bake_spec(*id))
+                .map(|b| (b.series.clone(), b.runtime.clone()))
+                .collect()
+        };
+        if !baked.is_empty() {
+            let r = renderer.clone();
+            release_failed = crate::cmd::release::release_after_build(
+                &state.session.tree,
+                &baked,
+                &move |line: String| r.note(&line),
+            )? != 0;
+        }
+    }
+
     let s = &report.summary;
     if s.interrupted && cancel.is_cancelled() {
         if !renderer.is_json() {
@@ -218,7 +240,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
-    if s.failed > 0 || s.cancelled > 0 || retention_failed {
+    if s.failed > 0 || s.cancelled > 0 || retention_failed || release_failed {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -334,13 +356,16 @@ impl BuildState {
                 }
             }
             NodeSpec::Release { model, .. } => {
+                // The release itself runs after the engine run, with the
+                // records settled (`release::release_after_build`).
                 cx.log(format!(
-                    "release for model {model}: not implemented yet (lineage operations)"
+                    "release for model {model}: after the bakes are recorded"
                 ));
                 Ok(NodeOutput::none())
             }
             NodeSpec::Dispose { .. } => {
-                cx.log("retention: not implemented yet (lineage operations)");
+                // Retention runs after the engine run (`dispose::retention_after_build`).
+                cx.log("retention: after the bakes are recorded");
                 Ok(NodeOutput::none())
             }
         }

@@ -185,6 +185,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         &args.model,
         args.note.as_deref(),
         args.dry_run,
+        &|line| println!("{line}"),
     )?;
     Ok(ExitCode::from(code))
 }
@@ -200,13 +201,14 @@ fn do_release(
     model: &str,
     note: Option<&str>,
     dry_run: bool,
+    out: &dyn Fn(String),
 ) -> Result<u8> {
     let apply = tree.config.config.apply_release.allows(&[runtime]);
     if releases.current.get(model).and_then(|m| m.get(series)) == Some(&rec.build_id) {
-        println!(
+        out(format!(
             "{} is already the current {model} release of {series}",
             rec.build_id
-        );
+        ));
         return Ok(0);
     }
     let rt = if apply {
@@ -221,13 +223,13 @@ fn do_release(
         None
     };
     if dry_run {
-        println!(
+        out(format!(
             "would release {} as {model} of {series} on {runtime}",
             rec.build_id
-        );
+        ));
         if let Some(rt) = &rt {
             for c in rt.release_commands(&rec.build_id, series, model) {
-                println!("  would run: {c}");
+                out(format!("  would run: {c}"));
             }
         }
         return Ok(0);
@@ -244,7 +246,7 @@ fn do_release(
     let run = csis_cache::run_id_now();
     record_release(releases, rec, series, model, Some(&run), note);
     ctx.meta.save_releases(releases)?;
-    println!(
+    out(format!(
         "released {} as {model} of {series} on {runtime}{}",
         rec.build_id,
         if apply {
@@ -252,7 +254,7 @@ fn do_release(
         } else {
             ""
         }
-    );
+    ));
     Ok(0)
 }
 
@@ -282,6 +284,7 @@ fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Res
                         &rel.model,
                         args.note.as_deref(),
                         args.dry_run,
+                        &|line| println!("{line}"),
                     )?;
                     worst = worst.max(code);
                 }
@@ -300,4 +303,61 @@ fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Res
         println!("nothing qualifies for release");
     }
     Ok(ExitCode::from(worst))
+}
+
+/// The release lifecycle at the end of `csis build` (core.md §5.4): for each
+/// image that declares `release: {model}` and baked in this run, release its
+/// new head if it qualifies (in-bake tests passed, post-bake tests where
+/// required, not revoked). Runs with the build's tree lock held, after the
+/// bakes are recorded, outside the engine run. Returns 0, or 1 when a
+/// release mark failed; a build that does not qualify is reported, not an
+/// error.
+pub(crate) fn release_after_build(
+    tree: &Tree,
+    baked: &[(String, String)],
+    out: &dyn Fn(String),
+) -> Result<u8> {
+    if !tree.images.iter().any(|i| i.model.release.is_some()) {
+        return Ok(0);
+    }
+    let meta = MetaState::of_tree(tree.root());
+    let ctx = Ctx {
+        lineage: super::state::records(tree.root())?.0,
+        revs: Revocations::load(&meta)?,
+        image_tests: ImageTests::load(&meta)?,
+        mod_tests: ModTests::load(&meta)?,
+        meta,
+    };
+    let mut releases = ctx.meta.releases()?;
+    let mut worst = 0u8;
+    for (series, rt) in baked {
+        let Some(image) = tree.image(series).filter(|i| &i.name == series) else {
+            continue;
+        };
+        let Some(rel) = &image.model.release else {
+            continue;
+        };
+        let rules = rules_for(tree, series);
+        match declared_candidate(ctx.recs(), &releases, series, rt, &rel.model, rules) {
+            Ok(Some(rec)) => {
+                let rec = rec.clone();
+                let code = do_release(
+                    tree,
+                    &ctx,
+                    &mut releases,
+                    &rec,
+                    series,
+                    rt,
+                    &rel.model,
+                    None,
+                    false,
+                    out,
+                )?;
+                worst = worst.max(code);
+            }
+            Ok(None) => {}
+            Err(e) => out(format!("{series} on {rt}: not released: {e}")),
+        }
+    }
+    Ok(worst)
 }
