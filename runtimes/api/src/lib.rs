@@ -15,7 +15,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 pub use tokio_util::sync::CancellationToken;
 
+mod output;
 mod steps;
+pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 
 /// Prefix of every lineage tag/label csis stamps (`csis_series`, ...).

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::Stdio;
 
 use csis_runtime::{BakeOutcome, BakeRequest, Result, RuntimeError};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use crate::emit;
@@ -96,34 +95,7 @@ async fn run_packer(rt: &AwsRuntime, req: &BakeRequest, dir: &Path, args: &[&str
     let mut child = cmd
         .spawn()
         .map_err(|e| RuntimeError::Failed(format!("cannot run packer ('{bin}'): {e}")))?;
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let log = req.log.clone();
-    let log2 = req.log.clone();
-    let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let (t1, t2) = (tail.clone(), tail.clone());
-    let a = tokio::spawn(async move {
-        let mut l = BufReader::new(out).lines();
-        while let Ok(Some(line)) = l.next_line().await {
-            log.line(&line);
-            let mut t = t1.lock().unwrap();
-            t.push(line);
-            if t.len() > 20 {
-                t.remove(0);
-            }
-        }
-    });
-    let b = tokio::spawn(async move {
-        let mut l = BufReader::new(err).lines();
-        while let Ok(Some(line)) = l.next_line().await {
-            log2.line(&line);
-            let mut t = t2.lock().unwrap();
-            t.push(line);
-            if t.len() > 20 {
-                t.remove(0);
-            }
-        }
-    });
+    let output = csis_runtime::stream_output(&mut child, req.log.clone(), 20);
     let status = tokio::select! {
         s = child.wait() => s.map_err(|e| RuntimeError::Failed(format!("packer: {e}")))?,
         _ = req.cancel.cancelled() => {
@@ -136,10 +108,9 @@ async fn run_packer(rt: &AwsRuntime, req: &BakeRequest, dir: &Path, args: &[&str
             return Err(RuntimeError::Cancelled);
         }
     };
-    let _ = a.await;
-    let _ = b.await;
+    let tail = output.finish().await;
     if !status.success() {
-        let t = tail.lock().unwrap().join("\n");
+        let t = tail.join("\n");
         return Err(RuntimeError::Failed(format!(
             "packer {} failed ({status}) for {}:\n{t}",
             args.first().copied().unwrap_or(""),

@@ -17,7 +17,6 @@ use std::path::PathBuf;
 
 use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
 use hcl::structure::{Attribute, Block, Body};
-use tokio::io::AsyncBufReadExt;
 
 use crate::names;
 use crate::runtime::{remove_container_forced, ContainerGuard, DockerRuntime, NAME_LABEL};
@@ -448,27 +447,12 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
         let mut child = cmd.spawn().map_err(|e| {
             RuntimeError::Failed(format!("{}: `{packer}` cannot run: {e}", req.label))
         })?;
-        let out = child.stdout.take().expect("piped");
-        let err = child.stderr.take().expect("piped");
-        let (l1, l2) = (req.log.clone(), req.log.clone());
-        let a = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(out).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                l1.line(&l);
-            }
-        });
-        let b = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(err).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                l2.line(&l);
-            }
-        });
+        let output = csis_runtime::stream_output(&mut child, req.log.clone(), 0);
         let status = child
             .wait()
             .await
             .map_err(|e| RuntimeError::Failed(format!("{}: packer: {e}", req.label)))?;
-        let _ = a.await;
-        let _ = b.await;
+        output.finish().await;
         if status.success() {
             Ok(())
         } else {

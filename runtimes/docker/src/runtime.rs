@@ -22,7 +22,7 @@ use csis_runtime::{
     RuntimeError, SessionResult, TestCommand, LINEAGE_PREFIX,
 };
 use futures_util::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::OnceCell;
 
 use crate::connect::{self, Endpoint};
@@ -767,27 +767,11 @@ impl DockerRuntime {
                 req.label, args[0]
             ))
         })?;
-        let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
-        let log = req.log.clone();
-        let log2 = req.log.clone();
-        let a = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                log.line(&l);
-            }
-        });
-        let b = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                log2.line(&l);
-            }
-        });
+        let output = csis_runtime::stream_output(&mut child, req.log.clone(), 0);
         let status = child.wait().await.map_err(|e| {
             RuntimeError::Failed(format!("bake {}: ansible-playbook: {e}", req.label))
         })?;
-        let _ = a.await;
-        let _ = b.await;
+        output.finish().await;
         if !status.success() {
             return Err(RuntimeError::Failed(format!(
                 "bake {}: ansible-playbook {} exited {}",
