@@ -138,9 +138,17 @@ fn a_declared_release_follows_the_bake() {
         Some(&tools),
         "{releases:#?}"
     );
-    assert_eq!(releases.releases.len(), 1, "only the declared image is released");
+    assert_eq!(
+        releases.releases.len(),
+        1,
+        "only the declared image is released"
+    );
     let (code, _) = build(d, &[]);
     assert_eq!(code, 0);
     let again = csis_cache::MetaState::of_tree(d).releases().unwrap();
-    assert_eq!(again.releases.len(), 1, "a converged build releases nothing new");
+    assert_eq!(
+        again.releases.len(),
+        1,
+        "a converged build releases nothing new"
+    );
 }
