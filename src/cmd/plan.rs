@@ -39,6 +39,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         print!("{}", plan_text(&plan, args.explain, args.all));
     }
+    // The process ends here: leave the tree and graph to the exit rather
+    // than free them piece by piece.
+    std::mem::forget((s, sel, plan));
     Ok(ExitCode::SUCCESS)
 }
 
