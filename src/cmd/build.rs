@@ -229,6 +229,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     // Everything is recorded and flushed: leave the tree, the graph and the
     // records to the process exit rather than free them piece by piece (a
     // tenth of a no-op build of thousands of images). One build per process.
+    // Runtimes, though, are dropped: they finish their own bookkeeping then
+    // (the dummy store compacts its change log; clients close).
+    let state = match Arc::try_unwrap(state) {
+        Ok(mut st) => {
+            drop(std::mem::take(&mut st.runtimes));
+            Arc::new(st)
+        }
+        Err(shared) => shared,
+    };
     let state = std::mem::ManuallyDrop::new(state);
     let _plan = std::mem::ManuallyDrop::new(plan);
 
