@@ -59,7 +59,11 @@ fn generate_tree(dir: &Path, n: usize) {
         );
     }
     fs::write(dir.join("cfg/os-builders.yml"), os).unwrap();
-    for (f, chunk) in (0..n).collect::<Vec<_>>().chunks(IMAGES_PER_FILE).enumerate() {
+    for (f, chunk) in (0..n)
+        .collect::<Vec<_>>()
+        .chunks(IMAGES_PER_FILE)
+        .enumerate()
+    {
         let mut s = String::from("images:\n");
         for &i in chunk {
             let policy = if i % 2 == 0 { "follow" } else { "pinned" };
@@ -134,7 +138,11 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let sizes = if sizes.is_empty() { vec![1000, 5000, 20000] } else { sizes };
+    let sizes = if sizes.is_empty() {
+        vec![1000, 5000, 20000]
+    } else {
+        sizes
+    };
     let have_ninja = Command::new("ninja").arg("--version").output().is_ok();
 
     println!("| images | nodes | first build | csis no-op build (median of {RUNS}) | ninja no-op (median of {RUNS}) | csis / ninja | peak RSS of `csis plan //...` |");
@@ -143,17 +151,29 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("tree");
         generate_tree(&tree, n);
-        let first = run(Command::new(&csis).arg("-C").arg(&tree).args(["build", "//...", "--json"]));
+        let first = run(Command::new(&csis)
+            .arg("-C")
+            .arg(&tree)
+            .args(["build", "//...", "--json"]));
         let noop = median(
             (0..RUNS)
-                .map(|_| run(Command::new(&csis).arg("-C").arg(&tree).args(["build", "//...", "--json"])))
+                .map(|_| {
+                    run(Command::new(&csis)
+                        .arg("-C")
+                        .arg(&tree)
+                        .args(["build", "//...", "--json"]))
+                })
                 .collect(),
         );
         let (ninja, ratio) = if have_ninja {
             let nd = dir.path().join("ninja");
             generate_ninja(&nd, n);
             run(Command::new("ninja").arg("-C").arg(&nd).arg("-j8"));
-            let t = median((0..RUNS).map(|_| run(Command::new("ninja").arg("-C").arg(&nd))).collect());
+            let t = median(
+                (0..RUNS)
+                    .map(|_| run(Command::new("ninja").arg("-C").arg(&nd)))
+                    .collect(),
+            );
             (
                 format!("{:.1} ms", t.as_secs_f64() * 1e3),
                 format!("{:.2}", noop.as_secs_f64() / t.as_secs_f64()),

@@ -232,7 +232,8 @@ fn parsed_cache_is_keyed_by_content() {
     let t = tempfile::tempdir().unwrap();
     let m = MetaState::of_tree(t.path());
     let r = Recorder::open(m.clone(), t.path().join(".csis/lineage.journal")).unwrap();
-    r.record(rec("b1", "s", "rt", Some("vendor")), None).unwrap();
+    r.record(rec("b1", "s", "rt", Some("vendor")), None)
+        .unwrap();
     r.flush().unwrap();
     let cache = t.path().join(".csis/parsed/lineage.yaml.json");
     assert!(cache.exists());
