@@ -413,6 +413,36 @@ impl Recorder {
         Ok(())
     }
 
+    /// Look at the records as recorded so far without copying them all
+    /// (`f` runs under the recorder's lock: keep it short).
+    pub fn read<T>(&self, f: impl FnOnce(&Lineage, &Pins) -> T) -> Result<T, CacheError> {
+        let st = self.loaded()?;
+        Ok(f(&st.lineage, &st.pins))
+    }
+
+    /// Change the records in place (a disposal during the build:
+    /// `retention::forget_build`) and write both files at once. What the
+    /// journal holds is written out first, so the journal is empty when
+    /// `f` drops a record and a replay can never bring it back.
+    pub fn update<T>(&self, f: impl FnOnce(&mut Lineage, &mut Pins) -> T) -> Result<T, CacheError> {
+        let mut st = self.loaded()?;
+        if st.pending > 0 || journal_nonempty(&self.journal) {
+            self.write_out(&mut st)?;
+        }
+        let st = &mut *st;
+        let out = f(&mut st.lineage, &mut st.pins);
+        let path = self.meta.dir().join(LINEAGE_FILE);
+        st.fragments = st
+            .lineage
+            .builds
+            .iter()
+            .map(fragment)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| CacheError::Parse { path, message })?;
+        self.write_out(st)?;
+        Ok(out)
+    }
+
     /// The build id of the series head on a runtime, as recorded so far.
     pub fn head_build(&self, series: &str, runtime: &str) -> Option<String> {
         self.loaded()
