@@ -28,7 +28,7 @@ pub struct Session {
 
 /// Load the tree (printing diagnostics on failure) and compile it.
 /// `CSIS_TIMING=1`: print how long each phase took (stderr).
-fn timing(what: &str, t0: std::time::Instant) {
+pub(crate) fn timing(what: &str, t0: std::time::Instant) {
     if std::env::var_os("CSIS_TIMING").is_some() {
         eprintln!(
             "timing: {what}: {:.1} ms",

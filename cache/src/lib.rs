@@ -27,6 +27,7 @@ pub mod release_rules;
 pub mod retention;
 pub mod revocations;
 pub mod runid;
+pub mod stamp;
 mod store;
 mod yamlio;
 

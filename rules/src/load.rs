@@ -567,7 +567,7 @@ impl Loader<'_> {
             }
             s
         };
-        self.renderer = Renderer::new(&self.env, &self.execution);
+        self.renderer = self.renderer.renew(&self.env, &self.execution);
         let (config, config_origin) = self.load_config(&scalars, &overlays);
 
         // 4. builders
@@ -664,6 +664,7 @@ impl Loader<'_> {
             unused: std::mem::take(&mut self.unused),
             warnings: Vec::new(),
             execution: self.execution.clone(),
+            template_reads: Default::default(),
             ix_exe: Default::default(),
             ix_rt: Default::default(),
             ix_sb: Default::default(),
@@ -674,6 +675,7 @@ impl Loader<'_> {
             kids: Default::default(),
         };
         self.resolve(&mut tree);
+        tree.template_reads = self.renderer.reads();
         Some(tree)
     }
 

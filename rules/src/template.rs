@@ -1,8 +1,10 @@
 //! Templates as the original renders them (minijinja): `this`, `this.parent`,
 //! `ENV`, `execution.*`, and an item's own kind (`image`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
+use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, UndefinedBehavior, Value as JValue};
 
 use crate::yaml::{Node, Value};
@@ -12,10 +14,72 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
+/// What the templates of one load read from outside the tree: the
+/// environment variables they looked up, and the `execution.*` fields (the
+/// load time). The no-op fast path of `csis build` keys on these, so a tree
+/// whose templates read `ENV.USER` is re-read when `USER` changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TemplateReads {
+    /// `ENV` keys looked up (present or not).
+    pub env_keys: BTreeSet<String>,
+    /// The whole of `ENV` was read (iterated, printed or serialized).
+    pub env_all: bool,
+    /// `execution.*` fields read (`timestamp`, `date`, `dateformat`), or
+    /// `*` when the whole of `execution` was.
+    pub execution: BTreeSet<String>,
+}
+
+/// A map scope that records which keys templates read.
+#[derive(Debug)]
+struct Probe {
+    values: BTreeMap<String, JValue>,
+    reads: Arc<Mutex<TemplateReads>>,
+    /// true: `ENV`; false: `execution`.
+    env: bool,
+}
+
+impl Probe {
+    fn note(&self, key: Option<&str>) {
+        let mut r = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        match (self.env, key) {
+            (true, Some(k)) => {
+                r.env_keys.insert(k.to_string());
+            }
+            (true, None) => r.env_all = true,
+            (false, k) => {
+                r.execution.insert(k.unwrap_or("*").to_string());
+            }
+        }
+    }
+}
+
+impl Object for Probe {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &JValue) -> Option<JValue> {
+        let k = key.as_str()?;
+        self.note(Some(k));
+        self.values.get(k).cloned()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        self.note(None);
+        Enumerator::Values(
+            self.values
+                .keys()
+                .map(|k| JValue::from(k.as_str()))
+                .collect(),
+        )
+    }
+}
+
 /// The scopes shared by every rendering of one load.
 pub struct Renderer {
     env: Environment<'static>,
     base: BTreeMap<String, JValue>,
+    reads: Arc<Mutex<TemplateReads>>,
 }
 
 impl Renderer {
@@ -23,18 +87,60 @@ impl Renderer {
         env_vars: &BTreeMap<String, String>,
         execution: &crate::tree::Execution,
     ) -> Renderer {
+        Self::with_reads(env_vars, execution, Default::default())
+    }
+
+    /// A renderer with new scopes that adds to this one's [`TemplateReads`].
+    pub fn renew(
+        &self,
+        env_vars: &BTreeMap<String, String>,
+        execution: &crate::tree::Execution,
+    ) -> Renderer {
+        Self::with_reads(env_vars, execution, self.reads.clone())
+    }
+
+    fn with_reads(
+        env_vars: &BTreeMap<String, String>,
+        execution: &crate::tree::Execution,
+        reads: Arc<Mutex<TemplateReads>>,
+    ) -> Renderer {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Lenient);
         let mut base = BTreeMap::new();
+        let vars = env_vars
+            .iter()
+            .map(|(k, v)| (k.clone(), JValue::from(v.as_str())))
+            .collect();
         base.insert(
             "ENV".to_string(),
-            JValue::from(minijinja::value::Serde(env_vars)),
+            JValue::from_object(Probe {
+                values: vars,
+                reads: reads.clone(),
+                env: true,
+            }),
         );
+        let exec = [
+            ("timestamp", &execution.timestamp),
+            ("date", &execution.date),
+            ("dateformat", &execution.dateformat),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), JValue::from(v.as_str())))
+        .collect();
         base.insert(
             "execution".to_string(),
-            JValue::from(minijinja::value::Serde(execution)),
+            JValue::from_object(Probe {
+                values: exec,
+                reads: reads.clone(),
+                env: false,
+            }),
         );
-        Renderer { env, base }
+        Renderer { env, base, reads }
+    }
+
+    /// What the templates rendered so far read from outside the tree.
+    pub fn reads(&self) -> TemplateReads {
+        self.reads.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Render one string with extra scopes (`this`, `image`, `config`, ...).
@@ -90,4 +196,75 @@ impl Renderer {
 /// A node as a template value.
 pub fn to_value(node: &Node) -> JValue {
     JValue::from(minijinja::value::Serde(node))
+}
+
+#[cfg(test)]
+mod reads_tests {
+    use super::*;
+    use crate::tree::Execution;
+
+    fn renderer() -> Renderer {
+        let env: BTreeMap<String, String> = [("USER", "ann"), ("HOME", "/home/ann")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Renderer::new(
+            &env,
+            &Execution {
+                timestamp: "2026-11-30-101010".into(),
+                date: "2026-11-30".into(),
+                dateformat: "%Y".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn templates_record_the_env_keys_and_execution_fields_they_read() {
+        let r = renderer();
+        assert_eq!(r.reads(), TemplateReads::default());
+        assert_eq!(r.render("{{ ENV.USER }}", &[]).unwrap(), "ann");
+        assert_eq!(r.render("{{ ENV['HOME'] }}/x", &[]).unwrap(), "/home/ann/x");
+        assert_eq!(r.render("[{{ ENV.NOPE }}]", &[]).unwrap(), "[]");
+        assert_eq!(r.render("{{ execution.date }}", &[]).unwrap(), "2026-11-30");
+        let reads = r.reads();
+        assert_eq!(
+            reads
+                .env_keys
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["HOME", "NOPE", "USER"]
+        );
+        assert!(!reads.env_all);
+        assert_eq!(
+            reads
+                .execution
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["date"]
+        );
+    }
+
+    #[test]
+    fn iterating_env_reads_all_of_it_and_renew_keeps_the_reads() {
+        let r = renderer();
+        assert_eq!(r.render("{{ ENV.USER }}", &[]).unwrap(), "ann");
+        let r2 = r.renew(
+            &BTreeMap::new(),
+            &Execution {
+                timestamp: String::new(),
+                date: String::new(),
+                dateformat: String::new(),
+            },
+        );
+        let out = r2
+            .render("{% for k in ENV %}{{ k }}{% endfor %}", &[])
+            .unwrap();
+        assert_eq!(out, "");
+        let reads = r2.reads();
+        assert!(reads.env_all);
+        assert!(reads.env_keys.contains("USER"));
+        assert!(r.reads().env_all, "one record shared by both renderers");
+    }
 }

@@ -400,6 +400,9 @@ pub struct Tree {
     pub warnings: Vec<Diagnostic>,
     /// The `execution.*` values templates saw (timestamp, date, dateformat).
     pub execution: Execution,
+    /// What the templates read from outside the tree (`ENV` keys,
+    /// `execution.*` fields).
+    pub template_reads: crate::template::TemplateReads,
     pub(crate) ix_exe: Index,
     pub(crate) ix_rt: Index,
     pub(crate) ix_sb: Index,

@@ -1,0 +1,366 @@
+//! No-op stamps: what lets a build of an unchanged tree answer without
+//! reading it, as ninja and git answer from file metadata.
+//!
+//! A stamp (`.csis/cache/noop-<key>`) says: "with these arguments, while
+//! every one of these files and directories has the metadata recorded
+//! here, and until this time, the build has nothing to do; it printed
+//! this". The caller decides what goes in: the key (a blake3 of the
+//! arguments, the binary, the environment the templates read), the paths
+//! (every file the load and the compile read, every directory they listed,
+//! the records), the time limit (the earliest update policy) and the
+//! payload (what the no-op build printed).
+//!
+//! Checking a stamp costs one `stat` per path and no read of the tree.
+//! Any difference (size, mtime, ctime, inode, kind, a file that appeared
+//! or went) and the stamp does not hold: the caller takes the full path.
+//!
+//! Racy files: a file changed within [`RACY_WINDOW`] of the moment the build
+//! started reading (or after) could change again without its metadata
+//! changing (filesystem timestamps are coarse), so a stamp is not written
+//! while any recorded path is that fresh ([`Stamp::write`] answers
+//! `Ok(false)`). This is git's racy-index rule, with a margin.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A path changed this close to the start of the build (or later) is racy.
+pub const RACY_WINDOW: Duration = Duration::from_secs(1);
+
+const MAGIC: &str = "csis-noop-stamp 1";
+
+/// What a path looked like: kind, size, times, inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    /// 0 missing, 1 file, 2 directory, 3 other.
+    kind: u8,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    dev: u64,
+}
+
+impl FileStat {
+    /// The metadata of `path` (symlinks followed); a missing path is a value too.
+    pub fn of(path: &Path) -> FileStat {
+        match fs::metadata(path) {
+            Err(_) => FileStat {
+                kind: 0,
+                size: 0,
+                mtime_ns: 0,
+                ctime_ns: 0,
+                ino: 0,
+                dev: 0,
+            },
+            Ok(m) => FileStat {
+                kind: if m.is_file() {
+                    1
+                } else if m.is_dir() {
+                    2
+                } else {
+                    3
+                },
+                // A directory's size says nothing on some filesystems; its
+                // mtime and ctime change when an entry is added or removed.
+                size: if m.is_dir() { 0 } else { m.size() },
+                mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+                ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+                ino: m.ino(),
+                dev: m.dev(),
+            },
+        }
+    }
+
+    fn is_racy(&self, since: SystemTime) -> bool {
+        let since = since
+            .checked_sub(RACY_WINDOW)
+            .unwrap_or(UNIX_EPOCH)
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        self.kind != 0 && self.mtime_ns >= since
+    }
+
+    fn encode(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "{} {} {} {} {} {}",
+            self.kind, self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev
+        );
+    }
+
+    fn decode(s: &str) -> Option<FileStat> {
+        let mut it = s.split(' ');
+        let st = FileStat {
+            kind: it.next()?.parse().ok()?,
+            size: it.next()?.parse().ok()?,
+            mtime_ns: it.next()?.parse().ok()?,
+            ctime_ns: it.next()?.parse().ok()?,
+            ino: it.next()?.parse().ok()?,
+            dev: it.next()?.parse().ok()?,
+        };
+        it.next().is_none().then_some(st)
+    }
+}
+
+/// A no-op stamp for one key.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    path: PathBuf,
+    key: blake3::Hash,
+}
+
+impl Stamp {
+    /// The stamp for `key` under `dir` (`.csis/cache/`).
+    pub fn new(dir: &Path, key: blake3::Hash) -> Stamp {
+        let hex = key.to_hex();
+        Stamp {
+            path: dir.join(format!("noop-{}", &hex[..16])),
+            key,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The payload, when the stamp exists, is for this key, has not expired
+    /// at `now`, and every recorded path still has its recorded metadata.
+    pub fn check(&self, now: SystemTime) -> Option<Vec<u8>> {
+        let bytes = fs::read(&self.path).ok()?;
+        let (head, payload) = split_payload(&bytes)?;
+        let head = std::str::from_utf8(head).ok()?;
+        let mut lines = head.lines();
+        if lines.next()? != MAGIC {
+            return None;
+        }
+        if lines.next()?.strip_prefix("key ")? != self.key.to_hex().as_str() {
+            return None;
+        }
+        let until = lines.next()?.strip_prefix("until ")?;
+        if until != "-" {
+            let secs: u64 = until.parse().ok()?;
+            if now >= UNIX_EPOCH + Duration::from_secs(secs) {
+                return None;
+            }
+        }
+        let (count, hash) = lines.next()?.strip_prefix("env ")?.split_once(' ')?;
+        let count: usize = count.parse().ok()?;
+        let names: Vec<&str> = (0..count).map(|_| lines.next()).collect::<Option<_>>()?;
+        if env_hash(&names).to_hex().as_str() != hash {
+            return None;
+        }
+        let n: usize = lines.next()?.strip_prefix("paths ")?.parse().ok()?;
+        for _ in 0..n {
+            let line = lines.next()?;
+            let (stat, path) = line.split_once('\t')?;
+            if FileStat::decode(stat)? != FileStat::of(Path::new(path)) {
+                return None;
+            }
+        }
+        Some(payload.to_vec())
+    }
+
+    /// Write the stamp: `paths` must hold every path the answer depends on,
+    /// `env` every environment variable it depends on (their values are
+    /// hashed, not stored); `started` is when the build began reading them.
+    /// Answers `Ok(false)` (and writes nothing, removing an older stamp)
+    /// when a path is racy or a path or name cannot be written down (a
+    /// newline or tab in it).
+    pub fn write(
+        &self,
+        env: &[String],
+        paths: &[PathBuf],
+        started: SystemTime,
+        valid_until: Option<SystemTime>,
+        payload: &[u8],
+    ) -> io::Result<bool> {
+        let mut head = String::with_capacity(64 + paths.len() * 96);
+        let _ = writeln!(head, "{MAGIC}");
+        let _ = writeln!(head, "key {}", self.key.to_hex());
+        match valid_until {
+            None => head.push_str("until -\n"),
+            Some(t) => {
+                let secs = t
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let _ = writeln!(head, "until {secs}");
+            }
+        }
+        if env.iter().any(|n| n.is_empty() || n.contains(['\n', '\t'])) {
+            self.remove();
+            return Ok(false);
+        }
+        let names: Vec<&str> = env.iter().map(String::as_str).collect();
+        let _ = writeln!(head, "env {} {}", names.len(), env_hash(&names).to_hex());
+        for n in &names {
+            let _ = writeln!(head, "{n}");
+        }
+        let _ = writeln!(head, "paths {}", paths.len());
+        for p in paths {
+            let Some(s) = p.to_str().filter(|s| !s.contains(['\n', '\t'])) else {
+                self.remove();
+                return Ok(false);
+            };
+            let st = FileStat::of(p);
+            if st.is_racy(started) {
+                self.remove();
+                return Ok(false);
+            }
+            st.encode(&mut head);
+            head.push('\t');
+            head.push_str(s);
+            head.push('\n');
+        }
+        head.push_str("payload\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(payload);
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        crate::write_atomic(&self.path, &bytes)?;
+        Ok(true)
+    }
+
+    /// Forget the stamp (a build that did something, or a racy tree).
+    pub fn remove(&self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// The hash of the current values of these environment variables.
+fn env_hash(names: &[&str]) -> blake3::Hash {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h = blake3::Hasher::new();
+    for n in names {
+        h.update(n.as_bytes());
+        match std::env::var_os(n) {
+            Some(v) => {
+                h.update(b"\0=");
+                h.update(v.as_bytes());
+            }
+            None => {
+                h.update(b"\0-");
+            }
+        }
+        h.update(b"\0");
+    }
+    h.finalize()
+}
+
+/// Split at the `payload\n` line.
+fn split_payload(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    const MARK: &[u8] = b"\npayload\n";
+    let at = bytes.windows(MARK.len()).position(|w| w == MARK)?;
+    Some((&bytes[..at + 1], &bytes[at + MARK.len()..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn age(p: &Path) {
+        let t = SystemTime::now() - Duration::from_secs(3600);
+        fs::File::options()
+            .write(true)
+            .open(p)
+            .or_else(|_| fs::File::open(p))
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    fn setup() -> (tempfile::TempDir, Vec<PathBuf>, Stamp) {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a.yml");
+        let sub = d.path().join("images");
+        fs::write(&a, "x: 1\n").unwrap();
+        fs::create_dir(&sub).unwrap();
+        age(&a);
+        age(&sub);
+        let gone = d.path().join("not-there.yml");
+        let stamp = Stamp::new(&d.path().join(".csis/cache"), blake3::hash(b"k"));
+        (d, vec![a, sub, gone], stamp)
+    }
+
+    #[test]
+    fn a_stamp_holds_until_any_path_changes() {
+        let (d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        assert_eq!(stamp.check(now), None, "no stamp yet");
+        assert!(stamp.write(&[], &paths, now, None, b"out\nput").unwrap());
+        assert_eq!(stamp.check(now).as_deref(), Some(&b"out\nput"[..]));
+
+        // A different key does not see it.
+        let other = Stamp::new(&d.path().join(".csis/cache"), blake3::hash(b"other"));
+        assert_eq!(other.check(now), None);
+
+        // Content change of the same size (mtime/ctime move).
+        fs::write(&paths[0], "x: 2\n").unwrap();
+        assert_eq!(stamp.check(now), None);
+    }
+
+    #[test]
+    fn a_new_file_in_a_listed_directory_or_a_missing_path_appearing_breaks_it() {
+        let (_d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        fs::write(paths[1].join("new.yml"), "").unwrap();
+        assert_eq!(stamp.check(now), None);
+
+        let (_d, paths, stamp) = setup();
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        fs::write(&paths[2], "").unwrap();
+        assert_eq!(stamp.check(now), None);
+    }
+
+    #[test]
+    fn racy_paths_are_not_stamped_and_stamps_expire() {
+        let (_d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        fs::write(&paths[0], "x: 3\n").unwrap(); // fresh: racy
+        assert!(!stamp.write(&[], &paths, now, None, b"p").unwrap());
+        assert_eq!(stamp.check(now), None);
+
+        age(&paths[0]);
+        let until = now + Duration::from_secs(60);
+        assert!(stamp.write(&[], &paths, now, Some(until), b"p").unwrap());
+        assert!(stamp.check(now).is_some());
+        assert_eq!(stamp.check(until + Duration::from_secs(1)), None);
+    }
+
+    #[test]
+    fn an_environment_variable_read_by_the_tree_is_part_of_the_stamp() {
+        let (_d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        let name = "CSIS_STAMP_TEST_VAR_7F3A";
+        std::env::set_var(name, "one");
+        assert!(stamp
+            .write(&[name.to_string()], &paths, now, None, b"p")
+            .unwrap());
+        assert!(stamp.check(now).is_some());
+        std::env::set_var(name, "two");
+        assert_eq!(stamp.check(now), None);
+        std::env::set_var(name, "one");
+        assert!(stamp.check(now).is_some());
+        std::env::remove_var(name);
+        assert_eq!(stamp.check(now), None);
+    }
+
+    #[test]
+    fn a_damaged_stamp_does_not_hold() {
+        let (_d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        let text = fs::read_to_string(stamp.path()).unwrap();
+        fs::write(stamp.path(), text.replace("paths 3", "paths 9")).unwrap();
+        assert_eq!(stamp.check(now), None);
+        fs::write(stamp.path(), &text[..text.len() / 2]).unwrap();
+        assert_eq!(stamp.check(now), None);
+    }
+}

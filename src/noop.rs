@@ -1,0 +1,296 @@
+//! The no-op fast path of `csis build`.
+//!
+//! A build that finds nothing due leaves a stamp ([`csis_cache::stamp`])
+//! under `.csis/cache/`: the metadata of every path its answer depended on
+//! (the tree's YAML files and directories, the playbooks and scripts the
+//! compile hashed, overlays, age identities, `meta-state/`, the journal,
+//! and the identity of the csis binary, in the key), the environment variables the templates read,
+//! the time until which the answer holds (the earliest update policy), and
+//! what the build printed. The next build with the same arguments stats
+//! those paths and, when nothing moved, prints the same answer without
+//! reading the tree: ninja's and git's trick, with git's racy-file rule.
+//!
+//! When the stamp does not hold (or there is none), the build takes the
+//! full path: load, compile, fingerprint, plan. Nothing else changes: the
+//! stamp only ever answers "nothing is due", and only for exactly the
+//! inputs it was made from.
+//!
+//! Not stamped (always the full path): `--dry-run`, `--force-bake`, a tree
+//! whose templates iterate `ENV` or read `execution.timestamp` (the load
+//! time: every build differs).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use csis_cache::stamp::Stamp;
+use csis_cache::{LineageRecords, LocalDir};
+use csis_engine::{Event, Plan, Records, Summary};
+
+use crate::progress::Renderer;
+use crate::session::Session;
+use crate::GlobalArgs;
+
+/// The stamp of one `csis build` invocation.
+pub struct NoopStamp {
+    stamp: Stamp,
+    /// The tree's root (canonical) and the overlay files (absolute).
+    root: PathBuf,
+    overlays: Vec<PathBuf>,
+    /// When this build began reading its inputs.
+    started: SystemTime,
+    t0: std::time::Instant,
+}
+
+impl NoopStamp {
+    /// The stamp for these arguments; None when the build may not be stamped.
+    pub fn for_build(global: &GlobalArgs, args: &crate::cmd::build::Args) -> Option<NoopStamp> {
+        if args.dry_run || !args.force_bake.is_empty() {
+            return None;
+        }
+        let dir = std::fs::canonicalize(&global.dir).ok()?;
+        let mut h = blake3::Hasher::new();
+        let mut part = |s: &[u8]| {
+            h.update(&(s.len() as u64).to_le_bytes());
+            h.update(s);
+        };
+        part(b"csis-noop-v1");
+        part(env!("CARGO_PKG_VERSION").as_bytes());
+        // This very binary (a rebuilt csis may plan differently).
+        let exe = std::env::current_exe().ok()?;
+        part(format!("{:?}", csis_cache::stamp::FileStat::of(&exe)).as_bytes());
+        part(dir.as_os_str().as_encoded_bytes());
+        part(b"build");
+        part(if args.json { b"json" } else { b"human" });
+        for p in &args.patterns {
+            part(b"pattern");
+            part(p.as_bytes());
+        }
+        let overlays: Vec<PathBuf> = global.overlays.iter().map(|o| absolute(&dir, o)).collect();
+        for o in &overlays {
+            part(b"overlay");
+            part(o.as_os_str().as_encoded_bytes());
+        }
+        for u in &global.undeclare {
+            part(b"undeclare");
+            part(u.as_bytes());
+        }
+        let key = h.finalize();
+        Some(NoopStamp {
+            stamp: Stamp::new(&LocalDir::of_tree(&dir).sub("cache"), key),
+            root: dir,
+            overlays,
+            started: SystemTime::now(),
+            t0: std::time::Instant::now(),
+        })
+    }
+
+    /// When the stamp holds: print what the no-op build printed and answer
+    /// true.
+    pub fn replay(&self, renderer: &Renderer) -> bool {
+        let Some(payload) = self.stamp.check(SystemTime::now()) else {
+            return false;
+        };
+        let Ok(text) = String::from_utf8(payload) else {
+            return false;
+        };
+        // Check the summary before printing anything.
+        let Some(summary) = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("S "))
+            .and_then(|s| serde_json::from_str::<Summary>(s).ok())
+        else {
+            return false;
+        };
+        let mut events = String::new();
+        for line in text.lines() {
+            if let Some(w) = line.strip_prefix("W ") {
+                renderer.note(w);
+            } else if let Some(e) = line.strip_prefix("E ") {
+                events.push_str(e);
+                events.push('\n');
+            }
+        }
+        if renderer.is_json() {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(events.as_bytes());
+            let _ = out.flush();
+        }
+        let mut summary = summary;
+        summary.elapsed_ms = self.t0.elapsed().as_millis() as u64;
+        renderer.event(&Event::Summary(summary));
+        crate::session::timing("no-op stamp holds", self.t0);
+        true
+    }
+
+    /// An event sink that keeps what a no-op build prints.
+    pub fn capture() -> Capture {
+        Capture::default()
+    }
+
+    /// After a build: when it had nothing due and everything was skipped,
+    /// stamp it; otherwise drop any stamp of these arguments.
+    pub fn record(&self, session: &Session, plan: &Plan, capture: &Capture, summary: &Summary) {
+        let noop = !plan.nodes.iter().any(|n| n.due)
+            && summary.success()
+            && !summary.interrupted
+            && summary.finished == 0;
+        if !noop {
+            self.stamp.remove();
+            return;
+        }
+        let reads = &session.tree.template_reads;
+        let time_bound = reads
+            .execution
+            .iter()
+            .any(|f| f != "date" && f != "dateformat");
+        if reads.env_all || time_bound {
+            self.stamp.remove();
+            return;
+        }
+        let mut until = refresh_deadline(session, plan);
+        if reads.execution.contains("date") {
+            // `execution.date` changes at midnight UTC.
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            let midnight = UNIX_EPOCH + Duration::from_secs((now.as_secs() / 86_400 + 1) * 86_400);
+            until = Some(until.map_or(midnight, |u| u.min(midnight)));
+        }
+        let mut env: Vec<String> = reads.env_keys.iter().cloned().collect();
+        env.push("CSIS_CONFIG_IDENTITY".into());
+        let mut paths = watched_paths(&self.root, session);
+        paths.extend(self.overlays.iter().cloned());
+        let mut payload = String::new();
+        for w in &session.compiled.warnings {
+            payload.push_str("W warning: ");
+            payload.push_str(&w.replace('\n', " "));
+            payload.push('\n');
+        }
+        for e in capture
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            payload.push_str("E ");
+            payload.push_str(e);
+            payload.push('\n');
+        }
+        let mut s = summary.clone();
+        s.elapsed_ms = 0;
+        payload.push_str("S ");
+        payload.push_str(&serde_json::to_string(&s).unwrap_or_default());
+        payload.push('\n');
+        match self
+            .stamp
+            .write(&env, &paths, self.started, until, payload.as_bytes())
+        {
+            Ok(true) => crate::session::timing("no-op stamp written", self.t0),
+            Ok(false) => crate::session::timing("no-op stamp not written (racy files)", self.t0),
+            Err(e) => eprintln!(
+                "warning: could not write {}: {e}",
+                self.stamp.path().display()
+            ),
+        }
+    }
+}
+
+/// The JSON lines of the skipped events of a run (nothing else is kept).
+#[derive(Clone, Default)]
+pub struct Capture {
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Capture {
+    pub fn event(&self, e: &Event) {
+        if let Event::Skipped { .. } = e {
+            self.lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(e.to_json_line());
+        }
+    }
+}
+
+/// `p` made absolute against the current directory (`dir` when unknown).
+fn absolute(dir: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| dir.to_path_buf())
+            .join(p)
+    }
+}
+
+/// The earliest moment an update policy (`refresh_days`) makes a selected
+/// bake due.
+fn refresh_deadline(session: &Session, plan: &Plan) -> Option<SystemTime> {
+    let now = SystemTime::now();
+    let records = LineageRecords::new(&session.lineage, now);
+    let graph = &session.compiled.graph;
+    plan.nodes
+        .iter()
+        .filter_map(|n| {
+            let node = graph.node(n.id);
+            let days: u64 = node.attr("refresh_days")?.parse().ok()?;
+            let age = records.record(node)?.age?;
+            let left = Duration::from_secs(days * 86_400).saturating_sub(age);
+            Some(now + left)
+        })
+        .min()
+}
+
+/// Every path the answer of a no-op build depended on.
+fn watched_paths(root: &Path, session: &Session) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    // The tree: cfg/ (flat) and the collection directories (recursive):
+    // every directory (an added or removed file changes it) and file.
+    out.push(root.join("cfg"));
+    list(&root.join("cfg"), false, &mut out);
+    for d in ["images", "groups", "storages", "instances"] {
+        let d = root.join(d);
+        out.push(d.clone());
+        list(&d, true, &mut out);
+    }
+    out.extend(
+        csis_rules::compile::input_files(&session.tree)
+            .into_iter()
+            .map(|p| absolute(root, &p)),
+    );
+    // Age identities (encrypted values decrypt with them).
+    if let Some(v) = std::env::var_os("CSIS_CONFIG_IDENTITY") {
+        let p = PathBuf::from(&v);
+        if p.is_absolute() || p.exists() {
+            out.push(p.clone());
+            list(&p, false, &mut out);
+        }
+    }
+    // The records, and what an interrupted build left in the journal.
+    let meta = root.join("meta-state");
+    out.push(meta.clone());
+    list(&meta, true, &mut out);
+    out.push(LocalDir::of_tree(root).journal());
+    out
+}
+
+/// The entries of `dir` (recursively: with every subdirectory's), sorted.
+fn list(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<(PathBuf, bool)> = rd
+        .flatten()
+        .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+        .collect();
+    entries.sort();
+    for (p, is_dir) in entries {
+        out.push(p.clone());
+        if is_dir && recursive {
+            list(&p, true, out);
+        }
+    }
+}
