@@ -13,7 +13,8 @@
 //!   [`DummyConfig::series_seconds`];
 //! - failures: [`DummyConfig::fail_series`], plus the environment variable
 //!   `CSIS_DUMMY_FAIL=series1,series2` (a series name, `series@runtime`, or
-//!   `*`), read when the runtime is constructed;
+//!   `*`), read when the runtime is constructed; an entry `release:series`
+//!   makes the release mark of that series fail instead;
 //! - the store: `.csis/dummy/<runtime>.json` (counter, images with their
 //!   tags, releases), so it behaves like an image store across invocations.
 //!
@@ -549,6 +550,11 @@ impl Runtime for DummyRuntime {
     }
 
     async fn release(&self, build_id: &str, series: &str, model: &str) -> Result<()> {
+        if self.cfg.fail_series.contains(&format!("release:{series}")) {
+            return Err(RuntimeError::Failed(format!(
+                "the release mark of {build_id} ({series}) fails on purpose (release:{series})"
+            )));
+        }
         self.update(|s| {
             if s.images.contains_key(build_id) {
                 let op = Op::Release {
