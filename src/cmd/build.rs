@@ -137,7 +137,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
     let state = Arc::new(BuildState {
-        session,
+        session: order_dispose_nodes(session, &plan),
         runtimes,
         recorder,
         local,
@@ -147,6 +147,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         images: tokio::sync::Mutex::new(HashMap::new()),
         renderer: renderer.clone(),
         dry_run: args.dry_run,
+        meta_lock: tokio::sync::Mutex::new(()),
     });
 
     let capture = crate::noop::NoopStamp::capture();
@@ -207,38 +208,6 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         stamp.record(&state.session, &plan, &capture, &report.summary);
     }
 
-    // Retention (core.md §5.3), after this run's bakes are recorded, with the
-    // lock still held: the dispose nodes of the graph mark its place.
-    let mut retention_failed = false;
-    if !args.dry_run && !report.summary.interrupted && report.summary.baked > 0 {
-        let r = renderer.clone();
-        let out = move |line: String| r.note(&line);
-        retention_failed =
-            crate::cmd::dispose::retention_after_build(&state.session.tree, None, &out)? != 0;
-    }
-
-    // Release (core.md §5.4): images that declare `release:` and baked now.
-    let mut release_failed = false;
-    if !args.dry_run && !report.summary.interrupted {
-        let baked: Vec<(String, String)> = {
-            let built = state.built.lock().unwrap();
-            let c = &state.session.compiled;
-            built
-                .keys()
-                .filter_map(|id| c.bake_spec(*id))
-                .map(|b| (b.series.clone(), b.runtime.clone()))
-                .collect()
-        };
-        if !baked.is_empty() {
-            let r = renderer.clone();
-            release_failed = crate::cmd::release::release_after_build(
-                &state.session.tree,
-                &baked,
-                &move |line: String| r.note(&line),
-            )? != 0;
-        }
-    }
-
     // Everything is recorded and flushed: leave the tree, the graph and the
     // records to the process exit rather than free them piece by piece (a
     // tenth of a no-op build of thousands of images). One build per process.
@@ -268,7 +237,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
-    if s.failed > 0 || s.cancelled > 0 || retention_failed || release_failed {
+    if s.failed > 0 || s.cancelled > 0 {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -288,6 +257,10 @@ struct BuildState {
     images: tokio::sync::Mutex<HashMap<String, Arc<Vec<ImageFacts>>>>,
     renderer: Renderer,
     dry_run: bool,
+    /// Held by release and dispose nodes while they read and write
+    /// `meta-state/` (releases, and lineage and pins through the recorder):
+    /// one at a time, never beside another writer of those files.
+    meta_lock: tokio::sync::Mutex<()>,
 }
 
 fn rt_err(e: RuntimeError) -> NodeError {
@@ -383,20 +356,171 @@ impl BuildState {
                     Err(e) => Err(rt_err(e)),
                 }
             }
-            NodeSpec::Release { model, .. } => {
-                // The release itself runs after the engine run, with the
-                // records settled (`release::release_after_build`).
-                cx.log(format!(
-                    "release for model {model}: after the bakes are recorded"
-                ));
-                Ok(NodeOutput::none())
-            }
-            NodeSpec::Dispose { .. } => {
-                // Retention runs after the engine run (`dispose::retention_after_build`).
-                cx.log("retention: after the bakes are recorded");
-                Ok(NodeOutput::none())
+            NodeSpec::Release { bake, model } => self.release(&cx, bake, &model).await,
+            NodeSpec::Dispose {
+                series,
+                runtime,
+                keep,
+                ephemeral,
+            } => {
+                let keep = csis_cache::retention::keep_for(ephemeral, keep, None);
+                self.dispose(&cx, &series, &runtime, keep).await
             }
         }
+    }
+
+    /// A release node (core.md §5.4): after its image's retag, release the
+    /// build this run made if it qualifies. A head that does not qualify
+    /// yet is reported, not a failure; a failed release (the mark on the
+    /// runtime) fails the node, and with it the build's exit code.
+    async fn release(
+        &self,
+        cx: &NodeContext,
+        bake: NodeId,
+        model: &str,
+    ) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        let spec = self
+            .session
+            .compiled
+            .bake_spec(bake)
+            .cloned()
+            .ok_or_else(|| NodeError::new("release without bake"))?;
+        let (series, runtime) = (spec.series.as_str(), spec.runtime.as_str());
+        let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+            cx.log(format!(
+                "{series} on {runtime}: no build made in this run, nothing to release"
+            ));
+            return Ok(NodeOutput::none());
+        };
+        let _meta = self.meta_lock.lock().await;
+        // The series' records as recorded so far (this run's bakes included).
+        let lineage = self
+            .recorder
+            .read(|l, _| records_of(l, series, None))
+            .map_err(NodeError::new)?;
+        let rt = self.runtimes.get(runtime).cloned();
+        let tree = &self.session.tree;
+        let outcome = crate::cmd::release::release_in_build(
+            tree,
+            lineage,
+            series,
+            runtime,
+            model,
+            &self.run_id,
+            rt,
+        )
+        .await
+        .map_err(|e| NodeError::new(format!("{e:#}")))?;
+        match outcome {
+            Ok(line) => {
+                cx.log(line.clone());
+                self.renderer.note(&format!("{}: {line}", cx.label()));
+                let released = line.starts_with("released ");
+                Ok(NodeOutput::new(json!({
+                    "build_id": build,
+                    "model": model,
+                    "released": released,
+                    "message": line,
+                })))
+            }
+            Err(why) => {
+                cx.log(why.clone());
+                Err(NodeError::new(why))
+            }
+        }
+    }
+
+    /// A dispose node (core.md §5.3): the retention of its (series,
+    /// runtime) once its bake is recorded. Never a build in use: the plan
+    /// keeps releases and pinned or launched builds (as debt), the runtime
+    /// is asked for live references, and [`order_dispose_nodes`] runs this
+    /// node after every bake of this run that stands on a build of the
+    /// series, and after the series' release on the runtime.
+    async fn dispose(
+        &self,
+        cx: &NodeContext,
+        series: &str,
+        runtime: &str,
+        keep: Option<u32>,
+    ) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        let _meta = self.meta_lock.lock().await;
+        let (lineage, pins) = self
+            .recorder
+            .read(|l, p| {
+                let l = records_of(l, series, Some(runtime));
+                let ids: std::collections::BTreeSet<&str> =
+                    l.builds.iter().map(|b| b.build_id.as_str()).collect();
+                // Only what protects these builds (the retention reads no more).
+                let to_these = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+                    m.iter()
+                        .filter(|(_, b)| ids.contains(b.as_str()))
+                        .map(|(k, b)| (k.clone(), b.clone()))
+                        .collect()
+                };
+                let pins = csis_cache::Pins {
+                    images: to_these(&p.images),
+                    instances: to_these(&p.instances),
+                    ..Default::default()
+                };
+                (l, pins)
+            })
+            .map_err(NodeError::new)?;
+        let rt = self.runtime(runtime)?.clone();
+        let runtime_of = |name: &str| {
+            if name == runtime {
+                Ok(rt.clone())
+            } else {
+                Err(format!("runtime {name} is not this node's ({runtime})"))
+            }
+        };
+        let disposed = Mutex::new(Vec::<String>::new());
+        let forget = |build_id: &str| -> Result<Vec<String>> {
+            let removed = self.recorder.update(|l, p| {
+                csis_cache::retention::forget_build(l, p, build_id, Some(&self.run_id))
+            })?;
+            disposed.lock().unwrap().push(build_id.to_string());
+            Ok(removed)
+        };
+        let d = crate::cmd::dispose::Disposer {
+            runtime: &runtime_of,
+            forget: &forget,
+        };
+        let problems = Mutex::new(Vec::<String>::new());
+        let label = cx.label().to_string();
+        let out = |line: String| {
+            if line.starts_with("refused:")
+                || line.starts_with("error:")
+                || line == "nothing was deleted"
+            {
+                problems.lock().unwrap().push(line.clone());
+            }
+            cx.log(line.clone());
+            self.renderer.note(&format!("{label}: {line}"));
+        };
+        let code = crate::cmd::dispose::retention_in_build(
+            &self.session.tree,
+            &lineage,
+            &pins,
+            (series, runtime, keep),
+            &d,
+            &out,
+        )
+        .await
+        .map_err(|e| NodeError::new(format!("{e:#}")));
+        // What the runtime held may be gone now: recovery asks again.
+        self.images.lock().await.remove(runtime);
+        let disposed = disposed.into_inner().unwrap();
+        if code? != 0 {
+            let problems = problems.into_inner().unwrap();
+            return Err(NodeError::new(problems.join("; ")));
+        }
+        Ok(NodeOutput::new(json!({ "disposed": disposed })))
     }
 
     fn placeholder_parent(&self, spec: &BakeSpec) -> BakeParent {
@@ -726,4 +850,74 @@ fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
             },
         })
         .collect()
+}
+
+/// The builds of `series` (on `runtime`, or every runtime): all a release
+/// or a retention of that series reads, copied out of the recorder.
+fn records_of(l: &csis_cache::Lineage, series: &str, runtime: Option<&str>) -> csis_cache::Lineage {
+    let mut out = csis_cache::Lineage::default();
+    for b in &l.builds {
+        if b.series == series && runtime.is_none_or(|r| b.runtime.as_deref() == Some(r)) {
+            out.builds.push(b.clone());
+        }
+    }
+    out
+}
+
+/// Ordering edges the compiled graph does not carry, for the dispose nodes
+/// that will run: a dispose node of (series, runtime) runs after
+/// - every due bake on that runtime whose parent is a build of the series
+///   (`source_image` under either policy, or a fixed `image_identifier`
+///   that is one of its recorded builds): those bakes stand on a build of
+///   the series until they are recorded, and a follow child moves its pin
+///   off the old parent build only when its bake is recorded;
+/// - the series' own release node on that runtime: a build to release is
+///   not disposed first (on an ephemeral runtime the new build would go).
+///
+/// Nothing depends on a dispose node, so no edge can close a cycle. The
+/// edges are `Order` (never hashed) and added after fingerprints and plan;
+/// the scheduler counts only due dependencies, so a bake that is current
+/// or not selected holds nothing up.
+fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
+    let c = &session.compiled;
+    let mut disposes: HashMap<(&str, &str), NodeId> = HashMap::new();
+    for n in plan.nodes.iter().filter(|n| n.due) {
+        if let NodeSpec::Dispose {
+            series, runtime, ..
+        } = c.spec(n.id)
+        {
+            disposes.insert((series.as_str(), runtime.as_str()), n.id);
+        }
+    }
+    if disposes.is_empty() {
+        return session;
+    }
+    let mut edges = Vec::new();
+    for n in plan.nodes.iter().filter(|n| n.due) {
+        let key = match c.spec(n.id) {
+            NodeSpec::Bake(b) => match &b.parent {
+                ParentSpec::Image { series, .. } => Some((series.clone(), b.runtime.clone())),
+                ParentSpec::Fixed { id } => session
+                    .lineage
+                    .find(id)
+                    .map(|r| (r.series.clone(), b.runtime.clone())),
+                ParentSpec::Vendor { .. } => None,
+            },
+            NodeSpec::Release { bake, .. } => c
+                .bake_spec(*bake)
+                .map(|b| (b.series.clone(), b.runtime.clone())),
+            _ => None,
+        };
+        if let Some(d) = key.and_then(|(s, r)| disposes.get(&(s.as_str(), r.as_str())).copied()) {
+            edges.push((d, n.id));
+        }
+    }
+    for (d, dep) in edges {
+        session
+            .compiled
+            .graph
+            .add_dep(d, dep, csis_engine::Dep::Order)
+            .expect("both nodes are in the graph");
+    }
+    session
 }

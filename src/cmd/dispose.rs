@@ -16,7 +16,7 @@ use csis_cache::retention::{
     forget_build, plan_dispose, DisposePlan, DisposeRequest, LaunchParams, PlanInputs, Protections,
     Selection,
 };
-use csis_cache::MetaState;
+use csis_cache::{Lineage, MetaState, Pins};
 use csis_runtime::{DynRuntime, RuntimeError};
 
 use super::state::{declared_runtimes, keep_for, load_tree, settle_journal, take_lock, tokio_rt};
@@ -139,8 +139,8 @@ pub(crate) fn execute(
 /// Print the plan (dry run) or carry it out; every line goes to `out`
 /// (lines starting `refused:`, `error:` or `warning:` are problems).
 /// Returns the exit code (0 done, 1 refused or failed). Callers hold the
-/// tree lock. `csis build` can call this (with [`compute_plan`] and
-/// `Selection::Retention`) from its async scheduler for its dispose nodes.
+/// tree lock. The runtimes are constructed here; the records are read and
+/// written in `meta-state/` (the journal settled by the caller).
 pub(crate) async fn execute_async(
     tree: &csis_rules::Tree,
     meta: &MetaState,
@@ -148,10 +148,48 @@ pub(crate) async fn execute_async(
     dry_run: bool,
     out: &(dyn Fn(String) + Send + Sync),
 ) -> Result<u8> {
-    for d in &plan.debt {
+    let run = csis_cache::run_id_now();
+    let runtime = |name: &str| crate::wiring::runtime(tree, name).map_err(|e| format!("{e:#}"));
+    let forget = |build_id: &str| -> Result<Vec<String>> {
+        let mut lineage = meta.lineage()?;
+        let mut pins = meta.pins()?;
+        let removed = forget_build(&mut lineage, &mut pins, build_id, Some(&run));
+        meta.save_lineage(&lineage)?;
+        if !removed.is_empty() {
+            meta.save_pins(&pins)?;
+        }
+        Ok(removed)
+    };
+    let d = Disposer {
+        runtime: &runtime,
+        forget: &forget,
+    };
+    execute_with(plan, dry_run, &d, out).await
+}
+
+/// How a disposal reaches the runtimes and the records.
+pub(crate) struct Disposer<'a> {
+    /// The runtime of a name (an error refuses the whole plan).
+    pub runtime: &'a (dyn Fn(&str) -> Result<DynRuntime, String> + Send + Sync),
+    /// Remove a disposed build's record and every image pin to it, written
+    /// at once; returns the pin keys removed.
+    pub forget: &'a (dyn Fn(&str) -> Result<Vec<String>> + Send + Sync),
+}
+
+/// [`execute_async`] with the runtimes and records given: the debt, then
+/// (unless a dry run) every runtime and its live references checked before
+/// anything is deleted, then one build at a time, children first: the
+/// runtime's `dispose_image`, a read-back, and only then the record.
+pub(crate) async fn execute_with(
+    plan: &DisposePlan,
+    dry_run: bool,
+    d: &Disposer<'_>,
+    out: &(dyn Fn(String) + Send + Sync),
+) -> Result<u8> {
+    for debt in &plan.debt {
         out(format!(
             "kept (retention debt): {} ({} on {}): {}",
-            d.build_id, d.series, d.runtime, d.reason
+            debt.build_id, debt.series, debt.runtime, debt.reason
         ));
     }
     if plan.items.is_empty() {
@@ -176,16 +214,16 @@ pub(crate) async fn execute_async(
         }
         return Ok(0);
     }
-    // Construct every runtime first: a runtime that cannot be reached
-    // refuses the whole request before anything is deleted.
+    // Every runtime first: a runtime that cannot be reached refuses the
+    // whole request before anything is deleted.
     let mut rts: BTreeMap<String, DynRuntime> = BTreeMap::new();
     let mut refusals = Vec::new();
     for name in plan.runtimes() {
-        match crate::wiring::runtime(tree, &name) {
+        match (d.runtime)(&name) {
             Ok(r) => {
                 rts.insert(name, r);
             }
-            Err(e) => refusals.push(format!("runtime {name}: {e:#}")),
+            Err(e) => refusals.push(format!("runtime {name}: {e}")),
         }
     }
     // Live references the runtime can see.
@@ -219,7 +257,6 @@ pub(crate) async fn execute_async(
         out("nothing was deleted".into());
         return Ok(1);
     }
-    let run = csis_cache::run_id_now();
     for it in &plan.items {
         let rt = &rts[&it.runtime];
         let existed = match rt.dispose_image(&it.build_id).await {
@@ -250,13 +287,7 @@ pub(crate) async fn execute_async(
                 return Ok(1);
             }
         }
-        let mut lineage = meta.lineage()?;
-        let mut pins = meta.pins()?;
-        let removed = forget_build(&mut lineage, &mut pins, &it.build_id, Some(&run));
-        meta.save_lineage(&lineage)?;
-        if !removed.is_empty() {
-            meta.save_pins(&pins)?;
-        }
+        let removed = (d.forget)(&it.build_id)?;
         out(format!(
             "disposed {} ({} on {}){}",
             it.build_id,
@@ -271,49 +302,51 @@ pub(crate) async fn execute_async(
     Ok(0)
 }
 
-/// Does the tree declare retention anywhere (an image's `retention`, a
-/// runtime's `retention_keep`, an ephemeral runtime)? When it does,
-/// `csis build` ends with the retention (core.md §5.3).
-#[allow(dead_code)]
-pub(crate) fn retention_declared(tree: &csis_rules::Tree) -> bool {
-    tree.images.iter().any(|i| i.model.retention.is_some())
-        || tree
-            .runtimes
-            .iter()
-            .any(|r| r.common.ephemeral || r.common.retention_keep.is_some())
-}
-
-/// The retention at the end of `csis build`: computed from the records as
-/// they are after the build's bakes were recorded, on every runtime (or
-/// `runtime`), children before parents, live references checked. Does
-/// nothing (and says nothing) when no retention is declared. Call it with
-/// the tree lock held and OUTSIDE the engine run: the build's `Recorder`
-/// holds lineage in memory and writes it whole, so a disposal must not
-/// interleave with a bake being recorded. Returns 0, or 1 when refused or
-/// failed. Not async: it runs its own current-thread tokio runtime.
-#[allow(dead_code)]
-pub(crate) fn retention_after_build(
+/// The dispose node of `csis build` (core.md §5.3) for `series` on
+/// `runtime`, run once the build's bake of it is recorded: the retention
+/// plan of that one (series, runtime) with `keep` (0 on an ephemeral
+/// runtime), then the disposals, children first, live references checked.
+///
+/// `lineage` and `pins` are the records as the build's `Recorder` holds
+/// them (this run's bakes included); releases and launch records are read
+/// from `meta-state/`. The caller holds the tree lock, serializes the
+/// writers of `meta-state/`, and orders the node after every bake of this
+/// run that stands on a build of the series (`d.forget` goes through the
+/// recorder). Returns 0, or 1 when refused or failed (the lines say why).
+pub(crate) async fn retention_in_build(
     tree: &csis_rules::Tree,
-    runtime: Option<&str>,
+    lineage: &Lineage,
+    pins: &Pins,
+    (series, runtime, keep): (&str, &str, Option<u32>),
+    d: &Disposer<'_>,
     out: &(dyn Fn(String) + Send + Sync),
 ) -> Result<u8> {
-    if !retention_declared(tree) {
-        return Ok(0);
-    }
     let meta = MetaState::of_tree(tree.root());
+    let releases = meta.releases()?;
+    let launches = LaunchParams::load(&meta)?;
+    let prot = Protections::from_records(pins, &releases, &launches);
+    let configured = declared_runtimes(tree);
+    let inp = PlanInputs {
+        lineage,
+        protections: &prot,
+        configured_runtimes: &configured,
+        now: SystemTime::now(),
+    };
     let req = DisposeRequest {
         selection: Selection::Retention,
-        runtime: runtime.map(str::to_string),
+        runtime: Some(runtime.to_string()),
         min_age_days: None,
     };
-    match compute_plan(tree, &meta, &req)? {
+    let only = |s: &str, r: &str| keep.filter(|_| s == series && r == runtime);
+    match plan_dispose(inp, &req, &only) {
         Err(refusals) => {
             for r in refusals {
                 out(format!("refused: {r}"));
             }
+            out("nothing was deleted".into());
             Ok(1)
         }
-        Ok(plan) => tokio_rt()?.block_on(execute_async(tree, &meta, &plan, false, out)),
+        Ok(plan) => execute_with(&plan, false, d, out).await,
     }
 }
 
@@ -377,14 +410,48 @@ mod tests {
         (tmp, tree)
     }
 
+    /// The dispose node's work on records read from `meta-state/`.
+    fn retention_of(
+        tree: &csis_rules::Tree,
+        series: &str,
+        keep: Option<u32>,
+        out: &(dyn Fn(String) + Send + Sync),
+    ) -> u8 {
+        let meta = MetaState::of_tree(tree.root());
+        let (lineage, pins) = (meta.lineage().unwrap(), meta.pins().unwrap());
+        let runtime = |n: &str| crate::wiring::runtime(tree, n).map_err(|e| format!("{e:#}"));
+        let forget = |id: &str| -> Result<Vec<String>> {
+            let (mut l, mut p) = (meta.lineage()?, meta.pins()?);
+            let removed = forget_build(&mut l, &mut p, id, None);
+            meta.save_lineage(&l)?;
+            meta.save_pins(&p)?;
+            Ok(removed)
+        };
+        let d = Disposer {
+            runtime: &runtime,
+            forget: &forget,
+        };
+        tokio_rt()
+            .unwrap()
+            .block_on(retention_in_build(
+                tree,
+                &lineage,
+                &pins,
+                (series, "sim", keep),
+                &d,
+                out,
+            ))
+            .unwrap()
+    }
+
     #[test]
-    fn retention_after_build_disposes_beyond_keep_and_is_silent_without_retention() {
+    fn retention_in_build_disposes_beyond_keep_of_its_series_only() {
         let lines = Mutex::new(Vec::new());
         let out = |l: String| lines.lock().unwrap().push(l);
         let (_t, tree) = tree_with_builds(None);
-        assert!(!retention_declared(&tree));
-        assert_eq!(retention_after_build(&tree, None, &out).unwrap(), 0);
-        assert!(lines.lock().unwrap().is_empty());
+        // no keep count: nothing planned
+        assert_eq!(retention_of(&tree, "deb12", None, &out), 0);
+        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
         assert_eq!(
             MetaState::of_tree(tree.root())
                 .lineage()
@@ -393,10 +460,14 @@ mod tests {
                 .len(),
             3
         );
+        // another series' node leaves deb12 alone, whatever the keep
+        lines.lock().unwrap().clear();
+        assert_eq!(retention_of(&tree, "web", Some(1), &out), 0);
+        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
 
+        lines.lock().unwrap().clear();
         let (_t, tree) = tree_with_builds(Some(1));
-        assert!(retention_declared(&tree));
-        assert_eq!(retention_after_build(&tree, None, &out).unwrap(), 0);
+        assert_eq!(retention_of(&tree, "deb12", Some(1), &out), 0);
         let got = lines.lock().unwrap().clone();
         assert_eq!(
             got,

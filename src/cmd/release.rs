@@ -17,6 +17,7 @@ use csis_cache::release_rules::{
 };
 use csis_cache::{head_unrevoked, BuildRecord, MetaState, Releases, Revocations};
 use csis_rules::Tree;
+use csis_runtime::DynRuntime;
 
 use super::state::{load_tree, take_lock, tokio_rt};
 use crate::GlobalArgs;
@@ -234,28 +235,65 @@ fn do_release(
         }
         return Ok(0);
     }
-    if let Some(rt) = &rt {
-        if let Err(e) = tokio_rt()?.block_on(rt.release(&rec.build_id, series, model)) {
-            eprintln!(
-                "error: the release mark of {} on {runtime} failed: {e}; nothing recorded",
-                rec.build_id
-            );
-            return Ok(1);
+    let run = csis_cache::run_id_now();
+    let what = ReleaseOf {
+        rec,
+        series,
+        runtime,
+        model,
+        note,
+        run: &run,
+    };
+    match tokio_rt()?.block_on(release_build(&ctx.meta, releases, what, rt.as_ref()))? {
+        Ok(line) => {
+            out(line);
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
         }
     }
-    let run = csis_cache::run_id_now();
-    record_release(releases, rec, series, model, Some(&run), note);
-    ctx.meta.save_releases(releases)?;
-    out(format!(
-        "released {} as {model} of {series} on {runtime}{}",
-        rec.build_id,
-        if apply {
+}
+
+/// One release to carry out.
+struct ReleaseOf<'a> {
+    rec: &'a BuildRecord,
+    series: &'a str,
+    runtime: &'a str,
+    model: &'a str,
+    note: Option<&'a str>,
+    run: &'a str,
+}
+
+/// Mark the build released on its runtime (`apply`: `config.apply_release`
+/// holds for the runtime), then record the release in `releases.yaml`
+/// (atomically). `Ok(Ok(line))` says what was done; `Ok(Err(why))` is a
+/// failed mark, with nothing recorded.
+async fn release_build(
+    meta: &MetaState,
+    releases: &mut Releases,
+    r: ReleaseOf<'_>,
+    apply: Option<&DynRuntime>,
+) -> Result<Result<String, String>> {
+    let (id, series, runtime, model) = (&r.rec.build_id, r.series, r.runtime, r.model);
+    if let Some(rt) = apply {
+        if let Err(e) = rt.release(id, series, model).await {
+            return Ok(Err(format!(
+                "the release mark of {id} on {runtime} failed: {e}; nothing recorded"
+            )));
+        }
+    }
+    record_release(releases, r.rec, series, model, Some(r.run), r.note);
+    meta.save_releases(releases)?;
+    Ok(Ok(format!(
+        "released {id} as {model} of {series} on {runtime}{}",
+        if apply.is_some() {
             " (marked on the runtime)"
         } else {
             ""
         }
-    ));
-    Ok(0)
+    )))
 }
 
 fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Result<ExitCode> {
@@ -305,59 +343,76 @@ fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Res
     Ok(ExitCode::from(worst))
 }
 
-/// The release lifecycle at the end of `csis build` (core.md §5.4): for each
-/// image that declares `release: {model}` and baked in this run, release its
-/// new head if it qualifies (in-bake tests passed, post-bake tests where
-/// required, not revoked). Runs with the build's tree lock held, after the
-/// bakes are recorded, outside the engine run. Returns 0, or 1 when a
-/// release mark failed; a build that does not qualify is reported, not an
-/// error.
-pub(crate) fn release_after_build(
+/// The release node of `csis build` (core.md §5.4) for `series` on
+/// `runtime`, run as soon as the build's bake of it is recorded (after its
+/// retag): release, as `model`, the series head if it qualifies (in-bake
+/// tests passed, post-bake tests where required, not revoked) and is not
+/// the current release of that model already.
+///
+/// `lineage` holds (at least) the series' records as the build's
+/// `Recorder` holds them, this run's bakes included; the other records are
+/// read from `meta-state/`.
+/// The caller holds the tree lock and serializes the writers of
+/// `meta-state/` (`releases.yaml` is read and written here). `rt` is the
+/// runtime the build constructed, for the release mark (`apply_release`).
+///
+/// `Ok(Ok(line))`: what was released, or why nothing was (a head that does
+/// not qualify yet is not an error). `Ok(Err(why))`: the release failed
+/// (the mark on the runtime, or the runtime cannot be reached): nothing is
+/// recorded and the node fails.
+pub(crate) async fn release_in_build(
     tree: &Tree,
-    baked: &[(String, String)],
-    out: &dyn Fn(String),
-) -> Result<u8> {
-    if !tree.images.iter().any(|i| i.model.release.is_some()) {
-        return Ok(0);
-    }
+    lineage: csis_cache::Lineage,
+    series: &str,
+    runtime: &str,
+    model: &str,
+    run: &str,
+    rt: Option<DynRuntime>,
+) -> Result<Result<String, String>> {
     let meta = MetaState::of_tree(tree.root());
     let ctx = Ctx {
-        lineage: super::state::records(tree.root())?.0,
+        lineage,
         revs: Revocations::load(&meta)?,
         image_tests: ImageTests::load(&meta)?,
         mod_tests: ModTests::load(&meta)?,
         meta,
     };
     let mut releases = ctx.meta.releases()?;
-    let mut worst = 0u8;
-    for (series, rt) in baked {
-        let Some(image) = tree.image(series).filter(|i| &i.name == series) else {
-            continue;
-        };
-        let Some(rel) = &image.model.release else {
-            continue;
-        };
-        let rules = rules_for(tree, series);
-        match declared_candidate(ctx.recs(), &releases, series, rt, &rel.model, rules) {
-            Ok(Some(rec)) => {
-                let rec = rec.clone();
-                let code = do_release(
-                    tree,
-                    &ctx,
-                    &mut releases,
-                    &rec,
-                    series,
-                    rt,
-                    &rel.model,
-                    None,
-                    false,
-                    out,
-                )?;
-                worst = worst.max(code);
-            }
-            Ok(None) => {}
-            Err(e) => out(format!("{series} on {rt}: not released: {e}")),
+    let rules = rules_for(tree, series);
+    let rec = match declared_candidate(ctx.recs(), &releases, series, runtime, model, rules) {
+        Ok(Some(rec)) => rec.clone(),
+        Ok(None) => {
+            let head = head_unrevoked(&ctx.lineage, &ctx.revs, series, runtime)
+                .map(|h| h.build_id.clone())
+                .unwrap_or_default();
+            return Ok(Ok(format!(
+                "{head} is already the current {model} release of {series}"
+            )));
         }
-    }
-    Ok(worst)
+        Err(e) => return Ok(Ok(format!("{series} on {runtime}: not released: {e}"))),
+    };
+    let apply = if tree.config.config.apply_release.allows(&[runtime]) {
+        match rt {
+            Some(r) => Some(r),
+            None => match crate::wiring::runtime(tree, runtime) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "refused: {e:#} (apply_release is on for {runtime})"
+                    )))
+                }
+            },
+        }
+    } else {
+        None
+    };
+    let what = ReleaseOf {
+        rec: &rec,
+        series,
+        runtime,
+        model,
+        note: None,
+        run,
+    };
+    release_build(&ctx.meta, &mut releases, what, apply.as_ref()).await
 }
