@@ -129,6 +129,38 @@ impl Tree {
         .unwrap()
     }
 
+    /// Replace `from` (which must be there) by `to` in a file of the tree.
+    fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = std::fs::read_to_string(self.root.join(rel)).unwrap();
+        assert!(text.contains(from), "{rel} lacks {from:?}");
+        self.write(rel, &text.replacen(from, to, 1));
+    }
+
+    /// `csis build --json` with `CSIS_DUMMY_FAIL` set to `fail` (if any):
+    /// the exit code, the events, stderr.
+    fn build_json(&self, extra: &[&str], fail: Option<&str>) -> (i32, Vec<Value>, String) {
+        let mut c = Command::cargo_bin("csis").unwrap();
+        c.arg("-C")
+            .arg(&self.root)
+            .args(["build", "--json"])
+            .args(extra)
+            .env_remove("CSIS_DUMMY_FAIL");
+        if let Some(f) = fail {
+            c.env("CSIS_DUMMY_FAIL", f);
+        }
+        let out = c.output().unwrap();
+        let events = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+            .collect();
+        (
+            out.status.code().unwrap_or(-1),
+            events,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Three builds of every follow series (deb12, web, app), one of tools.
     fn three_generations(&self) {
         self.build(&[]);
@@ -723,4 +755,265 @@ fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     t.ok(&["state", "query"]);
     t.build(&["--no-state-query", "--force-bake", "deb12"]);
     assert!(t.store()["bakes"].as_array().unwrap().len() > bakes);
+}
+
+/// The position of the first `event` of `label` among the events.
+fn at(ev: &[Value], event: &str, label: &str) -> usize {
+    ev.iter()
+        .position(|e| e["event"] == event && e["label"] == label)
+        .unwrap_or_else(|| panic!("no {event} event for {label} in {ev:#?}"))
+}
+
+fn has(ev: &[Value], event: &str, label: &str) -> bool {
+    ev.iter()
+        .any(|e| e["event"] == event && e["label"] == label)
+}
+
+const APP: &str = "  - name: app\n    source_image: web\n    parent_policy: follow\n";
+const APP_RELEASED: &str =
+    "  - name: app\n    source_image: web\n    parent_policy: follow\n    release: {model: beta}\n";
+const TOOLS: &str = "  - name: tools\n    source_image: web\n";
+const TOOLS_SLOW: &str =
+    "  - name: tools\n    source_image: web\n    config: {dummy_bake_seconds: 3}\n";
+
+const RUNTIME_EPHEMERAL: &str = "runtime_builders:
+  - name: sim
+    type: dummy
+    is_default: true
+    default_machine_type: small
+    ephemeral: true
+";
+
+/// A release node releases its image's new build inside the run: after that
+/// image's retag, while an independent branch (tools, a 3 s bake) still bakes.
+#[test]
+fn a_release_node_releases_during_the_run() {
+    let t = Tree::new();
+    t.edit("images/images.yaml", APP, APP_RELEASED);
+    t.edit("images/images.yaml", TOOLS, TOOLS_SLOW);
+    let (code, ev, err) = t.build_json(&[], None);
+    assert_eq!(code, 0, "{err}");
+    let app = t.ids("app")[0].clone();
+    let retag = at(&ev, "finished", "//images/app@sim:retag");
+    let started = at(&ev, "started", "//images/app@sim:release");
+    let released = at(&ev, "finished", "//images/app@sim:release");
+    let slow_started = at(&ev, "started", "//images/tools@sim:bake");
+    let slow = at(&ev, "finished", "//images/tools@sim:bake");
+    assert!(retag < started && started < released, "{ev:#?}");
+    assert!(
+        slow_started < released && released < slow,
+        "the release waited for the slow branch: {ev:#?}"
+    );
+    assert!(
+        err.contains(&format!(
+            "//images/app@sim:release: released {app} as beta of app on sim (marked on the runtime)"
+        )),
+        "{err}"
+    );
+    let rel = t.meta().releases().unwrap();
+    assert_eq!(rel.current["beta"]["app"], app);
+    assert_eq!(rel.releases.len(), 1);
+    assert_eq!(t.store()["images"][&app]["tags"]["csis_release"], "beta");
+
+    // nothing due: no release node runs, nothing new is released
+    let (code, ev, _) = t.build_json(&[], None);
+    assert_eq!(code, 0);
+    assert!(!ev.iter().any(|e| e["kind"] == "release"), "{ev:#?}");
+    assert_eq!(t.meta().releases().unwrap().releases.len(), 1);
+    // a dry run releases nothing either
+    let (code, ev, _) = t.build_json(&["--dry-run", "--force-bake", "app"], None);
+    assert_eq!(code, 0);
+    assert!(!ev.iter().any(|e| e["kind"] == "release"), "{ev:#?}");
+    assert_eq!(t.meta().releases().unwrap().releases.len(), 1);
+    // a new app build is released by the build that bakes it
+    let (code, _, err) = t.build_json(&["--force-bake", "app"], None);
+    assert_eq!(code, 0, "{err}");
+    let app2 = t.ids("app")[1].clone();
+    let rel = t.meta().releases().unwrap();
+    assert_eq!(rel.current["beta"]["app"], app2);
+    assert_eq!(rel.releases.len(), 2);
+}
+
+/// A release that fails (here: the runtime's release mark) fails its node
+/// and the build's exit code; only what depends on it (the same image's
+/// dispose node) does not run, every other branch finishes.
+#[test]
+fn a_failing_release_fails_the_build_and_stops_only_its_descendants() {
+    let t = Tree::new();
+    t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
+    t.edit("images/images.yaml", APP, APP_RELEASED);
+    let (code, ev, err) = t.build_json(&[], Some("release:app"));
+    assert_eq!(code, 1, "{err}");
+    let failed: Vec<&Value> = ev.iter().filter(|e| e["event"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{ev:#?}");
+    assert_eq!(failed[0]["label"], "//images/app@sim:release");
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(error.contains("fails on purpose"), "{error}");
+    assert!(error.contains("nothing recorded"), "{error}");
+    let not_run: Vec<&Value> = ev.iter().filter(|e| e["event"] == "not_run").collect();
+    assert_eq!(not_run.len(), 1, "{ev:#?}");
+    assert_eq!(not_run[0]["label"], "//images/app@sim:dispose");
+    assert_eq!(not_run[0]["reason"], "//images/app@sim:release failed");
+    for l in [
+        "//os/deb12@sim:bake",
+        "//images/web@sim:bake",
+        "//images/app@sim:bake",
+        "//images/tools@sim:bake",
+        "//images/app@sim:retag",
+        "//os/deb12@sim:dispose",
+        "//images/web@sim:dispose",
+        "//images/tools@sim:dispose",
+    ] {
+        assert!(has(&ev, "finished", l), "{l} did not finish: {ev:#?}");
+    }
+    let summary = ev.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(
+        (summary["failed"].as_u64(), summary["baked"].as_u64()),
+        (Some(1), Some(4))
+    );
+    assert!(t.meta().releases().unwrap().current.is_empty());
+    // the build is recorded all the same; `release --declared` releases it
+    let app = t.ids("app")[0].clone();
+    let out = t.ok(&["release", "--declared"]);
+    assert!(
+        out.contains(&format!("released {app} as beta of app on sim")),
+        "{out}"
+    );
+}
+
+/// Dispose nodes apply `retention_keep` inside the run, after the bakes that
+/// stand on their series' builds, and keep every build in use (an
+/// instance, a release, a child's pin).
+#[test]
+fn dispose_nodes_dispose_beyond_keep_and_never_a_build_in_use() {
+    let t = Tree::new();
+    t.three_generations();
+    let (b, w, a) = (t.ids("deb12"), t.ids("web"), t.ids("app"));
+    let tools = t.ids("tools");
+    // an instance on the first app build; the second web build released
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-1".into(), a[0].clone());
+    t.meta().save_pins(&pins).unwrap();
+    t.ok(&["release", "web", "--build", &w[1], "--model", "prod"]);
+    assert_eq!(t.meta().pins().unwrap().images["tools@sim"], w[0]);
+    t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
+
+    let (code, ev, err) = t.build_json(&["--force-bake", "deb12"], None);
+    assert_eq!(code, 0, "{err}");
+    // each dispose node runs after the bakes that stand on its series
+    assert!(
+        at(&ev, "finished", "//images/web@sim:bake") < at(&ev, "started", "//os/deb12@sim:dispose"),
+        "{ev:#?}"
+    );
+    assert!(
+        at(&ev, "finished", "//images/app@sim:bake")
+            < at(&ev, "started", "//images/web@sim:dispose"),
+        "{ev:#?}"
+    );
+    for l in [
+        "//os/deb12@sim:dispose",
+        "//images/web@sim:dispose",
+        "//images/app@sim:dispose",
+    ] {
+        assert!(has(&ev, "finished", l), "{l}: {ev:#?}");
+    }
+    // tools did not bake (pinned to w[0]): its dispose node does not run
+    assert!(!ev
+        .iter()
+        .any(|e| e["label"] == "//images/tools@sim:dispose"));
+
+    let (b3, w3, a3) = (
+        t.ids("deb12").last().unwrap().clone(),
+        t.ids("web").last().unwrap().clone(),
+        t.ids("app").last().unwrap().clone(),
+    );
+    assert_eq!(t.ids("deb12"), vec![b3.clone()]);
+    assert_eq!(t.ids("web"), vec![w[0].clone(), w[1].clone(), w3.clone()]);
+    assert_eq!(t.ids("app"), vec![a[0].clone(), a3.clone()]);
+    assert_eq!(t.ids("tools"), tools);
+    let store = t.store_ids();
+    for gone in [&b[0], &b[1], &b[2], &w[2], &a[1], &a[2]] {
+        assert!(!store.contains(gone), "{gone} still in the store");
+        assert!(err.contains(&format!("disposed {gone} (")), "{err}");
+    }
+    for kept in [&b3, &w[0], &w[1], &w3, &a[0], &a3, &tools[0]] {
+        assert!(store.contains(kept), "{kept} was deleted");
+    }
+    for why in [
+        format!(
+            "kept (retention debt): {} (web on sim): pinned as the parent of image tools@sim",
+            w[0]
+        ),
+        format!(
+            "kept (retention debt): {} (web on sim): RELEASED build (prod)",
+            w[1]
+        ),
+        format!(
+            "kept (retention debt): {} (app on sim): pinned to instance vm-1",
+            a[0]
+        ),
+    ] {
+        assert!(err.contains(&why), "{why}\n{err}");
+    }
+    // the records hold the new pins; reality agrees with them
+    let pins = t.meta().pins().unwrap();
+    assert_eq!(pins.images["web@sim"], b3);
+    assert_eq!(pins.images["app@sim"], w3);
+    let mut p = pins;
+    p.instances.clear();
+    t.meta().save_pins(&p).unwrap();
+    let q = t.ok(&["state", "query", "--strict"]);
+    assert!(!q.contains("missing") && !q.contains("foreign"), "{q}");
+}
+
+/// On an ephemeral runtime (keep 0) a dispose node must not run while a
+/// child bakes from its series' new build: without the ordering the base
+/// build would go while web bakes from it. The children's pins keep the
+/// parents; the released app build is kept (its release runs first); the
+/// leaf tools build goes.
+#[test]
+fn on_an_ephemeral_runtime_dispose_nodes_wait_for_the_bakes_on_their_builds() {
+    let t = Tree::new();
+    t.write("cfg/runtime-builders.yml", RUNTIME_EPHEMERAL);
+    t.edit("images/images.yaml", APP, APP_RELEASED);
+    let (code, ev, err) = t.build_json(&[], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        at(&ev, "finished", "//images/web@sim:bake") < at(&ev, "started", "//os/deb12@sim:dispose"),
+        "{ev:#?}"
+    );
+    for c in ["app", "tools"] {
+        assert!(
+            at(&ev, "finished", &format!("//images/{c}@sim:bake"))
+                < at(&ev, "started", "//images/web@sim:dispose"),
+            "{ev:#?}"
+        );
+    }
+    assert!(
+        at(&ev, "finished", "//images/app@sim:release")
+            < at(&ev, "started", "//images/app@sim:dispose"),
+        "{ev:#?}"
+    );
+    let (b, w, a) = (t.ids("deb12"), t.ids("web"), t.ids("app"));
+    assert_eq!((b.len(), w.len(), a.len()), (1, 1, 1));
+    assert!(t.ids("tools").is_empty(), "the leaf's build goes");
+    assert!(
+        err.contains(&format!(
+            "kept (retention debt): {} (deb12 on sim): pinned as the parent of image web@sim",
+            b[0]
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "kept (retention debt): {} (app on sim): RELEASED build (beta)",
+            a[0]
+        )),
+        "{err}"
+    );
+    let store = t.store_ids();
+    assert_eq!(store, [&b[0], &w[0], &a[0]].into_iter().cloned().collect());
+    let q = t.ok(&["state", "query", "--strict"]);
+    assert!(!q.contains("missing") && !q.contains("foreign"), "{q}");
 }
