@@ -268,6 +268,21 @@ pub struct Fingerprints {
 }
 
 impl Fingerprints {
+    /// Fingerprints computed elsewhere for `graph`'s nodes (indexed by
+    /// [`NodeId::index`]), e.g. memoized per node by an incremental compile.
+    /// The caller vouches that each equals what [`Graph::fingerprints`]
+    /// computes; this only adds the topological order.
+    ///
+    /// # Panics
+    /// If `fps` does not hold one fingerprint per node.
+    pub fn from_computed(graph: &Graph, fps: Vec<Fingerprint>) -> Result<Self, CycleError> {
+        assert_eq!(fps.len(), graph.len(), "one fingerprint per node");
+        Ok(Fingerprints {
+            fps,
+            order: graph.topo_order()?,
+        })
+    }
+
     /// The fingerprint of `id`.
     pub fn get(&self, id: NodeId) -> Fingerprint {
         self.fps[id.index()]

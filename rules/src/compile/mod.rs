@@ -29,7 +29,7 @@
 //! Excluded: machine type, bake user, tags, run id, timestamps, what a vendor
 //! query resolves to today.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ impl PinSource for NoPins {
 }
 
 /// Where a bake starts from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ParentSpec {
     /// A base image: the vendor image the resolve node finds.
     Vendor { resolve: NodeId },
@@ -118,8 +118,65 @@ pub struct BakeSpec {
     pub dummy_bake_seconds: Option<f64>,
 }
 
+/// Equal when every field is: the mods (`ModInput` has no `PartialEq`)
+/// by their whole `Debug` rendering, which shows every field in order.
+impl PartialEq for BakeSpec {
+    fn eq(&self, o: &Self) -> bool {
+        let BakeSpec {
+            label,
+            series,
+            display,
+            runtime,
+            image_builder,
+            base,
+            final_name,
+            parent,
+            machine_type,
+            disk_size_gb,
+            bake_user,
+            package_manager,
+            family,
+            architecture,
+            mods,
+            tests,
+            tags,
+            capabilities,
+            mod_records,
+            chain,
+            update,
+            dummy_bake_seconds,
+        } = self;
+        *label == o.label
+            && *series == o.series
+            && *display == o.display
+            && *runtime == o.runtime
+            && *image_builder == o.image_builder
+            && *base == o.base
+            && *final_name == o.final_name
+            && *parent == o.parent
+            && *machine_type == o.machine_type
+            && *disk_size_gb == o.disk_size_gb
+            && *bake_user == o.bake_user
+            && *package_manager == o.package_manager
+            && *family == o.family
+            && *architecture == o.architecture
+            && *tests == o.tests
+            && *tags == o.tags
+            && *capabilities == o.capabilities
+            && *mod_records == o.mod_records
+            && *chain == o.chain
+            && *update == o.update
+            && *dummy_bake_seconds == o.dummy_bake_seconds
+            && mods.len() == o.mods.len()
+            && mods
+                .iter()
+                .zip(&o.mods)
+                .all(|(a, b)| format!("{a:?}") == format!("{b:?}"))
+    }
+}
+
 /// A resolve node's question.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResolveSpec {
     pub label: Label,
     pub series: String,
@@ -160,6 +217,7 @@ pub enum NodeSpec {
 }
 
 /// The compiled graph and what each node means.
+#[derive(Clone)]
 pub struct Compiled {
     pub graph: Graph,
     specs: Vec<NodeSpec>,
@@ -231,12 +289,12 @@ fn mod_idempotent(m: &ModInput) -> &'static str {
 
 /// A mod's fingerprint input (with per-file content hashes, so `--explain`
 /// names the file that changed) and its lineage record.
-fn mod_input_and_record(m: &ModInput) -> (Value, Value) {
+fn mod_input_and_record(m: &ModInput, hash: &mut dyn FnMut(&Path) -> String) -> (Value, Value) {
     let files: Vec<Value> = m
         .declared_files
         .iter()
         .zip(m.files.iter())
-        .map(|(d, abs)| json!({"path": d, "blake3": file_hash(abs)}))
+        .map(|(d, abs)| json!({"path": d, "blake3": hash(abs)}))
         .collect();
     let content = json!({
         "type": m.builder,
@@ -283,385 +341,610 @@ fn dummy_seconds(config: &crate::model::JsonMap) -> Option<f64> {
     })
 }
 
-/// Compile the tree into the graph. `pins` answers pinned parents.
+/// Compile the tree into the graph. `pins` answers pinned parents; the
+/// playbook and script files are hashed from disk ([`file_hash`], each file
+/// once per compile).
 pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileError> {
-    let mut g = Graph::new();
-    let mut specs: Vec<NodeSpec> = Vec::new();
-    let mut bakes: BTreeMap<(String, String), NodeId> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let ts = tree.execution.timestamp.clone();
+    let mut seen: HashMap<PathBuf, String> = HashMap::new();
+    compile_with(tree, pins, &mut |p: &Path| {
+        if let Some(h) = seen.get(p) {
+            return h.clone();
+        }
+        let h = file_hash(p);
+        seen.insert(p.to_path_buf(), h.clone());
+        h
+    })
+}
 
-    fn add(
-        g: &mut Graph,
-        specs: &mut Vec<NodeSpec>,
-        node: Node,
-        spec: NodeSpec,
-    ) -> Result<NodeId, CompileError> {
-        let id = g.add_node(node)?;
-        debug_assert_eq!(id.index(), specs.len());
-        specs.push(spec);
+/// [`compile`] with the content hash of every playbook and script file
+/// answered by `hash` (blake3 hex, or `missing`): the incremental compile
+/// answers from its inputs instead of the disk.
+///
+/// The compile is per series: [`os_unit`] for each OS builder,
+/// [`image_draft`] + [`finish_image`] for each image (parents first), and
+/// an [`Assembler`] that adds the units to the graph and links each image
+/// to its parent's bake.
+pub fn compile_with(
+    tree: &Tree,
+    pins: &dyn PinSource,
+    hash: &mut dyn FnMut(&Path) -> String,
+) -> Result<Compiled, CompileError> {
+    let mut a = Assembler::default();
+    for os in &tree.os_builders {
+        a.add(os_unit(tree, os)?)?;
+    }
+    for idx in image_order(tree) {
+        let draft = image_draft(tree, &tree.images[idx])?;
+        a.add(finish_image(draft, hash, pins))?;
+    }
+    Ok(a.finish())
+}
+
+/// Which kind of series a [`Unit`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SeriesKind {
+    /// An OS builder (a base image).
+    Os,
+    /// An image.
+    Image,
+}
+
+/// One series' share of the graph: its nodes on each active `runtimes[]`
+/// entry (that names a runtime and an image builder), in entry order. What
+/// depends on other series (the parent's bake node, whether an entry
+/// enters the graph at all) is left to the [`Assembler`]. Compared by
+/// value: the incremental compile backdates an unchanged unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    pub kind: SeriesKind,
+    /// The series (canonical name).
+    pub series: String,
+    pub entries: Vec<Entry>,
+}
+
+/// One runtime entry of a [`Unit`]: its nodes in graph order (resolve for
+/// an OS builder, bake, emit, retag, release with `release:`, dispose with
+/// retention).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub runtime: String,
+    resolve: Option<(Node, ResolveSpec)>,
+    /// The bake node without its inputs (`bake_inputs`; an image's draft
+    /// has no `mods` there yet).
+    bake: Node,
+    bake_inputs: Value,
+    /// `spec.parent` is set by the assembler (from `parent`); an image's
+    /// draft has no `mod_records` yet.
+    spec: BakeSpec,
+    parent: ParentLink,
+    emit: Node,
+    retag: Node,
+    release: Option<(Node, String)>,
+    dispose: Option<(Node, Option<u32>, bool)>,
+}
+
+/// Where an entry's bake starts from, before the graph exists.
+#[derive(Debug, Clone, PartialEq)]
+enum ParentLink {
+    /// The vendor image the entry's resolve node finds.
+    Vendor,
+    /// `image_identifier`.
+    Fixed(String),
+    /// The bake of the series `series` on the same runtime (an OS builder or
+    /// an image: by name, as the graph holds it).
+    Series {
+        series: String,
+        policy: ParentPolicy,
+        /// The pin in force (pinned policy), and its recorded fingerprint.
+        pinned_build: Option<String>,
+        pinned_fp: Option<Fingerprint>,
+    },
+}
+
+impl Entry {
+    /// The series this entry's bake hashes as its `parent` (follow, and
+    /// pinned while no recorded fingerprint is known), and the series whose
+    /// bake must exist on the runtime for the entry to enter the graph.
+    pub fn parent_series(&self) -> Option<(&str, bool)> {
+        match &self.parent {
+            ParentLink::Series {
+                series, pinned_fp, ..
+            } => Some((series.as_str(), pinned_fp.is_none())),
+            _ => None,
+        }
+    }
+
+    /// The fingerprints of this entry's nodes, in graph order, as
+    /// [`Graph::fingerprints`] computes them once the entry is in the
+    /// graph. `parent` is the fingerprint of the parent's bake (needed
+    /// when [`Entry::parent_series`] says it is hashed).
+    pub fn fingerprints(&self, parent: Option<Fingerprint>) -> Vec<Fingerprint> {
+        let own = |n: &Node| Fingerprint::compute(n.kind(), n.inputs(), &[]);
+        let mut out = Vec::with_capacity(6);
+        if let Some((n, _)) = &self.resolve {
+            out.push(own(n));
+        }
+        let dep = match &self.parent {
+            ParentLink::Series {
+                pinned_fp: Some(fp),
+                ..
+            } => Some(*fp),
+            ParentLink::Series { .. } => Some(parent.unwrap_or_default()),
+            ParentLink::Vendor | ParentLink::Fixed(_) => None,
+        };
+        let deps: Vec<(&str, Fingerprint)> = dep.map(|fp| ("parent", fp)).into_iter().collect();
+        out.push(Fingerprint::compute(
+            self.bake.kind(),
+            &self.bake_inputs,
+            &deps,
+        ));
+        out.push(own(&self.emit));
+        out.push(own(&self.retag));
+        if let Some((n, _)) = &self.release {
+            out.push(own(n));
+        }
+        if let Some((n, ..)) = &self.dispose {
+            out.push(own(n));
+        }
+        out
+    }
+}
+
+fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
+    match tree.runtime(runtime).and_then(|r| r.dummy()) {
+        Some(d) => ((secs.unwrap_or(d.bake_seconds).max(0.0) * 1000.0) as u64).max(1),
+        None => 600_000,
+    }
+}
+
+/// The follow-ups of a bake shared by bases and images: retag, release, dispose.
+fn follow_ups(
+    tree: &Tree,
+    target: &Label,
+    series: &str,
+    runtime: &str,
+    release: Option<&str>,
+    keep: Option<u32>,
+) -> (
+    Node,
+    Option<(Node, String)>,
+    Option<(Node, Option<u32>, bool)>,
+) {
+    let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
+    let retag = attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue));
+    let release = release.map(|model| {
+        (
+            attrs(
+                Node::new(target.clone(), "release")
+                    .with_policy(RunPolicy::WhenDependencyDue)
+                    .with_inputs(json!({"model": model})),
+            ),
+            model.to_string(),
+        )
+    });
+    let ephemeral = tree.runtime(runtime).is_some_and(|r| r.common.ephemeral);
+    let dispose = (keep.is_some() || ephemeral).then(|| {
+        (
+            attrs(
+                Node::new(target.clone(), "dispose")
+                    .with_policy(RunPolicy::WhenDependencyDue)
+                    .with_inputs(json!({"keep": keep, "ephemeral": ephemeral})),
+            ),
+            keep,
+            ephemeral,
+        )
+    });
+    (retag, release, dispose)
+}
+
+fn kind_label(target: &Label, kind: &str) -> Result<Label, CompileError> {
+    target
+        .with_kind(kind)
+        .map_err(|e| CompileError::Label(e.to_string()))
+}
+
+/// A placeholder until the assembler knows the parent's node.
+fn unlinked() -> ParentSpec {
+    ParentSpec::Fixed { id: String::new() }
+}
+
+/// An OS builder's unit: per active runtime entry a resolve, bake, emit,
+/// retag (+ dispose).
+pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, CompileError> {
+    let ts = &tree.execution.timestamp;
+    let mut entries = Vec::new();
+    for entry in os.active_runtimes() {
+        let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
+            continue;
+        };
+        let target = label("os", &os.name, &rt)?;
+        let arch = os_architecture(os);
+        let owners = tree.os_owners(os, entry);
+        let query = Value::Object(tree.os_query(os, entry).into_iter().collect());
+        let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
+        let vendor = json!({
+            "family": os.model.family,
+            "family_version": os.model.family_version,
+            "architecture": arch,
+            "query": Value::Object(os.model.query.clone().into_iter().collect()),
+            "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
+        });
+        let resolve = Node::new(target.clone(), "resolve")
+            .with_policy(RunPolicy::WhenDependentDue)
+            .with_inputs(json!({"vendor": vendor, "owners": owners}))
+            .with_attr("series", &os.name)
+            .with_attr("runtime", &rt);
+        let resolve_spec = ResolveSpec {
+            label: kind_label(&target, "resolve")?,
+            series: os.name.clone(),
+            runtime: rt.clone(),
+            family: os.model.family.clone(),
+            family_version: os.model.family_version.clone(),
+            architecture: arch.clone(),
+            owners,
+            query,
+            image_id: entry.entry.image_id.clone(),
+        };
+        let tests = tree.os_tests(os, entry);
+        let disk = tree.os_disk_size(os, entry);
+        let update = serde_json::to_value(os.model.effective_update()).unwrap_or(Value::Null);
+        let caps = serde_json::to_value(tree.os_capability_stamp(os)).unwrap_or(Value::Null);
+        let bake_inputs = json!({
+            "recipe": BAKE_RECIPE,
+            "series": os.name,
+            "parent": "vendor",
+            "capabilities": caps,
+            "mods": [],
+            "tests": tests_input(&tests),
+            "disk_size": disk,
+            "vendor": vendor,
+            "admin_user": os.model.admin_user,
+            "admin_public_keys": os.admin_public_keys,
+            "update": update,
+        });
+        let refresh = os.model.effective_update().refresh_days;
+        let mut bake = Node::new(target.clone(), "bake")
+            .with_pool(&rt)
+            .with_cost(bake_cost(tree, &rt, dummy_seconds(&os.model.config)))
+            .with_attr("series", &os.name)
+            .with_attr("runtime", &rt);
+        if let Some(d) = refresh {
+            bake = bake.with_attr("refresh_days", &d.to_string());
+        }
+        let tags: BTreeMap<String, String> = tree.os_tags(os, entry).into_iter().collect();
+        let spec = BakeSpec {
+            label: kind_label(&target, "bake")?,
+            series: os.name.clone(),
+            display: os.display.clone(),
+            runtime: rt.clone(),
+            image_builder: ib.clone(),
+            base: true,
+            final_name: format!("{}-{}-{}", os.display, rt, ts),
+            parent: unlinked(),
+            machine_type: tree.os_machine_type(entry),
+            disk_size_gb: disk,
+            bake_user: tree.os_bake_user(os, entry),
+            package_manager: Some(os.model.package_manager().to_string()),
+            family: Some(os.model.family.clone()),
+            architecture: Some(arch.clone()),
+            mods: Vec::new(),
+            tests,
+            tags,
+            capabilities: caps,
+            mod_records: Vec::new(),
+            chain: Vec::new(),
+            update: Some(update),
+            dummy_bake_seconds: dummy_seconds(&os.model.config),
+        };
+        let emit = Node::new(target.clone(), "emit")
+            .with_policy(RunPolicy::WhenDependentDue)
+            .with_attr("series", &os.name)
+            .with_attr("runtime", &rt);
+        let keep = tree.runtime(&rt).and_then(|r| r.common.retention_keep);
+        let (retag, release, dispose) = follow_ups(tree, &target, &os.name, &rt, None, keep);
+        entries.push(Entry {
+            runtime: rt,
+            resolve: Some((resolve, resolve_spec)),
+            bake,
+            bake_inputs,
+            spec,
+            parent: ParentLink::Vendor,
+            emit,
+            retag,
+            release,
+            dispose,
+        });
+    }
+    Ok(Unit {
+        kind: SeriesKind::Os,
+        series: os.name.clone(),
+        entries,
+    })
+}
+
+/// An image's unit before its files are hashed and its pins looked up: the
+/// bake inputs lack `mods` and the specs their `mod_records` (see
+/// [`finish_image`]). It reads the tree and nothing else.
+pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, CompileError> {
+    let ts = &tree.execution.timestamp;
+    let chain: Vec<String> = tree
+        .chain(image)
+        .iter()
+        .map(|l| l.name().to_string())
+        .collect();
+    let chain_images: Vec<String> = chain[..chain.len().saturating_sub(1)].to_vec();
+    let mods = tree.mod_inputs(image);
+    let tests = tree.image_tests(image);
+    let disk = tree.image_disk_size(image);
+    let caps = serde_json::to_value(tree.capability_stamp(image)).unwrap_or(Value::Null);
+    let root = tree.chain_root(image);
+    let pm = root.map(|o| o.model.package_manager().to_string());
+    let family = root.map(|o| o.model.family.clone());
+    let architecture = root.map(os_architecture);
+    let policy = image.model.parent_policy;
+    let policy_name = match policy {
+        ParentPolicy::Pinned => "pinned",
+        ParentPolicy::Follow => "follow",
+    };
+    let pname = match &image.parent {
+        Parent::Os(o) | Parent::Image(o) => o,
+    };
+    let secs = dummy_seconds(&image.model.config);
+    let release = image.model.release.as_ref().map(|r| r.model.as_str());
+    let mut entries = Vec::new();
+    for entry in image.active_runtimes() {
+        let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
+            continue;
+        };
+        let target = label("images", &image.name, &rt)?;
+        let (parent_input, parent) = match &entry.entry.image_identifier {
+            Some(fixed) => (
+                json!({"image_identifier": fixed}),
+                ParentLink::Fixed(fixed.clone()),
+            ),
+            None => (
+                json!({"series": pname, "policy": policy_name}),
+                ParentLink::Series {
+                    series: pname.clone(),
+                    policy,
+                    pinned_build: None,
+                    pinned_fp: None,
+                },
+            ),
+        };
+        let bake_inputs = json!({
+            "recipe": BAKE_RECIPE,
+            "series": image.name,
+            "parent": parent_input,
+            "capabilities": caps,
+            "tests": tests_input(&tests),
+            "disk_size": disk,
+        });
+        let tags: BTreeMap<String, String> = tree.image_tags(image, entry).into_iter().collect();
+        let bake = Node::new(target.clone(), "bake")
+            .with_pool(&rt)
+            .with_cost(bake_cost(tree, &rt, secs))
+            .with_attr("series", &image.name)
+            .with_attr("runtime", &rt);
+        let spec = BakeSpec {
+            label: kind_label(&target, "bake")?,
+            series: image.name.clone(),
+            display: image.display.clone(),
+            runtime: rt.clone(),
+            image_builder: ib.clone(),
+            base: false,
+            final_name: format!("{}-{}-{}", image.display, ib, ts),
+            parent: unlinked(),
+            machine_type: tree.image_machine_type(entry),
+            disk_size_gb: disk,
+            bake_user: tree.image_bake_user(image, entry),
+            package_manager: pm.clone(),
+            family: family.clone(),
+            architecture: architecture.clone(),
+            mods: mods.clone(),
+            tests: tests.clone(),
+            tags,
+            capabilities: caps.clone(),
+            mod_records: Vec::new(),
+            chain: chain_images.clone(),
+            update: None,
+            dummy_bake_seconds: secs,
+        };
+        let emit = Node::new(target.clone(), "emit")
+            .with_policy(RunPolicy::WhenDependentDue)
+            .with_attr("series", &image.name)
+            .with_attr("runtime", &rt);
+        let keep = tree.retention_keep(image, &rt);
+        let (retag, release, dispose) = follow_ups(tree, &target, &image.name, &rt, release, keep);
+        entries.push(Entry {
+            runtime: rt,
+            resolve: None,
+            bake,
+            bake_inputs,
+            spec,
+            parent,
+            emit,
+            retag,
+            release,
+            dispose,
+        });
+    }
+    Ok(Unit {
+        kind: SeriesKind::Image,
+        series: image.name.clone(),
+        entries,
+    })
+}
+
+/// Finish an image's [`image_draft`]: the mods' inputs with the content
+/// hash of every playbook and script (`hash`), their lineage records, and
+/// the pins (`pins`, asked only under `parent_policy: pinned`).
+pub fn finish_image(
+    mut draft: Unit,
+    hash: &mut dyn FnMut(&Path) -> String,
+    pins: &dyn PinSource,
+) -> Unit {
+    let Some(first) = draft.entries.first() else {
+        return draft;
+    };
+    let (mod_inputs, mod_records): (Vec<Value>, Vec<Value>) = first
+        .spec
+        .mods
+        .iter()
+        .map(|m| mod_input_and_record(m, hash))
+        .unzip();
+    for e in &mut draft.entries {
+        if let Value::Object(m) = &mut e.bake_inputs {
+            m.insert("mods".to_string(), Value::Array(mod_inputs.clone()));
+        }
+        e.spec.mod_records = mod_records.clone();
+        if let ParentLink::Series {
+            policy: ParentPolicy::Pinned,
+            pinned_build,
+            pinned_fp,
+            ..
+        } = &mut e.parent
+        {
+            *pinned_build = pins.image_pin(&draft.series, &e.runtime);
+            *pinned_fp = pinned_build
+                .as_deref()
+                .and_then(|b| pins.build_fingerprint(b))
+                .and_then(|h| Fingerprint::from_hex(&h).ok());
+        }
+    }
+    draft
+}
+
+/// Adds [`Unit`]s to a graph, OS builders first, then images parents
+/// first, and links them: an entry enters the graph when its series has no
+/// bake on that runtime yet (else: `a second runtimes[] entry`) and, for an
+/// image, when its parent has a bake there (else: skipped).
+#[derive(Default)]
+pub struct Assembler {
+    g: Graph,
+    specs: Vec<NodeSpec>,
+    bakes: BTreeMap<(String, String), NodeId>,
+    warnings: Vec<String>,
+}
+
+impl Assembler {
+    fn node(&mut self, node: Node, spec: NodeSpec) -> Result<NodeId, CompileError> {
+        let id = self.g.add_node(node)?;
+        debug_assert_eq!(id.index(), self.specs.len());
+        self.specs.push(spec);
         Ok(id)
     }
 
-    // Follow-ups shared by bases and images: retag, release, dispose.
-    #[allow(clippy::too_many_arguments)]
-    fn follow_ups(
-        g: &mut Graph,
-        specs: &mut Vec<NodeSpec>,
-        tree: &Tree,
-        target: &Label,
-        bake: NodeId,
-        series: &str,
-        runtime: &str,
-        release: Option<&str>,
-        keep: Option<u32>,
-    ) -> Result<(), CompileError> {
-        let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
-        let retag = add(
-            g,
-            specs,
-            attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue)),
-            NodeSpec::Retag { bake },
-        )?;
-        g.add_dep(retag, bake, Dep::Order)?;
-        if let Some(model) = release {
-            let r = add(
-                g,
-                specs,
-                attrs(
-                    Node::new(target.clone(), "release")
-                        .with_policy(RunPolicy::WhenDependencyDue)
-                        .with_inputs(json!({"model": model})),
-                ),
-                NodeSpec::Release {
-                    bake,
-                    model: model.to_string(),
-                },
-            )?;
-            g.add_dep(r, retag, Dep::Order)?;
-        }
-        let ephemeral = tree.runtime(runtime).is_some_and(|r| r.common.ephemeral);
-        if keep.is_some() || ephemeral {
-            let d = add(
-                g,
-                specs,
-                attrs(
-                    Node::new(target.clone(), "dispose")
-                        .with_policy(RunPolicy::WhenDependencyDue)
-                        .with_inputs(json!({"keep": keep, "ephemeral": ephemeral})),
-                ),
-                NodeSpec::Dispose {
-                    series: series.to_string(),
-                    runtime: runtime.to_string(),
-                    keep,
-                    ephemeral,
-                },
-            )?;
-            g.add_dep(d, retag, Dep::Order)?;
-        }
-        Ok(())
-    }
-
-    fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
-        match tree.runtime(runtime).and_then(|r| r.dummy()) {
-            Some(d) => ((secs.unwrap_or(d.bake_seconds).max(0.0) * 1000.0) as u64).max(1),
-            None => 600_000,
-        }
-    }
-
-    // ---- base images ----
-    for os in &tree.os_builders {
-        for entry in os.active_runtimes() {
-            let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
-                continue;
-            };
-            if bakes.contains_key(&(os.name.clone(), rt.clone())) {
-                warnings.push(format!(
-                    "os builder {}: a second runtimes[] entry bakes on {rt}; only the first is used",
-                    os.name
+    /// Add a unit; per entry, whether it entered the graph (its nodes are
+    /// the next ones, in [`Entry::fingerprints`] order).
+    pub fn add(&mut self, unit: Unit) -> Result<Vec<bool>, CompileError> {
+        let what = match unit.kind {
+            SeriesKind::Os => "os builder",
+            SeriesKind::Image => "image",
+        };
+        let mut added = Vec::with_capacity(unit.entries.len());
+        for e in unit.entries {
+            let rt = e.runtime;
+            let key = (unit.series.clone(), rt.clone());
+            if self.bakes.contains_key(&key) {
+                self.warnings.push(format!(
+                    "{what} {}: a second runtimes[] entry bakes on {rt}; only the first is used",
+                    unit.series
                 ));
+                added.push(false);
                 continue;
             }
-            let target = label("os", &os.name, &rt)?;
-            let arch = os_architecture(os);
-            let owners = tree.os_owners(os, entry);
-            let query = Value::Object(tree.os_query(os, entry).into_iter().collect());
-            let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
-            let vendor = json!({
-                "family": os.model.family,
-                "family_version": os.model.family_version,
-                "architecture": arch,
-                "query": Value::Object(os.model.query.clone().into_iter().collect()),
-                "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
-            });
-            let resolve = add(
-                &mut g,
-                &mut specs,
-                Node::new(target.clone(), "resolve")
-                    .with_policy(RunPolicy::WhenDependentDue)
-                    .with_inputs(json!({"vendor": vendor, "owners": owners}))
-                    .with_attr("series", &os.name)
-                    .with_attr("runtime", &rt),
-                NodeSpec::Resolve(ResolveSpec {
-                    label: target
-                        .with_kind("resolve")
-                        .map_err(|e| CompileError::Label(e.to_string()))?,
-                    series: os.name.clone(),
-                    runtime: rt.clone(),
-                    family: os.model.family.clone(),
-                    family_version: os.model.family_version.clone(),
-                    architecture: arch.clone(),
-                    owners: owners.clone(),
-                    query,
-                    image_id: entry.entry.image_id.clone(),
-                }),
-            )?;
-            let tests = tree.os_tests(os, entry);
-            let disk = tree.os_disk_size(os, entry);
-            let update = serde_json::to_value(os.model.effective_update()).unwrap_or(Value::Null);
-            let caps = serde_json::to_value(tree.os_capability_stamp(os)).unwrap_or(Value::Null);
-            let inputs = json!({
-                "recipe": BAKE_RECIPE,
-                "series": os.name,
-                "parent": "vendor",
-                "capabilities": caps,
-                "mods": [],
-                "tests": tests_input(&tests),
-                "disk_size": disk,
-                "vendor": vendor,
-                "admin_user": os.model.admin_user,
-                "admin_public_keys": os.admin_public_keys,
-                "update": update,
-            });
-            let refresh = os.model.effective_update().refresh_days;
-            let mut node = Node::new(target.clone(), "bake")
-                .with_inputs(inputs)
-                .with_pool(&rt)
-                .with_cost(bake_cost(tree, &rt, dummy_seconds(&os.model.config)))
-                .with_attr("series", &os.name)
-                .with_attr("runtime", &rt);
-            if let Some(d) = refresh {
-                node = node.with_attr("refresh_days", &d.to_string());
-            }
-            let tags: BTreeMap<String, String> = tree.os_tags(os, entry).into_iter().collect();
-            let bake = add(
-                &mut g,
-                &mut specs,
-                node,
-                NodeSpec::Bake(Box::new(BakeSpec {
-                    label: target
-                        .with_kind("bake")
-                        .map_err(|e| CompileError::Label(e.to_string()))?,
-                    series: os.name.clone(),
-                    display: os.display.clone(),
-                    runtime: rt.clone(),
-                    image_builder: ib.clone(),
-                    base: true,
-                    final_name: format!("{}-{}-{}", os.display, rt, ts),
-                    parent: ParentSpec::Vendor { resolve },
-                    machine_type: tree.os_machine_type(entry),
-                    disk_size_gb: disk,
-                    bake_user: tree.os_bake_user(os, entry),
-                    package_manager: Some(os.model.package_manager().to_string()),
-                    family: Some(os.model.family.clone()),
-                    architecture: Some(arch.clone()),
-                    mods: Vec::new(),
-                    tests,
-                    tags,
-                    capabilities: caps,
-                    mod_records: Vec::new(),
-                    chain: Vec::new(),
-                    update: Some(update),
-                    dummy_bake_seconds: dummy_seconds(&os.model.config),
-                })),
-            )?;
-            let emit = add(
-                &mut g,
-                &mut specs,
-                Node::new(target.clone(), "emit")
-                    .with_policy(RunPolicy::WhenDependentDue)
-                    .with_attr("series", &os.name)
-                    .with_attr("runtime", &rt),
-                NodeSpec::Emit { bake },
-            )?;
-            g.add_dep(emit, resolve, Dep::Order)?;
-            g.add_dep(bake, emit, Dep::Order)?;
-            bakes.insert((os.name.clone(), rt.clone()), bake);
-            let keep = tree.runtime(&rt).and_then(|r| r.common.retention_keep);
-            follow_ups(
-                &mut g, &mut specs, tree, &target, bake, &os.name, &rt, None, keep,
-            )?;
-        }
-    }
-
-    // ---- images, parents first ----
-    let order = image_order(tree);
-    for idx in order {
-        let image = &tree.images[idx];
-        let chain: Vec<String> = tree
-            .chain(image)
-            .iter()
-            .map(|l| l.name().to_string())
-            .collect();
-        let chain_images: Vec<String> = chain[..chain.len().saturating_sub(1)].to_vec();
-        let mods = tree.mod_inputs(image);
-        let (mod_inputs, mod_records): (Vec<Value>, Vec<Value>) =
-            mods.iter().map(mod_input_and_record).unzip();
-        let tests = tree.image_tests(image);
-        let disk = tree.image_disk_size(image);
-        let caps = serde_json::to_value(tree.capability_stamp(image)).unwrap_or(Value::Null);
-        let root = tree.chain_root(image);
-        let pm = root.map(|o| o.model.package_manager().to_string());
-        let family = root.map(|o| o.model.family.clone());
-        let architecture = root.map(os_architecture);
-        for entry in image.active_runtimes() {
-            let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
-                continue;
-            };
-            if bakes.contains_key(&(image.name.clone(), rt.clone())) {
-                warnings.push(format!(
-                    "image {}: a second runtimes[] entry bakes on {rt}; only the first is used",
-                    image.name
-                ));
-                continue;
-            }
-            let target = label("images", &image.name, &rt)?;
-            // The parent on this runtime.
-            let (parent_input, parent_spec, parent_dep) =
-                if let Some(fixed) = entry.entry.image_identifier.clone() {
-                    (
-                        json!({"image_identifier": fixed}),
-                        ParentSpec::Fixed { id: fixed },
-                        None,
-                    )
-                } else {
-                    let pname = match &image.parent {
-                        Parent::Os(o) | Parent::Image(o) => o.clone(),
-                    };
-                    let Some(&pbake) = bakes.get(&(pname.clone(), rt.clone())) else {
-                        warnings.push(format!(
-                            "image {} on {rt}: its parent {} does not bake on {rt}; skipped",
-                            image.name, pname
+            let (parent, parent_dep) = match e.parent {
+                ParentLink::Vendor => (None, None),
+                ParentLink::Fixed(id) => (Some(ParentSpec::Fixed { id }), None),
+                ParentLink::Series {
+                    series,
+                    policy,
+                    pinned_build,
+                    pinned_fp,
+                } => {
+                    let Some(&pbake) = self.bakes.get(&(series.clone(), rt.clone())) else {
+                        self.warnings.push(format!(
+                            "image {} on {rt}: its parent {series} does not bake on {rt}; skipped",
+                            unit.series
                         ));
+                        added.push(false);
                         continue;
                     };
-                    let policy = image.model.parent_policy;
-                    let pin = if policy == ParentPolicy::Pinned {
-                        pins.image_pin(&image.name, &rt)
-                    } else {
-                        None
-                    };
-                    let pinned_fp = pin
-                        .as_deref()
-                        .and_then(|b| pins.build_fingerprint(b))
-                        .and_then(|h| Fingerprint::from_hex(&h).ok());
                     let dep = match pinned_fp {
                         Some(fp) => Dep::pinned("parent", fp),
                         None => Dep::hashed("parent"),
                     };
-                    let policy_name = match image.model.parent_policy {
-                        ParentPolicy::Pinned => "pinned",
-                        ParentPolicy::Follow => "follow",
-                    };
                     (
-                        json!({"series": pname, "policy": policy_name}),
-                        ParentSpec::Image {
-                            series: pname,
+                        Some(ParentSpec::Image {
+                            series,
                             bake: pbake,
                             policy,
-                            pinned_build: pin,
-                        },
+                            pinned_build,
+                        }),
                         Some((pbake, dep)),
                     )
-                };
-            let inputs = json!({
-                "recipe": BAKE_RECIPE,
-                "series": image.name,
-                "parent": parent_input,
-                "capabilities": caps,
-                "mods": mod_inputs,
-                "tests": tests_input(&tests),
-                "disk_size": disk,
-            });
-            let secs = dummy_seconds(&image.model.config);
-            let tags: BTreeMap<String, String> =
-                tree.image_tags(image, entry).into_iter().collect();
-            let bake = add(
-                &mut g,
-                &mut specs,
-                Node::new(target.clone(), "bake")
-                    .with_inputs(inputs)
-                    .with_pool(&rt)
-                    .with_cost(bake_cost(tree, &rt, secs))
-                    .with_attr("series", &image.name)
-                    .with_attr("runtime", &rt),
-                NodeSpec::Bake(Box::new(BakeSpec {
-                    label: target
-                        .with_kind("bake")
-                        .map_err(|e| CompileError::Label(e.to_string()))?,
-                    series: image.name.clone(),
-                    display: image.display.clone(),
-                    runtime: rt.clone(),
-                    image_builder: ib.clone(),
-                    base: false,
-                    final_name: format!("{}-{}-{}", image.display, ib, ts),
-                    parent: parent_spec,
-                    machine_type: tree.image_machine_type(entry),
-                    disk_size_gb: disk,
-                    bake_user: tree.image_bake_user(image, entry),
-                    package_manager: pm.clone(),
-                    family: family.clone(),
-                    architecture: architecture.clone(),
-                    mods: mods.clone(),
-                    tests: tests.clone(),
-                    tags,
-                    capabilities: caps.clone(),
-                    mod_records: mod_records.clone(),
-                    chain: chain_images.clone(),
-                    update: None,
-                    dummy_bake_seconds: secs,
-                })),
+                }
+            };
+            let resolve = match e.resolve {
+                Some((node, spec)) => Some(self.node(node, NodeSpec::Resolve(spec))?),
+                None => None,
+            };
+            let mut spec = e.spec;
+            spec.parent = match (parent, resolve) {
+                (Some(p), _) => p,
+                (None, Some(resolve)) => ParentSpec::Vendor { resolve },
+                (None, None) => unreachable!("a vendor parent comes with a resolve node"),
+            };
+            let bake = self.node(
+                e.bake.with_inputs(e.bake_inputs),
+                NodeSpec::Bake(Box::new(spec)),
             )?;
-            let emit = add(
-                &mut g,
-                &mut specs,
-                Node::new(target.clone(), "emit")
-                    .with_policy(RunPolicy::WhenDependentDue)
-                    .with_attr("series", &image.name)
-                    .with_attr("runtime", &rt),
-                NodeSpec::Emit { bake },
-            )?;
-            g.add_dep(bake, emit, Dep::Order)?;
-            if let Some((pbake, dep)) = parent_dep {
-                g.add_dep(bake, pbake, dep)?;
+            let emit = self.node(e.emit, NodeSpec::Emit { bake })?;
+            if let Some(resolve) = resolve {
+                self.g.add_dep(emit, resolve, Dep::Order)?;
             }
-            bakes.insert((image.name.clone(), rt.clone()), bake);
-            let keep = tree.retention_keep(image, &rt);
-            let release = image.model.release.as_ref().map(|r| r.model.as_str());
-            follow_ups(
-                &mut g,
-                &mut specs,
-                tree,
-                &target,
-                bake,
-                &image.name,
-                &rt,
-                release,
-                keep,
-            )?;
+            self.g.add_dep(bake, emit, Dep::Order)?;
+            if let Some((pbake, dep)) = parent_dep {
+                self.g.add_dep(bake, pbake, dep)?;
+            }
+            self.bakes.insert(key, bake);
+            let retag = self.node(e.retag, NodeSpec::Retag { bake })?;
+            self.g.add_dep(retag, bake, Dep::Order)?;
+            if let Some((node, model)) = e.release {
+                let r = self.node(node, NodeSpec::Release { bake, model })?;
+                self.g.add_dep(r, retag, Dep::Order)?;
+            }
+            if let Some((node, keep, ephemeral)) = e.dispose {
+                let d = self.node(
+                    node,
+                    NodeSpec::Dispose {
+                        series: unit.series.clone(),
+                        runtime: rt.clone(),
+                        keep,
+                        ephemeral,
+                    },
+                )?;
+                self.g.add_dep(d, retag, Dep::Order)?;
+            }
+            added.push(true);
         }
+        Ok(added)
     }
 
-    Ok(Compiled {
-        graph: g,
-        specs,
-        bakes,
-        warnings,
-    })
+    /// The compiled graph.
+    pub fn finish(self) -> Compiled {
+        Compiled {
+            graph: self.g,
+            specs: self.specs,
+            bakes: self.bakes,
+            warnings: self.warnings,
+        }
+    }
 }
 
 /// Images ordered parents first (a stable topological order over `source_image`).
-fn image_order(tree: &Tree) -> Vec<usize> {
+pub fn image_order(tree: &Tree) -> Vec<usize> {
     let index: BTreeMap<&str, usize> = tree
         .images
         .iter()
