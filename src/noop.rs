@@ -1,14 +1,16 @@
 //! The no-op fast path of `csis build`.
 //!
 //! A build that finds nothing due leaves a stamp ([`csis_cache::stamp`])
-//! under `.csis/cache/`: the metadata of every path its answer depended on
-//! (the tree's YAML files and directories, the playbooks and scripts the
-//! compile hashed, overlays, age identities, `meta-state/`, the journal,
-//! and the identity of the csis binary, in the key), the environment variables the templates read,
-//! the time until which the answer holds (the earliest update policy), and
-//! what the build printed. The next build with the same arguments stats
-//! those paths and, when nothing moved, prints the same answer without
-//! reading the tree: ninja's and git's trick, with git's racy-file rule.
+//! under `.csis/cache/`: the metadata and content hash of every path its
+//! answer depended on (the tree's YAML files and directories, the playbooks
+//! and scripts the compile hashed, overlays, age identities, `meta-state/`,
+//! the journal, the csis binary itself), the environment variables the
+//! templates read, the time until which the answer holds (the earliest
+//! update policy), and what the build printed. The next build with the same
+//! arguments stats those paths and, when nothing moved, prints the same
+//! answer without reading the tree: ninja's and git's trick, with git's
+//! racy-file rule. Where only metadata moved (a fresh checkout with
+//! `.csis/cache/` restored by CI, `touch`), the content hashes decide.
 //!
 //! When the stamp does not hold (or there is none), the build takes the
 //! full path: load, compile, fingerprint, plan. Nothing else changes: the
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use csis_cache::stamp::Stamp;
+use csis_cache::stamp::{FileStat, Stamp, Watch};
 use csis_cache::{LineageRecords, LocalDir};
 use csis_engine::{Event, Plan, Records, Summary};
 
@@ -38,6 +40,9 @@ pub struct NoopStamp {
     /// The tree's root (canonical) and the overlay files (absolute).
     root: PathBuf,
     overlays: Vec<PathBuf>,
+    /// This very binary, as it was when the build started (a rebuilt csis
+    /// may plan differently).
+    exe: Option<(PathBuf, FileStat)>,
     /// When this build began reading its inputs.
     started: SystemTime,
     t0: std::time::Instant,
@@ -57,9 +62,6 @@ impl NoopStamp {
         };
         part(b"csis-noop-v1");
         part(env!("CARGO_PKG_VERSION").as_bytes());
-        // This very binary (a rebuilt csis may plan differently).
-        let exe = std::env::current_exe().ok()?;
-        part(format!("{:?}", csis_cache::stamp::FileStat::of(&exe)).as_bytes());
         part(dir.as_os_str().as_encoded_bytes());
         part(b"build");
         part(if args.json { b"json" } else { b"human" });
@@ -81,6 +83,10 @@ impl NoopStamp {
             stamp: Stamp::new(&LocalDir::of_tree(&dir).sub("cache"), key),
             root: dir,
             overlays,
+            exe: std::env::current_exe().ok().map(|p| {
+                let st = FileStat::of(&p);
+                (p, st)
+            }),
             started: SystemTime::now(),
             t0: std::time::Instant::now(),
         })
@@ -161,8 +167,21 @@ impl NoopStamp {
         }
         let mut env: Vec<String> = reads.env_keys.iter().cloned().collect();
         env.push("CSIS_CONFIG_IDENTITY".into());
-        let mut paths = watched_paths(&self.root, session);
-        paths.extend(self.overlays.iter().cloned());
+        let Some((exe, exe_stat)) = &self.exe else {
+            self.stamp.remove();
+            return;
+        };
+        let mut paths: Vec<(PathBuf, Watch)> = watched_paths(&self.root, session)
+            .into_iter()
+            .map(|p| (p, Watch::Content))
+            .collect();
+        paths.extend(self.overlays.iter().map(|p| (p.clone(), Watch::Content)));
+        // An interrupted build's records wait in the journal (absent = empty).
+        paths.push((
+            LocalDir::of_tree(&self.root).journal(),
+            Watch::ContentOrAbsent,
+        ));
+        paths.push((exe.clone(), Watch::Binary(*exe_stat)));
         let mut payload = String::new();
         for w in &session.compiled.warnings {
             payload.push_str("W warning: ");
@@ -269,11 +288,10 @@ fn watched_paths(root: &Path, session: &Session) -> Vec<PathBuf> {
             list(&p, false, &mut out);
         }
     }
-    // The records, and what an interrupted build left in the journal.
+    // The records.
     let meta = root.join("meta-state");
     out.push(meta.clone());
     list(&meta, true, &mut out);
-    out.push(LocalDir::of_tree(root).journal());
     out
 }
 

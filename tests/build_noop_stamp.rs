@@ -264,3 +264,34 @@ fn an_update_policy_bounds_the_stamp() {
         .as_secs();
     assert!(until > now && until <= now + 2 * 86_400, "{until} vs {now}");
 }
+
+#[test]
+fn a_fresh_checkout_with_the_cache_restored_answers_from_the_stamp() {
+    let t = converged("basic");
+    let d = t.path();
+    assert!(build_timed(d, &[], &[]).2);
+    // Every file of the tree and of meta-state/ written anew, same bytes
+    // (new inodes and times), as a CI checkout with `.csis/cache/` restored.
+    let mut stack = vec![d.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if e.file_name() == ".csis" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                std::fs::remove_file(&p).unwrap();
+                std::fs::write(&p, bytes).unwrap();
+            }
+        }
+    }
+    age(d);
+    let (code, ev, hit) = build_timed(d, &[], &[]);
+    assert_eq!(code, 0);
+    assert!(hit, "same content: the stamp holds");
+    assert_eq!(summary(&ev)["skipped"], 7);
+    assert!(build_timed(d, &[], &[]).2);
+}

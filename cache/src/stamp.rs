@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A path changed this close to the start of the build (or later) is racy.
 pub const RACY_WINDOW: Duration = Duration::from_secs(1);
 
-const MAGIC: &str = "csis-noop-stamp 1";
+const MAGIC: &str = "csis-noop-stamp 2";
 
 /// What a path looked like: kind, size, times, inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +107,94 @@ impl FileStat {
     }
 }
 
+/// How a path is watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Its metadata, or else its content (a directory's content is its
+    /// list of entries); a path that is missing must stay missing.
+    Content,
+    /// The same, but a missing file and an empty one are the same (a journal).
+    ContentOrAbsent,
+    /// The running program: as it was when the build started (its metadata
+    /// then), not subject to the racy rule; then by content.
+    Binary(FileStat),
+}
+
+impl Watch {
+    fn code(&self) -> char {
+        match self {
+            Watch::Content => 'c',
+            Watch::ContentOrAbsent => 'a',
+            Watch::Binary(_) => 'b',
+        }
+    }
+}
+
+/// The content hash of a path: a file's bytes, a directory's sorted entry
+/// names and types; `-` when missing (or, with `absent_is_empty`, the hash
+/// of nothing).
+fn content_hash(path: &Path, absent_is_empty: bool) -> String {
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => match fs::read(path) {
+            Ok(b) => blake3::hash(&b).to_hex().to_string(),
+            Err(_) => "?".into(),
+        },
+        Ok(m) if m.is_dir() => {
+            let Ok(rd) = fs::read_dir(path) else {
+                return "?".into();
+            };
+            let mut names: Vec<(std::ffi::OsString, bool)> = rd
+                .flatten()
+                .map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_dir())))
+                .collect();
+            names.sort();
+            let mut h = blake3::Hasher::new();
+            for (n, dir) in names {
+                h.update(n.as_encoded_bytes());
+                h.update(if dir { b"/\n" } else { b"\n" });
+            }
+            h.finalize().to_hex().to_string()
+        }
+        Ok(_) => "?".into(),
+        Err(_) if absent_is_empty => blake3::hash(b"").to_hex().to_string(),
+        Err(_) => "-".into(),
+    }
+}
+
+/// One recorded path.
+struct Entry {
+    mode: char,
+    stat: FileStat,
+    hash: String,
+    path: String,
+}
+
+impl Entry {
+    fn line(&self, out: &mut String) {
+        out.push(self.mode);
+        out.push(' ');
+        self.stat.encode(out);
+        out.push(' ');
+        out.push_str(&self.hash);
+        out.push('\t');
+        out.push_str(&self.path);
+        out.push('\n');
+    }
+
+    fn parse(line: &str) -> Option<Entry> {
+        let (meta, path) = line.split_once('\t')?;
+        let (mode, rest) = meta.split_once(' ')?;
+        let (stat, hash) = rest.rsplit_once(' ')?;
+        let mode = mode.chars().next().filter(|c| "cab".contains(*c))?;
+        Some(Entry {
+            mode,
+            stat: FileStat::decode(stat)?,
+            hash: hash.to_string(),
+            path: path.to_string(),
+        })
+    }
+}
+
 /// A no-op stamp for one key.
 #[derive(Debug, Clone)]
 pub struct Stamp {
@@ -129,7 +217,11 @@ impl Stamp {
     }
 
     /// The payload, when the stamp exists, is for this key, has not expired
-    /// at `now`, and every recorded path still has its recorded metadata.
+    /// at `now`, the environment variables it names have their values, and
+    /// every recorded path has its recorded metadata or, failing that, its
+    /// recorded content. When only metadata moved (a fresh checkout, a
+    /// restored cache, `touch`), the stamp is rewritten with the new
+    /// metadata, so that the next check is `stat` alone again.
     pub fn check(&self, now: SystemTime) -> Option<Vec<u8>> {
         let bytes = fs::read(&self.path).ok()?;
         let (head, payload) = split_payload(&bytes)?;
@@ -141,26 +233,54 @@ impl Stamp {
         if lines.next()?.strip_prefix("key ")? != self.key.to_hex().as_str() {
             return None;
         }
-        let until = lines.next()?.strip_prefix("until ")?;
+        let until_line = lines.next()?;
+        let until = until_line.strip_prefix("until ")?;
         if until != "-" {
             let secs: u64 = until.parse().ok()?;
             if now >= UNIX_EPOCH + Duration::from_secs(secs) {
                 return None;
             }
         }
-        let (count, hash) = lines.next()?.strip_prefix("env ")?.split_once(' ')?;
+        let env_line = lines.next()?;
+        let (count, hash) = env_line.strip_prefix("env ")?.split_once(' ')?;
         let count: usize = count.parse().ok()?;
         let names: Vec<&str> = (0..count).map(|_| lines.next()).collect::<Option<_>>()?;
         if env_hash(&names).to_hex().as_str() != hash {
             return None;
         }
         let n: usize = lines.next()?.strip_prefix("paths ")?.parse().ok()?;
+        let mut entries = Vec::with_capacity(n);
+        let mut moved = false;
         for _ in 0..n {
-            let line = lines.next()?;
-            let (stat, path) = line.split_once('\t')?;
-            if FileStat::decode(stat)? != FileStat::of(Path::new(path)) {
-                return None;
+            let mut e = Entry::parse(lines.next()?)?;
+            let p = Path::new(&e.path);
+            let now_stat = FileStat::of(p);
+            if now_stat != e.stat {
+                if content_hash(p, e.mode == 'a') != e.hash {
+                    return None;
+                }
+                e.stat = now_stat;
+                moved = true;
             }
+            entries.push(e);
+        }
+        if moved && !entries.iter().any(|e| e.mode != 'b' && e.stat.is_racy(now)) {
+            let mut text = String::with_capacity(head.len());
+            let _ = writeln!(text, "{MAGIC}");
+            let _ = writeln!(text, "key {}", self.key.to_hex());
+            let _ = writeln!(text, "{until_line}");
+            let _ = writeln!(text, "{env_line}");
+            for n in &names {
+                let _ = writeln!(text, "{n}");
+            }
+            let _ = writeln!(text, "paths {}", entries.len());
+            for e in &entries {
+                e.line(&mut text);
+            }
+            text.push_str("payload\n");
+            let mut out = text.into_bytes();
+            out.extend_from_slice(payload);
+            let _ = crate::write_atomic(&self.path, &out);
         }
         Some(payload.to_vec())
     }
@@ -169,17 +289,21 @@ impl Stamp {
     /// `env` every environment variable it depends on (their values are
     /// hashed, not stored); `started` is when the build began reading them.
     /// Answers `Ok(false)` (and writes nothing, removing an older stamp)
-    /// when a path is racy or a path or name cannot be written down (a
-    /// newline or tab in it).
+    /// when a path is racy (or the binary changed during the build) or a
+    /// path or name cannot be written down (a newline or tab in it).
     pub fn write(
         &self,
         env: &[String],
-        paths: &[PathBuf],
+        paths: &[(PathBuf, Watch)],
         started: SystemTime,
         valid_until: Option<SystemTime>,
         payload: &[u8],
     ) -> io::Result<bool> {
-        let mut head = String::with_capacity(64 + paths.len() * 96);
+        let refuse = || {
+            self.remove();
+            Ok(false)
+        };
+        let mut head = String::with_capacity(64 + paths.len() * 160);
         let _ = writeln!(head, "{MAGIC}");
         let _ = writeln!(head, "key {}", self.key.to_hex());
         match valid_until {
@@ -193,8 +317,7 @@ impl Stamp {
             }
         }
         if env.iter().any(|n| n.is_empty() || n.contains(['\n', '\t'])) {
-            self.remove();
-            return Ok(false);
+            return refuse();
         }
         let names: Vec<&str> = env.iter().map(String::as_str).collect();
         let _ = writeln!(head, "env {} {}", names.len(), env_hash(&names).to_hex());
@@ -202,20 +325,25 @@ impl Stamp {
             let _ = writeln!(head, "{n}");
         }
         let _ = writeln!(head, "paths {}", paths.len());
-        for p in paths {
+        for (p, watch) in paths {
             let Some(s) = p.to_str().filter(|s| !s.contains(['\n', '\t'])) else {
-                self.remove();
-                return Ok(false);
+                return refuse();
             };
             let st = FileStat::of(p);
-            if st.is_racy(started) {
-                self.remove();
-                return Ok(false);
+            let fresh = match watch {
+                Watch::Binary(at_start) => st != *at_start,
+                _ => st.is_racy(started),
+            };
+            if fresh {
+                return refuse();
             }
-            st.encode(&mut head);
-            head.push('\t');
-            head.push_str(s);
-            head.push('\n');
+            Entry {
+                mode: watch.code(),
+                stat: st,
+                hash: content_hash(p, *watch == Watch::ContentOrAbsent),
+                path: s.to_string(),
+            }
+            .line(&mut head);
         }
         head.push_str("payload\n");
         let mut bytes = head.into_bytes();
@@ -275,7 +403,7 @@ mod tests {
             .unwrap();
     }
 
-    fn setup() -> (tempfile::TempDir, Vec<PathBuf>, Stamp) {
+    fn setup() -> (tempfile::TempDir, Vec<(PathBuf, Watch)>, Stamp) {
         let d = tempfile::tempdir().unwrap();
         let a = d.path().join("a.yml");
         let sub = d.path().join("images");
@@ -285,7 +413,11 @@ mod tests {
         age(&sub);
         let gone = d.path().join("not-there.yml");
         let stamp = Stamp::new(&d.path().join(".csis/cache"), blake3::hash(b"k"));
-        (d, vec![a, sub, gone], stamp)
+        let paths = [a, sub, gone]
+            .into_iter()
+            .map(|p| (p, Watch::Content))
+            .collect();
+        (d, paths, stamp)
     }
 
     #[test]
@@ -301,7 +433,7 @@ mod tests {
         assert_eq!(other.check(now), None);
 
         // Content change of the same size (mtime/ctime move).
-        fs::write(&paths[0], "x: 2\n").unwrap();
+        fs::write(&paths[0].0, "x: 2\n").unwrap();
         assert_eq!(stamp.check(now), None);
     }
 
@@ -310,12 +442,12 @@ mod tests {
         let (_d, paths, stamp) = setup();
         let now = SystemTime::now();
         assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
-        fs::write(paths[1].join("new.yml"), "").unwrap();
+        fs::write(paths[1].0.join("new.yml"), "").unwrap();
         assert_eq!(stamp.check(now), None);
 
         let (_d, paths, stamp) = setup();
         assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
-        fs::write(&paths[2], "").unwrap();
+        fs::write(&paths[2].0, "").unwrap();
         assert_eq!(stamp.check(now), None);
     }
 
@@ -323,11 +455,11 @@ mod tests {
     fn racy_paths_are_not_stamped_and_stamps_expire() {
         let (_d, paths, stamp) = setup();
         let now = SystemTime::now();
-        fs::write(&paths[0], "x: 3\n").unwrap(); // fresh: racy
+        fs::write(&paths[0].0, "x: 3\n").unwrap(); // fresh: racy
         assert!(!stamp.write(&[], &paths, now, None, b"p").unwrap());
         assert_eq!(stamp.check(now), None);
 
-        age(&paths[0]);
+        age(&paths[0].0);
         let until = now + Duration::from_secs(60);
         assert!(stamp.write(&[], &paths, now, Some(until), b"p").unwrap());
         assert!(stamp.check(now).is_some());
@@ -362,5 +494,59 @@ mod tests {
         assert_eq!(stamp.check(now), None);
         fs::write(stamp.path(), &text[..text.len() / 2]).unwrap();
         assert_eq!(stamp.check(now), None);
+    }
+
+    #[test]
+    fn same_content_under_new_metadata_holds_and_the_stamp_takes_the_new_metadata() {
+        let (_d, paths, stamp) = setup();
+        let now = SystemTime::now();
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        // A fresh checkout: the same bytes in a new file (new inode, times).
+        let a = &paths[0].0;
+        fs::remove_file(a).unwrap();
+        fs::write(a, "x: 1\n").unwrap();
+        age(a);
+        let before = fs::read_to_string(stamp.path()).unwrap();
+        assert!(stamp.check(now).is_some());
+        let after = fs::read_to_string(stamp.path()).unwrap();
+        assert_ne!(before, after, "the new metadata was taken");
+        let mut st = String::new();
+        FileStat::of(a).encode(&mut st);
+        assert!(after.contains(&st), "{after}");
+        assert!(stamp.check(now).is_some());
+        // A directory listed again with the same entries holds too.
+        fs::remove_dir(&paths[1].0).unwrap();
+        fs::create_dir(&paths[1].0).unwrap();
+        assert!(stamp.check(now).is_some());
+        fs::write(paths[1].0.join("x.yml"), "").unwrap();
+        assert_eq!(stamp.check(now), None);
+    }
+
+    #[test]
+    fn an_absent_journal_is_an_empty_one_and_the_binary_is_checked_against_its_start() {
+        let (d, mut paths, stamp) = setup();
+        let now = SystemTime::now();
+        let journal = d.path().join("journal");
+        paths.push((journal.clone(), Watch::ContentOrAbsent));
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        fs::write(&journal, "").unwrap();
+        assert!(stamp.check(now).is_some(), "empty = absent");
+        fs::write(&journal, "record\n").unwrap();
+        assert_eq!(stamp.check(now), None);
+        fs::remove_file(&journal).unwrap();
+        assert!(stamp.check(now).is_some());
+
+        // The binary: fresh is fine, as long as it is the one that started.
+        let bin = d.path().join("csis");
+        fs::write(&bin, "v1").unwrap();
+        let at_start = FileStat::of(&bin);
+        paths.push((bin.clone(), Watch::Binary(at_start)));
+        assert!(stamp.write(&[], &paths, now, None, b"p").unwrap());
+        fs::write(&bin, "v2").unwrap();
+        assert_eq!(stamp.check(now), None, "another binary");
+        assert!(
+            !stamp.write(&[], &paths, now, None, b"p").unwrap(),
+            "the binary changed during the build"
+        );
     }
 }
