@@ -282,3 +282,541 @@ fn new_options_reload_without_reparsing() {
     let fresh = load(dir.path(), &o).expect("loads");
     assert_eq!(graph_view(inc.tree().as_ref().unwrap()), graph_view(&fresh));
 }
+
+// ---- the incremental compile: files -> units -> graph + fingerprints ----
+
+use csis_rules::compile::{Compiled, PinSource};
+use csis_rules::incremental::CompiledTree;
+
+/// Two more images beside web, app and tools: `solo` (its own playbook, a
+/// leaf on deb12) and `pinned` (web's child under `parent_policy: pinned`).
+const SOLO: &str = "images:\n  - name: solo\n    source_image: deb12\n    runtimes: [{image_builder: sim-bake}]\n    modifications:\n      - name: solo-setup\n        playbooks: [playbooks/solo.yml]\n";
+const PINNED: &str = "images:\n  - name: pinned\n    source_image: web\n    parent_policy: pinned\n    runtimes: [{image_builder: sim-bake}]\n";
+
+/// 1 OS builder and 5 images.
+const SERIES: usize = 6;
+
+fn write_compile_tree(root: &Path) {
+    write_tree(root);
+    for (p, text) in [
+        ("images/solo.yml", SOLO),
+        ("images/pinned.yml", PINNED),
+        (
+            "playbooks/solo.yml",
+            "- hosts: all\n  tasks: [{debug: {msg: solo}}]\n",
+        ),
+    ] {
+        std::fs::write(root.join(p), text).unwrap();
+    }
+}
+
+/// `meta-state/` answers, for tests: image -> (build, recorded fingerprint).
+#[derive(Default)]
+struct TestPins(BTreeMap<String, (String, Option<String>)>);
+
+impl PinSource for TestPins {
+    fn image_pin(&self, image: &str, _runtime: &str) -> Option<String> {
+        self.0.get(image).map(|(b, _)| b.clone())
+    }
+    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+        self.0
+            .values()
+            .find(|(b, _)| b == build_id)
+            .and_then(|(_, fp)| fp.clone())
+    }
+}
+
+/// Everything the graph holds, node by node (label, fingerprint, canonical
+/// document, dependencies, spec, attributes), then the warnings.
+fn full_view(c: &Compiled, fps: &csis_engine::Fingerprints) -> Vec<String> {
+    let mut v: Vec<String> = c
+        .graph
+        .ids()
+        .map(|id| {
+            let n = c.graph.node(id);
+            let mut deps: Vec<String> = c
+                .graph
+                .deps(id)
+                .map(|(d, k)| format!("{}={k:?}", c.graph.node(d).label()))
+                .collect();
+            deps.sort();
+            format!(
+                "{} {} {} {deps:?} {:?} {:?} {:?}",
+                n.label(),
+                fps.get(id).to_hex(),
+                c.graph.canonical(id, fps),
+                c.spec(id),
+                n,
+                fps.topo_order()[id.index()]
+            )
+        })
+        .collect();
+    v.extend(c.warnings.iter().map(|w| format!("warning: {w}")));
+    v
+}
+
+/// The incremental compile equals a plain `compile()` of a fresh load of
+/// the same files with the same pins (labels, fingerprints, canonical
+/// inputs, dependencies, specs, warnings).
+fn assert_compiles_like_plain(
+    inc: &Incremental,
+    root: &Path,
+    o: &LoadOptions,
+    pins: &dyn PinSource,
+) {
+    let fresh = load(root, o).expect("loads");
+    let plain = compile(&fresh, pins).expect("compiles");
+    let plain_fps = plain.graph.fingerprints().unwrap();
+    let c: Arc<CompiledTree> = inc.compiled().expect("compiles incrementally");
+    let (a, b) = (
+        full_view(&c.compiled, &c.fps),
+        full_view(&plain, &plain_fps),
+    );
+    assert_eq!(a.len(), b.len(), "node count");
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x, y);
+    }
+}
+
+use std::sync::Arc;
+
+/// Fingerprint of `image`'s bake as the incremental compile answers it.
+fn inc_fp(inc: &Incremental, image: &str) -> String {
+    let c = inc.compiled().expect("compiles");
+    c.fps
+        .get(c.compiled.bake_of(image, "sim").unwrap())
+        .to_hex()
+}
+
+/// Set a file's mtime (so that a same-size rewrite is seen at once).
+fn bump_mtime(p: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(p).unwrap();
+    f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .unwrap();
+}
+
+#[test]
+fn first_compile_runs_each_series_once_and_a_no_change_sync_recomputes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let first = during(&mut inc, |i| {
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(first.loads, 1);
+    assert_eq!(first.drafts, SERIES);
+    assert_eq!(first.compiles, SERIES);
+    assert_eq!(first.fingerprints, SERIES);
+    assert_eq!(first.hashes, 3, "web.yml, app.sh and solo.yml, once each");
+    assert_eq!(first.graphs, 1);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+
+    let again = during(&mut inc, |i| {
+        assert!(i.sync().is_empty());
+        assert!(!i.set_pins(&NoPins));
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(
+        again,
+        Counts::default(),
+        "a no-change sync recomputes nothing"
+    );
+}
+
+#[test]
+fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    // `pinned` is pinned to a build recorded with some fingerprint: its own
+    // fingerprint does not depend on web's.
+    let pins = TestPins(BTreeMap::from([(
+        "pinned".to_string(),
+        ("b-web-1".to_string(), Some("ab".repeat(32))),
+    )]));
+    inc.set_pins(&pins);
+    inc.compiled().expect("compiles");
+    let before: Vec<String> = ["web", "app", "tools", "solo", "pinned"]
+        .iter()
+        .map(|i| inc_fp(&inc, i))
+        .collect();
+
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        APP.replace("app-setup", "app-setup-2"),
+    )
+    .unwrap();
+    let edit = during(&mut inc, |i| {
+        assert_eq!(i.sync().changed, 1);
+        assert!(!i.set_pins(&pins));
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((edit.parses, edit.loads), (1, 1));
+    assert_eq!(
+        edit.drafts, SERIES,
+        "every series' draft runs (the firewall)"
+    );
+    assert_eq!(edit.compiles, 1, "only app recompiles");
+    assert_eq!(edit.fingerprints, 2, "app and its follow child tools");
+    assert_eq!(edit.hashes, 0);
+    assert_eq!(edit.graphs, 1);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+    let after: Vec<String> = ["web", "app", "tools", "solo", "pinned"]
+        .iter()
+        .map(|i| inc_fp(&inc, i))
+        .collect();
+    assert_eq!(after[0], before[0]);
+    assert_ne!(after[1], before[1]);
+    assert_ne!(after[2], before[2]);
+    assert_eq!(after[3..], before[3..]);
+
+    // web: its follow descendants app and tools move; pinned (recorded
+    // parent fingerprint) and solo are not fingerprinted again.
+    std::fs::write(
+        dir.path().join("images/web.yml"),
+        WEB.replace("web-setup", "web-setup-2"),
+    )
+    .unwrap();
+    let web = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(web.compiles, 1, "only web recompiles");
+    assert_eq!(web.fingerprints, 3, "web, app, tools");
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+
+    // a cfg edit that changes no series: drafts run and are all backdated
+    std::fs::write(
+        dir.path().join("cfg/_config.yml"),
+        "id: incremental-test\n# a comment\n",
+    )
+    .unwrap();
+    let cfg = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(cfg.drafts, SERIES);
+    assert_eq!((cfg.compiles, cfg.fingerprints, cfg.graphs), (0, 0, 0));
+
+    // an OS builder edit recompiles the OS builder and re-fingerprints
+    // every follow chain on it; the pinned image keeps its fingerprint
+    let os = CFG
+        .iter()
+        .find(|(p, _)| *p == "cfg/os-builders.yml")
+        .unwrap()
+        .1;
+    std::fs::write(
+        dir.path().join("cfg/os-builders.yml"),
+        os.replace("family_version: \"12\"", "family_version: \"12.5\""),
+    )
+    .unwrap();
+    let c = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(c.compiles, 1, "only deb12 recompiles");
+    assert_eq!(c.fingerprints, 5, "deb12, web, app, tools, solo");
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+}
+
+#[test]
+fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.compiled().expect("compiles");
+    let solo0 = inc_fp(&inc, "solo");
+    let web0 = inc_fp(&inc, "web");
+
+    let pb = dir.path().join("playbooks/solo.yml");
+    std::fs::write(&pb, "- hosts: all\n  tasks: [{debug: {msg: solo2}}]\n").unwrap();
+    let c = during(&mut inc, |i| {
+        let r = i.sync();
+        assert_eq!((r.changed, r.contents), (0, 1));
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(c.hashes, 1, "only solo.yml is read again");
+    assert_eq!((c.parses, c.loads, c.drafts), (0, 0, 0), "no YAML reloads");
+    assert_eq!(c.compiles, 1, "only solo recompiles");
+    assert_eq!(c.fingerprints, 1, "only solo is fingerprinted again");
+    assert_eq!(c.graphs, 1);
+    assert_ne!(inc_fp(&inc, "solo"), solo0);
+    assert_eq!(inc_fp(&inc, "web"), web0);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+
+    // web's playbook: web recompiles; web, its follow descendants (app,
+    // tools) and pinned (no pin recorded: it hashes web's fingerprint) move
+    let pb = dir.path().join("playbooks/web.yml");
+    std::fs::write(&pb, "- hosts: all\n  tasks: []\n# edit\n").unwrap();
+    let c = during(&mut inc, |i| {
+        assert_eq!(i.sync().contents, 1);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.hashes, c.compiles, c.fingerprints), (1, 1, 4));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+
+    // rewritten with the same bytes: read again, nothing recompiles
+    let text = std::fs::read_to_string(&pb).unwrap();
+    std::fs::write(&pb, text).unwrap();
+    bump_mtime(&pb, 1_000_000);
+    let c = during(&mut inc, |i| {
+        let r = i.sync();
+        assert_eq!(r.contents, 0);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(c.hashes, 1);
+    assert_eq!((c.compiles, c.fingerprints, c.graphs), (0, 0, 0));
+
+    // a removed script hashes as `missing`, like the plain compile
+    std::fs::remove_file(dir.path().join("scripts/app.sh")).unwrap();
+    let c = during(&mut inc, |i| {
+        assert_eq!(i.sync().contents, 1);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.hashes, c.compiles), (1, 1));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+
+    // a playbook named by an edit is read on first demand
+    std::fs::write(dir.path().join("playbooks/new.yml"), "- hosts: all\n").unwrap();
+    std::fs::write(
+        dir.path().join("images/solo.yml"),
+        SOLO.replace("playbooks/solo.yml", "playbooks/new.yml"),
+    )
+    .unwrap();
+    let c = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.hashes, c.compiles, c.fingerprints), (1, 1, 1));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+}
+
+#[test]
+fn pins_recompile_only_the_pinned_image() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.compiled().expect("compiles");
+    let pinned0 = inc_fp(&inc, "pinned");
+
+    // pinned to a build recorded with an older fingerprint
+    let pins = TestPins(BTreeMap::from([(
+        "pinned".to_string(),
+        ("b-old".to_string(), Some("cd".repeat(32))),
+    )]));
+    let c = during(&mut inc, |i| {
+        assert!(i.set_pins(&pins));
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.parses, c.loads, c.drafts, c.hashes), (0, 0, 0, 0));
+    assert_eq!((c.compiles, c.fingerprints), (1, 1), "pinned alone");
+    assert_ne!(inc_fp(&inc, "pinned"), pinned0);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+
+    // the same answers again: nothing is set, nothing runs
+    let c = during(&mut inc, |i| {
+        assert!(!i.set_pins(&pins));
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(c, Counts::default());
+
+    // records for images that are not pinned change nothing
+    let mut more = TestPins(pins.0.clone());
+    more.0
+        .insert("app".into(), ("b-web".into(), Some("ef".repeat(32))));
+    assert!(!inc.set_pins(&more));
+}
+
+/// A tree with the compile's corner cases: an image whose parent does not
+/// bake on its runtime (and that image's child), two entries on one
+/// runtime, a fixed parent image (and its child on both runtimes).
+fn write_corner_tree(root: &Path) {
+    let files: &[(&str, &str)] = &[
+        ("cfg/_config.yml", "id: corners\n"),
+        (
+            "cfg/runtime-builders.yml",
+            "runtime_builders:\n  - {name: sim, type: dummy, is_default: true, default_machine_type: small}\n  - {name: sim2, type: dummy, default_machine_type: small, retention_keep: 2}\n",
+        ),
+        (
+            "cfg/image-builders.yml",
+            "image_builders:\n  - {name: sim-bake, type: dummy, runtime: sim, is_default: true}\n  - {name: sim2-bake, type: dummy, runtime: sim2}\n  - {name: sim-bake-b, type: dummy, runtime: sim}\n",
+        ),
+        (
+            "cfg/mod-builders.yml",
+            "mod_builders:\n  - {name: ansible, type: ansible, is_default: true}\n  - {name: bash, type: bash-remote}\n",
+        ),
+        (
+            "cfg/os-builders.yml",
+            "os_builders:\n  - name: deb12\n    type: debian\n    family: debian\n    family_version: \"12\"\n    is_default: true\n    runtimes:\n      - image_builder: sim-bake\n",
+        ),
+        (
+            "images/corners.yml",
+            "images:\n\
+             \x20 - name: far\n    source_image: deb12\n    runtimes: [{image_builder: sim2-bake}]\n\
+             \x20 - name: farther\n    source_image: far\n    runtimes: [{image_builder: sim2-bake}]\n\
+             \x20 - name: twice\n    source_image: deb12\n    runtimes: [{image_builder: sim-bake}, {image_builder: sim-bake-b}]\n\
+             \x20 - name: fixed\n    source_image: deb12\n    runtimes: [{image_builder: sim2-bake, image_identifier: img-123}, {image_builder: sim-bake}]\n    release: {model: stable}\n\
+             \x20 - name: kid\n    source_image: fixed\n    runtimes: [{image_builder: sim2-bake}, {image_builder: sim-bake}]\n",
+        ),
+    ];
+    for (p, text) in files {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+/// A generated tree: `n` images in chains of up to 4 on 3 OS builders, two
+/// runtimes, mixed policies, shared and own playbooks.
+fn write_generated_tree(root: &Path, n: usize) {
+    use std::fmt::Write as _;
+    let mut files: Vec<(String, String)> = vec![
+        ("cfg/_config.yml".into(), "id: generated\n".into()),
+        (
+            "cfg/runtimes.yml".into(),
+            "runtime_builders:\n  - {name: sim, type: dummy, is_default: true, default_machine_type: small}\n  - {name: sim2, type: dummy, default_machine_type: small}\n\
+             image_builders:\n  - {name: b1, type: dummy, runtime: sim, is_default: true}\n  - {name: b2, type: dummy, runtime: sim2}\n\
+             mod_builders:\n  - {name: ansible, type: ansible, is_default: true}\n  - {name: bash, type: bash-remote}\n"
+                .into(),
+        ),
+        ("playbooks/shared.yml".into(), "- hosts: all\n".into()),
+    ];
+    let mut os = String::from("os_builders:\n");
+    for i in 0..3 {
+        write!(os, "  - name: os-{i}\n    type: debian\n    family: debian\n    family_version: \"1{i}\"\n    runtimes: [{{image_builder: b1}}, {{image_builder: b2}}]\n").unwrap();
+    }
+    files.push(("cfg/os.yml".into(), os));
+    let mut imgs = String::from("images:\n");
+    for i in 0..n {
+        let src = if i % 4 == 0 {
+            format!("os-{}", i % 3)
+        } else {
+            format!("img-{}", i - 1)
+        };
+        let policy = if i % 6 == 2 { "pinned" } else { "follow" };
+        let rts = if i % 5 == 1 {
+            "[{image_builder: b1}]"
+        } else {
+            "[{image_builder: b1}, {image_builder: b2}]"
+        };
+        write!(imgs, "  - name: img-{i}\n    source_image: {src}\n    parent_policy: {policy}\n    runtimes: {rts}\n    modifications:\n      - name: m\n        playbooks: [playbooks/shared.yml, playbooks/own-{}.yml]\n", i % 7).unwrap();
+        files.push((
+            format!("playbooks/own-{}.yml", i % 7),
+            format!("- hosts: all # {}\n", i % 7),
+        ));
+    }
+    files.push(("images/all.yml".into(), imgs));
+    for (p, text) in files {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+#[test]
+fn compiles_like_compile_on_fixtures_and_corner_cases() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+    for f in ["graph/basic", "ops/basic", "config/valid"] {
+        let root = fixtures.join(f);
+        let inc = Incremental::new(&root, &opts());
+        assert_compiles_like_plain(&inc, &root, &opts(), &NoPins);
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    write_corner_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+    let c = inc.compiled().unwrap();
+    let w = c.compiled.warnings.join("\n");
+    assert!(
+        w.contains("image far on sim2: its parent deb12 does not bake on sim2"),
+        "{w}"
+    );
+    assert!(
+        w.contains("image farther on sim2: its parent far does not bake on sim2"),
+        "{w}"
+    );
+    assert!(
+        w.contains("image twice: a second runtimes[] entry bakes on sim"),
+        "{w}"
+    );
+    assert!(c.compiled.bake_of("kid", "sim2").is_some(), "{w}");
+    // the OS builder gains sim2: far, farther and kid@sim2 change
+    std::fs::write(
+        dir.path().join("cfg/os-builders.yml"),
+        "os_builders:\n  - name: deb12\n    type: debian\n    family: debian\n    family_version: \"12\"\n    is_default: true\n    runtimes:\n      - image_builder: sim-bake\n      - image_builder: sim2-bake\n",
+    )
+    .unwrap();
+    inc.sync();
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+    assert!(inc
+        .compiled()
+        .unwrap()
+        .compiled
+        .bake_of("farther", "sim2")
+        .is_some());
+
+    let dir = tempfile::tempdir().unwrap();
+    write_generated_tree(dir.path(), 60);
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let pins = TestPins(BTreeMap::from([
+        (
+            "img-2".to_string(),
+            ("b-1".to_string(), Some("12".repeat(32))),
+        ),
+        ("img-8".to_string(), ("b-7".to_string(), None)),
+    ]));
+    inc.set_pins(&pins);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+    // the shared playbook: every image recompiles; the plain compile agrees
+    std::fs::write(
+        dir.path().join("playbooks/shared.yml"),
+        "- hosts: all\n# 2\n",
+    )
+    .unwrap();
+    let c = during(&mut inc, |i| {
+        assert_eq!(i.sync().contents, 1);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.hashes, c.compiles), (1, 60));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+    // one image's own playbook: the images using it (every 7th) recompile
+    std::fs::write(
+        dir.path().join("playbooks/own-3.yml"),
+        "- hosts: all # 3'\n",
+    )
+    .unwrap();
+    let c = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    assert_eq!(
+        (c.hashes, c.compiles),
+        (1, (0..60).filter(|i| i % 7 == 3).count())
+    );
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
+}
+
+#[test]
+fn a_tree_that_does_not_load_does_not_compile_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.compiled().expect("compiles");
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        "images:\n  - name: [app\n",
+    )
+    .unwrap();
+    inc.sync();
+    assert!(matches!(inc.compiled(), Err(None)));
+    std::fs::write(dir.path().join("images/app.yml"), APP).unwrap();
+    let c = during(&mut inc, |i| {
+        i.sync();
+        i.compiled().expect("compiles");
+    });
+    // the tree is back as it was: every series' draft equals its last
+    // value, nothing else runs but the graph
+    assert_eq!((c.drafts, c.compiles, c.fingerprints), (SERIES, 0, 0));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+}

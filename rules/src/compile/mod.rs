@@ -419,8 +419,8 @@ pub struct Entry {
     parent: ParentLink,
     emit: Node,
     retag: Node,
-    release: Option<(Node, String)>,
-    dispose: Option<(Node, Option<u32>, bool)>,
+    release: Option<ReleaseNode>,
+    dispose: Option<DisposeNode>,
 }
 
 /// Where an entry's bake starts from, before the graph exists.
@@ -452,6 +452,12 @@ impl Entry {
             } => Some((series.as_str(), pinned_fp.is_none())),
             _ => None,
         }
+    }
+
+    /// Where the bake is among [`Entry::fingerprints`] (after the resolve
+    /// node of an OS builder).
+    pub fn bake_index(&self) -> usize {
+        usize::from(self.resolve.is_some())
     }
 
     /// The fingerprints of this entry's nodes, in graph order, as
@@ -497,6 +503,11 @@ fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
     }
 }
 
+/// A release node and its model.
+type ReleaseNode = (Node, String);
+/// A dispose node, its `keep` and whether the runtime is ephemeral.
+type DisposeNode = (Node, Option<u32>, bool);
+
 /// The follow-ups of a bake shared by bases and images: retag, release, dispose.
 fn follow_ups(
     tree: &Tree,
@@ -505,11 +516,7 @@ fn follow_ups(
     runtime: &str,
     release: Option<&str>,
     keep: Option<u32>,
-) -> (
-    Node,
-    Option<(Node, String)>,
-    Option<(Node, Option<u32>, bool)>,
-) {
+) -> (Node, Option<ReleaseNode>, Option<DisposeNode>) {
     let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
     let retag = attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue));
     let release = release.map(|model| {
