@@ -159,22 +159,59 @@ pub fn client(e: &Endpoint) -> Result<Docker, String> {
     r.map_err(|err| format!("daemon address {h}: {err}"))
 }
 
-/// bollard's ssh transport hands `user@host:port` to ssh as a host name: a
-/// port in the URL cannot work, so it is refused with the way around it.
+/// bollard's ssh transport hands the URL's authority (`user@host:port`) to
+/// ssh as the destination without the `ssh://` scheme, so ssh reads
+/// `host:port` as a host name and the port is never used (bollard 0.21,
+/// openssh 0.11: `SessionBuilder::resolve` splits a port only from an
+/// `ssh://` destination). A port is therefore refused, with the
+/// `~/.ssh/config` alias that reaches the same daemon (the docker CLI,
+/// ansible and packer read that alias too). `None`: no port.
 pub fn ssh_port_problem(host: &str) -> Option<String> {
     let rest = host.strip_prefix("ssh://")?;
     let authority = rest.split('/').next().unwrap_or(rest);
-    let hostpart = authority.rsplit('@').next().unwrap_or(authority);
-    let has_port = if hostpart.starts_with('[') {
-        hostpart.contains("]:")
-    } else {
-        hostpart.contains(':')
+    let (user, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
     };
-    has_port.then(|| {
-        format!(
-            "daemon address {host}: a port in an ssh:// address is not supported; declare a Host alias with its Port in ~/.ssh/config and use ssh://<user>@<alias>"
-        )
-    })
+    let (name, port) = if let Some(r) = hostport.strip_prefix('[') {
+        let (n, after) = r.split_once(']').unwrap_or((r, ""));
+        (n, after.strip_prefix(':')?)
+    } else {
+        let (n, p) = hostport.split_once(':')?;
+        (n, p)
+    };
+    let alias: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string();
+    let port_desc = if port.is_empty() {
+        "an empty port".to_string()
+    } else if port.parse::<u16>().is_ok() {
+        format!("port {port}")
+    } else {
+        format!("port '{port}' (not a port number)")
+    };
+    let alias = if port.parse::<u16>().is_ok() {
+        format!("{alias}-{port}")
+    } else {
+        alias
+    };
+    let port_line = port
+        .parse::<u16>()
+        .map(|p| format!(", Port {p}"))
+        .unwrap_or_default();
+    let user_part = user.map(|u| format!("{u}@")).unwrap_or_default();
+    Some(format!(
+        "daemon address {host}: {port_desc} in an ssh:// address is not supported (the Engine API client gives ssh `{authority}` as a host name, so the port would never be used); declare `Host {alias}` with `HostName {name}{port_line}` in ~/.ssh/config and use host: ssh://{user_part}{alias}"
+    ))
 }
 
 /// What to check when the daemon does not answer, per endpoint kind.
@@ -241,13 +278,50 @@ mod tests {
 
     #[test]
     fn ssh_ports_refused_with_the_way_around() {
-        assert!(ssh_port_problem("ssh://u@h:2222")
+        assert_eq!(
+            ssh_port_problem("ssh://deploy@build.example:2222").unwrap(),
+            "daemon address ssh://deploy@build.example:2222: port 2222 in an ssh:// address is not supported (the Engine API client gives ssh `deploy@build.example:2222` as a host name, so the port would never be used); declare `Host build.example-2222` with `HostName build.example, Port 2222` in ~/.ssh/config and use host: ssh://deploy@build.example-2222"
+        );
+        // no user, a path after the authority
+        let p = ssh_port_problem("ssh://h:22/x").unwrap();
+        assert!(
+            p.starts_with(
+                "daemon address ssh://h:22/x: port 22 in an ssh:// address is not supported"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.ends_with(
+                "`Host h-22` with `HostName h, Port 22` in ~/.ssh/config and use host: ssh://h-22"
+            ),
+            "{p}"
+        );
+        // IPv6 literals: the port after the bracket
+        let p = ssh_port_problem("ssh://u@[::1]:2200").unwrap();
+        assert!(p.contains("port 2200 in an ssh:// address"), "{p}");
+        assert!(p.contains("`HostName ::1, Port 2200`"), "{p}");
+        assert!(p.ends_with("use host: ssh://u@1-2200"), "{p}");
+        // an empty or non-numeric port is named as such
+        assert!(ssh_port_problem("ssh://u@h:")
             .unwrap()
-            .contains("~/.ssh/config"));
+            .contains(": an empty port in an ssh:// address is not supported"));
+        assert!(ssh_port_problem("ssh://u@h:ssh")
+            .unwrap()
+            .contains(": port 'ssh' (not a port number) in an ssh:// address"));
+        // no port: nothing to say
         assert_eq!(ssh_port_problem("ssh://u@h"), None);
         assert_eq!(ssh_port_problem("ssh://h"), None);
-        assert!(ssh_port_problem("ssh://u@[::1]:22").is_some());
         assert_eq!(ssh_port_problem("ssh://u@[::1]"), None);
+        assert_eq!(ssh_port_problem("tcp://h:2376"), None);
+        // the client refuses it before any ssh runs, with the same words
+        let e = client(&Endpoint {
+            host: "ssh://u@h:2222".into(),
+            tls_dir: None,
+            origin: "host".into(),
+        })
+        .err()
+        .unwrap();
+        assert_eq!(e, ssh_port_problem("ssh://u@h:2222").unwrap());
     }
 
     #[test]
