@@ -194,11 +194,17 @@ pub struct InstanceFacts {
     pub config: Option<String>,
 }
 
+/// An instance's power state, in the seeds' vocabulary (`running`,
+/// `stopped`, `starting`, `stopping`, `absent`, `unknown`). `starting` and
+/// `stopping` are transitions (EC2's `pending`; `stopping`/`shutting-down`):
+/// neither is `running` nor `stopped`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum PowerState {
     Running,
     Stopped,
+    Starting,
+    Stopping,
     Absent,
     Unknown,
 }
@@ -209,6 +215,18 @@ pub struct SessionResult {
     pub exit_code: i32,
     pub stdout: String,
     pub stderr: String,
+}
+
+/// One check of `verify_instance` (`startup scripts`, `booted image`,
+/// `data disks mounted`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerifyCheck {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    /// The last lines of output (at most 20).
+    #[serde(default)]
+    pub evidence: Vec<String>,
 }
 
 /// One line of `csis preflight`.
@@ -357,6 +375,21 @@ pub trait Runtime: Send + Sync {
     ) -> Result<SessionResult> {
         let _ = (instance, command, timeout_s);
         Err(self.unsupported("run_session_command"))
+    }
+    /// The deferred verification of a launched instance
+    /// (`verify_instance(name, expected_build, expect_mounts, timeout)`): the
+    /// launch completion marker within `timeout_s`, the booted image against
+    /// `expected_build`, and, when `expect_mounts > 0`, the data disks
+    /// mounted. A failed check is an answer (`ok: false`), not an error.
+    async fn verify_instance(
+        &self,
+        instance: &str,
+        expected_build: &str,
+        expect_mounts: usize,
+        timeout_s: u64,
+    ) -> Result<Vec<VerifyCheck>> {
+        let _ = (instance, expected_build, expect_mounts, timeout_s);
+        Err(self.unsupported("verify_instance"))
     }
 }
 
