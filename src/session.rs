@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use anyhow::{anyhow, bail, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile, planner, Compiled, ForceBake};
+use csis_rules::compile::{compile, planner, Compiled, ForceBake, PinSource};
 use csis_rules::Tree;
 
 use crate::GlobalArgs;
@@ -54,6 +54,24 @@ pub fn open(global: &GlobalArgs) -> Result<Session> {
 
 /// Compile an already loaded tree against its `meta-state/`.
 pub fn open_tree(tree: Tree) -> Result<Session> {
+    open_tree_with(tree, |tree, pins| {
+        let t0 = std::time::Instant::now();
+        let compiled = compile(tree, pins)?;
+        timing("compile", t0);
+        let t0 = std::time::Instant::now();
+        let fps = compiled.graph.fingerprints()?;
+        timing("fingerprints", t0);
+        Ok((compiled, fps))
+    })
+}
+
+/// [`open_tree`] with the compile and fingerprints answered by `compile`
+/// from the tree and the pins of `meta-state/` (`csis watch`: the
+/// incremental compile).
+pub fn open_tree_with(
+    tree: Tree,
+    compile: impl FnOnce(&Tree, &dyn PinSource) -> Result<(Compiled, Fingerprints)>,
+) -> Result<Session> {
     let root = tree.root().to_path_buf();
     let meta = MetaState::of_tree(&root);
     // Revoked heads and pins to revoked builds are invisible to the plan
@@ -64,12 +82,7 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(&root))?;
     let (lineage, pins) = planning_view(&meta, lineage, pins)?;
     timing("read meta-state", t0);
-    let t0 = std::time::Instant::now();
-    let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
-    timing("compile", t0);
-    let t0 = std::time::Instant::now();
-    let fps = compiled.graph.fingerprints()?;
-    timing("fingerprints", t0);
+    let (compiled, fps) = compile(&tree, &MetaPins::new(&pins, &lineage))?;
     Ok(Session {
         root,
         tree,

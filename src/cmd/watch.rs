@@ -1,25 +1,32 @@
 //! `csis watch [PATTERNS]`: keep watching the tree and print the plan's
 //! changes when a file changes.
 //!
-//! The tree stays loaded in a salsa database ([`csis_rules::incremental`]):
-//! every YAML file of the tree is an input, its parse a query of its own,
-//! and the load (merge, resolve, validate) a query over the parses. This
-//! polls file metadata (mtime + size); on a change it re-reads the YAML
-//! files, sets only the inputs whose text changed, and asks for the tree:
-//! an edit of one image file re-parses that file alone, and an edit of a
-//! file that is not YAML (a playbook, a script) re-parses and reloads
-//! nothing. The compile, fingerprints and plan then run on the tree as
-//! `csis plan` runs them, and the new plan is diffed against the previous
-//! one. `CSIS_TIMING=1` prints, per change, how many parses and loads ran.
+//! The tree and its compile stay in a salsa database
+//! ([`csis_rules::incremental`]): every YAML file, every playbook and
+//! script the compile hashes, and the pins of `meta-state/` are inputs;
+//! the parse of a file, the load, and per OS builder and per image the
+//! unit of graph nodes and its fingerprints are memoized queries, from
+//! which the graph is assembled. This polls file metadata (mtime + size);
+//! on a change it re-reads the YAML files and re-hashes the playbooks and
+//! scripts whose metadata moved, sets only the inputs that changed, reads
+//! `meta-state/` as `csis plan` does and sets the pins, and asks for the
+//! graph: an edit of one image file re-parses that file and recompiles
+//! that image alone (every series' draft is re-derived from the reloaded
+//! tree and compared), its fingerprint and its `follow` descendants'; an
+//! edit of a playbook re-hashes that file and recompiles only the images
+//! using it. The plan then runs on that graph as `csis plan` runs it, and
+//! the new plan is diffed against the previous one. `CSIS_TIMING=1`
+//! prints, per change, what ran (parses, loads, recompiled series,
+//! re-hashed files, re-fingerprinted series).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use csis_engine::Plan;
 use csis_rules::compile::ForceBake;
-use csis_rules::incremental::Incremental;
+use csis_rules::incremental::{Counts, Incremental};
 
 use crate::GlobalArgs;
 
@@ -106,9 +113,14 @@ fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
     out
 }
 
-fn current_plan(inc: &Incremental, patterns: &[String]) -> anyhow::Result<Plan> {
-    let t0 = std::time::Instant::now();
-    let before = inc.counts();
+/// The plan of the tree as `inc` holds it now. `before`: the counts before
+/// the last sync (for `CSIS_TIMING`).
+fn current_plan(
+    inc: &mut Incremental,
+    patterns: &[String],
+    t0: Instant,
+    before: Counts,
+) -> anyhow::Result<Plan> {
     let tree = match inc.tree() {
         Ok(t) => t.clone(),
         Err(diags) => {
@@ -117,16 +129,27 @@ fn current_plan(inc: &Incremental, patterns: &[String]) -> anyhow::Result<Plan> 
             anyhow::bail!("the tree does not load ({errors} error(s))");
         }
     };
+    let s = crate::session::open_tree_with(tree, |_, pins| {
+        inc.set_pins(pins);
+        match inc.compiled() {
+            Ok(c) => Ok((c.compiled.clone(), c.fps.clone())),
+            Err(Some(e)) => anyhow::bail!("{e}"),
+            Err(None) => anyhow::bail!("the tree does not load"),
+        }
+    })?;
     if std::env::var_os("CSIS_TIMING").is_some() {
         let c = inc.counts() - before;
         eprintln!(
-            "timing: incremental load: {:.1} ms ({} file(s) parsed, {} load(s))",
+            "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s), \
+             {} series recompiled, {} file(s) hashed, {} series fingerprinted)",
             t0.elapsed().as_secs_f64() * 1000.0,
             c.parses,
-            c.loads
+            c.loads,
+            c.compiles,
+            c.hashes,
+            c.fingerprints
         );
     }
-    let s = crate::session::open_tree(tree)?;
     let sel = s.select(patterns)?;
     s.plan(&sel, &ForceBake::default())
 }
@@ -135,9 +158,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     let root = global.dir.clone();
     let mut snap = snapshot(&root);
+    let t0 = Instant::now();
     let mut inc = Incremental::new(&root, &crate::cmd::validate::load_options(global));
     let mut last: Option<Plan> = None;
-    match current_plan(&inc, &args.patterns) {
+    match current_plan(&mut inc, &args.patterns, t0, Counts::default()) {
         Ok(p) => {
             let due = p.due_count("bake");
             let total = p.nodes.iter().filter(|n| n.kind == "bake").count();
@@ -161,8 +185,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         snap = now;
+        let (t0, before) = (Instant::now(), inc.counts());
         inc.sync();
-        match current_plan(&inc, &args.patterns) {
+        match current_plan(&mut inc, &args.patterns, t0, before) {
             Ok(p) => {
                 let lines = diff_plans(last.as_ref(), &p);
                 if lines.is_empty() {
