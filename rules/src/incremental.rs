@@ -1,31 +1,72 @@
-//! The incremental load behind `csis watch`: the tree's files as salsa
-//! inputs, and the steps of the load as memoized salsa queries, so that an
-//! edit recomputes only what depends on it.
+//! The incremental load and compile behind `csis watch`: the tree's files,
+//! the playbooks and scripts the compile hashes, and the pins of
+//! `meta-state/` as salsa inputs; the load and the compile as memoized
+//! salsa queries, so that an edit recomputes only what depends on it.
 //!
 //! ```text
-//!  TreeFile (input: path, text, revision)  --parse_file-->  ParsedFile  (one per file)
-//!  TreeInput (input: root, files, options) --load_tree--->  LoadedTree  (merge, resolve, validate)
+//!  inputs                          queries (per ...)
+//!  TreeFile  (path, text)   --->  parse_file        (file)
+//!  TreeInput (files, options) -->  load_tree         (tree)    merge, resolve, validate
+//!                                  names, series_order (tree)  firewalls: which series, in which order
+//!                                  draft             (series)  firewall: the series' unit as the tree decides it
+//!  TreeInput.pins (PinTable) --->  image_pins        (image)   firewall: one image's pins
+//!  ContentFile (path, hash) --->  nodes             (series)  draft + file hashes + pins = the unit
+//!                                  bakes_of          (series)  which entries hold the series' bakes
+//!                                  fingerprints      (series)  the unit's node fingerprints (+ the parent's)
+//!                                  graph             (tree)    the units assembled, fingerprints laid out
 //! ```
 //!
-//! - [`parse_file`] depends on one [`TreeFile`] only: editing one image file
-//!   re-parses that file and no other.
-//! - [`load_tree`] depends on the file list, the options and every file's
-//!   [`ParsedFile`]. Its result is compared by content: a `ParsedFile` is
-//!   equal to the previous one when the parse's determinants (display path,
-//!   absolute path, text) hash the same, so a file saved without a change
-//!   (or changed and changed back) re-parses but does not reload the tree
-//!   (salsa backdates the parse).
+//! A **series** is an OS builder or an image ([`Series`]); its **unit**
+//! ([`compile::Unit`]) is its nodes on each runtime, built by the same
+//! functions as the plain [`compile::compile`] ([`compile::os_unit`],
+//! [`compile::image_draft`], [`compile::finish_image`]) and assembled by the
+//! same [`compile::Assembler`], so both answer the same graph (the tests
+//! compare them node by node).
 //!
-//! [`Incremental`] wraps the database for a tree on disk: [`Incremental::sync`]
-//! re-reads the YAML files and sets only the inputs whose text changed;
-//! [`Incremental::tree`] answers the loaded tree, recomputing what the
-//! changes invalidated. [`Incremental::counters`] counts query executions
-//! (the tests prove the incrementality with it).
+//! What backdates (results compared by value, so an equal result stops the
+//! recomputation there):
+//!
+//! - [`parse_file`] depends on one [`TreeFile`]: editing one image file
+//!   re-parses that file alone. A parse equal by content hash (display
+//!   path, absolute path, text) is backdated: a file saved unchanged (or
+//!   changed and changed back) does not reload the tree.
+//! - [`draft`] reads the loaded tree, so every series' draft runs again
+//!   when the tree reloads (the price of a load that is one query); the
+//!   draft of a series the edit did not touch is equal and backdated, and
+//!   nothing after it runs: editing one image recompiles that image alone.
+//! - [`nodes`] finishes an image's draft with the content hashes of its
+//!   playbooks and scripts ([`ContentFile`] inputs, read through
+//!   [`Db::content_file`] on first demand) and its pins ([`image_pins`],
+//!   read only under `parent_policy: pinned`): editing a playbook re-hashes
+//!   that file and recompiles only the images using it; a new pin
+//!   recompiles only the image pinned.
+//! - [`fingerprints`] hashes a series' nodes ([`compile::Entry::fingerprints`]);
+//!   an image whose bake hashes its parent's fingerprint (follow, or pinned
+//!   without a recorded fingerprint) depends on the parent's fingerprints,
+//!   so an edit re-fingerprints the series and its `follow` descendants,
+//!   down to the first fingerprint that does not move. A pinned child with
+//!   a recorded parent fingerprint does not depend on the parent's.
+//! - [`graph`] re-assembles the graph (cloning the units) when the order,
+//!   a unit or a fingerprint changed, and lays out the memoized
+//!   fingerprints by node ([`csis_engine::Fingerprints::from_computed`]).
+//!
+//! [`Incremental`] wraps the database for a tree on disk:
+//! [`Incremental::sync`] re-reads the YAML files and sets only the inputs
+//! whose text changed, and re-hashes the content files whose mtime or size
+//! moved (setting only the hashes that changed); [`Incremental::set_pins`]
+//! sets the pins `meta-state/` answers now ([`PinTable`]);
+//! [`Incremental::tree`] and [`Incremental::compiled`] answer the loaded
+//! tree and the compiled graph with its fingerprints, recomputing what the
+//! changes invalidated. [`Incremental::counts`] counts query executions
+//! and file hashes (the tests prove the incrementality with it).
 //!
 //! Not tracked (read as the plain loader reads them, at the load's
 //! execution): overlay files, age identities, the environment. The load
 //! time (`LoadOptions::now`) is fixed when the database is created, so a
 //! tree that renders `execution.timestamp` keeps one timestamp per watch.
+//! A content file rewritten with the same size within the filesystem's
+//! mtime granularity of its last read is not seen (as `csis watch`'s own
+//! polling does not see it).
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};

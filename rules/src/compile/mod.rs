@@ -12,7 +12,19 @@
 //! bake depends on its parent's bake on the same runtime (chains are per
 //! runtime).
 //!
-//! ## The bake fingerprint (recipe [`BAKE_RECIPE`], over the engine's
+//! ## Per series
+//!
+//! The compile is per series (an OS builder or an image): its [`Unit`](crate::compile::Unit) is
+//! its nodes on each runtime entry ([`os_unit`](crate::compile::os_unit); for an image
+//! [`image_draft`](crate::compile::image_draft), which reads only the tree, then [`finish_image`](crate::compile::finish_image), which
+//! adds the content hash of each playbook and script and the pins). An
+//! [`Assembler`](crate::compile::Assembler) adds the units to the graph (OS builders, then images
+//! parents first) and links each image's bake to its parent's on the same
+//! runtime. [`compile`](crate::compile::compile()) hashes the files from disk; [`compile_with`](crate::compile::compile_with) takes
+//! the hashes from a hook; the incremental compile
+//! ([`crate::incremental`]) memoizes each step per series.
+//!
+//! ## The bake fingerprint (recipe [`BAKE_RECIPE`](crate::compile::BAKE_RECIPE), over the engine's
 //! `csis-fingerprint-v1` encoding)
 //!
 //! Inputs (core.md §4.3): `series`, `parent` (`"vendor"`, or
