@@ -38,6 +38,7 @@ fn changed_playbook_rebakes_image_and_follow_descendants_only() {
     let changes = web["changes"].as_array().expect("changes with --explain");
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0]["path"], "inputs.mods[0].files[0].blake3");
+    assert_eq!(changes[0]["item"], "playbooks/web.yml");
     assert_eq!(node("//images/app@sim:bake")["code"], "dep-due");
     assert_eq!(node("//images/app-pinned@sim:bake")["due"], false);
     assert_eq!(node("//os/deb12@sim:bake")["due"], false);
@@ -45,7 +46,7 @@ fn changed_playbook_rebakes_image_and_follow_descendants_only() {
     let text_plan = csis(d).args(["plan", "--explain"]).output().unwrap();
     let text_plan = String::from_utf8_lossy(&text_plan.stdout).to_string();
     assert!(
-        text_plan.contains("inputs.mods[0].files[0].blake3"),
+        text_plan.contains("inputs.mods[0].files[0].blake3 (playbooks/web.yml): "),
         "{text_plan}"
     );
 

@@ -237,6 +237,11 @@ pub struct FieldChange {
     pub old: Option<Value>,
     /// The new value; `None` when the field was removed.
     pub new: Option<Value>,
+    /// The innermost list item the field is in, by its `path` or `name`
+    /// when it has one that did not change (`playbooks/web.yml`), so that
+    /// people need not count list items.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
 }
 
 fn short_value(v: &Option<Value>) -> String {
@@ -289,12 +294,16 @@ fn around_difference(a: &str, b: &str) -> (String, String) {
 }
 
 impl fmt::Display for FieldChange {
-    /// `mods[1].content: 3f2a8c1d.. -> 9b1c22e0..`
+    /// `mods[1].content: 3f2a8c1d.. -> 9b1c22e0..`, or with the item's
+    /// name: `mods[0].files[0].blake3 (playbooks/web.yml): cdf8.. -> 8471..`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let path = if self.path.is_empty() {
-            "(root)"
+            "(root)".to_string()
         } else {
-            &self.path
+            match &self.item {
+                Some(i) => format!("{} ({i})", self.path),
+                None => self.path.clone(),
+            }
         };
         if let (Some(Value::String(a)), Some(Value::String(b))) = (&self.old, &self.new) {
             if !is_digest(a) || !is_digest(b) {
@@ -323,7 +332,23 @@ fn key_path(base: &str, key: &str) -> String {
     }
 }
 
-fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
+/// An item's identity: its unchanged `path` or `name` string.
+fn item_name(a: &Value, b: &Value) -> Option<String> {
+    ["path", "name"]
+        .iter()
+        .find_map(|k| match (a.get(k), b.get(k)) {
+            (Some(Value::String(x)), Some(Value::String(y))) if x == y => Some(x.clone()),
+            _ => None,
+        })
+}
+
+fn diff_into(
+    path: &str,
+    item: &Option<String>,
+    old: &Value,
+    new: &Value,
+    out: &mut Vec<FieldChange>,
+) {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
             let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
@@ -332,11 +357,12 @@ fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
             for k in keys {
                 let p = key_path(path, k);
                 match (a.get(k), b.get(k)) {
-                    (Some(x), Some(y)) => diff_into(&p, x, y, out),
+                    (Some(x), Some(y)) => diff_into(&p, item, x, y, out),
                     (x, y) => out.push(FieldChange {
                         path: p,
                         old: x.cloned(),
                         new: y.cloned(),
+                        item: item.clone(),
                     }),
                 }
             }
@@ -345,11 +371,15 @@ fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
             for i in 0..a.len().max(b.len()) {
                 let p = format!("{path}[{i}]");
                 match (a.get(i), b.get(i)) {
-                    (Some(x), Some(y)) => diff_into(&p, x, y, out),
+                    (Some(x), Some(y)) => {
+                        let named = item_name(x, y).or_else(|| item.clone());
+                        diff_into(&p, &named, x, y, out)
+                    }
                     (x, y) => out.push(FieldChange {
                         path: p,
                         old: x.cloned(),
                         new: y.cloned(),
+                        item: item.clone(),
                     }),
                 }
             }
@@ -360,6 +390,7 @@ fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
                     path: path.to_string(),
                     old: Some(a.clone()),
                     new: Some(b.clone()),
+                    item: item.clone(),
                 })
             }
         }
@@ -371,7 +402,7 @@ fn diff_into(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
 /// empty list. Used by `csis plan --explain`.
 pub fn diff(old: &Value, new: &Value) -> Vec<FieldChange> {
     let mut out = Vec::new();
-    diff_into("", old, new, &mut out);
+    diff_into("", &None, old, new, &mut out);
     out
 }
 
@@ -419,6 +450,34 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_field_names_the_list_item_it_is_in() {
+        let old = json!({"mods": [{"name": "setup", "files": [
+            {"path": "a.yml", "blake3": "1".repeat(64)},
+            {"path": "b.yml", "blake3": "2".repeat(64)}]}]});
+        let mut new = old.clone();
+        new["mods"][0]["files"][1]["blake3"] = json!("3".repeat(64));
+        let d = diff(&old, &new);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].path, "mods[0].files[1].blake3");
+        assert_eq!(d[0].item.as_deref(), Some("b.yml"));
+        assert_eq!(
+            d[0].to_string(),
+            "mods[0].files[1].blake3 (b.yml): 22222222.. -> 33333333.."
+        );
+        // A renamed item is not named by its old name; the enclosing one is.
+        new["mods"][0]["files"][1]["path"] = json!("c.yml");
+        let d = diff(&old, &new);
+        assert!(
+            d.iter().all(|c| c.item.as_deref() == Some("setup")),
+            "{d:?}"
+        );
+        // Outside any named item: no name.
+        let d = diff(&json!({"disk": 8}), &json!({"disk": 9}));
+        assert_eq!(d[0].item, None);
+        assert_eq!(d[0].to_string(), "disk: 8 -> 9");
+    }
+
+    #[test]
     fn a_changed_text_is_shown_around_its_difference() {
         let old = json!({"script": ["echo '<h1>hello from csis</h1>' > /srv/www/index.html"]});
         let new =
@@ -445,7 +504,7 @@ mod tests {
             shown,
             [
                 "disk: 20 -> 30",
-                "mods[0].content: 3f2a3f2a.. -> 9b1c9b1c..",
+                "mods[0].content (a): 3f2a3f2a.. -> 9b1c9b1c..",
                 "mods[1]: {\"name\":\"b\"} -> (absent)",
                 "[\"x y\"]: (absent) -> true",
             ]

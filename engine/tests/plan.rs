@@ -157,7 +157,7 @@ fn a_change_propagates_to_follow_descendants_while_pinned_children_stay_current(
     );
     // Field by field.
     let changes: Vec<String> = base.changes.iter().map(|c| c.to_string()).collect();
-    assert_eq!(changes, ["inputs.mods[0].content: v1 -> v2"]);
+    assert_eq!(changes, ["inputs.mods[0].content (m): v1 -> v2"]);
 
     // Follow descendants: due because their parent re-bakes (checked before inputs).
     let f = plan.node(t.follow).unwrap();
