@@ -88,13 +88,15 @@ impl AwsPowerState {
             AwsPowerState::Unknown => "unknown",
         }
     }
-    /// Onto the hook surface's coarser vocabulary (no starting/stopping there).
+    /// Onto the hook surface's vocabulary (one to one).
     pub fn to_api(self) -> PowerState {
         match self {
+            AwsPowerState::Starting => PowerState::Starting,
             AwsPowerState::Running => PowerState::Running,
+            AwsPowerState::Stopping => PowerState::Stopping,
             AwsPowerState::Stopped => PowerState::Stopped,
             AwsPowerState::Absent => PowerState::Absent,
-            _ => PowerState::Unknown,
+            AwsPowerState::Unknown => PowerState::Unknown,
         }
     }
     /// How a session refusal names the state.

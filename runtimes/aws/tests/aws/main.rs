@@ -11,6 +11,7 @@ mod common;
 mod bake;
 mod emission;
 mod hooks;
+mod leftovers;
 mod network;
 mod offline;
 mod resolve;

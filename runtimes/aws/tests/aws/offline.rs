@@ -18,7 +18,12 @@ fn power_state_mapping() {
     assert_eq!(m("terminated").as_str(), "absent");
     assert_eq!(m("rebooting").as_str(), "unknown");
     assert_eq!(m("stopped").to_api(), PowerState::Stopped);
-    assert_eq!(m("pending").to_api(), PowerState::Unknown);
+    assert_eq!(m("pending").to_api(), PowerState::Starting);
+    assert_eq!(m("stopping").to_api(), PowerState::Stopping);
+    assert_eq!(m("shutting-down").to_api(), PowerState::Stopping);
+    assert_eq!(m("running").to_api(), PowerState::Running);
+    assert_eq!(m("terminated").to_api(), PowerState::Absent);
+    assert_eq!(m("rebooting").to_api(), PowerState::Unknown);
     assert_eq!(m("stopped").describe(), "STOPPED (switched off; not drift)");
     assert_eq!(m("terminated").describe(), "absent (no such machine)");
 }

@@ -387,6 +387,62 @@ pub async fn serve(handler: Handler) -> String {
     format!("http://{addr}")
 }
 
+/// The action of a request: `Action` (EC2's query protocol) or
+/// `X-Amz-Target` (JSON protocols).
+pub fn action_of(req: &HttpRequest) -> String {
+    let body = String::from_utf8_lossy(&req.body).to_string();
+    req.header("x-amz-target")
+        .map(str::to_string)
+        .or_else(|| {
+            body.split('&')
+                .find_map(|kv| kv.strip_prefix("Action=").map(str::to_string))
+        })
+        .unwrap_or_else(|| format!("{} {}", req.method, req.path))
+}
+
+/// Forward one request to `up` (`host:port`), one connection per request.
+pub async fn forward(up: &str, req: &HttpRequest) -> HttpResponse {
+    let mut s = TcpStream::connect(up).await.unwrap();
+    let mut head = format!("{} {} HTTP/1.1\r\n", req.method, req.path);
+    for (k, v) in &req.headers {
+        if k.eq_ignore_ascii_case("connection") {
+            continue;
+        }
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("connection: close\r\n\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&req.body);
+    s.write_all(&bytes).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(k, _)| {
+            !k.eq_ignore_ascii_case("content-length")
+                && !k.eq_ignore_ascii_case("connection")
+                && !k.eq_ignore_ascii_case("transfer-encoding")
+        })
+        .collect();
+    HttpResponse {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
 /// A proxy in front of moto that counts requests by `Action` (EC2's query
 /// protocol) or `X-Amz-Target` (JSON protocols): the benchmark's counter.
 pub async fn counting_proxy(upstream: &str) -> (String, Arc<Mutex<BTreeMap<String, usize>>>) {
@@ -397,58 +453,31 @@ pub async fn counting_proxy(upstream: &str) -> (String, Arc<Mutex<BTreeMap<Strin
         let c = c.clone();
         let up = up.clone();
         Box::pin(async move {
-            let body = String::from_utf8_lossy(&req.body).to_string();
-            let action = req
-                .header("x-amz-target")
-                .map(str::to_string)
-                .or_else(|| {
-                    body.split('&')
-                        .find_map(|kv| kv.strip_prefix("Action=").map(str::to_string))
-                })
-                .unwrap_or_else(|| format!("{} {}", req.method, req.path));
-            *c.lock().unwrap().entry(action).or_default() += 1;
-            // forward, one connection per request
-            let mut s = TcpStream::connect(&up).await.unwrap();
-            let mut head = format!("{} {} HTTP/1.1\r\n", req.method, req.path);
-            for (k, v) in &req.headers {
-                if k.eq_ignore_ascii_case("connection") {
-                    continue;
-                }
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str("connection: close\r\n\r\n");
-            let mut bytes = head.into_bytes();
-            bytes.extend_from_slice(&req.body);
-            s.write_all(&bytes).await.unwrap();
-            let mut raw = Vec::new();
-            s.read_to_end(&mut raw).await.unwrap();
-            let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-            let head = String::from_utf8_lossy(&raw[..end]).to_string();
-            let mut lines = head.split("\r\n");
-            let status: u16 = lines
-                .next()
-                .unwrap()
-                .split(' ')
-                .nth(1)
-                .unwrap()
-                .parse()
-                .unwrap();
-            let headers = lines
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .filter(|(k, _)| {
-                    !k.eq_ignore_ascii_case("content-length")
-                        && !k.eq_ignore_ascii_case("connection")
-                        && !k.eq_ignore_ascii_case("transfer-encoding")
-                })
-                .collect();
-            HttpResponse {
-                status,
-                headers,
-                body: raw[end + 4..].to_vec(),
-            }
+            *c.lock().unwrap().entry(action_of(&req)).or_default() += 1;
+            forward(&up, &req).await
         })
     });
     (serve(h).await, counts)
+}
+
+/// Rewrites a response body of one action (action, body) -> body.
+pub type Rewrite = Arc<dyn Fn(&str, String) -> String + Send + Sync>;
+
+/// A proxy in front of moto that rewrites what moto answers (a state moto
+/// never holds, such as an instance that stays `pending`).
+pub async fn rewriting_proxy(upstream: &str, rewrite: Rewrite) -> String {
+    let up = upstream.trim_start_matches("http://").to_string();
+    let h: Handler = Arc::new(move |req: HttpRequest| {
+        let up = up.clone();
+        let rewrite = rewrite.clone();
+        Box::pin(async move {
+            let action = action_of(&req);
+            let mut resp = forward(&up, &req).await;
+            let body = String::from_utf8_lossy(&resp.body).to_string();
+            resp.body = rewrite(&action, body).into_bytes();
+            resp
+        })
+    });
+    serve(h).await
 }
 pub mod ssm_double;
