@@ -12,10 +12,10 @@
 //! profile or static keys, region, `AWS_ENDPOINT_URL`) and one EC2/SSM/STS
 //! client, runs the network discovery once ([`AwsRuntime::discovery`]), and
 //! asks identical image queries once. Hooks beyond the trait:
-//! [`AwsRuntime::verify_instance`], [`AwsRuntime::session_mechanism`],
-//! [`AwsRuntime::session_instance_profile`], [`AwsRuntime::power_state`]
-//! (starting/stopping kept), [`AwsRuntime::source_plan`], and the tool check
-//! [`check_aws_cli`] (`AwsCLIVersionChecker`).
+//! [`AwsRuntime::session_mechanism`], [`AwsRuntime::session_instance_profile`],
+//! [`AwsRuntime::power_state`] (EC2's raw state kept for messages),
+//! [`AwsRuntime::source_plan`], and the tool check [`check_aws_cli`]
+//! (`AwsCLIVersionChecker`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -42,12 +42,13 @@ pub mod ssm;
 
 pub use cli_version::{aws_cli_version, check_aws_cli, AWS_CLI_VERSION_RE};
 pub use client::{sdk_config, Clients};
+pub use csis_runtime::VerifyCheck;
 pub use network::{DiscoveredSubnet, Discovery};
 pub use resolve::{merge_owners, ImageQuery};
 pub use settings::{
     AvailabilityZoneSettings, AwsCredentialSettings, AwsSettings, NetworkSettings, SubnetSettings,
 };
-pub use ssm::{VerifyCheck, LAUNCH_MARKER};
+pub use ssm::LAUNCH_MARKER;
 
 use client::{cause, code};
 
@@ -903,5 +904,15 @@ impl Runtime for AwsRuntime {
         timeout_s: u64,
     ) -> Result<SessionResult> {
         ssm::run_session_command(self, instance, command, timeout_s).await
+    }
+
+    async fn verify_instance(
+        &self,
+        instance: &str,
+        expected_build: &str,
+        expect_mounts: usize,
+        timeout_s: u64,
+    ) -> Result<Vec<VerifyCheck>> {
+        ssm::verify_instance(self, instance, expected_build, expect_mounts, timeout_s).await
     }
 }

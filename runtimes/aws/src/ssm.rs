@@ -5,8 +5,7 @@
 use std::time::{Duration, Instant};
 
 use aws_sdk_ssm::types::CommandInvocationStatus;
-use csis_runtime::{Result, RuntimeError, SessionResult};
-use serde::{Deserialize, Serialize};
+use csis_runtime::{Result, RuntimeError, SessionResult, VerifyCheck};
 
 use crate::client::cause;
 use crate::{AwsPowerState, AwsRuntime, POWER_UNAVAILABLE};
@@ -144,17 +143,6 @@ pub async fn send_and_poll(
     }
 }
 
-/// One check of `verify_instance` (`meta-state/verifications.yaml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VerifyCheck {
-    /// `startup scripts`, `booted image`, `data disks mounted`.
-    pub name: String,
-    pub ok: bool,
-    pub detail: String,
-    /// The last 20 lines of output.
-    pub evidence: Vec<String>,
-}
-
 fn tail20(s: &str) -> Vec<String> {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(20)..]
@@ -171,88 +159,88 @@ pub fn marker_script() -> String {
 /// The script that lists the mount targets under /mnt.
 pub const MOUNTS_SCRIPT: &str = "findmnt -rn -o TARGET | grep -E '^/mnt/' || true";
 
-impl AwsRuntime {
-    /// `verify_instance(name, expected_build, expect_mounts, timeout)`: the
-    /// checks `startup scripts`, `booted image` and, when storages are
-    /// declared, `data disks mounted`.
-    pub async fn verify_instance(
-        &self,
-        instance: &str,
-        expected_build: &str,
-        expect_mounts: usize,
-        timeout_s: u64,
-    ) -> Result<Vec<VerifyCheck>> {
-        let name = &self.settings().name;
-        let Some(inst) = self.running_instance(instance).await? else {
-            let state = match self.power_state(instance).await {
-                Some(p) => p.describe(),
-                None => POWER_UNAVAILABLE.to_string(),
-            };
-            return Err(RuntimeError::Refused(format!(
-                "AWS runtime {name}: cannot run a command on '{instance}': it is {state}"
-            )));
+/// `verify_instance(name, expected_build, expect_mounts, timeout)` (the
+/// trait's hook): the checks `startup scripts`, `booted image` and, when
+/// storages are declared, `data disks mounted`.
+pub async fn verify_instance(
+    rt: &AwsRuntime,
+    instance: &str,
+    expected_build: &str,
+    expect_mounts: usize,
+    timeout_s: u64,
+) -> Result<Vec<VerifyCheck>> {
+    let name = &rt.settings().name;
+    let Some(inst) = rt.running_instance(instance).await? else {
+        let state = match rt.power_state(instance).await {
+            Some(p) => p.describe(),
+            None => POWER_UNAVAILABLE.to_string(),
         };
-        let id = inst.instance_id.clone().unwrap_or_default();
-        let mut checks = Vec::new();
+        return Err(RuntimeError::Refused(format!(
+            "AWS runtime {name}: cannot run a command on '{instance}': it is {state}"
+        )));
+    };
+    let id = inst.instance_id.clone().unwrap_or_default();
+    let mut checks = Vec::new();
 
-        // startup scripts: the marker within the timeout, polled
-        let deadline = Instant::now() + Duration::from_secs(timeout_s);
-        let mut evidence;
-        let mut present;
-        loop {
-            let left = deadline
-                .saturating_duration_since(Instant::now())
-                .as_secs()
-                .max(1);
-            let r = send_and_poll(self, &id, &marker_script(), left).await?;
-            evidence = format!("{}{}", r.stdout, r.stderr);
-            present = r.exit_code == 0 && r.stdout.contains("csis-marker: present");
-            if present || Instant::now() >= deadline {
-                break;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(self.verify_poll.min(left)).await;
-            if Instant::now() >= deadline {
-                break;
-            }
+    // startup scripts: the marker within the timeout, polled
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    let mut evidence;
+    let mut present;
+    loop {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs()
+            .max(1);
+        let r = send_and_poll(rt, &id, &marker_script(), left).await?;
+        evidence = format!("{}{}", r.stdout, r.stderr);
+        present = r.exit_code == 0 && r.stdout.contains("csis-marker: present");
+        if present || Instant::now() >= deadline {
+            break;
         }
-        checks.push(VerifyCheck {
-            name: "startup scripts".into(),
-            ok: present,
-            detail: if present {
-                format!("{LAUNCH_MARKER} present")
-            } else {
-                format!("no completion marker within {timeout_s}s")
-            },
-            evidence: tail20(&evidence),
-        });
-
-        // booted image
-        let booted = inst.image_id.clone().unwrap_or_default();
-        checks.push(VerifyCheck {
-            name: "booted image".into(),
-            ok: booted == expected_build,
-            detail: if booted == expected_build {
-                format!("booted {booted}")
-            } else {
-                format!("booted {booted}, expected {expected_build}")
-            },
-            evidence: Vec::new(),
-        });
-
-        if expect_mounts > 0 {
-            let r = send_and_poll(self, &id, MOUNTS_SCRIPT, timeout_s.max(30)).await?;
-            let n = r.stdout.lines().filter(|l| l.starts_with("/mnt/")).count();
-            checks.push(VerifyCheck {
-                name: "data disks mounted".into(),
-                ok: r.exit_code == 0 && n >= expect_mounts,
-                detail: format!("{n} mount(s) under /mnt, {expect_mounts} declared"),
-                evidence: tail20(&format!("{}{}", r.stdout, r.stderr)),
-            });
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(rt.verify_poll.min(left)).await;
+        if Instant::now() >= deadline {
+            break;
         }
-        Ok(checks)
     }
+    checks.push(VerifyCheck {
+        name: "startup scripts".into(),
+        ok: present,
+        detail: if present {
+            format!("{LAUNCH_MARKER} present")
+        } else {
+            format!("no completion marker within {timeout_s}s")
+        },
+        evidence: tail20(&evidence),
+    });
 
+    // booted image
+    let booted = inst.image_id.clone().unwrap_or_default();
+    checks.push(VerifyCheck {
+        name: "booted image".into(),
+        ok: booted == expected_build,
+        detail: if booted == expected_build {
+            format!("booted {booted}")
+        } else {
+            format!("booted {booted}, expected {expected_build}")
+        },
+        evidence: Vec::new(),
+    });
+
+    if expect_mounts > 0 {
+        let r = send_and_poll(rt, &id, MOUNTS_SCRIPT, timeout_s.max(30)).await?;
+        let n = r.stdout.lines().filter(|l| l.starts_with("/mnt/")).count();
+        checks.push(VerifyCheck {
+            name: "data disks mounted".into(),
+            ok: r.exit_code == 0 && n >= expect_mounts,
+            detail: format!("{n} mount(s) under /mnt, {expect_mounts} declared"),
+            evidence: tail20(&format!("{}{}", r.stdout, r.stderr)),
+        });
+    }
+    Ok(checks)
+}
+
+impl AwsRuntime {
     /// The power state a stopped/absent machine is reported with (`note`s).
     pub async fn power_note(&self, instance: &str) -> Option<String> {
         match self.power_state(instance).await? {

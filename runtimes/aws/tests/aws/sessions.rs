@@ -221,3 +221,56 @@ async fn verify_waits_for_a_marker_that_comes_late() {
     assert!(checks[0].ok, "{checks:?}");
     assert!(marker.exists());
 }
+
+/// `verify_instance` is a hook of the trait: the CLI reaches it through a
+/// `DynRuntime`, and a runtime that has none answers Unsupported.
+#[tokio::test]
+async fn verify_instance_is_a_hook_of_the_trait() {
+    struct Bare;
+    #[async_trait::async_trait]
+    impl Runtime for Bare {
+        fn name(&self) -> &str {
+            "bare"
+        }
+        fn kind(&self) -> &str {
+            "bare"
+        }
+    }
+    let e = Bare.verify_instance("vm", "b1", 0, 1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuntimeError::Unsupported {
+                hook: "verify_instance",
+                ..
+            }
+        ),
+        "{e}"
+    );
+
+    let url = need_moto!();
+    let (rt, _double, name, _id, dir) = setup(&url, Behaviour::default()).await;
+    std::fs::create_dir_all(dir.path().join("var/lib/csis")).unwrap();
+    std::fs::write(dir.path().join("var/lib/csis/launch-applied"), "").unwrap();
+    let dynrt: csis_runtime::DynRuntime = std::sync::Arc::new(rt);
+    let checks = dynrt
+        .verify_instance(&name, "ami-0a1a10000000000a1", 0, 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.ok))
+            .collect::<Vec<_>>(),
+        vec![("startup scripts", true), ("booted image", true)]
+    );
+    // a machine that is not there is refused by name, not verified
+    let e = dynrt
+        .verify_instance("nobody-here", "ami-0a1a10000000000a1", 0, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "AWS runtime aws-ssm: cannot run a command on 'nobody-here': it is absent (no such machine)"
+    );
+}
