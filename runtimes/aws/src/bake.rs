@@ -69,6 +69,10 @@ pub fn packer_env(rt: &AwsRuntime) -> BTreeMap<String, String> {
     if let Some(ep) = crate::client::endpoint_for(st) {
         env.insert("AWS_ENDPOINT_URL".into(), ep);
     }
+    env.insert(
+        format!("PKR_VAR_{}", crate::stale::BAKE_OWNER_VAR),
+        crate::stale::bake_owner(),
+    );
     env.insert("CHECKPOINT_DISABLE".into(), "1".into());
     env.insert("PACKER_NO_COLOR".into(), "1".into());
     for (k, v) in &st.packer_env {

@@ -154,6 +154,15 @@ where
     }
 }
 
+/// EC2 tags as a map (a tag without a key is dropped).
+pub(crate) fn tag_map(
+    tags: &[aws_sdk_ec2::types::Tag],
+) -> std::collections::BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
+        .collect()
+}
+
 /// The service error code of an SDK error, when the service answered.
 pub fn code<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> Option<String>
 where

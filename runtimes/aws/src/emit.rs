@@ -44,6 +44,10 @@ pub struct SourcePlan {
     pub availability_zone: Option<String>,
     /// Ordered: the image's/builder's own tags, then `csis_config`, then the lineage tags.
     pub tags: Vec<(String, String)>,
+    /// The bake's mark on the builder instance, its volumes, key pair and
+    /// security group (`run_tags`, `run_volume_tags`; the owner is
+    /// `var.csis_bake_owner`): how `clean_stale_bakes` finds a killed bake.
+    pub run_tags: Vec<(String, String)>,
     pub ena_support: Option<bool>,
     pub sriov_support: Option<bool>,
     /// `ssm` declared (whatever the profiles).
@@ -358,6 +362,17 @@ pub fn source_body(p: &SourcePlan) -> Body {
     let tag_pairs: Vec<(String, Expression)> =
         p.tags.iter().map(|(k, v)| (k.clone(), s(v))).collect();
     src = src.add_attribute(attr("tags", obj(&tag_pairs)));
+    if !p.run_tags.is_empty() {
+        let mut run: Vec<(String, Expression)> =
+            p.run_tags.iter().map(|(k, v)| (k.clone(), s(v))).collect();
+        run.push((
+            crate::stale::BAKE_OWNER_TAG.to_string(),
+            traversal("var", &[crate::stale::BAKE_OWNER_VAR]),
+        ));
+        src = src
+            .add_attribute(attr("run_tags", obj(&run)))
+            .add_attribute(attr("run_volume_tags", obj(&run)));
+    }
     let ssm_block = p.ssm_declared && p.ssm_profile.is_some();
     src = src.add_attribute(attr(
         "associate_public_ip_address",
@@ -640,7 +655,9 @@ pub fn plugins_body(ansible: bool) -> Body {
         .build()
 }
 
-/// `variable "release"` (read by `force_deregister = !var.release`).
+/// `variable "release"` (read by `force_deregister = !var.release`) and
+/// `variable "csis_bake_owner"` (the owner mark in `run_tags`, set by csis
+/// through `PKR_VAR_csis_bake_owner`).
 pub fn variables_body() -> Body {
     Body::builder()
         .add_block(
@@ -651,6 +668,17 @@ pub fn variables_body() -> Body {
                 .add_attribute(attr(
                     "description",
                     s("Determines if the build is meant to be immutable"),
+                ))
+                .build(),
+        )
+        .add_block(
+            Block::builder("variable")
+                .add_label(crate::stale::BAKE_OWNER_VAR)
+                .add_attribute(attr("type", traversal("string", &[])))
+                .add_attribute(attr("default", s("")))
+                .add_attribute(attr(
+                    "description",
+                    s("host:pid of the csis process running this bake (marks its builder instance)"),
                 ))
                 .build(),
         )
@@ -919,6 +947,7 @@ impl AwsRuntime {
             subnet_id: subnet.subnet_id.clone(),
             availability_zone: net.default_availability_zone().map(str::to_string),
             tags: order_tags(&req.tags),
+            run_tags: crate::stale::run_tags(rt, &req.tags),
             ena_support: st.ena_support,
             sriov_support: st.sriov_support,
             ssm_declared,

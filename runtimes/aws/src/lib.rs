@@ -39,6 +39,7 @@ pub mod network;
 pub mod resolve;
 pub mod settings;
 pub mod ssm;
+pub mod stale;
 
 pub use cli_version::{aws_cli_version, check_aws_cli, AWS_CLI_VERSION_RE};
 pub use client::{sdk_config, Clients};
@@ -135,6 +136,10 @@ pub struct AwsRuntime {
     pub verify_poll: Duration,
     /// Delay between EC2 waiter attempts (5 s; `timeout / 5` attempts).
     pub waiter_delay: Duration,
+    /// A marked bake resource of another host is stale after this (24 h).
+    pub stale_bake_after: Duration,
+    /// How long `clean_stale_bakes` waits for a builder instance to terminate.
+    pub stale_terminate_timeout_s: u64,
 }
 
 fn err_to_cache(e: RuntimeError) -> (u8, String) {
@@ -206,6 +211,8 @@ impl AwsRuntime {
             ssm_poll: Duration::from_secs(2),
             verify_poll: Duration::from_secs(15),
             waiter_delay: Duration::from_secs(5),
+            stale_bake_after: Duration::from_secs(24 * 3600),
+            stale_terminate_timeout_s: 300,
         }
     }
 
@@ -220,7 +227,7 @@ impl AwsRuntime {
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.warnings.lock().unwrap())
     }
-    fn warn(&self, w: String) {
+    pub(crate) fn warn(&self, w: String) {
         eprintln!("warning: {w}");
         self.warnings.lock().unwrap().push(w);
     }
@@ -481,7 +488,13 @@ impl AwsRuntime {
     /// Poll `describe_instances` like the EC2 waiter: every `waiter_delay`,
     /// `timeout / 5` attempts (at least one); success when every state is
     /// `want`, failure on a state the waiter treats as terminal.
-    async fn wait_for(&self, id: &str, want: &str, fail_on: &[&str], timeout_s: u64) -> Result<()> {
+    pub(crate) async fn wait_for(
+        &self,
+        id: &str,
+        want: &str,
+        fail_on: &[&str],
+        timeout_s: u64,
+    ) -> Result<()> {
         let ec2 = self.clients.ec2().await;
         let attempts = (timeout_s / 5).max(1);
         let waiter = format!("instance_{want}");
@@ -646,6 +659,10 @@ impl Runtime for AwsRuntime {
 
     async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
         bake::bake(self, req).await
+    }
+
+    async fn clean_stale_bakes(&self) -> Result<Vec<String>> {
+        self.clean_stale().await
     }
 
     async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {

@@ -19,6 +19,11 @@ case "$1" in
     if [ -n "${CSIS_FAKE_FAIL:-}" ]; then echo "fake-packer: build failed on purpose" >&2; exit 1; fi
     grep -q 'post-processor "manifest"' ./*.pkr.hcl || { echo "fake-packer: no manifest post-processor" >&2; exit 66; }
     [ "${AWS_REGION:-}" = "us-east-2" ] || { echo "fake-packer: AWS_REGION is '${AWS_REGION:-}'" >&2; exit 67; }
+    # the owner mark of run_tags (clean_stale_bakes): <host>:<pid> of csis
+    case "${PKR_VAR_csis_bake_owner:-}" in
+      *:[0-9]*) ;;
+      *) echo "fake-packer: PKR_VAR_csis_bake_owner is '${PKR_VAR_csis_bake_owner:-}'" >&2; exit 68 ;;
+    esac
     echo "==> amazon-ebs: AMI: $CSIS_FAKE_AMI"
     printf '{"builds":[{"name":"old","builder_type":"amazon-ebs","artifact_id":"%s:ami-0000000000000old0","packer_run_uuid":"u0"},{"name":"x","builder_type":"amazon-ebs","artifact_id":"%s:%s","packer_run_uuid":"u1"}],"last_run_uuid":"u1"}\n' \
       "$AWS_REGION" "$AWS_REGION" "$CSIS_FAKE_AMI" > manifest.json

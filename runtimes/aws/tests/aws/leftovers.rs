@@ -1,15 +1,332 @@
-//! What csis leaves on an AWS runtime, against moto: the power states moto
-//! never holds (`pending`, `stopping`, `shutting-down`: a proxy rewrites
-//! moto's answer).
+//! What csis leaves on an AWS runtime, against moto: `clean_stale_bakes`
+//! (the marked leftovers of killed bakes, and nothing else), and the power
+//! states moto never holds (`pending`, `stopping`, `shutting-down`: a proxy
+//! rewrites moto's answer).
+//!
+//! Each test works in a region of its own (moto is shared by the tests
+//! running in parallel), so what a runtime lists there is exactly what the
+//! test made.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use aws_config::Region;
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use csis_runtime::{PowerState, Runtime};
+use csis_runtime_aws::stale::{self, BAKE_OWNER_TAG};
+use csis_runtime_aws::AwsRuntime;
 
 use crate::common::{self, need_moto};
 
 /// The fixture's vendor AMI (moto seeds it in every region).
 const VENDOR: &str = "ami-0deb12000000000d2";
+
+async fn ec2_in(url: &str, region: &str) -> aws_sdk_ec2::Client {
+    let conf = common::sdk(url).await;
+    aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::config::Builder::from(&conf)
+            .region(Region::new(region.to_string()))
+            .build(),
+    )
+}
+
+fn runtime_in(url: &str, name: &str, region: &str) -> AwsRuntime {
+    let mut s = common::settings(url, name);
+    s.region = region.to_string();
+    let mut rt = AwsRuntime::new(s);
+    rt.waiter_delay = Duration::from_millis(50);
+    rt
+}
+
+fn spec(rt: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(rt)
+        .set_tags(Some(
+            tags.iter()
+                .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+                .collect(),
+        ))
+        .build()
+}
+
+/// One instance with tags on it and on its volumes, a key and groups.
+async fn launch(
+    ec2: &aws_sdk_ec2::Client,
+    image: &str,
+    tags: &[(&str, &str)],
+    key: Option<&str>,
+    groups: &[String],
+) -> String {
+    let mut call = ec2
+        .run_instances()
+        .image_id(image)
+        .min_count(1)
+        .max_count(1)
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+        .set_key_name(key.map(str::to_string));
+    if !groups.is_empty() {
+        call = call.set_security_group_ids(Some(groups.to_vec()));
+    }
+    if !tags.is_empty() {
+        call = call
+            .tag_specifications(spec(ResourceType::Instance, tags))
+            .tag_specifications(spec(ResourceType::Volume, tags));
+    }
+    call.send().await.unwrap().instances()[0]
+        .instance_id
+        .clone()
+        .unwrap()
+}
+
+async fn state_of(ec2: &aws_sdk_ec2::Client, id: &str) -> String {
+    let out = ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .unwrap();
+    out.reservations()[0].instances()[0]
+        .state
+        .as_ref()
+        .unwrap()
+        .name
+        .as_ref()
+        .unwrap()
+        .as_str()
+        .to_string()
+}
+
+/// A pid of this host that no process has any more.
+fn dead_pid() -> u32 {
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+#[tokio::test]
+async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
+    let url = need_moto!();
+    let region = "sa-east-1";
+    let ec2 = ec2_in(&url, region).await;
+    let name = common::unique("aws-stale");
+    let rt = runtime_in(&url, &name, region);
+    let other = common::unique("aws-other");
+    let host = stale::host_name();
+    let dead = format!("{host}:{}", dead_pid());
+    let live = stale::bake_owner();
+    // the marks exactly as the emitted source writes them
+    let lineage = BTreeMap::from([
+        ("csis_series".to_string(), "web".to_string()),
+        (
+            "csis_run".to_string(),
+            "2026_11_30t06_26_25_779098".to_string(),
+        ),
+    ]);
+    let marks = |runtime: &str, owner: &str| -> Vec<(String, String)> {
+        let mut m = stale::run_tags(runtime, &lineage);
+        m.push((BAKE_OWNER_TAG.to_string(), owner.to_string()));
+        m
+    };
+    let tagsv = |m: Vec<(String, String)>| -> Vec<Tag> {
+        m.into_iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect()
+    };
+    let u = common::unique("x");
+
+    // a killed bake of this runtime: key pair, tagged group, an untagged
+    // packer_ group, the builder instance (and its volume), a loose volume
+    let key = format!("packer_{u}");
+    ec2.create_key_pair()
+        .key_name(&key)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::KeyPair)
+                .set_tags(Some(tagsv(marks(&name, &dead))))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let sg = |gname: String, tags: Option<Vec<Tag>>| {
+        let ec2 = ec2.clone();
+        async move {
+            let mut c = ec2
+                .create_security_group()
+                .group_name(gname)
+                .description("packer temporary group");
+            if let Some(t) = tags {
+                c = c.tag_specifications(
+                    TagSpecification::builder()
+                        .resource_type(ResourceType::SecurityGroup)
+                        .set_tags(Some(t))
+                        .build(),
+                );
+            }
+            c.send().await.unwrap().group_id.unwrap()
+        }
+    };
+    let sg_dead = sg(format!("packer_{u}"), Some(tagsv(marks(&name, &dead)))).await;
+    let sg_untagged = sg(format!("packer_{u}_b"), None).await;
+    let m_dead = marks(&name, &dead);
+    let refs: Vec<(&str, &str)> = m_dead
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let inst_dead = launch(
+        &ec2,
+        VENDOR,
+        &refs,
+        Some(&key),
+        &[sg_dead.clone(), sg_untagged.clone()],
+    )
+    .await;
+    let loose_vol = ec2
+        .create_volume()
+        .availability_zone(format!("{region}a"))
+        .size(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Volume)
+                .set_tags(Some(tagsv(marks(&name, &dead))))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .volume_id
+        .unwrap();
+
+    // a bake of this runtime running now (this process owns it)
+    let m_live = marks(&name, &live);
+    let refs_live: Vec<(&str, &str)> = m_live
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let sg_live = sg(format!("packer_{u}_live"), Some(tagsv(m_live.clone()))).await;
+    let inst_live = launch(
+        &ec2,
+        VENDOR,
+        &refs_live,
+        None,
+        std::slice::from_ref(&sg_live),
+    )
+    .await;
+    // another host's bake, launched just now: kept; its group, dated by
+    // an old run id only: stale
+    let m_far = {
+        let mut m = stale::run_tags(
+            &name,
+            &BTreeMap::from([(
+                "csis_run".to_string(),
+                "2020_01_01t00_00_00_000000".to_string(),
+            )]),
+        );
+        m.push((BAKE_OWNER_TAG.to_string(), "elsewhere:1".to_string()));
+        m
+    };
+    let refs_far: Vec<(&str, &str)> = m_far
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let inst_far = launch(&ec2, VENDOR, &refs_far, None, &[]).await;
+    let sg_far = sg(format!("packer_{u}_far"), Some(tagsv(m_far.clone()))).await;
+    // another runtime's dead bake, and an unmarked packer_ machine: never touched
+    let m_other = marks(&other, &dead);
+    let refs_other: Vec<(&str, &str)> = m_other
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let inst_other = launch(&ec2, VENDOR, &refs_other, None, &[]).await;
+    let sg_other = sg(format!("packer_{u}_other"), Some(tagsv(m_other.clone()))).await;
+    let stray_key = format!("packer_{u}_stray");
+    ec2.create_key_pair()
+        .key_name(&stray_key)
+        .send()
+        .await
+        .unwrap();
+    let inst_unmarked = launch(
+        &ec2,
+        VENDOR,
+        &[("Name", "Packer Builder")],
+        Some(&stray_key),
+        &[],
+    )
+    .await;
+
+    let removed = rt.clean_stale_bakes().await.unwrap();
+    let text = removed.join("\n");
+    for expected in [
+        format!("builder instance {inst_dead} (series web, run 2026_11_30t06_26_25_779098, owner {dead})"),
+        format!("volume {loose_vol}"),
+        format!("security group {sg_dead} packer_{u}"),
+        format!("security group {sg_untagged}"),
+        format!("security group {sg_far} packer_{u}_far"),
+        format!("key pair {key}"),
+    ] {
+        assert!(
+            removed.iter().any(|r| r.starts_with(&expected)),
+            "{expected} not in:\n{text}"
+        );
+    }
+    assert_eq!(removed.len(), 6, "{text}");
+
+    // read back from EC2
+    assert_eq!(state_of(&ec2, &inst_dead).await, "terminated");
+    for kept in [&inst_live, &inst_far, &inst_other, &inst_unmarked] {
+        assert_eq!(state_of(&ec2, kept).await, "running", "{kept}");
+    }
+    let groups: BTreeSet<String> = ec2
+        .describe_security_groups()
+        .send()
+        .await
+        .unwrap()
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id.clone())
+        .collect();
+    for gone in [&sg_dead, &sg_untagged, &sg_far] {
+        assert!(!groups.contains(gone), "{gone} still there");
+    }
+    for kept in [&sg_live, &sg_other] {
+        assert!(groups.contains(kept), "{kept} was removed");
+    }
+    let keys: BTreeSet<String> = ec2
+        .describe_key_pairs()
+        .send()
+        .await
+        .unwrap()
+        .key_pairs()
+        .iter()
+        .filter_map(|k| k.key_name.clone())
+        .collect();
+    assert!(!keys.contains(&key));
+    assert!(
+        keys.contains(&stray_key),
+        "an unmarked key is never touched"
+    );
+    let vols = ec2
+        .describe_volumes()
+        .filters(common::filter("volume-id", &loose_vol))
+        .send()
+        .await
+        .unwrap();
+    assert!(vols.volumes().is_empty(), "the loose volume is deleted");
+
+    // nothing left to find
+    assert_eq!(rt.clean_stale_bakes().await.unwrap(), Vec::<String>::new());
+    // the other runtime finds its own
+    let rt_other = runtime_in(&url, &other, region);
+    let removed = rt_other.clean_stale_bakes().await.unwrap();
+    assert_eq!(removed.len(), 2, "{removed:?}");
+    assert_eq!(state_of(&ec2, &inst_other).await, "terminated");
+    for id in [&inst_live, &inst_far, &inst_unmarked] {
+        let _ = ec2.terminate_instances().instance_ids(id).send().await;
+    }
+}
+
 /// The proxy's rewrite: every `<name>running</name>` of DescribeInstances
 /// becomes the state set in `state`.
 fn rewrite_state(state: Arc<Mutex<String>>) -> common::Rewrite {

@@ -229,6 +229,7 @@ fn an_odd_image_name_still_reads_its_own_data_block() {
         subnet_id: "subnet-1".into(),
         availability_zone: None,
         tags: vec![],
+        run_tags: vec![],
         ena_support: None,
         sriov_support: None,
         ssm_declared: false,

@@ -1,0 +1,415 @@
+//! `clean_stale_bakes`: what a killed bake leaves in the runtime's region,
+//! found by the marks csis gives every bake, and removed.
+//!
+//! Every `amazon-ebs` source csis emits carries `run_tags` and
+//! `run_volume_tags` (see [`run_tags`]): `csis_bake = <runtime>`,
+//! `csis_bake_owner = <host>:<pid>` of the csis process that runs packer
+//! (through `PKR_VAR_csis_bake_owner`, so the emitted root does not change
+//! from one process to the next), `csis_run` and `csis_series`. Packer puts
+//! them on the builder instance and its volumes, and (packer-plugin-amazon
+//! 1.x) on the temporary key pair and security group. A packer that is
+//! killed (SIGKILL, a lost machine) leaves them standing.
+//!
+//! A marked resource is stale when its mark names this runtime and
+//! - its owner is a process of this host that is gone, or
+//! - its owner is on another host (or unknown) and it is older than
+//!   [`AwsRuntime::stale_bake_after`] (24 h: a bake still running after
+//!   that is not one to keep waiting on).
+//!
+//! A live owner (this process, or another csis baking on the same runtime
+//! right now) keeps its resources. What is removed: stale builder
+//! instances (terminated, then waited for), stale marked volumes that are
+//! not attached, and stale marked security groups and key pairs, with the
+//! `packer_*` security groups and key pair of a stale builder instance
+//! (the temporary ones older packers create untagged). Nothing without
+//! the mark of this runtime is touched.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_ec2::types::Filter;
+use csis_runtime::Result;
+
+use crate::client::{code, tag_map};
+use crate::{sdk_err, AwsRuntime};
+
+/// The mark's key: the runtime whose bake made the resource.
+pub const BAKE_TAG: &str = "csis_bake";
+/// `<host>:<pid>` of the csis process whose packer made the resource.
+pub const BAKE_OWNER_TAG: &str = "csis_bake_owner";
+/// The packer variable (and `PKR_VAR_` environment variable) that carries the owner.
+pub const BAKE_OWNER_VAR: &str = "csis_bake_owner";
+
+/// The `run_tags` / `run_volume_tags` of a bake, without the owner (which
+/// the source reads from `var.csis_bake_owner`): `csis_bake`, then
+/// `csis_series` and `csis_run` when the bake has them.
+pub fn run_tags(runtime: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut out = vec![(BAKE_TAG.to_string(), runtime.to_string())];
+    for k in ["csis_series", "csis_run"] {
+        if let Some(v) = tags.get(k) {
+            out.push((k.to_string(), v.clone()));
+        }
+    }
+    out
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The owner mark of this process.
+pub fn bake_owner() -> String {
+    format!("{}:{}", host_name(), std::process::id())
+}
+
+/// Is the owner `<host>:<pid>` alive? `None` when it is another host's (or
+/// unreadable): this host cannot tell.
+pub fn owner_alive(owner: &str, this_host: &str) -> Option<bool> {
+    let (host, pid) = owner.rsplit_once(':')?;
+    let pid: u32 = pid.parse().ok()?;
+    if host != this_host {
+        return None;
+    }
+    if pid == std::process::id() {
+        return Some(true);
+    }
+    let proc = std::path::Path::new("/proc");
+    if !proc.join("self").exists() {
+        return None;
+    }
+    Some(proc.join(pid.to_string()).exists())
+}
+
+/// A run id (`2026_11_30t06_26_25_779098`) as a time.
+pub fn run_time(run: &str) -> Option<SystemTime> {
+    let p: Vec<&str> = run.split(['_', 't', 'T']).collect();
+    if p.len() < 6 {
+        return None;
+    }
+    let n = |i: usize| p[i].parse::<i64>().ok();
+    let (y, mo, d, h, mi, s) = (n(0)?, n(1)?, n(2)?, n(3)?, n(4)?, n(5)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // days from civil (Howard Hinnant)
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
+    u64::try_from(secs)
+        .ok()
+        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+}
+
+/// The verdict on one resource's tags (and creation time, when EC2 gives one).
+pub fn is_stale(
+    tags: &BTreeMap<String, String>,
+    runtime: &str,
+    created: Option<SystemTime>,
+    now: SystemTime,
+    stale_after: Duration,
+    this_host: &str,
+) -> bool {
+    if tags.get(BAKE_TAG).map(String::as_str) != Some(runtime) {
+        return false;
+    }
+    if let Some(alive) = tags
+        .get(BAKE_OWNER_TAG)
+        .and_then(|o| owner_alive(o, this_host))
+    {
+        return !alive;
+    }
+    let created = created.or_else(|| tags.get("csis_run").and_then(|r| run_time(r)));
+    match created {
+        Some(t) => now.duration_since(t).is_ok_and(|age| age > stale_after),
+        None => false,
+    }
+}
+
+fn sys_time(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<SystemTime> {
+    t.and_then(|t| SystemTime::try_from(*t).ok())
+}
+
+fn mark_filter(runtime: &str) -> Filter {
+    Filter::builder()
+        .name(format!("tag:{BAKE_TAG}"))
+        .values(runtime)
+        .build()
+}
+
+fn what(tags: &BTreeMap<String, String>) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = tags.get("csis_series") {
+        parts.push(format!("series {s}"));
+    }
+    if let Some(r) = tags.get("csis_run") {
+        parts.push(format!("run {r}"));
+    }
+    if let Some(o) = tags.get(BAKE_OWNER_TAG) {
+        parts.push(format!("owner {o}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+impl AwsRuntime {
+    /// Find and remove what killed bakes of this runtime left (see the module).
+    pub async fn clean_stale(&self) -> Result<Vec<String>> {
+        let rt = self.settings().name.clone();
+        let ec2 = self.clients().ec2().await;
+        let host = host_name();
+        let now = SystemTime::now();
+        let stale = |tags: &BTreeMap<String, String>, created: Option<SystemTime>| {
+            is_stale(tags, &rt, created, now, self.stale_bake_after, &host)
+        };
+        let mut removed = Vec::new();
+
+        // builder instances
+        let mut doomed: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+        let mut their_groups: BTreeSet<String> = BTreeSet::new();
+        let mut their_keys: BTreeSet<String> = BTreeSet::new();
+        let mut pages = ec2
+            .describe_instances()
+            .filters(mark_filter(&rt))
+            .filters(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(
+                        ["pending", "running", "stopping", "stopped", "shutting-down"]
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect(),
+                    ))
+                    .build(),
+            )
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_err("describe_instances: ", &e))?;
+            for r in page.reservations.unwrap_or_default() {
+                for i in r.instances.unwrap_or_default() {
+                    let tags = tag_map(i.tags());
+                    if !stale(&tags, sys_time(i.launch_time.as_ref())) {
+                        continue;
+                    }
+                    for g in i.security_groups() {
+                        if g.group_name().is_some_and(|n| n.starts_with("packer_")) {
+                            if let Some(id) = g.group_id() {
+                                their_groups.insert(id.to_string());
+                            }
+                        }
+                    }
+                    if let Some(k) = i.key_name().filter(|k| k.starts_with("packer_")) {
+                        their_keys.insert(k.to_string());
+                    }
+                    doomed.push((i.instance_id.clone().unwrap_or_default(), tags));
+                }
+            }
+        }
+        if !doomed.is_empty() {
+            let ids: Vec<String> = doomed.iter().map(|(i, _)| i.clone()).collect();
+            ec2.terminate_instances()
+                .set_instance_ids(Some(ids.clone()))
+                .send()
+                .await
+                .map_err(|e| sdk_err("terminating stale builder instances: ", &e))?;
+            for (id, tags) in &doomed {
+                if let Err(e) = self
+                    .wait_for(id, "terminated", &[], self.stale_terminate_timeout_s)
+                    .await
+                {
+                    self.warn(format!(
+                        "AWS runtime {rt}: stale builder instance {id} is terminating but not gone yet: {e}"
+                    ));
+                }
+                removed.push(format!("builder instance {id}{}", what(tags)));
+            }
+        }
+
+        // volumes: marked, stale, not attached
+        let mut pages = ec2
+            .describe_volumes()
+            .filters(mark_filter(&rt))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_err("describe_volumes: ", &e))?;
+            for v in page.volumes.unwrap_or_default() {
+                let tags = tag_map(v.tags());
+                let attached = v.state.as_ref().is_some_and(|s| s.as_str() != "available");
+                if attached || !stale(&tags, sys_time(v.create_time.as_ref())) {
+                    continue;
+                }
+                let id = v.volume_id.clone().unwrap_or_default();
+                match ec2.delete_volume().volume_id(&id).send().await {
+                    Ok(_) => removed.push(format!("volume {id}{}", what(&tags))),
+                    Err(e) if code(&e).as_deref() == Some("InvalidVolume.NotFound") => {}
+                    Err(e) => self.warn(format!(
+                        "AWS runtime {rt}: could not delete stale volume {id}: {}",
+                        crate::client::cause(&e)
+                    )),
+                }
+            }
+        }
+
+        // security groups: marked and stale, or a stale instance's packer_* group
+        let mut groups: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
+        let mut pages = ec2
+            .describe_security_groups()
+            .filters(mark_filter(&rt))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_err("describe_security_groups: ", &e))?;
+            for g in page.security_groups.unwrap_or_default() {
+                let tags = tag_map(g.tags());
+                if stale(&tags, None) {
+                    groups.insert(
+                        g.group_id.clone().unwrap_or_default(),
+                        (g.group_name.clone().unwrap_or_default(), tags),
+                    );
+                }
+            }
+        }
+        for id in &their_groups {
+            groups
+                .entry(id.clone())
+                .or_insert_with(|| (String::new(), BTreeMap::new()));
+        }
+        for (id, (name, tags)) in &groups {
+            match ec2.delete_security_group().group_id(id).send().await {
+                Ok(_) => {
+                    let name = if name.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {name}")
+                    };
+                    removed.push(format!("security group {id}{name}{}", what(tags)));
+                }
+                Err(e) if code(&e).as_deref() == Some("InvalidGroup.NotFound") => {}
+                Err(e) => self.warn(format!(
+                    "AWS runtime {rt}: could not delete stale security group {id} (the next build tries again): {}",
+                    crate::client::cause(&e)
+                )),
+            }
+        }
+
+        // key pairs: marked and stale, or a stale instance's packer_* key
+        let out = ec2
+            .describe_key_pairs()
+            .filters(mark_filter(&rt))
+            .send()
+            .await
+            .map_err(|e| sdk_err("describe_key_pairs: ", &e))?;
+        let mut keys: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for k in out.key_pairs.unwrap_or_default() {
+            let tags = tag_map(k.tags());
+            if stale(&tags, sys_time(k.create_time.as_ref())) {
+                if let Some(n) = k.key_name.clone() {
+                    keys.insert(n, tags);
+                }
+            }
+        }
+        for k in &their_keys {
+            keys.entry(k.clone()).or_default();
+        }
+        for (name, tags) in &keys {
+            match ec2.delete_key_pair().key_name(name).send().await {
+                Ok(_) => removed.push(format!("key pair {name}{}", what(tags))),
+                Err(e) => self.warn(format!(
+                    "AWS runtime {rt}: could not delete stale key pair {name}: {}",
+                    crate::client::cause(&e)
+                )),
+            }
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(p: &[(&str, &str)]) -> BTreeMap<String, String> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn run_ids_are_times() {
+        let t = run_time("2026_11_30t06_26_25_779098").unwrap();
+        let secs = t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(secs, 1_796_019_985);
+        assert!(run_time("vendor").is_none());
+    }
+
+    #[test]
+    fn the_verdict() {
+        let now = SystemTime::now();
+        let day = Duration::from_secs(86_400);
+        let me = format!("h1:{}", std::process::id());
+        // not this runtime's mark, or no mark: never
+        assert!(!is_stale(
+            &tags(&[("csis_bake", "other")]),
+            "rt",
+            None,
+            now,
+            day,
+            "h1"
+        ));
+        assert!(!is_stale(
+            &tags(&[("csis_series", "x")]),
+            "rt",
+            Some(SystemTime::UNIX_EPOCH),
+            now,
+            day,
+            "h1"
+        ));
+        // this process: alive
+        let t = tags(&[("csis_bake", "rt"), ("csis_bake_owner", &me)]);
+        assert!(!is_stale(
+            &t,
+            "rt",
+            Some(SystemTime::UNIX_EPOCH),
+            now,
+            day,
+            "h1"
+        ));
+        // a pid that is gone on this host
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let t = tags(&[
+            ("csis_bake", "rt"),
+            ("csis_bake_owner", &format!("h1:{pid}")),
+        ]);
+        assert!(is_stale(&t, "rt", Some(now), now, day, "h1"));
+        // another host: by age only
+        let t = tags(&[("csis_bake", "rt"), ("csis_bake_owner", "h2:1")]);
+        assert!(!is_stale(&t, "rt", Some(now), now, day, "h1"));
+        assert!(is_stale(&t, "rt", Some(now - 2 * day), now, day, "h1"));
+        assert!(!is_stale(&t, "rt", None, now, day, "h1"), "no age: kept");
+        let t = tags(&[
+            ("csis_bake", "rt"),
+            ("csis_run", "2020_01_01t00_00_00_000000"),
+        ]);
+        assert!(
+            is_stale(&t, "rt", None, now, day, "h1"),
+            "the run id dates it"
+        );
+    }
+}
