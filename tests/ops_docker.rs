@@ -253,6 +253,30 @@ fn docker_dispose_retention_refusal_foreign_import() {
     }
     let pos = |id: &str| out.find(&format!("disposed {id}")).unwrap();
     assert!(pos(&w[1]) < pos(&b[1]), "children first: {out}");
+    // b[0] is gone as a build, but w[0] (kept) was baked from it: the daemon
+    // keeps its layers, untagged, and the report says so under its line
+    let held = format!(
+        "disposed {} (base on docker-ops)\n  its tags are removed, but the daemon keeps the image {} untagged (its layers) while child image(s) {} stand on it; it goes with the last of them\n",
+        b[0], b[0], w[0]
+    );
+    assert!(out.contains(&held), "{held}\nin\n{out}");
+    assert!(exists(&b[0]), "kept for its child");
+    // w[1] went before b[1], but the released a[1] stands on w[1]: both are
+    // kept as layers, and said so
+    for (p, c, series) in [(&w[1], &a[1], "web"), (&b[1], &w[1], "base")] {
+        let held = format!(
+            "disposed {p} ({series} on docker-ops)\n  its tags are removed, but the daemon keeps the image {p} untagged (its layers) while child image(s) {c} stand on it; it goes with the last of them\n"
+        );
+        assert!(out.contains(&held), "{held}\nin\n{out}");
+        assert!(exists(p), "kept for its child");
+    }
+    // a[0] had no child: gone, nothing said
+    assert!(!exists(&a[0]));
+    assert!(
+        out.contains(&format!("disposed {} (app on docker-ops)\n", a[0]))
+            && !out.contains(&format!("daemon keeps the image {}", a[0])),
+        "{out}"
+    );
     let recorded: BTreeSet<String> = t
         .meta()
         .lineage()
@@ -316,6 +340,30 @@ fn docker_dispose_retention_refusal_foreign_import() {
     assert!(out.contains(&format!("restamped {}", w[2])), "{out}");
     let rec = t.meta().lineage().unwrap().find(&w[2]).cloned().unwrap();
     assert_eq!(rec.input_fingerprint.as_deref(), Some(real_fp.as_str()));
+    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+
+    // the last child of the disposed b[0] goes: b[0]'s layers go with it, and the report says so
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.remove("vm-1");
+    t.meta().save_pins(&pins).unwrap();
+    let out = t.ok(&["dispose", "image", &w[0]]);
+    let freed = format!(
+        "disposed {} (web on docker-ops)\n  freed the image {} too: a build disposed earlier, kept untagged until this last child went\n",
+        w[0], b[0]
+    );
+    assert!(out.contains(&freed), "{freed}\nin\n{out}");
+    assert!(!exists(&w[0]) && !exists(&b[0]), "{out}");
+    // the released a[1], disposed by its id: the two kept under it go with it, nearest first
+    let out = t.ok(&["dispose", "image", &a[1]]);
+    let freed = format!(
+        "disposed {} (app on docker-ops)\n  freed the image {} too: a build disposed earlier, kept untagged until this last child went\n  freed the image {} too: a build disposed earlier, kept untagged until this last child went\n",
+        a[1], w[1], b[1]
+    );
+    assert!(out.contains(&freed), "{freed}\nin\n{out}");
+    for g in [&a[1], &w[1], &b[1]] {
+        assert!(!exists(g), "{g}: {out}");
+    }
     let (code, out, _) = t.csis(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     drop(cleanup);

@@ -259,8 +259,8 @@ pub(crate) async fn execute_with(
     }
     for it in &plan.items {
         let rt = &rts[&it.runtime];
-        let existed = match rt.dispose_image(&it.build_id).await {
-            Ok(b) => b,
+        let outcome = match rt.dispose_image_outcome(&it.build_id).await {
+            Ok(o) => o,
             Err(e) => {
                 out(format!(
                     "error: could not dispose {} ({} on {}): {e}; its record is kept; stopping",
@@ -293,8 +293,16 @@ pub(crate) async fn execute_with(
             it.build_id,
             it.series,
             it.runtime,
-            if existed { "" } else { " (already gone)" }
+            if outcome.existed {
+                ""
+            } else {
+                " (already gone)"
+            }
         ));
+        // What the runtime kept or freed besides (docker: a parent's layers under its children).
+        for n in &outcome.notes {
+            out(format!("  {n}"));
+        }
         for k in removed {
             out(format!("  removed image pin {k}"));
         }

@@ -175,12 +175,56 @@ pub struct ImageFacts {
     pub tags: BTreeMap<String, String>,
 }
 
+/// What a disposal did: whether the build was there, and what the runtime
+/// kept or freed besides, said so a report can be honest about it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DisposeOutcome {
+    /// The build was on the runtime (`false`: it was already gone).
+    pub existed: bool,
+    /// One line each: what stays on the runtime although the build is
+    /// disposed (docker: a parent's layers while child images stand on
+    /// them), or what else went with it (such a parent, freed with its last
+    /// child). Empty when the build went and nothing else changed.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
 /// What else lives on the runtime (containers, instances, volumes) that may
 /// reference a build.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Inventory {
     pub instances: Vec<InstanceFacts>,
-    pub volumes: Vec<String>,
+    pub volumes: Vec<VolumeFacts>,
+}
+
+/// A volume (docker volume, cloud disk) the runtime holds, with its labels.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VolumeFacts {
+    /// The volume's name (docker) or id (cloud disk).
+    pub name: String,
+    /// The `csis_config` label/tag, when present.
+    pub config: Option<String>,
+    /// Every label/tag it carries (`csis_config` included).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl VolumeFacts {
+    /// A volume from its name and labels (`config` read from `csis_config`).
+    pub fn new(name: impl Into<String>, labels: BTreeMap<String, String>) -> Self {
+        VolumeFacts {
+            name: name.into(),
+            config: labels.get("csis_config").cloned(),
+            labels,
+        }
+    }
+}
+
+/// The name, as reports print a volume.
+impl std::fmt::Display for VolumeFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -330,6 +374,18 @@ pub trait Runtime: Send + Sync {
     async fn dispose_image(&self, build_id: &str) -> Result<bool> {
         let _ = build_id;
         Err(self.unsupported("dispose_image"))
+    }
+
+    /// [`Runtime::dispose_image`], with what the runtime kept or freed
+    /// besides ([`DisposeOutcome::notes`]). The default runs `dispose_image`
+    /// and has nothing more to say.
+    async fn dispose_image_outcome(&self, build_id: &str) -> Result<DisposeOutcome> {
+        self.dispose_image(build_id)
+            .await
+            .map(|existed| DisposeOutcome {
+                existed,
+                notes: Vec::new(),
+            })
     }
 
     /// The commands that mark a release (for runner scripts and `--dry-run`).

@@ -14,7 +14,8 @@
 //!
 //! # Invariants
 //! - The daemon is `host` (unix://, tcp:// with `tls_cert_path`/`tls_verify`,
-//!   ssh://user@host; a port in an ssh URL is refused: use ~/.ssh/config) or
+//!   ssh://user@host; a port in an ssh URL is refused, because bollard hands
+//!   ssh the authority without its scheme: declare a `~/.ssh/config` alias) or
 //!   `context` (read from `~/.docker/contexts/meta/<sha256 of name>/meta.json`),
 //!   never both; neither = `DOCKER_HOST` or the default socket. A daemon that
 //!   does not answer gives one line: `docker runtime X: the daemon at ADDR
@@ -33,8 +34,16 @@
 //!   id>--<key>--<value>` (escaped reversibly, [`names::movable_tag`]); none is
 //!   made for a value the label already carries.
 //! - `dispose_image` is refused while any container (running or not) was
-//!   created from the build; a build with child images is untagged and its
-//!   layers go with its last child.
+//!   created from the build; a build with child images is untagged, the
+//!   daemon keeps its layers until its last child goes, and
+//!   `dispose_image_outcome` says so (and, for that last child, that the
+//!   parents kept for it went with it).
+//! - A bake's disk size becomes `--storage-opt size=<n>G` on the bake
+//!   container where the daemon's storage driver applies it (found by a
+//!   probe container, once per size); where it cannot, the bake log says so
+//!   and `check_online` warns when `docker info` already tells.
+//! - The inventory reports every container and every volume with its labels
+//!   (`csis_config` as `config`).
 //! - Every tool a bake starts (ansible-playbook, packer) gets
 //!   [`DockerSettings::tool_environment`] (`DOCKER_HOST`... or `DOCKER_CONTEXT`).
 //!

@@ -5,21 +5,26 @@
 //! - `packer { required_plugins { docker, ansible } }`;
 //! - `source "docker" "<image>"`: `image` = the parent (vendor image or parent
 //!   build), `pull = false` (the query pulled every vendor image; our builds
-//!   are local), `commit = true`, `changes` = one `LABEL` per lineage tag and
+//!   are local), `commit = true`, `changes` = one `LABEL` per lineage tag,
+//!   the parent's lineage labels the bake does not set blanked (`LABEL k=""`
+//!   and `csis.blanked`, as the native path commits them) and
 //!   `CMD ["sleep","infinity"]`, `run_command` starting the bake container
 //!   `csis-bake-<runtime>-<image>` under `--init` on the runtime's network,
-//!   with the machine type's `--cpus`/`--memory` and `/run` a tmpfs;
+//!   with the machine type's `--cpus`/`--memory`, `/run` a tmpfs and
+//!   `--storage-opt size=` for the disk size where the daemon applies it;
 //! - a `build` block: the source; provisioners (settle, shell, ansible with
 //!   `ansible_connection=docker ansible_host=<container>`, in-bake tests);
 //!   post-processors `docker-tag` (final name and floating tag) and `manifest`.
 
 use std::path::PathBuf;
 
-use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
+use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, BakeStep, NullLog, Result, RuntimeError};
 use hcl::structure::{Attribute, Block, Body};
 
 use crate::names;
-use crate::runtime::{remove_container_forced, ContainerGuard, DockerRuntime, NAME_LABEL};
+use crate::runtime::{
+    blanked_keys, remove_container_forced, ContainerGuard, DockerRuntime, BLANKED_LABEL, NAME_LABEL,
+};
 use crate::script;
 
 fn image_of(req: &BakeRequest) -> String {
@@ -43,8 +48,52 @@ fn label_change(k: &str, v: &str) -> String {
     format!("LABEL {k}=\"{q}\"")
 }
 
+/// What a packer root needs from the daemon: read by [`context`] (the emit
+/// node, best effort) or by [`bake`] (the parent is on the daemon then).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EmitContext {
+    /// The parent's lineage labels the bake does not set ([`blanked_keys`]):
+    /// `LABEL k=""` each, and `csis.blanked` lists them.
+    pub blank: Vec<String>,
+    /// `--storage-opt size=` for the bake container (the daemon applies it).
+    pub storage_size: Option<String>,
+    /// The parent image was read from the daemon (`false`: not there yet, or
+    /// the daemon did not answer; the root says so and the bake re-emits it).
+    pub parent_read: bool,
+}
+
+fn parent_of(req: &BakeRequest) -> String {
+    match &req.parent {
+        BakeParent::Vendor(r) => r.id.clone(),
+        BakeParent::Build { build_id, .. } => build_id.clone(),
+    }
+}
+
+/// The [`EmitContext`] of a bake as far as the daemon answers now: at the
+/// emit node the parent may not be baked yet, and the daemon may not answer
+/// (`generated/` is written all the same).
+pub async fn context(rt: &DockerRuntime, req: &BakeRequest) -> EmitContext {
+    let parent = parent_of(req);
+    let Ok(Some(img)) = rt.inspect_image_opt(&parent).await else {
+        return EmitContext::default();
+    };
+    let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+    let id = img.id.unwrap_or(parent);
+    let mut quiet = req.clone();
+    quiet.log = std::sync::Arc::new(NullLog);
+    EmitContext {
+        blank: blanked_keys(&labels, &req.tags),
+        storage_size: rt.bake_disk_limit(&quiet, &id).await.ok().flatten(),
+        parent_read: true,
+    }
+}
+
 /// The packer root for a bake, as HCL text and the side files it needs.
-pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(String, String)>)> {
+pub fn render(
+    rt: &DockerRuntime,
+    req: &BakeRequest,
+    ctx: &EmitContext,
+) -> Result<(String, Vec<(String, String)>)> {
     let settings = rt.settings();
     let image = image_of(req);
     let container = names::bake_container_name(&settings.name, &image);
@@ -52,11 +101,11 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
     if let Some(p) = names::image_name_problem(&req.final_name) {
         return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
     }
-    let parent = match &req.parent {
-        BakeParent::Vendor(r) => r.id.clone(),
-        BakeParent::Build { build_id, .. } => build_id.clone(),
-    };
+    let parent = parent_of(req);
     let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
+    // the parent's lineage labels are inherited: blanked as the native commit does
+    changes.extend(ctx.blank.iter().map(|k| label_change(k, "")));
+    changes.push(label_change(BLANKED_LABEL, &ctx.blank.join(",")));
     changes.push(label_change(NAME_LABEL, &made));
     // run_command's --entrypoint=/bin/sh keeps the container up; the image gets none
     // (`ENTRYPOINT []` would keep the container's; `[""]` is the daemon's "none")
@@ -85,6 +134,9 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
         if let Some(mem) = &m.memory {
             run.extend(["--memory".into(), mem.clone()]);
         }
+    }
+    if let Some(size) = &ctx.storage_size {
+        run.extend(["--storage-opt".into(), format!("size={size}")]);
     }
     run.extend([
         "--entrypoint=/bin/sh".into(),
@@ -298,7 +350,7 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
     let text = hcl::format::to_string(&body)
         .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
     let header = format!(
-        "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n",
+        "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n{}",
         req.label,
         settings.name,
         settings
@@ -306,14 +358,28 @@ pub fn render(rt: &DockerRuntime, req: &BakeRequest) -> Result<(String, Vec<(Str
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" "),
+        if ctx.parent_read {
+            String::new()
+        } else {
+            "# the parent image was not read from the daemon (not baked yet, or no answer): its lineage labels are blanked and the disk size applied when the bake writes this root again\n".to_string()
+        }
     );
     Ok((format!("{header}{text}"), files))
 }
 
-/// Write the packer root under `req.emit_dir`; files already identical are left alone.
+/// Write the packer root under `req.emit_dir` with the [`context`] the daemon
+/// gives now; files already identical are left alone.
 pub async fn emit(rt: &DockerRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>> {
-    let (hcl_text, files) = render(rt, req)?;
+    let ctx = context(rt, req).await;
+    emit_with(req, render(rt, req, &ctx)?).await
+}
+
+async fn emit_with(
+    req: &BakeRequest,
+    rendered: (String, Vec<(String, String)>),
+) -> Result<Vec<PathBuf>> {
+    let (hcl_text, files) = rendered;
     let image = image_of(req);
     tokio::fs::create_dir_all(&req.emit_dir)
         .await
@@ -405,7 +471,22 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     let d = rt.docker().await?.clone();
     let made = names::image_name_as_made(&req.final_name);
     let container = names::bake_container_name(&rt.settings().name, &image_of(req));
-    emit(rt, req).await?;
+    // The parent is on the daemon now: its labels and the disk limit are known.
+    let parent = parent_of(req);
+    let img = rt.inspect_image_opt(&parent).await?.ok_or_else(|| {
+        RuntimeError::Refused(format!(
+            "{}: parent image '{parent}' is not on the daemon",
+            req.label
+        ))
+    })?;
+    let parent_id = img.id.clone().unwrap_or(parent);
+    let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+    let ctx = EmitContext {
+        blank: blanked_keys(&labels, &req.tags),
+        storage_size: rt.bake_disk_limit(req, &parent_id).await?,
+        parent_read: true,
+    };
+    emit_with(req, render(rt, req, &ctx)?).await?;
     let mut file = root_file(req);
     let (major, minor) = packer_version(packer).await?;
     if (major, minor) < (1, 7) {

@@ -8,7 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig, ImageInspect};
+use bollard::models::{
+    ContainerConfig, ContainerCreateBody, HostConfig, ImageInspect, ImageSummary,
+};
 use bollard::query_parameters::{
     CommitContainerOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListVolumesOptions,
@@ -17,9 +19,9 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeParent, BakeRequest, BakeStep, ImageFacts, InstanceFacts, Inventory, LogSink,
-    OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result, Runtime,
-    RuntimeError, SessionResult, TestCommand, LINEAGE_PREFIX,
+    BakeOutcome, BakeParent, BakeRequest, BakeStep, DisposeOutcome, ImageFacts, InstanceFacts,
+    Inventory, LogSink, OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage,
+    Result, Runtime, RuntimeError, SessionResult, TestCommand, VolumeFacts, LINEAGE_PREFIX,
 };
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -46,6 +48,9 @@ pub struct DockerRuntime {
     repository: String,
     endpoint: std::result::Result<Endpoint, String>,
     docker: OnceCell<Docker>,
+    /// Per disk size (GB): does the daemon apply `--storage-opt size=` to a
+    /// container (`Err`: why not, in the daemon's words), found once.
+    disk_limits: tokio::sync::Mutex<HashMap<u32, std::result::Result<(), String>>>,
 }
 
 /// What an exec gave.
@@ -96,6 +101,81 @@ fn api_message(e: &bollard::errors::Error) -> String {
         bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
         other => other.to_string(),
     }
+}
+
+/// Why a storage driver cannot limit a container's disk (`--storage-opt
+/// size=`), when that is known from `docker info` alone: fuse-overlayfs,
+/// aufs and overlay have no size option; overlay2 has one only on xfs
+/// mounted with `pquota`. `None`: the driver may apply it (a bake finds out).
+pub fn driver_disk_problem(driver: &str, status: &[Vec<String>]) -> Option<String> {
+    let backing = status
+        .iter()
+        .find(|kv| kv.first().map(String::as_str) == Some("Backing Filesystem"))
+        .and_then(|kv| kv.get(1))
+        .map(String::as_str);
+    match driver {
+        "fuse-overlayfs" | "aufs" | "overlay" => Some(format!(
+            "storage driver {driver} has no per-container size option (--storage-opt size=)"
+        )),
+        "overlay2" => match backing {
+            Some(fs) if fs != "xfs" => Some(format!(
+                "storage driver overlay2 on {fs} has no per-container size limit (--storage-opt size= needs overlay2 on xfs mounted with pquota)"
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The parent's lineage labels (`csis_*`) a bake does not set, sorted: its
+/// image inherits them, so they are blanked (a label cannot be removed) and
+/// listed in [`BLANKED_LABEL`], for [`Runtime::query_images`] to leave out.
+pub fn blanked_keys(
+    parent_labels: &HashMap<String, String>,
+    tags: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out: Vec<String> = parent_labels
+        .keys()
+        .filter(|k| k.starts_with(LINEAGE_PREFIX) && !tags.contains_key(*k))
+        .cloned()
+        .collect();
+    out.sort();
+    out
+}
+
+/// An image no tag names (`<none>:<none>` is how older daemons list none).
+fn is_untagged(i: &ImageSummary) -> bool {
+    i.repo_tags
+        .iter()
+        .all(|t| t.is_empty() || t == "<none>:<none>")
+}
+
+/// The images whose parent is `id`, sorted.
+fn children_of(graph: &HashMap<String, ImageSummary>, id: &str) -> Vec<String> {
+    let mut out: Vec<String> = graph
+        .values()
+        .filter(|i| i.parent_id == id)
+        .map(|i| i.id.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The ancestors of `id` that are csis builds without a tag (disposed while
+/// a child stood on them), nearest first, up to the first one that is not.
+fn untagged_builds_above(graph: &HashMap<String, ImageSummary>, id: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = graph.get(id).map(|i| i.parent_id.clone());
+    while let Some(p) = cur.filter(|p| !p.is_empty()) {
+        match graph.get(&p) {
+            Some(i) if is_untagged(i) && i.labels.contains_key(NAME_LABEL) => {
+                out.push(p.clone());
+                cur = Some(i.parent_id.clone());
+            }
+            _ => break,
+        }
+    }
+    out
 }
 
 /// Unix seconds as RFC 3339 (UTC).
@@ -236,6 +316,7 @@ impl DockerRuntime {
             repository,
             endpoint,
             docker: OnceCell::new(),
+            disk_limits: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -284,6 +365,13 @@ impl DockerRuntime {
         self.docker
             .get_or_try_init(|| async {
                 let e = self.endpoint.as_ref().map_err(|e| self.unreachable(e))?;
+                if let Some(p) = connect::ssh_port_problem(&e.host) {
+                    // not a daemon that did not answer: an address this client cannot use
+                    return Err(RuntimeError::Refused(format!(
+                        "docker runtime {}: {p}",
+                        self.settings.name
+                    )));
+                }
                 let client = connect::client(e).map_err(|m| self.unreachable(&m))?;
                 client
                     .negotiate_version()
@@ -552,24 +640,122 @@ impl DockerRuntime {
         }))
     }
 
-    /// Every volume with its `csis_config` label (what [`Inventory`] cannot carry).
-    pub async fn volumes(&self) -> Result<Vec<(String, Option<String>)>> {
+    /// Every volume on the daemon with its labels (`csis_config` among them), by name.
+    pub async fn volumes(&self) -> Result<Vec<VolumeFacts>> {
         let d = self.docker().await?;
         let v = d
             .list_volumes(None::<ListVolumesOptions>)
             .await
             .map_err(|e| self.map_err("list volumes", e))?;
-        let mut out: Vec<(String, Option<String>)> = v
+        let mut out: Vec<VolumeFacts> = v
             .volumes
             .unwrap_or_default()
             .into_iter()
-            .map(|v| {
-                let cfg = v.labels.get("csis_config").cloned();
-                (v.name, cfg)
-            })
+            .map(|v| VolumeFacts::new(v.name, v.labels.into_iter().collect()))
             .collect();
-        out.sort();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    /// Does the daemon limit a container's writable layer to `gb` GB
+    /// (`--storage-opt size=<gb>G`)? `Err` says why not: the storage driver
+    /// refuses the option (overlay2 unless on xfs with `pquota`,
+    /// fuse-overlayfs, aufs, ...). Found once per size by creating (never
+    /// starting) a container from `image` with the option, and again without
+    /// it when refused, so that only the option is blamed.
+    pub async fn disk_size_support(
+        &self,
+        image: &str,
+        gb: u32,
+    ) -> Result<std::result::Result<(), String>> {
+        let mut known = self.disk_limits.lock().await;
+        if let Some(r) = known.get(&gb) {
+            return Ok(r.clone());
+        }
+        let d = self.docker().await?;
+        let driver = d
+            .info()
+            .await
+            .map_err(|e| self.map_err("daemon info", e))?
+            .driver
+            .unwrap_or_default();
+        let body = |size: Option<String>| ContainerCreateBody {
+            image: Some(image.to_string()),
+            entrypoint: Some(vec![]),
+            cmd: Some(vec!["true".into()]),
+            network_disabled: Some(true),
+            host_config: Some(HostConfig {
+                storage_opt: size.map(|s| HashMap::from([("size".to_string(), s)])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let verdict = match d
+            .create_container(
+                None::<bollard::query_parameters::CreateContainerOptions>,
+                body(Some(format!("{gb}G"))),
+            )
+            .await
+        {
+            Ok(c) => {
+                let _ = remove_container_forced(d, &c.id).await;
+                Ok(())
+            }
+            Err(with) => {
+                let c = d
+                    .create_container(
+                        None::<bollard::query_parameters::CreateContainerOptions>,
+                        body(None),
+                    )
+                    .await
+                    .map_err(|e| self.map_err(&format!("create a container from {image}"), e))?;
+                let _ = remove_container_forced(d, &c.id).await;
+                Err(format!(
+                    "the daemon's storage driver {driver} refuses --storage-opt size={gb}G ({})",
+                    api_message(&with).trim()
+                ))
+            }
+        };
+        known.insert(gb, verdict.clone());
+        Ok(verdict)
+    }
+
+    /// The `--storage-opt size=` value a bake's container gets (`None`: no
+    /// disk size, or the daemon cannot apply it; the bake log says which).
+    pub(crate) async fn bake_disk_limit(
+        &self,
+        req: &BakeRequest,
+        image: &str,
+    ) -> Result<Option<String>> {
+        let Some(gb) = req.disk_size_gb else {
+            return Ok(None);
+        };
+        Ok(match self.disk_size_support(image, gb).await? {
+            Ok(()) => {
+                req.log.line(&format!(
+                    "==> disk: the bake container's writable layer is limited to {gb} GB (--storage-opt size={gb}G)"
+                ));
+                Some(format!("{gb}G"))
+            }
+            Err(why) => {
+                req.log.line(&format!(
+                    "warning: disk size {gb} GB is not applied on docker runtime {}: {why}; the bake container's writable layer is bounded only by the daemon's free space",
+                    self.settings.name
+                ));
+                None
+            }
+        })
+    }
+
+    /// Every image on the daemon (intermediate ones included), by id.
+    async fn image_graph(&self) -> Result<HashMap<String, ImageSummary>> {
+        let d = self.docker().await?;
+        let opts = ListImagesOptionsBuilder::default().all(true).build();
+        let list = d
+            .list_images(Some(opts))
+            .await
+            .map_err(|e| self.map_err("list images", e))?;
+        Ok(list.into_iter().map(|i| (i.id.clone(), i)).collect())
     }
 
     async fn containers(
@@ -825,6 +1011,7 @@ impl DockerRuntime {
         name: &str,
         parent: &str,
         req: &BakeRequest,
+        storage_size: Option<&str>,
     ) -> Result<()> {
         let d = self.docker().await?;
         let mt = self
@@ -840,6 +1027,9 @@ impl DockerRuntime {
             )])),
             ..Default::default()
         };
+        if let Some(size) = storage_size {
+            host.storage_opt = Some(HashMap::from([("size".to_string(), size.to_string())]));
+        }
         if let Some(m) = mt {
             host.nano_cpus = m.cpus.map(|c| (c * 1e9) as i64);
             if let Some(mem) = &m.memory {
@@ -878,18 +1068,16 @@ impl DockerRuntime {
         let mut labels: HashMap<String, String> = req.tags.clone().into_iter().collect();
         // Labels are inherited from the parent: blank the parent's lineage labels this bake does not set.
         // (a label cannot be removed: the blanked keys are listed in BLANKED_LABEL)
-        let mut blanked: Vec<String> = Vec::new();
-        if let Some(p) = self.inspect_image_opt(parent_id).await? {
-            if let Some(pl) = p.config.and_then(|c| c.labels) {
-                for k in pl.keys() {
-                    if k.starts_with(LINEAGE_PREFIX) && !labels.contains_key(k) {
-                        labels.insert(k.clone(), String::new());
-                        blanked.push(k.clone());
-                    }
-                }
-            }
+        let parent_labels = self
+            .inspect_image_opt(parent_id)
+            .await?
+            .and_then(|p| p.config)
+            .and_then(|c| c.labels)
+            .unwrap_or_default();
+        let blanked = blanked_keys(&parent_labels, &req.tags);
+        for k in &blanked {
+            labels.insert(k.clone(), String::new());
         }
-        blanked.sort();
         labels.insert(BLANKED_LABEL.to_string(), blanked.join(","));
         labels.insert(NAME_LABEL.to_string(), made.to_string());
         let opts = CommitContainerOptionsBuilder::default()
@@ -985,15 +1173,30 @@ impl Runtime for DockerRuntime {
                         message: self.unreachable(&e.to_string()).to_string(),
                         error: true,
                     });
-                } else if self.settings.network != "host" && self.settings.network != "none" {
-                    if let Err(e) = d
-                        .inspect_network(
-                            &self.settings.network,
-                            None::<bollard::query_parameters::InspectNetworkOptions>,
-                        )
-                        .await
-                    {
-                        out.push(OnlineFinding {
+                } else {
+                    if let Ok(info) = d.info().await {
+                        let driver = info.driver.clone().unwrap_or_default();
+                        let status = info.driver_status.clone().unwrap_or_default();
+                        if let Some(why) = driver_disk_problem(&driver, &status) {
+                            out.push(OnlineFinding {
+                                path: String::new(),
+                                message: format!(
+                                    "docker runtime {}: disk sizes (primary_disk_size, default_primary_disk_size) are not applied to bake containers on this daemon: {why}",
+                                    self.settings.name
+                                ),
+                                error: false,
+                            });
+                        }
+                    }
+                    if self.settings.network != "host" && self.settings.network != "none" {
+                        if let Err(e) = d
+                            .inspect_network(
+                                &self.settings.network,
+                                None::<bollard::query_parameters::InspectNetworkOptions>,
+                            )
+                            .await
+                        {
+                            out.push(OnlineFinding {
                             path: "networking.network".into(),
                             message: format!(
                                 "docker runtime {}: network '{}' does not exist on the daemon (it is referenced, never created): {}",
@@ -1003,6 +1206,7 @@ impl Runtime for DockerRuntime {
                             ),
                             error: true,
                         });
+                        }
                     }
                 }
             }
@@ -1213,18 +1417,14 @@ impl Runtime for DockerRuntime {
         }
         req.log
             .line(&format!("==> bake container {container} from {parent}"));
-        if let Some(gb) = req.disk_size_gb {
-            req.log.line(&format!(
-                "note: disk size {gb} GB is not applied on a docker runtime (the daemon's storage is shared)"
-            ));
-        }
+        let storage_size = self.bake_disk_limit(req, &parent_id).await?;
         let guard = ContainerGuard {
             docker: d.clone(),
             name: container.clone(),
             armed: true,
         };
         let work = async {
-            self.create_bake_container(&container, &parent_id, req)
+            self.create_bake_container(&container, &parent_id, req, storage_size.as_deref())
                 .await?;
             self.run_steps(&container, req).await
         };
@@ -1431,7 +1631,7 @@ impl Runtime for DockerRuntime {
             })
             .collect();
         instances.sort_by(|a, b| a.name.cmp(&b.name));
-        let volumes = self.volumes().await?.into_iter().map(|(n, _)| n).collect();
+        let volumes = self.volumes().await?;
         Ok(Inventory { instances, volumes })
     }
 
@@ -1459,8 +1659,14 @@ impl Runtime for DockerRuntime {
     }
 
     async fn dispose_image(&self, build_id: &str) -> Result<bool> {
+        self.dispose_image_outcome(build_id)
+            .await
+            .map(|o| o.existed)
+    }
+
+    async fn dispose_image_outcome(&self, build_id: &str) -> Result<DisposeOutcome> {
         let Some((id, repo_tags)) = self.image_id_of(build_id).await? else {
-            return Ok(false);
+            return Ok(DisposeOutcome::default());
         };
         let users = self.image_users(&id).await?;
         if !users.is_empty() {
@@ -1469,6 +1675,8 @@ impl Runtime for DockerRuntime {
                 users.join(", ")
             )));
         }
+        // Parents disposed earlier and kept (untagged) for this build: they may go with it.
+        let held_parents = untagged_builds_above(&self.image_graph().await?, &id);
         let d = self.docker().await?;
         // Every tag goes (movable, release, final, floating); the last removal deletes the image.
         for rt in &repo_tags {
@@ -1479,20 +1687,76 @@ impl Runtime for DockerRuntime {
                 Err(e) => return Err(self.map_err(&format!("remove tag {rt} of {id}"), e)),
             }
         }
+        let mut notes = Vec::new();
         let opts = RemoveImageOptionsBuilder::default().build();
         match d.remove_image(&id, Some(opts), None).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(true),
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) if is_conflict(&e) && api_message(&e).contains("child") => {
-                // Untagged; its layers go when the builds baked from it go.
-                Ok(true)
+                // The daemon keeps the layers a child image stands on: say so.
+                let children = children_of(&self.image_graph().await?, &id);
+                notes.push(format!(
+                    "its tags are removed, but the daemon keeps the image {id} untagged (its layers) while child image(s) {} stand on it; it goes with the last of them",
+                    if children.is_empty() {
+                        "(not listed)".to_string()
+                    } else {
+                        children.join(", ")
+                    }
+                ));
+                return Ok(DisposeOutcome {
+                    existed: true,
+                    notes,
+                });
             }
-            Err(e) if is_conflict(&e) => Err(RuntimeError::Refused(format!(
-                "image {id} cannot be removed: {}",
-                api_message(&e)
-            ))),
-            Err(e) => Err(self.map_err(&format!("remove image {id}"), e)),
+            Err(e) if is_conflict(&e) => {
+                return Err(RuntimeError::Refused(format!(
+                    "image {id} cannot be removed: {}",
+                    api_message(&e)
+                )))
+            }
+            Err(e) => return Err(self.map_err(&format!("remove image {id}"), e)),
         }
+        // The build is gone: free the parents that were kept only for it.
+        for p in held_parents {
+            if self.inspect_image_opt(&p).await?.is_some() {
+                let graph = self.image_graph().await?;
+                let children = children_of(&graph, &p);
+                let users = self.image_users(&p).await?;
+                if !children.is_empty() || !users.is_empty() {
+                    notes.push(format!(
+                        "the image {p} (a build disposed earlier, kept untagged for its children) stays: {} still stand(s) on it",
+                        children
+                            .iter()
+                            .map(|c| format!("child image {c}"))
+                            .chain(users.iter().map(|u| format!("container {u}")))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                    break;
+                }
+                match d
+                    .remove_image(&p, Some(RemoveImageOptionsBuilder::default().build()), None)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => {
+                        notes.push(format!(
+                            "the image {p} (a build disposed earlier, kept untagged for its children) stays: {}",
+                            api_message(&e)
+                        ));
+                        break;
+                    }
+                }
+            }
+            notes.push(format!(
+                "freed the image {p} too: a build disposed earlier, kept untagged until this last child went"
+            ));
+        }
+        Ok(DisposeOutcome {
+            existed: true,
+            notes,
+        })
     }
 
     fn release_commands(&self, build_id: &str, series: &str, model: &str) -> Vec<String> {
@@ -1713,11 +1977,7 @@ mod tests {
 
     #[tokio::test]
     async fn unreachable_tcp_and_ssh_daemons_name_the_address() {
-        for host in [
-            "tcp://127.0.0.1:1",
-            "ssh://nobody@127.0.0.1",
-            "ssh://nobody@127.0.0.1:2222",
-        ] {
+        for host in ["tcp://127.0.0.1:1", "ssh://nobody@127.0.0.1"] {
             let mut s = DockerSettings::new("far");
             s.host = Some(host.into());
             let r = DockerRuntime::new(s).unwrap();
@@ -1737,6 +1997,39 @@ mod tests {
             let f = r.check_online().await.unwrap();
             assert!(f.iter().any(|f| f.error && f.path == "host"), "{f:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_ssh_port_is_refused_not_unreachable() {
+        let mut s = DockerSettings::new("far");
+        s.host = Some("ssh://nobody@127.0.0.1:2222".into());
+        // validate refuses it offline, on the `host` field
+        let p = s.problems();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "host");
+        assert!(
+            p[0].1.starts_with(
+                "docker runtime far: daemon address ssh://nobody@127.0.0.1:2222: port 2222 in an ssh:// address is not supported"
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p[0].1.ends_with("`Host 127.0.0.1-2222` with `HostName 127.0.0.1, Port 2222` in ~/.ssh/config and use host: ssh://nobody@127.0.0.1-2222"),
+            "{p:?}"
+        );
+        // the hooks say the same, as a refusal (no ssh is started, no "cannot be reached")
+        let r = DockerRuntime::new(s).unwrap();
+        let e = r.docker().await.unwrap_err();
+        assert!(matches!(e, RuntimeError::Refused(_)), "{e:?}");
+        assert_eq!(e.to_string(), p[0].1);
+        let f = r.check_online().await.unwrap();
+        assert!(
+            f.iter()
+                .any(|f| f.error && f.path == "host" && f.message == p[0].1),
+            "{f:?}"
+        );
+        let pf = r.preflight().await.unwrap();
+        assert!(!pf[0].ok && pf[0].detail == p[0].1, "{pf:?}");
     }
 
     #[tokio::test]

@@ -207,3 +207,54 @@ async fn packer_docker_root() {
     native.image_builder = "native".into();
     assert!(rt.emit(&native).await.unwrap().is_empty());
 }
+
+#[test]
+fn packer_root_blanks_the_parents_lineage_labels_and_applies_the_disk_size() {
+    let mut s = DockerSettings::new("docker-local");
+    s.packer_builders = BTreeMap::from([("pckr-docker-ans".to_string(), "packer".to_string())]);
+    let rt = DockerRuntime::new(s).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let req = request(dir.path(), vec![], vec![]);
+    let changes_of = |ctx: &csis_runtime_docker::packer::EmitContext| {
+        let (text, _) = csis_runtime_docker::packer::render(&rt, &req, ctx).unwrap();
+        let v: serde_json::Value = hcl::from_str(&text).unwrap();
+        let src = &v["source"]["docker"]["web"];
+        let changes: Vec<String> = serde_json::from_value(src["changes"].clone()).unwrap();
+        let run: Vec<String> = serde_json::from_value(src["run_command"].clone()).unwrap();
+        (text, changes, run)
+    };
+    // what the parent carried and this bake does not set is blanked, and listed
+    let ctx = csis_runtime_docker::packer::EmitContext {
+        blank: vec!["csis_config".into(), "csis_release".into()],
+        storage_size: Some("40G".into()),
+        parent_read: true,
+    };
+    let (text, changes, run) = changes_of(&ctx);
+    for want in [
+        r#"LABEL csis_config="""#,
+        r#"LABEL csis_release="""#,
+        r#"LABEL csis.blanked="csis_config,csis_release""#,
+        r#"LABEL csis_series="web""#,
+    ] {
+        assert!(changes.iter().any(|c| c == want), "{want} in {changes:?}");
+    }
+    let pos = |c: &str| changes.iter().position(|x| x == c).unwrap();
+    assert!(pos(r#"LABEL csis_config="""#) < pos(r#"CMD ["sleep","infinity"]"#));
+    // the disk size, for a daemon whose driver applies it
+    let i = run.iter().position(|r| r == "--storage-opt").unwrap();
+    assert_eq!(run[i + 1], "size=40G");
+    assert!(i < run.iter().position(|r| r == "{{.Image}}").unwrap());
+    assert!(!text.contains("was not read from the daemon"), "{text}");
+    // nothing read: nothing to blank, but the inherited list is still overwritten; no size
+    let (text, changes, run) = changes_of(&Default::default());
+    assert!(
+        changes.iter().any(|c| c == r#"LABEL csis.blanked="""#),
+        "{changes:?}"
+    );
+    assert!(!changes.iter().any(|c| c == r#"LABEL csis_config="""#));
+    assert!(!run.iter().any(|r| r == "--storage-opt"), "{run:?}");
+    assert!(
+        text.contains("# the parent image was not read from the daemon"),
+        "{text}"
+    );
+}
