@@ -3,7 +3,8 @@
 //! `CSIS_REQUIRE_MOTO`): AMIs carrying csis tags are made in moto with boto3,
 //! lineage records are written for some of them, then: the state query finds
 //! the foreign one; a running instance refuses the disposal of its AMI with
-//! nothing deleted; a release marks the AMI; retention keeps a released and a
+//! nothing deleted; `runtime verify-instance` runs the runtime's
+//! verify_instance; a release marks the AMI; retention keeps a released and a
 //! pinned build and deregisters the rest children-first (read back from
 //! `describe-images`); `state import` adopts the foreign AMI.
 //!
@@ -45,6 +46,11 @@ elif cmd == 'images':
     print(json.dumps(out))
 elif cmd == 'run':
     i = ec2.run_instances(ImageId=arg, MinCount=1, MaxCount=1, InstanceType='t3.micro')['Instances'][0]['InstanceId']
+    print(json.dumps(i))
+elif cmd == 'run_named':
+    i = ec2.run_instances(ImageId=arg['image'], MinCount=1, MaxCount=1, InstanceType='t3.micro',
+                          TagSpecifications=[{'ResourceType': 'instance',
+                                              'Tags': [{'Key': 'Name', 'Value': arg['name']}]}])['Instances'][0]['InstanceId']
     print(json.dumps(i))
 elif cmd == 'terminate':
     ec2.terminate_instances(InstanceIds=[arg])
@@ -251,6 +257,81 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let images = py("images", None).unwrap();
     assert!(images.get(id("w2")).is_some() && images.get(id("w0")).is_some());
     py("terminate", Some(json!(inst))).unwrap();
+
+    // verify-instance: the runtime's verify_instance through the CLI. moto's
+    // SSM answers Success with no output, so the launch marker is never
+    // seen; the booted image is read from EC2 (expected: the pin)
+    let vm = py(
+        "run_named",
+        Some(json!({"image": id("w2"), "name": "vm-v"})),
+    )
+    .unwrap();
+    let vm = vm.as_str().unwrap().to_string();
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("vm-v".into(), id("w2"));
+    t.meta().save_pins(&pins).unwrap();
+    let (code, out, err) = t.csis(&[
+        "runtime",
+        "verify-instance",
+        "aws-moto",
+        "vm-v",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("FAIL startup scripts: no completion marker within 1s"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("ok   booted image: booted {}", id("w2"))),
+        "{out}"
+    );
+    assert!(
+        out.contains("verify: vm-v on aws-moto: NOT verified"),
+        "{out}"
+    );
+    let (code, out, err) = t.csis(&[
+        "runtime",
+        "verify-instance",
+        "aws-moto",
+        "vm-v",
+        "--expect",
+        &id("w1"),
+        "--timeout",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["expected_build"], id("w1"));
+    assert_eq!(v["checks"][1]["name"], "booted image");
+    assert_eq!(
+        v["checks"][1]["detail"],
+        format!("booted {}, expected {}", id("w2"), id("w1"))
+    );
+    // no such machine: refused by name; no pin and no --expect: cannot say
+    let (code, _, err) = t.csis(&[
+        "runtime",
+        "verify-instance",
+        "aws-moto",
+        "nobody",
+        "--expect",
+        "ami-1",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot run a command on 'nobody': it is absent (no such machine)"),
+        "{err}"
+    );
+    let (code, _, err) = t.csis(&["runtime", "verify-instance", "aws-moto", "nobody"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no pin"), "{err}");
+    py("terminate", Some(json!(vm))).unwrap();
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.remove("vm-v");
+    t.meta().save_pins(&pins).unwrap();
 
     // a release: recorded, and (apply_release) marked on the AMI
     let out = t.ok(&["release", "web", "--build", &id("w3"), "--model", "prod"]);

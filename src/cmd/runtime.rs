@@ -18,6 +18,28 @@ pub enum RuntimeCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Verify a launched instance (the runtime's `verify_instance`): the
+    /// launch completion marker, the booted image against the expected
+    /// build, the data disks mounted. Exit 0 verified, 1 a check failed,
+    /// 2 the runtime cannot answer.
+    VerifyInstance {
+        /// The runtime's name or one of its aliases.
+        runtime: String,
+        /// The instance's name (its `Name` tag on AWS).
+        instance: String,
+        /// The build it must run (default: its pin in meta-state/pins.yaml).
+        #[arg(long, value_name = "BUILD")]
+        expect: Option<String>,
+        /// Data disks that must be mounted under /mnt (its declared storages).
+        #[arg(long, default_value_t = 0)]
+        mounts: usize,
+        /// Seconds to wait for the launch completion marker.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Serialize)]
@@ -45,7 +67,17 @@ struct Description {
 }
 
 pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode> {
-    let RuntimeCommand::Describe { name, json } = cmd;
+    let (name, json) = match cmd {
+        RuntimeCommand::Describe { name, json } => (name, json),
+        RuntimeCommand::VerifyInstance {
+            runtime,
+            instance,
+            expect,
+            mounts,
+            timeout,
+            json,
+        } => return verify_instance(global, &runtime, &instance, expect, mounts, timeout, json),
+    };
     let tree = match csis_rules::load(&global.dir, &super::validate::load_options(global)) {
         Ok(t) => t,
         Err(diags) => {
@@ -174,4 +206,83 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
     println!("base images:          {}", list(&d.base_images));
     println!("images:               {}", list(&d.images));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `csis runtime verify-instance RT NAME`: the runtime's `verify_instance`.
+fn verify_instance(
+    global: &GlobalArgs,
+    runtime: &str,
+    instance: &str,
+    expect: Option<String>,
+    mounts: usize,
+    timeout: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use csis_runtime::RuntimeError;
+    let tree = super::state::load_tree(global)?;
+    let Some(name) = tree.runtime(runtime).map(|r| r.name.clone()) else {
+        eprintln!("verify: runtime {runtime} is not declared in this tree");
+        return Ok(ExitCode::from(2));
+    };
+    let expected = match expect {
+        Some(b) => b,
+        None => match csis_cache::MetaState::of_tree(tree.root())
+            .pins()?
+            .instances
+            .get(instance)
+        {
+            Some(b) => b.clone(),
+            None => {
+                eprintln!(
+                    "verify: instance {instance} has no pin in meta-state/pins.yaml; name the build with --expect"
+                );
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
+    let rt = crate::wiring::runtime(&tree, &name)?;
+    let answer = super::state::tokio_rt()?
+        .block_on(rt.verify_instance(instance, &expected, mounts, timeout));
+    let checks = match answer {
+        Ok(c) => c,
+        Err(e @ (RuntimeError::Unsupported { .. } | RuntimeError::Unavailable(_))) => {
+            eprintln!("verify: {name} cannot verify {instance}: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => {
+            eprintln!("verify: {instance} on {name}: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let ok = checks.iter().all(|c| c.ok);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "runtime": name,
+                "instance": instance,
+                "expected_build": expected,
+                "ok": ok,
+                "checks": checks,
+            }))?
+        );
+    } else {
+        for c in &checks {
+            println!(
+                "{} {}: {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                c.detail
+            );
+        }
+        println!(
+            "verify: {instance} on {name}: {}",
+            if ok { "verified" } else { "NOT verified" }
+        );
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
