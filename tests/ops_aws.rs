@@ -3,9 +3,10 @@
 //! `CSIS_REQUIRE_MOTO`): AMIs carrying csis tags are made in moto with boto3,
 //! lineage records are written for some of them, then: the state query finds
 //! the foreign one; a running instance refuses the disposal of its AMI with
-//! nothing deleted; `runtime verify-instance` runs the runtime's
-//! verify_instance; a release marks the AMI; retention keeps a released and a
-//! pinned build and deregisters the rest children-first (read back from
+//! nothing deleted, and `empty` lists it from the runtime's inventory;
+//! `runtime verify-instance` runs the runtime's verify_instance; a release
+//! marks the AMI; retention keeps a released and a pinned build and
+//! deregisters the rest children-first (read back from
 //! `describe-images`); `state import` adopts the foreign AMI.
 //!
 //! moto: `runtimes/aws/tests/moto.sh` (CSIS_MOTO_URL, default
@@ -238,13 +239,13 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     t.meta().save_lineage(&l).unwrap();
     let id = |k: &str| ids[k].clone();
 
-    // the state query: one foreign AMI; the instance hook is unavailable, never a claim
+    // the state query: one foreign AMI; the runtime lists its instances (none)
     let (code, out, err) = t.csis(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign:")).collect();
     assert_eq!(foreign.len(), 1, "{out}");
     assert!(foreign[0].contains(&id("f1")), "{out}");
-    assert!(out.contains("unavailable: instances/aws-moto"), "{out}");
+    assert!(!out.contains("unavailable: instances/aws-moto"), "{out}");
     assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
 
     // an instance running from w2 refuses its disposal; nothing deleted
@@ -256,6 +257,18 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     assert!(err.contains("nothing was deleted"), "{err}");
     let images = py("images", None).unwrap();
     assert!(images.get(id("w2")).is_some() && images.get(id("w0")).is_some());
+    // `empty` reads the runtime's inventory: the instance on w2 and the
+    // unreleased AMIs are leftovers (exit 1, not 2 "cannot list")
+    let (code, out, err) = t.csis(&["empty", "--runtime", "aws-moto"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains(&format!("leftover: instance {inst} (Running)")),
+        "{out}\n{err}"
+    );
+    assert!(
+        out.contains(&format!("leftover: image {}", id("w2"))),
+        "{out}"
+    );
     py("terminate", Some(json!(inst))).unwrap();
 
     // verify-instance: the runtime's verify_instance through the CLI. moto's

@@ -14,6 +14,7 @@
 //! asks identical image queries once. Hooks beyond the trait:
 //! [`AwsRuntime::session_mechanism`], [`AwsRuntime::session_instance_profile`],
 //! [`AwsRuntime::power_state`] (EC2's raw state kept for messages),
+//! [`AwsRuntime::aws_inventory`] (everything csis owns here, with tags),
 //! [`AwsRuntime::source_plan`], and the tool check [`check_aws_cli`]
 //! (`AwsCLIVersionChecker`).
 
@@ -25,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, Image, Instance, InstanceStateName, Tag};
 use csis_runtime::{
-    BakeOutcome, BakeRequest, ImageFacts, OnlineFinding, PowerState, PreflightLine, ResolveRequest,
-    ResolvedImage, Result, Runtime, RuntimeError, SessionResult,
+    BakeOutcome, BakeRequest, ImageFacts, Inventory, OnlineFinding, PowerState, PreflightLine,
+    ResolveRequest, ResolvedImage, Result, Runtime, RuntimeError, SessionResult,
 };
 use tokio::sync::OnceCell;
 
@@ -35,6 +36,7 @@ pub mod cli_version;
 pub mod client;
 pub mod emit;
 pub mod from_rules;
+pub mod inventory;
 pub mod network;
 pub mod resolve;
 pub mod settings;
@@ -44,6 +46,7 @@ pub mod stale;
 pub use cli_version::{aws_cli_version, check_aws_cli, AWS_CLI_VERSION_RE};
 pub use client::{sdk_config, Clients};
 pub use csis_runtime::VerifyCheck;
+pub use inventory::{AwsInventory, AwsResource};
 pub use network::{DiscoveredSubnet, Discovery};
 pub use resolve::{merge_owners, ImageQuery};
 pub use settings::{
@@ -700,6 +703,10 @@ impl Runtime for AwsRuntime {
         }
         out.sort_by(|a, b| a.created.cmp(&b.created).then(a.build_id.cmp(&b.build_id)));
         Ok(out)
+    }
+
+    async fn inventory(&self) -> Result<Inventory> {
+        Ok(self.aws_inventory().await?.to_api())
     }
 
     async fn image_users(&self, build_id: &str) -> Result<Vec<String>> {

@@ -1,7 +1,8 @@
-//! What csis leaves on an AWS runtime, against moto: `clean_stale_bakes`
-//! (the marked leftovers of killed bakes, and nothing else), and the power
-//! states moto never holds (`pending`, `stopping`, `shutting-down`: a proxy
-//! rewrites moto's answer).
+//! What csis leaves on an AWS runtime, against moto: `inventory` (images,
+//! snapshots, instances and volumes csis owns or tagged, with their tags),
+//! `clean_stale_bakes` (the marked leftovers of killed bakes, and nothing
+//! else), and the power states moto never holds (`pending`, `stopping`,
+//! `shutting-down`: a proxy rewrites moto's answer).
 //!
 //! Each test works in a region of its own (moto is shared by the tests
 //! running in parallel), so what a runtime lists there is exactly what the
@@ -12,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::Region;
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
-use csis_runtime::{PowerState, Runtime};
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification, VolumeType};
+use csis_runtime::{PowerState, Runtime, RuntimeError};
 use csis_runtime_aws::stale::{self, BAKE_OWNER_TAG};
 use csis_runtime_aws::AwsRuntime;
 
@@ -95,6 +96,221 @@ async fn state_of(ec2: &aws_sdk_ec2::Client, id: &str) -> String {
         .unwrap()
         .as_str()
         .to_string()
+}
+
+fn ids<'a>(list: impl IntoIterator<Item = &'a csis_runtime_aws::AwsResource>) -> BTreeSet<String> {
+    list.into_iter().map(|r| r.id.clone()).collect()
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn inventory_lists_what_csis_owns_or_tagged_with_tags() {
+    let url = need_moto!();
+    let region = "ca-central-1";
+    let ec2 = ec2_in(&url, region).await;
+    let rt = runtime_in(&url, &common::unique("aws-inv"), region);
+    // a clean slate in this region (a previous run of this test)
+    let before = rt.aws_inventory().await.unwrap();
+    for i in &before.instances {
+        ec2.terminate_instances()
+            .instance_ids(&i.id)
+            .send()
+            .await
+            .unwrap();
+    }
+    for i in &before.images {
+        ec2.deregister_image().image_id(&i.id).send().await.unwrap();
+    }
+    for v in before.volumes.iter().filter(|v| v.of.is_none()) {
+        let _ = ec2.delete_volume().volume_id(&v.id).send().await;
+    }
+    for s in &before.snapshots {
+        let _ = ec2.delete_snapshot().snapshot_id(&s.id).send().await;
+    }
+    let before = rt.aws_inventory().await.unwrap();
+    assert_eq!(before, Default::default(), "a clean region");
+
+    // images: one of ours (registered), one not ours
+    let web = common::register_image(
+        &ec2,
+        &common::unique("web"),
+        &[("csis_series", "web"), ("csis_config", "team-a")],
+    )
+    .await;
+    let _stranger = common::register_image(&ec2, &common::unique("other"), &[("team", "b")]).await;
+    // instances: tagged by csis; launched from our image; a stranger; one terminated
+    let vm = launch(
+        &ec2,
+        VENDOR,
+        &[("Name", "vm-1"), ("csis_config", "team-a")],
+        None,
+        &[],
+    )
+    .await;
+    let from_web = launch(&ec2, &web, &[], None, &[]).await;
+    let stranger = launch(&ec2, VENDOR, &[("Name", "someone-else")], None, &[]).await;
+    let gone = launch(&ec2, VENDOR, &[("csis_config", "team-a")], None, &[]).await;
+    ec2.terminate_instances()
+        .instance_ids(&gone)
+        .send()
+        .await
+        .unwrap();
+    // an AMI baked from vm-1 (its snapshot is behind it), tagged
+    let baked = ec2
+        .create_image()
+        .instance_id(&vm)
+        .name(common::unique("web-baked"))
+        .send()
+        .await
+        .unwrap()
+        .image_id
+        .unwrap();
+    ec2.create_tags()
+        .resources(&baked)
+        .tags(Tag::builder().key("csis_series").value("web").build())
+        .send()
+        .await
+        .unwrap();
+    // volumes: a tagged data disk, an untagged one
+    let vol = |tags: &'static [(&'static str, &'static str)]| {
+        let ec2 = ec2.clone();
+        async move {
+            let mut c = ec2
+                .create_volume()
+                .availability_zone(format!("{region}a"))
+                .size(1)
+                .volume_type(VolumeType::Gp3);
+            if !tags.is_empty() {
+                c = c.tag_specifications(spec(ResourceType::Volume, tags));
+            }
+            c.send().await.unwrap().volume_id.unwrap()
+        }
+    };
+    let data = vol(&[("csis_config", "team-a"), ("Name", "data-1")]).await;
+    let loose = vol(&[]).await;
+    // a snapshot csis tagged whose AMI is gone: an orphan
+    let orphan = ec2
+        .create_snapshot()
+        .volume_id(&data)
+        .tag_specifications(spec(ResourceType::Snapshot, &[("csis_series", "web")]))
+        .send()
+        .await
+        .unwrap()
+        .snapshot_id
+        .unwrap();
+    let loose_snap = ec2
+        .create_snapshot()
+        .volume_id(&loose)
+        .send()
+        .await
+        .unwrap()
+        .snapshot_id
+        .unwrap();
+
+    let inv = rt.aws_inventory().await.unwrap();
+    assert_eq!(ids(&inv.images), set(&[&web, &baked]), "{inv:#?}");
+    let w = inv.images.iter().find(|i| i.id == web).unwrap();
+    assert_eq!(
+        w.tags.get("csis_config").map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(w.tags.get("csis_series").map(String::as_str), Some("web"));
+    assert_eq!(w.state.as_deref(), Some("available"));
+
+    assert_eq!(ids(&inv.instances), set(&[&vm, &from_web]), "{inv:#?}");
+    let v = inv.instances.iter().find(|i| i.id == vm).unwrap();
+    assert_eq!(v.name.as_deref(), Some("vm-1"));
+    assert_eq!(v.of.as_deref(), Some(VENDOR));
+    assert_eq!(
+        v.tags.get("csis_config").map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(
+        inv.instances
+            .iter()
+            .find(|i| i.id == from_web)
+            .unwrap()
+            .of
+            .as_deref(),
+        Some(web.as_str())
+    );
+    assert!(!ids(&inv.instances).contains(&stranger));
+
+    // volumes: the tagged disk and the root disks of our two instances
+    let vols = ids(&inv.volumes);
+    assert!(vols.contains(&data), "{inv:#?}");
+    assert!(!vols.contains(&loose), "{inv:#?}");
+    let attached: BTreeSet<String> = inv.volumes.iter().filter_map(|v| v.of.clone()).collect();
+    assert_eq!(attached, set(&[&vm, &from_web]), "{inv:#?}");
+    let d = inv.volumes.iter().find(|v| v.id == data).unwrap();
+    assert_eq!(d.name.as_deref(), Some("data-1"));
+    assert_eq!(
+        d.tags.get("csis_config").map(String::as_str),
+        Some("team-a")
+    );
+
+    // snapshots: the one behind the baked AMI, and the orphan; never a stranger's
+    let snaps = ids(&inv.snapshots);
+    assert!(snaps.contains(&orphan), "{inv:#?}");
+    assert!(!snaps.contains(&loose_snap), "{inv:#?}");
+    let behind: Vec<_> = inv
+        .snapshots
+        .iter()
+        .filter(|s| s.of.as_deref() == Some(baked.as_str()))
+        .collect();
+    assert!(!behind.is_empty(), "{inv:#?}");
+    assert_eq!(
+        inv.orphan_snapshots()
+            .map(|s| s.id.clone())
+            .collect::<Vec<_>>(),
+        vec![orphan.clone()]
+    );
+
+    // through the hook: instances with power and csis_config; volumes with
+    // their tags, the orphan snapshot among them
+    let api = rt.inventory().await.unwrap();
+    let names: BTreeMap<String, (PowerState, Option<String>)> = api
+        .instances
+        .iter()
+        .map(|i| (i.id.clone(), (i.power, i.config.clone())))
+        .collect();
+    assert_eq!(
+        names.get(&vm),
+        Some(&(PowerState::Running, Some("team-a".to_string())))
+    );
+    assert_eq!(names.get(&from_web), Some(&(PowerState::Running, None)));
+    let api_vols: BTreeSet<String> = api.volumes.iter().map(|v| v.name.clone()).collect();
+    assert!(
+        api_vols.contains(&data) && api_vols.contains(&orphan),
+        "{api:#?}"
+    );
+    assert!(
+        !behind.iter().any(|s| api_vols.contains(&s.id)),
+        "a build's own snapshot is part of the build, not a leftover"
+    );
+    let dv = api.volumes.iter().find(|v| v.name == data).unwrap();
+    assert_eq!(dv.config.as_deref(), Some("team-a"));
+    assert_eq!(dv.labels.get("Name").map(String::as_str), Some("data-1"));
+
+    // a stopped machine is listed as stopped
+    ec2.stop_instances().instance_ids(&vm).send().await.unwrap();
+    let api = rt.inventory().await.unwrap();
+    assert_eq!(
+        api.instances.iter().find(|i| i.id == vm).unwrap().power,
+        PowerState::Stopped
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_cloud_lists_no_inventory() {
+    let rt = common::runtime("http://127.0.0.1:9", "aws-down");
+    assert!(matches!(
+        rt.inventory().await,
+        Err(RuntimeError::Unavailable(_))
+    ));
 }
 
 /// A pid of this host that no process has any more.
@@ -387,6 +603,20 @@ async fn power_states_in_transition_are_starting_and_stopping() {
         .take_warnings()
         .iter()
         .any(|w| w.contains("reports unrecognised state 'hibernating'; treating it as unknown")),);
+    // the inventory carries the same vocabulary
+    let inv_rt = common::runtime(&proxy, "aws-trans");
+    ec2.create_tags()
+        .resources(&id)
+        .tags(Tag::builder().key("csis_config").value("t").build())
+        .send()
+        .await
+        .unwrap();
+    *state.lock().unwrap() = "stopping".to_string();
+    let inv = inv_rt.inventory().await.unwrap();
+    assert_eq!(
+        inv.instances.iter().find(|i| i.id == id).unwrap().power,
+        PowerState::Stopping
+    );
     ec2.terminate_instances()
         .instance_ids(&id)
         .send()
