@@ -138,9 +138,45 @@ impl Session {
             let records = LineageRecords::new(&lineage, now);
             plan = planner.plan(graph, sel, &self.fps, &records)?;
         }
+        name_revoked_heads(&self.meta, &mut plan)?;
         timing("plan", t0);
         Ok(plan)
     }
+}
+
+/// A bake due for want of a build, where the series' builds on that runtime
+/// were revoked, says so: `no unrevoked build on sim (<id> revoked: <why>)`
+/// rather than "no build yet".
+fn name_revoked_heads(meta: &MetaState, plan: &mut Plan) -> Result<()> {
+    if !plan.nodes.iter().any(|n| n.due && n.code == "no-record") {
+        return Ok(());
+    }
+    let revs = Revocations::load(meta)?;
+    if revs.revocations.is_empty() {
+        return Ok(());
+    }
+    for n in plan
+        .nodes
+        .iter_mut()
+        .filter(|n| n.due && n.code == "no-record")
+    {
+        let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
+            continue;
+        };
+        let Some(r) = revs
+            .revocations
+            .iter()
+            .rev()
+            .find(|r| r.series.as_deref() == Some(series) && r.runtime.as_deref() == Some(rt))
+        else {
+            continue;
+        };
+        n.reason = match r.reason.as_deref().filter(|s| !s.is_empty()) {
+            Some(why) => format!("no unrevoked build on {rt} ({} revoked: {why})", r.build_id),
+            None => format!("no unrevoked build on {rt} ({} revoked)", r.build_id),
+        };
+    }
+    Ok(())
 }
 
 /// Revoked heads and pins to revoked builds are invisible to the plan.

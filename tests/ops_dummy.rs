@@ -488,6 +488,14 @@ fn revoke_with_descendants_blocks_release_and_shows_in_state() {
         "{out}"
     );
     assert!(out.contains("descend from it and are not revoked"), "{out}");
+    // the plan says why web bakes again: its only build is revoked
+    let plan = t.ok(&["plan", "//images/web"]);
+    assert!(
+        plan.contains(&format!(
+            "no unrevoked build on sim ({web} revoked: CVE-2026-1)"
+        )),
+        "{plan}"
+    );
     let out = t.ok(&["revoke", &base, "--descendants", "--reason", "CVE-2026-2"]);
     for id in [&base, &app, &tools] {
         assert!(out.contains(&format!("revoked {id}")), "{out}");
