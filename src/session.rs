@@ -2,13 +2,13 @@
 //! `meta-state/`, compile the graph, select by patterns, fingerprint, plan.
 //! Nothing here writes anything or talks to a runtime.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::{Fingerprints, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile, planner, Compiled, ForceBake, PinSource};
+use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
+use csis_rules::compile::{compile, planner, Compiled, ForceBake};
 use csis_rules::Tree;
 
 use crate::GlobalArgs;
@@ -54,35 +54,14 @@ pub fn open(global: &GlobalArgs) -> Result<Session> {
 
 /// Compile an already loaded tree against its `meta-state/`.
 pub fn open_tree(tree: Tree) -> Result<Session> {
-    open_tree_with(tree, |tree, pins| {
-        let t0 = std::time::Instant::now();
-        let compiled = compile(tree, pins)?;
-        timing("compile", t0);
-        let t0 = std::time::Instant::now();
-        let fps = compiled.graph.fingerprints()?;
-        timing("fingerprints", t0);
-        Ok((compiled, fps))
-    })
-}
-
-/// [`open_tree`] with the compile and fingerprints answered by `compile`
-/// from the tree and the pins of `meta-state/` (`csis watch`: the
-/// incremental compile).
-pub fn open_tree_with(
-    tree: Tree,
-    compile: impl FnOnce(&Tree, &dyn PinSource) -> Result<(Compiled, Fingerprints)>,
-) -> Result<Session> {
     let root = tree.root().to_path_buf();
-    let meta = MetaState::of_tree(&root);
-    // Revoked heads and pins to revoked builds are invisible to the plan
-    // (lineage operations, csis_cache::planning_view).
+    let (meta, lineage, pins) = read_meta(&root)?;
     let t0 = std::time::Instant::now();
-    // Records of an interrupted build still in the journal count. Only
-    // what the plan needs is read (from `.csis/cache/` when current).
-    let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(&root))?;
-    let (lineage, pins) = planning_view(&meta, lineage, pins)?;
-    timing("read meta-state", t0);
-    let (compiled, fps) = compile(&tree, &MetaPins::new(&pins, &lineage))?;
+    let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
+    timing("compile", t0);
+    let t0 = std::time::Instant::now();
+    let fps = compiled.graph.fingerprints()?;
+    timing("fingerprints", t0);
     Ok(Session {
         root,
         tree,
@@ -93,55 +72,91 @@ pub fn open_tree_with(
     })
 }
 
+/// `meta-state/` as the plan reads it: the planning view of the records
+/// and the pins.
+pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins)> {
+    let meta = MetaState::of_tree(root);
+    // Revoked heads and pins to revoked builds are invisible to the plan
+    // (lineage operations, csis_cache::planning_view).
+    let t0 = std::time::Instant::now();
+    // Records of an interrupted build still in the journal count. Only
+    // what the plan needs is read (from `.csis/cache/` when current).
+    let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(root))?;
+    let (lineage, pins) = planning_view(&meta, lineage, pins)?;
+    timing("read meta-state", t0);
+    Ok((meta, lineage, pins))
+}
+
 impl Session {
     /// Select by patterns (none = `//...`). A pattern matching nothing is an
     /// error naming the closest labels.
     pub fn select(&self, patterns: &[String]) -> Result<Selection> {
-        let pats: Vec<Pattern> = if patterns.is_empty() {
-            vec![Pattern::all()]
-        } else {
-            patterns
-                .iter()
-                .map(|p| Pattern::parse(p).map_err(|e| anyhow!("{e}")))
-                .collect::<Result<_>>()?
-        };
-        self.compiled
-            .graph
-            .select(&pats)
-            .map_err(|e| anyhow!("{e}"))
+        select(&self.compiled.graph, patterns)
     }
 
     /// The plan for a selection.
     pub fn plan(&self, sel: &Selection, force: &ForceBake) -> Result<Plan> {
-        let t0 = std::time::Instant::now();
-        let now = SystemTime::now();
-        let graph = &self.compiled.graph;
-        let planner = planner(force);
-        let records = LineageRecords::new(&self.lineage, now);
-        let mut plan = planner.plan(graph, sel, &self.fps, &records)?;
-        // The planning view holds no canonical inputs: when a due node's
-        // fingerprint differs from its head's, plan again with the whole
-        // records, so the plan says which inputs changed (`--explain`).
-        let diffable = plan.nodes.iter().any(|n| {
-            let node = graph.node(n.id);
-            n.due
-                && node.policy() == RunPolicy::Decide
-                && records
-                    .record(node)
-                    .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
-        });
-        if diffable {
-            let (lineage, pins) = self
-                .meta
-                .load_with_journal(&LocalDir::of_tree(&self.root).journal())?;
-            let (lineage, _) = planning_view(&self.meta, lineage, pins)?;
-            let records = LineageRecords::new(&lineage, now);
-            plan = planner.plan(graph, sel, &self.fps, &records)?;
-        }
-        name_revoked_heads(&self.meta, &mut plan)?;
-        timing("plan", t0);
-        Ok(plan)
+        plan(
+            &self.root,
+            &self.meta,
+            &self.lineage,
+            &self.compiled.graph,
+            &self.fps,
+            sel,
+            force,
+        )
     }
+}
+
+/// [`Session::select`] on a graph.
+pub fn select(graph: &Graph, patterns: &[String]) -> Result<Selection> {
+    let pats: Vec<Pattern> = if patterns.is_empty() {
+        vec![Pattern::all()]
+    } else {
+        patterns
+            .iter()
+            .map(|p| Pattern::parse(p).map_err(|e| anyhow!("{e}")))
+            .collect::<Result<_>>()?
+    };
+    graph.select(&pats).map_err(|e| anyhow!("{e}"))
+}
+
+/// [`Session::plan`] on a graph and its fingerprints, with the records of
+/// [`read_meta`] (`csis watch` plans on the incremental compile's graph).
+pub fn plan(
+    root: &Path,
+    meta: &MetaState,
+    lineage: &Lineage,
+    graph: &Graph,
+    fps: &Fingerprints,
+    sel: &Selection,
+    force: &ForceBake,
+) -> Result<Plan> {
+    let t0 = std::time::Instant::now();
+    let now = SystemTime::now();
+    let planner = planner(force);
+    let records = LineageRecords::new(lineage, now);
+    let mut plan = planner.plan(graph, sel, fps, &records)?;
+    // The planning view holds no canonical inputs: when a due node's
+    // fingerprint differs from its head's, plan again with the whole
+    // records, so the plan says which inputs changed (`--explain`).
+    let diffable = plan.nodes.iter().any(|n| {
+        let node = graph.node(n.id);
+        n.due
+            && node.policy() == RunPolicy::Decide
+            && records
+                .record(node)
+                .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
+    });
+    if diffable {
+        let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(root).journal())?;
+        let (lineage, _) = planning_view(meta, lineage, pins)?;
+        let records = LineageRecords::new(&lineage, now);
+        plan = planner.plan(graph, sel, fps, &records)?;
+    }
+    name_revoked_heads(meta, &mut plan)?;
+    timing("plan", t0);
+    Ok(plan)
 }
 
 /// A bake due for want of a build, where the series' builds on that runtime

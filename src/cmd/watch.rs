@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
+use csis_cache::MetaPins;
 use csis_engine::Plan;
 use csis_rules::compile::ForceBake;
 use csis_rules::incremental::{Counts, Incremental};
@@ -113,45 +114,52 @@ fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<String> {
     out
 }
 
-/// The plan of the tree as `inc` holds it now. `before`: the counts before
-/// the last sync (for `CSIS_TIMING`).
+/// The plan of the tree as `inc` holds it now, on its graph (nothing is
+/// copied). `t0`, `before`: when the change was seen, and the counts then
+/// (for `CSIS_TIMING`).
 fn current_plan(
     inc: &mut Incremental,
+    root: &Path,
     patterns: &[String],
     t0: Instant,
     before: Counts,
 ) -> anyhow::Result<Plan> {
-    let tree = match inc.tree() {
-        Ok(t) => t.clone(),
-        Err(diags) => {
-            crate::cmd::validate::print_human(diags);
-            let errors = diags.iter().filter(|d| d.is_error()).count();
-            anyhow::bail!("the tree does not load ({errors} error(s))");
-        }
+    if let Err(diags) = inc.tree() {
+        crate::cmd::validate::print_human(diags);
+        let errors = diags.iter().filter(|d| d.is_error()).count();
+        anyhow::bail!("the tree does not load ({errors} error(s))");
+    }
+    let (meta, lineage, pins) = crate::session::read_meta(root)?;
+    inc.set_pins(&MetaPins::new(&pins, &lineage));
+    let c = match inc.compiled() {
+        Ok(c) => c,
+        Err(Some(e)) => anyhow::bail!("{e}"),
+        Err(None) => anyhow::bail!("the tree does not load"),
     };
-    let s = crate::session::open_tree_with(tree, |_, pins| {
-        inc.set_pins(pins);
-        match inc.compiled() {
-            Ok(c) => Ok((c.compiled.clone(), c.fps.clone())),
-            Err(Some(e)) => anyhow::bail!("{e}"),
-            Err(None) => anyhow::bail!("the tree does not load"),
-        }
-    })?;
     if std::env::var_os("CSIS_TIMING").is_some() {
-        let c = inc.counts() - before;
+        let n = inc.counts() - before;
         eprintln!(
             "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s), \
              {} series recompiled, {} file(s) hashed, {} series fingerprinted)",
             t0.elapsed().as_secs_f64() * 1000.0,
-            c.parses,
-            c.loads,
-            c.compiles,
-            c.hashes,
-            c.fingerprints
+            n.parses,
+            n.loads,
+            n.compiles,
+            n.hashes,
+            n.fingerprints
         );
     }
-    let sel = s.select(patterns)?;
-    s.plan(&sel, &ForceBake::default())
+    let graph = &c.compiled.graph;
+    let sel = crate::session::select(graph, patterns)?;
+    crate::session::plan(
+        root,
+        &meta,
+        &lineage,
+        graph,
+        &c.fps,
+        &sel,
+        &ForceBake::default(),
+    )
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
@@ -161,7 +169,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
     let mut inc = Incremental::new(&root, &crate::cmd::validate::load_options(global));
     let mut last: Option<Plan> = None;
-    match current_plan(&mut inc, &args.patterns, t0, Counts::default()) {
+    match current_plan(&mut inc, &root, &args.patterns, t0, Counts::default()) {
         Ok(p) => {
             let due = p.due_count("bake");
             let total = p.nodes.iter().filter(|n| n.kind == "bake").count();
@@ -187,7 +195,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         snap = now;
         let (t0, before) = (Instant::now(), inc.counts());
         inc.sync();
-        match current_plan(&mut inc, &args.patterns, t0, before) {
+        match current_plan(&mut inc, &root, &args.patterns, t0, before) {
             Ok(p) => {
                 let lines = diff_plans(last.as_ref(), &p);
                 if lines.is_empty() {
