@@ -135,3 +135,39 @@ fn force_bake_and_refresh() {
         ]
     );
 }
+
+#[test]
+fn compile_with_takes_file_hashes_from_the_hook() {
+    let t = tree();
+    let mut asked: Vec<PathBuf> = Vec::new();
+    let c = compile_with(&t, &NoPins, &mut |p: &Path| {
+        asked.push(p.to_path_buf());
+        "cafe".to_string()
+    })
+    .unwrap();
+    let fps = c.graph.fingerprints().unwrap();
+    let web = c.bake_of("web", "sim").unwrap();
+    assert_eq!(
+        c.graph.canonical(web, &fps)["inputs"]["mods"][0]["files"][0]["blake3"],
+        "cafe"
+    );
+    // one question per file of each image's mods: web's playbook, app's script
+    let mut names: Vec<String> = asked
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["app.sh", "web.yml"]);
+    // the plain compile is compile_with over the files on disk
+    let plain = compile(&t, &NoPins).unwrap();
+    let disk = compile_with(&t, &NoPins, &mut |p: &Path| file_hash(p)).unwrap();
+    let (f1, f2) = (
+        plain.graph.fingerprints().unwrap(),
+        disk.graph.fingerprints().unwrap(),
+    );
+    assert_eq!(plain.graph.len(), disk.graph.len());
+    for id in plain.graph.ids() {
+        assert_eq!(f1.get(id), f2.get(id));
+    }
+    assert_ne!(f1.get(web), fps.get(web));
+}
