@@ -690,26 +690,37 @@ impl DockerRuntime {
             }),
             ..Default::default()
         };
-        let verdict = match d
-            .create_container(
-                None::<bollard::query_parameters::CreateContainerOptions>,
-                body(Some(format!("{gb}G"))),
-            )
-            .await
-        {
-            Ok(c) => {
-                let _ = remove_container_forced(d, &c.id).await;
+        // Named like a bake container: one a killed csis leaves is removed by
+        // the next clean_stale_bakes (only a series named `.disk-probe` would share it).
+        let probe = format!(
+            "{}.disk-probe",
+            names::bake_container_prefix(&self.settings.name)
+        );
+        let create = |size: Option<String>| {
+            let opts = CreateContainerOptionsBuilder::default()
+                .name(&probe)
+                .build();
+            d.create_container(Some(opts), body(size))
+        };
+        let gone = |r: std::result::Result<(), String>| {
+            r.map_err(|e| {
+                RuntimeError::Failed(format!(
+                    "docker runtime {}: probe container {probe} cannot be removed: {e}",
+                    self.settings.name
+                ))
+            })
+        };
+        gone(remove_container_forced(d, &probe).await)?;
+        let verdict = match create(Some(format!("{gb}G"))).await {
+            Ok(_) => {
+                gone(remove_container_forced(d, &probe).await)?;
                 Ok(())
             }
             Err(with) => {
-                let c = d
-                    .create_container(
-                        None::<bollard::query_parameters::CreateContainerOptions>,
-                        body(None),
-                    )
+                create(None)
                     .await
                     .map_err(|e| self.map_err(&format!("create a container from {image}"), e))?;
-                let _ = remove_container_forced(d, &c.id).await;
+                gone(remove_container_forced(d, &probe).await)?;
                 Err(format!(
                     "the daemon's storage driver {driver} refuses --storage-opt size={gb}G ({})",
                     api_message(&with).trim()

@@ -1309,21 +1309,13 @@ async fn disk_size_is_applied_or_the_bake_says_why_not() {
             "{f:?}"
         );
     }
-    // no probe container is left behind
-    let all = d
-        .list_containers(Some(
-            bollard::query_parameters::ListContainersOptionsBuilder::default()
-                .all(true)
-                .build(),
-        ))
+    // no probe container is left behind, and one a killed csis left is a stale bake container
+    assert!(containers_named(&d, &_cleanup.container_prefix)
         .await
-        .unwrap();
-    assert!(
-        !all.iter()
-            .any(|c| c.image.as_deref() == Some(base_img.as_str())
-                && c.command.as_deref() == Some("true")),
-        "a probe container was left: {all:#?}"
-    );
+        .is_empty());
+    let probe = format!("{}.disk-probe", _cleanup.container_prefix);
+    create_container(&d, &probe, &base_img, false).await;
+    assert_eq!(rt.clean_stale_bakes().await.unwrap(), vec![probe]);
 }
 
 /// A native base with lineage labels its children do not set, for the packer path.
