@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use csis_engine::{Plan, PlannedNode};
 use csis_rules::compile::ForceBake;
-use serde_json::json;
 
 use crate::GlobalArgs;
 
@@ -32,7 +31,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let sel = s.select(&args.patterns)?;
     let plan = s.plan(&sel, &ForceBake::parse(&args.force_bake))?;
     if args.json {
-        println!("{}", plan_json(&plan, args.explain));
+        write_plan_json(&plan, args.explain, std::io::stdout().lock())?;
     } else {
         for w in &s.compiled.warnings {
             eprintln!("warning: {w}");
@@ -45,30 +44,60 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The plan as the stable JSON document.
-pub fn plan_json(plan: &Plan, explain: bool) -> String {
-    let nodes: Vec<serde_json::Value> = plan
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut v = json!({
-                "label": n.label.to_string(),
-                "kind": n.kind,
-                "series": n.series,
-                "runtime": n.runtime,
-                "fingerprint": n.fingerprint.to_hex(),
-                "due": n.due,
-                "reason": n.reason,
-                "code": n.code,
-                "deps": n.deps.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-            });
-            if explain && !n.changes.is_empty() {
-                v["changes"] = serde_json::to_value(&n.changes).unwrap_or_default();
+/// The plan as the stable JSON document, written as it is serialized (no
+/// document in memory: a plan of 60,000 nodes is tens of megabytes).
+pub fn write_plan_json(
+    plan: &Plan,
+    explain: bool,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
+    use std::io::Write as _;
+
+    struct Labels<'a>(&'a [csis_engine::Label]);
+    impl serde::Serialize for Labels<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().map(|l| l.to_string()))
+        }
+    }
+    struct JsonNode<'a>(&'a PlannedNode, bool);
+    impl serde::Serialize for JsonNode<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let n = self.0;
+            let mut m = s.serialize_map(None)?;
+            m.serialize_entry("label", &n.label.to_string())?;
+            m.serialize_entry("kind", &n.kind)?;
+            m.serialize_entry("series", &n.series)?;
+            m.serialize_entry("runtime", &n.runtime)?;
+            m.serialize_entry("fingerprint", &n.fingerprint.to_hex())?;
+            m.serialize_entry("due", &n.due)?;
+            m.serialize_entry("reason", &n.reason)?;
+            m.serialize_entry("code", &n.code)?;
+            m.serialize_entry("deps", &Labels(&n.deps))?;
+            if self.1 && !n.changes.is_empty() {
+                m.serialize_entry("changes", &n.changes)?;
             }
-            v
-        })
-        .collect();
-    serde_json::to_string_pretty(&json!({ "nodes": nodes })).unwrap_or_default()
+            m.end()
+        }
+    }
+    struct Nodes<'a>(&'a Plan, bool);
+    impl serde::Serialize for Nodes<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.nodes.len()))?;
+            for n in &self.0.nodes {
+                seq.serialize_element(&JsonNode(n, self.1))?;
+            }
+            seq.end()
+        }
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut ser = serde_json::Serializer::pretty(&mut out);
+    let mut doc = ser.serialize_map(Some(1)).map_err(std::io::Error::other)?;
+    doc.serialize_entry("nodes", &Nodes(plan, explain))
+        .map_err(std::io::Error::other)?;
+    SerializeMap::end(doc).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 fn shown(n: &PlannedNode, all: bool) -> bool {
