@@ -217,7 +217,10 @@ fn explain_diff_of_canonical_documents() {
     let lines: Vec<String> = diff(&old, &new).iter().map(|c| c.to_string()).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("deps.parent: "), "{lines:?}");
-    assert_eq!(lines[1], "inputs.mods[1].content (b): 3f2a3f2a.. -> 9b1c9b1c..");
+    assert_eq!(
+        lines[1],
+        "inputs.mods[1].content (b): 3f2a3f2a.. -> 9b1c9b1c.."
+    );
 }
 
 #[test]

@@ -10,6 +10,10 @@
 //! let tree = csis_rules::load(std::path::Path::new("."), &csis_rules::LoadOptions::default());
 //! ```
 
+// A Diagnostic (file, line, column, path, message, hint, span) is the
+// error of every parse; it is returned, not propagated through hot loops.
+#![allow(clippy::result_large_err)]
+
 /// Tree -> graph nodes (the graph-compile work, issue 3). Keep this line.
 pub mod compile;
 pub mod crypt;

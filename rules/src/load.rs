@@ -1933,10 +1933,8 @@ impl Loader<'_> {
                         );
                     }
                 }
-                (None, RuntimeKind::Docker(_)) => {
-                    if exe_ok(t, "docker") {
-                        exe = Some("docker".into());
-                    }
+                (None, RuntimeKind::Docker(_)) if exe_ok(t, "docker") => {
+                    exe = Some("docker".into());
                 }
                 _ => {}
             }

@@ -877,6 +877,7 @@ fn default_state_path() -> String {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
+#[allow(clippy::large_enum_variant)] // a handful per tree
 pub enum StateBackendKind {
     S3(S3Backend),
     Local(LocalBackend),

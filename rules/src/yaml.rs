@@ -568,11 +568,11 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                 }
             }
             Event::Scalar(v, style, anchor, tag) => {
-                let tag_suffix = tag.as_ref().and_then(|t| {
+                let tag_suffix = tag.as_ref().map(|t| {
                     if t.is_yaml_core_schema() {
-                        Some(t.suffix().to_string())
+                        t.suffix().to_string()
                     } else {
-                        Some(String::from("!"))
+                        String::from("!")
                     }
                 });
                 let node = Node {
