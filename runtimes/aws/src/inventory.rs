@@ -16,7 +16,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_ec2::types::Filter;
 use csis_runtime::{InstanceFacts, Inventory, Result, VolumeFacts, LINEAGE_PREFIX};
 use serde::{Deserialize, Serialize};
 
@@ -140,17 +139,7 @@ impl AwsRuntime {
         // instances: not terminated; csis_* tagged or from one of the images
         let mut pages = ec2
             .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(
-                        ["pending", "running", "shutting-down", "stopping", "stopped"]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                    ))
-                    .build(),
-            )
+            .filters(crate::not_terminated())
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {

@@ -715,17 +715,7 @@ impl Runtime for AwsRuntime {
         let mut pages = ec2
             .describe_instances()
             .filters(Filter::builder().name("image-id").values(build_id).build())
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(
-                        ["pending", "running", "stopping", "stopped", "shutting-down"]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                    ))
-                    .build(),
-            )
+            .filters(crate::not_terminated())
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
@@ -939,4 +929,18 @@ impl Runtime for AwsRuntime {
     ) -> Result<Vec<VerifyCheck>> {
         ssm::verify_instance(self, instance, expected_build, expect_mounts, timeout_s).await
     }
+}
+
+/// The `describe_instances` filter for machines that are not terminated
+/// (pending, running, stopping, stopped, shutting-down).
+pub(crate) fn not_terminated() -> Filter {
+    Filter::builder()
+        .name("instance-state-name")
+        .set_values(Some(
+            ["pending", "running", "stopping", "stopped", "shutting-down"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ))
+        .build()
 }

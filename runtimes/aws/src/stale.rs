@@ -184,17 +184,7 @@ impl AwsRuntime {
         let mut pages = ec2
             .describe_instances()
             .filters(mark_filter(&rt))
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(
-                        ["pending", "running", "stopping", "stopped", "shutting-down"]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                    ))
-                    .build(),
-            )
+            .filters(crate::not_terminated())
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
