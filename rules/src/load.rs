@@ -132,8 +132,61 @@ struct Loader<'o> {
 /// Load and validate the tree at `root`. On success the tree carries the
 /// load's warnings; on failure every diagnostic (errors and warnings) is
 /// returned together.
+///
+/// Beyond the YAML, the load looks for every playbook and script a
+/// modification names and warns of those that are missing
+/// ([`missing_files`]: a warning, not an error, since the original loads
+/// such trees and its own examples carry some); the incremental load
+/// ([`crate::incremental`]) leaves that to the compile's content hashes.
 pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
+    let mut tree = load_yaml(root, opts)?;
+    let missing = missing_files(&tree);
+    tree.warnings.extend(missing);
+    Ok(tree)
+}
+
+/// [`load`] without the look for playbooks and scripts: what the YAML alone
+/// says (as the incremental load computes it).
+pub fn load_yaml(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
     load_with(root, opts, None)
+}
+
+/// A warning for each playbook or script a modification names that is not
+/// a file under the tree's root (a bake of that image would fail; the
+/// content hash in its fingerprint says `missing`). Each file is looked
+/// for once.
+pub fn missing_files(tree: &Tree) -> Vec<Diagnostic> {
+    let mut seen: HashMap<&str, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for img in &tree.images {
+        for m in &img.mods {
+            for (k, files) in [
+                ("playbooks", &m.item.playbooks),
+                ("scripts", &m.item.scripts),
+            ] {
+                for (i, f) in files.iter().enumerate() {
+                    let exists = *seen
+                        .entry(f.as_str())
+                        .or_insert_with(|| tree.root.join(f).is_file());
+                    if !exists {
+                        out.push(
+                            Diagnostic::at(
+                                m.origin.field(k),
+                                &format!("{}[{i}]", join_path(&m.origin.path, k)),
+                                format!("`{f}` does not exist in the tree: a bake of `{}` would fail", img.display),
+                            )
+                            .warning()
+                            .with_hint(format!(
+                                "paths are relative to the tree's root ({}); create the file or fix the path",
+                                tree.root.display()
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Every YAML file [`load`] parses under `root`: `cfg/*.y(a)ml`, then

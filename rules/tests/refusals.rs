@@ -772,3 +772,37 @@ fn dump_all() {
         }
     }
 }
+
+#[test]
+fn a_missing_playbook_or_script_is_a_warning_at_its_field() {
+    let dir = tree_with("images--missing-files.yaml");
+    let tree = load(
+        dir.path(),
+        &LoadOptions {
+            env: Some(env()),
+            ..Default::default()
+        },
+    )
+    .expect("a missing file does not stop the load (the original loads such trees)");
+    let d: Vec<Diagnostic> = tree
+        .warnings
+        .into_iter()
+        .filter(|d| d.message.contains("does not exist"))
+        .collect();
+    assert!(d.iter().all(|d| !d.is_error()));
+    expect(
+        &d,
+        "images/zz-missing-files.yaml:9:20",
+        "images[0].modifications[0].playbooks[1]",
+        "`playbooks/nope.yml` does not exist in the tree: a bake of `lost` would fail",
+        Some("relative to the tree's root"),
+    );
+    expect(
+        &d,
+        "images/zz-missing-files.yaml:13:11",
+        "images[0].modifications[1].scripts[1]",
+        "`scripts/gone.sh` does not exist in the tree",
+        None,
+    );
+    assert_eq!(d.len(), 2, "{d:?}");
+}
