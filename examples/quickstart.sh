@@ -13,7 +13,7 @@ if [ -z "${CSIS:-}" ]; then
 fi
 "$here/make-base.sh"
 work="${WORK:-$(mktemp -d)/catalogue}"
-rm -rf "$work"; cp -r "$here/docker" "$work"
+rm -rf "$work"; mkdir -p "$(dirname "$work")"; cp -r "$here/docker" "$work"
 echo "== the tree is in $work"
 set -x
 "$CSIS" -C "$work" validate
