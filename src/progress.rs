@@ -99,6 +99,7 @@ impl Tty {
                 label,
                 kind,
                 elapsed_ms,
+                ..
             } => {
                 if let Some(b) = bars.remove(&label.to_string()) {
                     b.finish_and_clear();

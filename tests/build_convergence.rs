@@ -20,6 +20,25 @@ fn second_build_bakes_nothing() {
     finished.sort();
     assert_eq!(finished, ALL_BAKES.to_vec());
     assert_eq!(lineage(d).builds.len(), 7);
+    // Each finished bake says which build it made (JSON for CI).
+    let mut made: Vec<String> = ev
+        .iter()
+        .filter(|e| e["event"] == "finished" && e["kind"] == "bake")
+        .map(|e| {
+            e["output"]["build_id"]
+                .as_str()
+                .expect("a build id")
+                .to_string()
+        })
+        .collect();
+    made.sort();
+    let mut recorded: Vec<String> = lineage(d)
+        .builds
+        .iter()
+        .map(|b| b.build_id.clone())
+        .collect();
+    recorded.sort();
+    assert_eq!(made, recorded);
     // Parents bake before children.
     let pos = |l: &str| {
         ev.iter()

@@ -42,11 +42,14 @@ pub enum Event {
     },
     /// A line of output from a running action ([`crate::NodeContext::log`]).
     Log { label: Label, line: String },
-    /// A node's action succeeded.
+    /// A node's action succeeded; `output` is what it answered (a bake's
+    /// build id, a release's decision), absent when it answered nothing.
     Finished {
         label: Label,
         kind: String,
         elapsed_ms: u64,
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        output: serde_json::Value,
     },
     /// A node's action failed; `cancelled` when it stopped because the run
     /// was cancelled (or `fail_fast` stopped it).

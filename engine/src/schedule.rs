@@ -531,12 +531,13 @@ where
         match result {
             Ok(out) => {
                 st[id.index()] = St::Done;
-                outputs[id.index()] = Some(Arc::new(out));
                 events.emit(Event::Finished {
                     label: node.label().clone(),
                     kind: node.kind().to_string(),
                     elapsed_ms: ms(took),
+                    output: out.value.clone(),
                 });
+                outputs[id.index()] = Some(Arc::new(out));
                 for s in graph.dependents(id) {
                     if st[s.index()] == St::Waiting {
                         pending[s.index()] -= 1;
