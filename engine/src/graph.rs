@@ -171,6 +171,11 @@ impl Node {
     pub fn inputs(&self) -> &Value {
         &self.inputs
     }
+    /// The canonical inputs, to finish them in place (before the node is
+    /// in a graph).
+    pub fn inputs_mut(&mut self) -> &mut Value {
+        &mut self.inputs
+    }
     /// The run policy.
     pub fn policy(&self) -> RunPolicy {
         self.policy
@@ -316,11 +321,18 @@ impl Graph {
 
     /// Add a node. Labels are unique.
     pub fn add_node(&mut self, node: Node) -> Result<NodeId, GraphError> {
+        self.add_node_arc(Arc::new(node))
+    }
+
+    /// Add a node shared with the caller (no copy: an incremental compile
+    /// keeps its memoized nodes and the graph points at them). Labels are
+    /// unique.
+    pub fn add_node_arc(&mut self, node: Arc<Node>) -> Result<NodeId, GraphError> {
         if self.by_label.contains_key(&node.label) {
-            return Err(GraphError::DuplicateLabel(node.label));
+            return Err(GraphError::DuplicateLabel(node.label.clone()));
         }
         let label = node.label.clone();
-        let id = NodeId::from_ix(self.g.add_node(Arc::new(node)));
+        let id = NodeId::from_ix(self.g.add_node(node));
         self.by_label.insert(label, id);
         Ok(id)
     }
@@ -565,6 +577,23 @@ mod tests {
             Err(GraphError::SelfDependency(_))
         ));
         assert_eq!(g.find(&t("//a@rt:bake")), Some(a));
+    }
+
+    #[test]
+    fn a_shared_node_is_not_copied_and_labels_stay_unique() {
+        let mut g = Graph::new();
+        let n = Arc::new(Node::new(t("//a@rt"), "bake").with_inputs(json!({"x": 1})));
+        let a = g.add_node_arc(n.clone()).unwrap();
+        assert!(Arc::ptr_eq(g.node_arc(a), &n));
+        assert_eq!(g.find(&t("//a@rt:bake")), Some(a));
+        assert_eq!(
+            g.add_node_arc(n),
+            Err(GraphError::DuplicateLabel(t("//a@rt:bake")))
+        );
+        assert_eq!(
+            g.add_node(Node::new(t("//a@rt"), "bake")),
+            Err(GraphError::DuplicateLabel(t("//a@rt:bake")))
+        );
     }
 
     #[test]

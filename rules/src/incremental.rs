@@ -78,7 +78,7 @@ use std::time::SystemTime;
 use csis_engine::{Fingerprint, Fingerprints};
 use salsa::Setter;
 
-use crate::compile::{self, Assembler, Compiled, PinSource, SeriesKind, Unit};
+use crate::compile::{self, Assembler, Compiled, LinkedSpecs, PinSource, SeriesKind, Unit};
 use crate::diag::Diagnostic;
 use crate::load::{self, LoadOptions};
 use crate::model::ParentPolicy;
@@ -165,6 +165,10 @@ pub trait Db: salsa::Database {
     /// (the file read and hashed) the first time a query asks for it, and
     /// kept up to date by [`Incremental::sync`] (salsa's lazy-input pattern).
     fn content_file(&self, path: &Path) -> ContentFile;
+    /// The bake specs the last [`graph`] linked (reused by the next one,
+    /// [`Assembler::with_specs`]: a cache of copies, never read as a
+    /// value by a query).
+    fn linked_specs(&self) -> &Mutex<LinkedSpecs>;
 }
 
 /// When a content file was last read: its mtime and size (None: unreadable).
@@ -184,6 +188,7 @@ pub struct CompileDb {
     counters: Arc<Counters>,
     /// Every content file asked for so far, with the stamp it was read at.
     contents: Arc<Mutex<BTreeMap<PathBuf, (ContentFile, Stamp)>>>,
+    linked: Arc<Mutex<LinkedSpecs>>,
 }
 
 impl Default for CompileDb {
@@ -199,6 +204,7 @@ impl Default for CompileDb {
             storage,
             counters,
             contents: Arc::default(),
+            linked: Arc::default(),
         }
     }
 }
@@ -222,6 +228,10 @@ impl Db for CompileDb {
         let f = ContentFile::new(self, path.to_path_buf(), compile::file_hash(path));
         contents.insert(path.to_path_buf(), (f, stamp));
         f
+    }
+
+    fn linked_specs(&self) -> &Mutex<LinkedSpecs> {
+        &self.linked
     }
 }
 
@@ -691,7 +701,9 @@ pub fn series_order(db: &dyn Db, input: TreeInput) -> Option<Vec<(SeriesKind, St
 pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, String>> {
     bump(&db.counters().graphs);
     let order = series_order(db, input).as_ref()?;
-    let mut a = Assembler::default();
+    let previous =
+        std::mem::take(&mut *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()));
+    let mut a = Assembler::with_specs(previous);
     let mut fps: Vec<Fingerprint> = Vec::new();
     let mut memo_ok = true;
     for (kind, name) in order {
@@ -714,7 +726,8 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
             }
         }
     }
-    let compiled = a.finish();
+    let (compiled, linked) = a.finish_with_specs();
+    *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()) = linked;
     // The memoized fingerprints cover exactly the nodes the assembler
     // added (else a bug: fingerprint the graph as a whole instead).
     let memo_ok = memo_ok && fps.len() == compiled.graph.len();

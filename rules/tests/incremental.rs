@@ -520,6 +520,43 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
 }
 
 #[test]
+fn an_edit_reassembles_the_graph_sharing_the_untouched_nodes_and_specs() {
+    use csis_rules::compile::NodeSpec;
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let c0 = inc.compiled().expect("compiles");
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        APP.replace("app-setup", "app-setup-2"),
+    )
+    .unwrap();
+    assert_eq!(inc.sync().changed, 1);
+    let c1 = inc.compiled().expect("compiles");
+    assert!(!Arc::ptr_eq(&c0, &c1));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+    let (g0, g1) = (&c0.compiled.graph, &c1.compiled.graph);
+    assert_eq!(g0.len(), g1.len());
+    let mut shared = 0;
+    for id in g1.ids() {
+        let node = g1.node(id);
+        let old = g0.find(node.label()).expect("same labels");
+        let same_node = Arc::ptr_eq(g1.node_arc(id), g0.node_arc(old));
+        let same_spec = match (c1.compiled.spec(id), c0.compiled.spec(old)) {
+            (NodeSpec::Bake(a), NodeSpec::Bake(b)) => Arc::ptr_eq(a, b),
+            _ => true,
+        };
+        if node.attr("series") == Some("app") && node.kind() == "bake" {
+            assert!(!same_node && !same_spec, "{}: edited", node.label());
+        } else if node.attr("series") != Some("app") {
+            assert!(same_node && same_spec, "{}: not copied", node.label());
+            shared += 1;
+        }
+    }
+    assert!(shared > 10, "{shared}");
+}
+
+#[test]
 fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());

@@ -17,12 +17,12 @@ pub fn image_file(f: usize, images: usize, edit: Option<(usize, &str)>) -> Strin
             break;
         }
         // chains of depth up to 5; the rest start at an OS builder
-        let src = if i % 5 == 0 {
+        let src = if i.is_multiple_of(5) {
             format!("os-{}", i % 20)
         } else {
             format!("img-{}", i - 1)
         };
-        let desc = if i % 10 == 0 {
+        let desc = if i.is_multiple_of(10) {
             "\n    description: \"image {{ this.name }} for {{ ENV['USER'] }}\""
         } else {
             ""

@@ -43,6 +43,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use csis_engine::{
@@ -130,8 +131,8 @@ pub struct BakeSpec {
     pub dummy_bake_seconds: Option<f64>,
 }
 
-/// Equal when every field is: the mods (`ModInput` has no `PartialEq`)
-/// by their whole `Debug` rendering, which shows every field in order.
+/// Equal when every field is (the mods field by field: `ModInput` has no
+/// `PartialEq`).
 impl PartialEq for BakeSpec {
     fn eq(&self, o: &Self) -> bool {
         let BakeSpec {
@@ -180,11 +181,38 @@ impl PartialEq for BakeSpec {
             && *update == o.update
             && *dummy_bake_seconds == o.dummy_bake_seconds
             && mods.len() == o.mods.len()
-            && mods
-                .iter()
-                .zip(&o.mods)
-                .all(|(a, b)| format!("{a:?}") == format!("{b:?}"))
+            && mods.iter().zip(&o.mods).all(|(a, b)| mod_eq(a, b))
     }
+}
+
+/// Two mods are equal when every field is.
+fn mod_eq(a: &ModInput, b: &ModInput) -> bool {
+    let ModInput {
+        name,
+        builder,
+        kind,
+        config,
+        files,
+        declared_files,
+        inline,
+        ensure,
+        extra_arguments,
+        environment_vars,
+        execute_command,
+        binary,
+    } = a;
+    *name == b.name
+        && *builder == b.builder
+        && *kind == b.kind
+        && *config == b.config
+        && *files == b.files
+        && *declared_files == b.declared_files
+        && *inline == b.inline
+        && *ensure == b.ensure
+        && *extra_arguments == b.extra_arguments
+        && *environment_vars == b.environment_vars
+        && *execute_command == b.execute_command
+        && *binary == b.binary
 }
 
 /// A resolve node's question.
@@ -209,7 +237,9 @@ pub enum NodeSpec {
     Emit {
         bake: NodeId,
     },
-    Bake(Box<BakeSpec>),
+    /// Shared with the unit it came from when its parent is the same (the
+    /// incremental compile assembles the graph without copying specs).
+    Bake(Arc<BakeSpec>),
     /// Post-bake re-tag of the bake node `bake`.
     Retag {
         bake: NodeId,
@@ -420,17 +450,16 @@ pub struct Unit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub runtime: String,
-    resolve: Option<(Node, ResolveSpec)>,
-    /// The bake node without its inputs (`bake_inputs`; an image's draft
-    /// has no `mods` there yet).
-    bake: Node,
-    bake_inputs: Value,
+    resolve: Option<(Arc<Node>, ResolveSpec)>,
+    /// The bake node with its inputs (an image's draft has no `mods` there
+    /// yet). Nodes are shared: the graph points at the unit's nodes.
+    bake: Arc<Node>,
     /// `spec.parent` is set by the assembler (from `parent`); an image's
     /// draft has no `mod_records` yet.
-    spec: BakeSpec,
+    spec: Arc<BakeSpec>,
     parent: ParentLink,
-    emit: Node,
-    retag: Node,
+    emit: Arc<Node>,
+    retag: Arc<Node>,
     release: Option<ReleaseNode>,
     dispose: Option<DisposeNode>,
 }
@@ -493,7 +522,7 @@ impl Entry {
         let deps: Vec<(&str, Fingerprint)> = dep.map(|fp| ("parent", fp)).into_iter().collect();
         out.push(Fingerprint::compute(
             self.bake.kind(),
-            &self.bake_inputs,
+            self.bake.inputs(),
             &deps,
         ));
         out.push(own(&self.emit));
@@ -516,9 +545,9 @@ fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
 }
 
 /// A release node and its model.
-type ReleaseNode = (Node, String);
+type ReleaseNode = (Arc<Node>, String);
 /// A dispose node, its `keep` and whether the runtime is ephemeral.
-type DisposeNode = (Node, Option<u32>, bool);
+type DisposeNode = (Arc<Node>, Option<u32>, bool);
 
 /// The follow-ups of a bake shared by bases and images: retag, release, dispose.
 fn follow_ups(
@@ -528,32 +557,32 @@ fn follow_ups(
     runtime: &str,
     release: Option<&str>,
     keep: Option<u32>,
-) -> (Node, Option<ReleaseNode>, Option<DisposeNode>) {
+) -> (Arc<Node>, Option<ReleaseNode>, Option<DisposeNode>) {
     let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
     let retag = attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue));
     let release = release.map(|model| {
         (
-            attrs(
+            Arc::new(attrs(
                 Node::new(target.clone(), "release")
                     .with_policy(RunPolicy::WhenDependencyDue)
                     .with_inputs(json!({"model": model})),
-            ),
+            )),
             model.to_string(),
         )
     });
     let ephemeral = tree.runtime(runtime).is_some_and(|r| r.common.ephemeral);
     let dispose = (keep.is_some() || ephemeral).then(|| {
         (
-            attrs(
+            Arc::new(attrs(
                 Node::new(target.clone(), "dispose")
                     .with_policy(RunPolicy::WhenDependencyDue)
                     .with_inputs(json!({"keep": keep, "ephemeral": ephemeral})),
-            ),
+            )),
             keep,
             ephemeral,
         )
     });
-    (retag, release, dispose)
+    (Arc::new(retag), release, dispose)
 }
 
 fn kind_label(target: &Label, kind: &str) -> Result<Label, CompileError> {
@@ -663,12 +692,11 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
         let (retag, release, dispose) = follow_ups(tree, &target, &os.name, &rt, None, keep);
         entries.push(Entry {
             runtime: rt,
-            resolve: Some((resolve, resolve_spec)),
-            bake,
-            bake_inputs,
-            spec,
+            resolve: Some((Arc::new(resolve), resolve_spec)),
+            bake: Arc::new(bake.with_inputs(bake_inputs)),
+            spec: Arc::new(spec),
             parent: ParentLink::Vendor,
-            emit,
+            emit: Arc::new(emit),
             retag,
             release,
             dispose,
@@ -778,11 +806,10 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
         entries.push(Entry {
             runtime: rt,
             resolve: None,
-            bake,
-            bake_inputs,
-            spec,
+            bake: Arc::new(bake.with_inputs(bake_inputs)),
+            spec: Arc::new(spec),
             parent,
-            emit,
+            emit: Arc::new(emit),
             retag,
             release,
             dispose,
@@ -813,10 +840,10 @@ pub fn finish_image(
         .map(|m| mod_input_and_record(m, hash))
         .unzip();
     for e in &mut draft.entries {
-        if let Value::Object(m) = &mut e.bake_inputs {
+        if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
             m.insert("mods".to_string(), Value::Array(mod_inputs.clone()));
         }
-        e.spec.mod_records = mod_records.clone();
+        Arc::make_mut(&mut e.spec).mod_records = mod_records.clone();
         if let ParentLink::Series {
             policy: ParentPolicy::Pinned,
             pinned_build,
@@ -838,20 +865,81 @@ pub fn finish_image(
 /// first, and links them: an entry enters the graph when its series has no
 /// bake on that runtime yet (else: `a second runtimes[] entry`) and, for an
 /// image, when its parent has a bake there (else: skipped).
+///
+/// The graph shares the units' nodes (`Arc`): a unit added by value (the
+/// plain [`compile`]) moves them in; a unit the caller keeps (the
+/// incremental compile) is cloned cheaply. A bake spec is copied only to
+/// set its parent, and with [`Assembler::with_specs`] a copy made by the
+/// previous assembly is reused when its parent is the same.
 #[derive(Default)]
 pub struct Assembler {
     g: Graph,
     specs: Vec<NodeSpec>,
     bakes: BTreeMap<(String, String), NodeId>,
     warnings: Vec<String>,
+    linked: Option<(LinkedSpecs, LinkedSpecs)>,
+}
+
+/// The bake specs an [`Assembler`] linked (its parent set), by the unit's
+/// spec they were copied from: kept from one assembly to the next by the
+/// incremental compile ([`Assembler::with_specs`]), so that the graph of an
+/// unchanged unit shares its specs instead of copying them again. Each
+/// entry holds the unit's spec (so its address names it while the entry
+/// lives) and the linked copy.
+#[derive(Default)]
+pub struct LinkedSpecs {
+    map: HashMap<usize, (Arc<BakeSpec>, Arc<BakeSpec>)>,
+}
+
+impl LinkedSpecs {
+    /// How many linked specs are kept.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
 }
 
 impl Assembler {
-    fn node(&mut self, node: Node, spec: NodeSpec) -> Result<NodeId, CompileError> {
-        let id = self.g.add_node(node)?;
+    /// An assembler that reuses the linked specs of a previous assembly
+    /// ([`Assembler::finish_with_specs`] returns this one's).
+    pub fn with_specs(previous: LinkedSpecs) -> Assembler {
+        Assembler {
+            linked: Some((previous, LinkedSpecs::default())),
+            ..Assembler::default()
+        }
+    }
+
+    fn node(&mut self, node: Arc<Node>, spec: NodeSpec) -> Result<NodeId, CompileError> {
+        let id = self.g.add_node_arc(node)?;
         debug_assert_eq!(id.index(), self.specs.len());
         self.specs.push(spec);
         Ok(id)
+    }
+
+    /// The unit's bake spec with its parent set: itself when the parent
+    /// is already that one, or when nothing else holds it (set in place);
+    /// else the copy linked last time with the same parent, or a new copy.
+    fn link(&mut self, mut spec: Arc<BakeSpec>, parent: ParentSpec) -> Arc<BakeSpec> {
+        if spec.parent == parent {
+            return spec;
+        }
+        let Some((old, new)) = &mut self.linked else {
+            Arc::make_mut(&mut spec).parent = parent;
+            return spec;
+        };
+        let key = Arc::as_ptr(&spec) as usize;
+        let linked = match old.map.remove(&key) {
+            Some((_, l)) if l.parent == parent => l,
+            _ => {
+                let mut copy = (*spec).clone();
+                copy.parent = parent;
+                Arc::new(copy)
+            }
+        };
+        new.map.insert(key, (spec, linked.clone()));
+        linked
     }
 
     /// Add a unit; per entry, whether it entered the graph (its nodes are
@@ -909,16 +997,13 @@ impl Assembler {
                 Some((node, spec)) => Some(self.node(node, NodeSpec::Resolve(spec))?),
                 None => None,
             };
-            let mut spec = e.spec;
-            spec.parent = match (parent, resolve) {
+            let parent = match (parent, resolve) {
                 (Some(p), _) => p,
                 (None, Some(resolve)) => ParentSpec::Vendor { resolve },
                 (None, None) => unreachable!("a vendor parent comes with a resolve node"),
             };
-            let bake = self.node(
-                e.bake.with_inputs(e.bake_inputs),
-                NodeSpec::Bake(Box::new(spec)),
-            )?;
+            let spec = self.link(e.spec, parent);
+            let bake = self.node(e.bake, NodeSpec::Bake(spec))?;
             let emit = self.node(e.emit, NodeSpec::Emit { bake })?;
             if let Some(resolve) = resolve {
                 self.g.add_dep(emit, resolve, Dep::Order)?;
@@ -953,12 +1038,22 @@ impl Assembler {
 
     /// The compiled graph.
     pub fn finish(self) -> Compiled {
-        Compiled {
-            graph: self.g,
-            specs: self.specs,
-            bakes: self.bakes,
-            warnings: self.warnings,
-        }
+        self.finish_with_specs().0
+    }
+
+    /// The compiled graph, and the specs this assembly linked (for the
+    /// next one, [`Assembler::with_specs`]).
+    pub fn finish_with_specs(self) -> (Compiled, LinkedSpecs) {
+        let linked = self.linked.map(|(_, new)| new).unwrap_or_default();
+        (
+            Compiled {
+                graph: self.g,
+                specs: self.specs,
+                bakes: self.bakes,
+                warnings: self.warnings,
+            },
+            linked,
+        )
     }
 }
 
