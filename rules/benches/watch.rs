@@ -112,6 +112,7 @@ fn main() {
     let mut k = 0usize;
     let mut sync_t = Vec::new();
     let mut compiled_t = Vec::new();
+    let mut load_t = Vec::new();
     let edit = time(runs, || {
         k += 1;
         let v = format!("edit-{}", k % 2);
@@ -121,6 +122,8 @@ fn main() {
         let r = inc.sync();
         sync_t.push(t.elapsed());
         let t = Instant::now();
+        inc.tree().as_ref().expect("loads");
+        load_t.push(t.elapsed());
         let c = inc.compiled().expect("compiles");
         compiled_t.push(t.elapsed());
         let d = inc.counts() - before;
@@ -178,6 +181,10 @@ fn main() {
     println!(
         "  compiled                                    {}",
         Stats(compiled_t)
+    );
+    println!(
+        "    of which the load (one query)             {}",
+        Stats(load_t)
     );
     println!("watch: the playbook edited (every image)      {pb}");
     println!("watch: nothing changed (sync + compiled)      {touch}");

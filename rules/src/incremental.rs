@@ -46,9 +46,14 @@
 //!   so an edit re-fingerprints the series and its `follow` descendants,
 //!   down to the first fingerprint that does not move. A pinned child with
 //!   a recorded parent fingerprint does not depend on the parent's.
-//! - [`graph`] re-assembles the graph (cloning the units) when the order,
-//!   a unit or a fingerprint changed, and lays out the memoized
-//!   fingerprints by node ([`csis_engine::Fingerprints::from_computed`]).
+//! - [`graph`] re-assembles the graph when the order, a unit or a
+//!   fingerprint changed, and lays out the memoized fingerprints by node
+//!   ([`csis_engine::Fingerprints::from_computed`]). The graph shares the
+//!   units' nodes (`Arc`, [`csis_engine::Graph::add_node_arc`]) and, when
+//!   a bake's parent is the same as in the previous assembly, the bake
+//!   spec linked then ([`compile::LinkedSpecs`], kept in the database): an
+//!   edit copies only the specs of the series it recompiled, and dropping
+//!   the previous graph frees little.
 //!
 //! [`Incremental`] wraps the database for a tree on disk:
 //! [`Incremental::sync`] re-reads the YAML files and sets only the inputs
@@ -57,7 +62,10 @@
 //! sets the pins `meta-state/` answers now ([`PinTable`]);
 //! [`Incremental::tree`] and [`Incremental::compiled`] answer the loaded
 //! tree and the compiled graph with its fingerprints, recomputing what the
-//! changes invalidated. [`Incremental::counts`] counts query executions
+//! changes invalidated: after a change, `compiled` first brings every
+//! series' unit and fingerprints up to date on two threads (two handles on
+//! the same storage, each half of the series; from 32 series), then
+//! assembles. [`Incremental::counts`] counts query executions
 //! and file hashes (the tests prove the incrementality with it).
 //!
 //! Not tracked (read as the plain loader reads them, at the load's
@@ -782,7 +790,13 @@ pub struct Incremental {
     root: PathBuf,
     input: TreeInput,
     files: BTreeMap<PathBuf, TreeFile>,
+    /// An input changed since the last [`Incremental::compiled`].
+    dirty: std::sync::atomic::AtomicBool,
 }
+
+/// From how many series [`Incremental::compiled`] brings the units up to
+/// date on two threads.
+const PREFETCH_SERIES: usize = 32;
 
 impl Incremental {
     /// Read the tree's YAML files at `root` (nothing is parsed yet). The
@@ -803,6 +817,7 @@ impl Incremental {
             root: root.to_path_buf(),
             input,
             files: BTreeMap::new(),
+            dirty: std::sync::atomic::AtomicBool::new(true),
         };
         inc.sync();
         inc
@@ -844,6 +859,9 @@ impl Incremental {
         }
         self.files = seen;
         report.contents = self.sync_contents();
+        if !report.is_empty() {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
         report
     }
 
@@ -886,6 +904,7 @@ impl Incremental {
             return false;
         }
         self.input.set_pins(&mut self.db).to(table);
+        self.dirty.store(true, Ordering::Relaxed);
         true
     }
 
@@ -894,6 +913,9 @@ impl Incremental {
     /// not load ([`Incremental::tree`] has the diagnostics), `Err(Some)` a
     /// compile error.
     pub fn compiled(&self) -> Result<Arc<CompiledTree>, Option<String>> {
+        if self.dirty.swap(false, Ordering::Relaxed) {
+            self.prefetch();
+        }
         match graph(&self.db, self.input) {
             None => Err(None),
             Some(Ok(c)) => Ok(c.clone()),
@@ -901,8 +923,37 @@ impl Incremental {
         }
     }
 
+    /// Bring every series' unit and fingerprints up to date on two
+    /// threads (the series in the compile's order, split in halves; salsa
+    /// runs each query once, a thread needing a query the other is running
+    /// waits for it), so that [`graph`] then finds them memoized. Only for
+    /// trees of [`PREFETCH_SERIES`] series or more, on a machine with two
+    /// cores or more.
+    fn prefetch(&self) {
+        let Some(order) = series_order(&self.db, self.input) else {
+            return;
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if order.len() < PREFETCH_SERIES || cores < 2 {
+            return;
+        }
+        let input = self.input;
+        let fetch = |db: &CompileDb, part: &[(SeriesKind, String)]| {
+            for (kind, name) in part {
+                fingerprints(db, input, Series::new(db, *kind, name.clone()));
+            }
+        };
+        let (first, second) = order.split_at(order.len() / 2);
+        let other = self.db.clone();
+        std::thread::scope(|sc| {
+            sc.spawn(move || fetch(&other, second));
+            fetch(&self.db, first);
+        });
+    }
+
     /// Replace the load options (invalidates the load, not the parses).
     pub fn set_options(&mut self, opts: &LoadOptions) {
+        self.dirty.store(true, Ordering::Relaxed);
         let mut opts = opts.clone();
         opts.now.get_or_insert_with(chrono::Utc::now);
         self.input

@@ -834,6 +834,55 @@ fn compiles_like_compile_on_fixtures_and_corner_cases() {
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
 }
 
+/// A tree big enough that `compiled` brings the series up to date on two
+/// threads: an image edited recompiles that image alone, every query runs
+/// once, and the graph is the plain compile's.
+#[test]
+fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    write_generated_tree(dir.path(), 60);
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let first = during(&mut inc, |i| {
+        i.compiled().expect("compiles");
+    });
+    let series = 60 + 3;
+    assert_eq!((first.drafts, first.compiles), (series, series));
+    assert_eq!((first.fingerprints, first.graphs), (series, 1));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+    let all = dir.path().join("images/all.yml");
+    let text = std::fs::read_to_string(&all).unwrap();
+    // img-30 (parent img-29, follow) gains a description: its draft does
+    // not move, nothing after the drafts runs
+    let edited = text.replace(
+        "  - name: img-30\n",
+        "  - name: img-30\n    description: edited\n",
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&all, edited).unwrap();
+    let c = during(&mut inc, |i| {
+        assert_eq!(i.sync().changed, 1);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.parses, c.loads, c.drafts), (1, 1, series));
+    assert_eq!((c.compiles, c.fingerprints, c.graphs), (0, 0, 0));
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+    // img-30 turns pinned (no pin yet): it recompiles, it and its follow
+    // child img-31 re-fingerprint
+    let edited = text.replace(
+        "  - name: img-30\n    source_image: img-29\n    parent_policy: follow\n",
+        "  - name: img-30\n    source_image: img-29\n    parent_policy: pinned\n",
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&all, edited).unwrap();
+    let c = during(&mut inc, |i| {
+        assert_eq!(i.sync().changed, 1);
+        i.compiled().expect("compiles");
+    });
+    assert_eq!((c.drafts, c.compiles, c.graphs), (series, 1, 1));
+    assert!(c.fingerprints >= 2, "{c:?}");
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+}
+
 #[test]
 fn a_tree_that_does_not_load_does_not_compile_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
