@@ -52,6 +52,17 @@ fn time(runs: usize, mut f: impl FnMut()) -> Stats {
     )
 }
 
+/// This process's CPU time (user + system, every thread), from
+/// `/proc/self/stat` (Linux; None elsewhere).
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime (fields 14 and 15 of proc(5); `rest` starts at 3)
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10)) // USER_HZ = 100
+}
+
 fn bump_mtime(p: &Path, secs: u64) {
     let f = std::fs::File::options().write(true).open(p).unwrap();
     f.set_modified(std::time::SystemTime::now() + Duration::from_secs(secs))
@@ -113,6 +124,7 @@ fn main() {
     let mut sync_t = Vec::new();
     let mut compiled_t = Vec::new();
     let mut load_t = Vec::new();
+    let cpu0 = cpu_time();
     let edit = time(runs, || {
         k += 1;
         let v = format!("edit-{}", k % 2);
@@ -132,6 +144,7 @@ fn main() {
         assert!(d.compiles <= 1, "only the edited image recompiles: {d:?}");
         std::hint::black_box(&c);
     });
+    let edit_cpu = cpu0.zip(cpu_time()).map(|(a, b)| (b - a) / runs as u32);
     // the incremental graph is the plain one
     {
         let t = csis_rules::load(root, &opts).unwrap();
@@ -174,6 +187,12 @@ fn main() {
         first_time.as_secs_f64() * 1e3
     );
     println!("watch: one image edited (sync + compiled)     {edit}");
+    if let Some(c) = edit_cpu {
+        println!(
+            "  CPU time per edit (every thread)            {:.1} ms (mean)",
+            c.as_secs_f64() * 1e3
+        );
+    }
     println!(
         "  sync                                        {}",
         Stats(sync_t)
