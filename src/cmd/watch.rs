@@ -14,7 +14,9 @@
 //! that image alone (every series' draft is re-derived from the reloaded
 //! tree and compared), its fingerprint and its `follow` descendants'; an
 //! edit of a playbook re-hashes that file and recompiles only the images
-//! using it. The plan then runs on that graph as `csis plan` runs it, and
+//! using it. The units are brought up to date on two threads and the
+//! graph is assembled from them without copying their nodes (it shares
+//! them). The plan then runs on that graph as `csis plan` runs it, and
 //! the new plan is diffed against the previous one. `CSIS_TIMING=1`
 //! prints, per change, what ran (parses, loads, recompiled series,
 //! re-hashed files, re-fingerprinted series).
