@@ -63,8 +63,8 @@ impl NoopStamp {
         part(b"csis-noop-v1");
         part(env!("CARGO_PKG_VERSION").as_bytes());
         part(dir.as_os_str().as_encoded_bytes());
+        // (Not `--json`: the stamp keeps the events, the renderer shows them.)
         part(b"build");
-        part(if args.json { b"json" } else { b"human" });
         for p in &args.patterns {
             part(b"pattern");
             part(p.as_bytes());
@@ -131,19 +131,11 @@ impl NoopStamp {
         true
     }
 
-    /// An event sink that keeps what a no-op build prints.
-    pub fn capture() -> Capture {
-        Capture::default()
-    }
-
     /// After a build: when it had nothing due and everything was skipped,
     /// stamp it; otherwise drop any stamp of these arguments.
     pub fn record(&self, session: &Session, plan: &Plan, capture: &Capture, summary: &Summary) {
-        let noop = !plan.nodes.iter().any(|n| n.due)
-            && summary.success()
-            && !summary.interrupted
-            && summary.finished == 0;
-        if !noop {
+        // Nothing due: nothing ran, every selected node was skipped.
+        if plan.nodes.iter().any(|n| n.due) || summary.interrupted {
             self.stamp.remove();
             return;
         }

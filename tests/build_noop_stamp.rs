@@ -107,7 +107,7 @@ fn a_converged_build_answers_from_its_stamp_with_the_same_events() {
     assert_eq!(comparable(&full), comparable(&slow));
     assert_eq!(summary(&fast)["skipped"], 7);
 
-    // Other arguments are another stamp: a pattern, or the human output.
+    // Other arguments are another stamp: a pattern.
     let (_, ev, hit) = build_timed(d, &["//images/web"], &[]);
     assert!(!hit);
     assert_eq!(summary(&ev)["skipped"], 2, "{ev:?}");

@@ -265,22 +265,8 @@ impl Stamp {
             entries.push(e);
         }
         if moved && !entries.iter().any(|e| e.mode != 'b' && e.stat.is_racy(now)) {
-            let mut text = String::with_capacity(head.len());
-            let _ = writeln!(text, "{MAGIC}");
-            let _ = writeln!(text, "key {}", self.key.to_hex());
-            let _ = writeln!(text, "{until_line}");
-            let _ = writeln!(text, "{env_line}");
-            for n in &names {
-                let _ = writeln!(text, "{n}");
-            }
-            let _ = writeln!(text, "paths {}", entries.len());
-            for e in &entries {
-                e.line(&mut text);
-            }
-            text.push_str("payload\n");
-            let mut out = text.into_bytes();
-            out.extend_from_slice(payload);
-            let _ = crate::write_atomic(&self.path, &out);
+            let bytes = self.encode(until_line, env_line, &names, &entries, payload);
+            let _ = crate::write_atomic(&self.path, &bytes);
         }
         Some(payload.to_vec())
     }
@@ -303,28 +289,22 @@ impl Stamp {
             self.remove();
             Ok(false)
         };
-        let mut head = String::with_capacity(64 + paths.len() * 160);
-        let _ = writeln!(head, "{MAGIC}");
-        let _ = writeln!(head, "key {}", self.key.to_hex());
-        match valid_until {
-            None => head.push_str("until -\n"),
+        let until_line = match valid_until {
+            None => "until -".to_string(),
             Some(t) => {
                 let secs = t
                     .duration_since(UNIX_EPOCH)
                     .map(|d| d.as_secs())
                     .unwrap_or(0);
-                let _ = writeln!(head, "until {secs}");
+                format!("until {secs}")
             }
-        }
+        };
         if env.iter().any(|n| n.is_empty() || n.contains(['\n', '\t'])) {
             return refuse();
         }
         let names: Vec<&str> = env.iter().map(String::as_str).collect();
-        let _ = writeln!(head, "env {} {}", names.len(), env_hash(&names).to_hex());
-        for n in &names {
-            let _ = writeln!(head, "{n}");
-        }
-        let _ = writeln!(head, "paths {}", paths.len());
+        let env_line = format!("env {} {}", names.len(), env_hash(&names).to_hex());
+        let mut entries = Vec::with_capacity(paths.len());
         for (p, watch) in paths {
             let Some(s) = p.to_str().filter(|s| !s.contains(['\n', '\t'])) else {
                 return refuse();
@@ -337,22 +317,46 @@ impl Stamp {
             if fresh {
                 return refuse();
             }
-            Entry {
+            entries.push(Entry {
                 mode: watch.code(),
                 stat: st,
                 hash: content_hash(p, *watch == Watch::ContentOrAbsent),
                 path: s.to_string(),
-            }
-            .line(&mut head);
+            });
         }
-        head.push_str("payload\n");
-        let mut bytes = head.into_bytes();
-        bytes.extend_from_slice(payload);
+        let bytes = self.encode(&until_line, &env_line, &names, &entries, payload);
         if let Some(dir) = self.path.parent() {
             fs::create_dir_all(dir)?;
         }
         crate::write_atomic(&self.path, &bytes)?;
         Ok(true)
+    }
+
+    /// The stamp's bytes: header, environment names, entries, payload.
+    fn encode(
+        &self,
+        until_line: &str,
+        env_line: &str,
+        names: &[&str],
+        entries: &[Entry],
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut text = String::with_capacity(128 + entries.len() * 160);
+        let _ = writeln!(text, "{MAGIC}");
+        let _ = writeln!(text, "key {}", self.key.to_hex());
+        let _ = writeln!(text, "{until_line}");
+        let _ = writeln!(text, "{env_line}");
+        for n in names {
+            let _ = writeln!(text, "{n}");
+        }
+        let _ = writeln!(text, "paths {}", entries.len());
+        for e in entries {
+            e.line(&mut text);
+        }
+        text.push_str("payload\n");
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(payload);
+        bytes
     }
 
     /// Forget the stamp (a build that did something, or a racy tree).

@@ -150,7 +150,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         meta_lock: tokio::sync::Mutex::new(()),
     });
 
-    let capture = crate::noop::NoopStamp::capture();
+    let capture = crate::noop::Capture::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
