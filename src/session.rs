@@ -22,6 +22,8 @@ pub struct Session {
     /// only each record's identity, parent, fingerprint and run (see
     /// [`csis_cache::load_light`]); read `meta-state/` for whole records.
     pub lineage: Lineage,
+    /// `meta-state/revocations.yaml`, read once.
+    pub revs: Revocations,
     pub compiled: Compiled,
     pub fps: Fingerprints,
 }
@@ -65,7 +67,7 @@ pub fn open(global: &GlobalArgs) -> Result<Session> {
 /// Compile an already loaded tree against its `meta-state/`.
 pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
-    let (meta, lineage, pins) = read_meta(&root)?;
+    let (meta, lineage, pins, revs) = read_meta(&root)?;
     let t0 = std::time::Instant::now();
     let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
     timing("compile", t0);
@@ -77,14 +79,15 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
         tree,
         meta,
         lineage,
+        revs,
         compiled,
         fps,
     })
 }
 
 /// `meta-state/` as the plan reads it: the planning view of the records
-/// and the pins.
-pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins)> {
+/// and the pins, and the revocations that made it.
+pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins, Revocations)> {
     let meta = MetaState::of_tree(root);
     // Revoked heads and pins to revoked builds are invisible to the plan
     // (lineage operations, csis_cache::planning_view).
@@ -92,9 +95,10 @@ pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins)> {
     // Records of an interrupted build still in the journal count. Only
     // what the plan needs is read (from `.csis/cache/` when current).
     let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(root))?;
-    let (lineage, pins) = planning_view(&meta, lineage, pins)?;
+    let revs = Revocations::load(&meta)?;
+    let (lineage, pins) = planning_view(&revs, lineage, pins);
     timing("read meta-state", t0);
-    Ok((meta, lineage, pins))
+    Ok((meta, lineage, pins, revs))
 }
 
 impl Session {
@@ -110,6 +114,7 @@ impl Session {
             &self.root,
             &self.meta,
             &self.lineage,
+            &self.revs,
             &self.compiled.graph,
             &self.fps,
             sel,
@@ -137,6 +142,7 @@ pub fn plan(
     root: &Path,
     meta: &MetaState,
     lineage: &Lineage,
+    revs: &Revocations,
     graph: &Graph,
     fps: &Fingerprints,
     sel: &Selection,
@@ -160,11 +166,11 @@ pub fn plan(
     });
     if diffable {
         let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(root).journal())?;
-        let (lineage, _) = planning_view(meta, lineage, pins)?;
+        let (lineage, _) = planning_view(revs, lineage, pins);
         let records = LineageRecords::new(&lineage, now);
         plan = planner.plan(graph, sel, fps, &records)?;
     }
-    name_revoked_heads(meta, &mut plan)?;
+    name_revoked_heads(revs, &mut plan);
     timing("plan", t0);
     Ok(plan)
 }
@@ -172,13 +178,9 @@ pub fn plan(
 /// A bake due for want of a build, where the series' builds on that runtime
 /// were revoked, says so: `no unrevoked build on sim (<id> revoked: <why>)`
 /// rather than "no build yet".
-fn name_revoked_heads(meta: &MetaState, plan: &mut Plan) -> Result<()> {
-    if !plan.nodes.iter().any(|n| n.due && n.code == "no-record") {
-        return Ok(());
-    }
-    let revs = Revocations::load(meta)?;
+fn name_revoked_heads(revs: &Revocations, plan: &mut Plan) {
     if revs.revocations.is_empty() {
-        return Ok(());
+        return;
     }
     for n in plan
         .nodes
@@ -201,14 +203,12 @@ fn name_revoked_heads(meta: &MetaState, plan: &mut Plan) -> Result<()> {
             None => format!("no unrevoked build on {rt} ({} revoked)", r.build_id),
         };
     }
-    Ok(())
 }
 
 /// Revoked heads and pins to revoked builds are invisible to the plan.
-fn planning_view(meta: &MetaState, lineage: Lineage, pins: Pins) -> Result<(Lineage, Pins)> {
-    let revs = Revocations::load(meta)?;
+fn planning_view(revs: &Revocations, lineage: Lineage, pins: Pins) -> (Lineage, Pins) {
     if revs.revocations.is_empty() {
-        return Ok((lineage, pins));
+        return (lineage, pins);
     }
-    Ok(csis_cache::planning_view(&lineage, &pins, &revs))
+    csis_cache::planning_view(&lineage, &pins, revs)
 }

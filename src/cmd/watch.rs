@@ -131,7 +131,7 @@ fn current_plan(
         let errors = diags.iter().filter(|d| d.is_error()).count();
         anyhow::bail!("the tree does not load ({errors} error(s))");
     }
-    let (meta, lineage, pins) = crate::session::read_meta(root)?;
+    let (meta, lineage, pins, revs) = crate::session::read_meta(root)?;
     inc.set_pins(&MetaPins::new(&pins, &lineage));
     let c = match inc.compiled() {
         Ok(c) => c,
@@ -157,6 +157,7 @@ fn current_plan(
         root,
         &meta,
         &lineage,
+        &revs,
         graph,
         &c.fps,
         &sel,
