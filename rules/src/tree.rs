@@ -331,7 +331,7 @@ pub struct CapabilityStamp {
 }
 
 /// One modification's content inputs (what its fingerprint hashes).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModInput {
     pub name: String,
     /// Canonical mod builder name.

@@ -96,7 +96,7 @@ pub enum ParentSpec {
 }
 
 /// Everything a bake node needs to become a runtime `BakeRequest`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BakeSpec {
     pub label: Label,
     pub series: String,
@@ -129,90 +129,6 @@ pub struct BakeSpec {
     pub update: Option<Value>,
     /// Per-image dummy bake time (`config.dummy_bake_seconds`).
     pub dummy_bake_seconds: Option<f64>,
-}
-
-/// Equal when every field is (the mods field by field: `ModInput` has no
-/// `PartialEq`).
-impl PartialEq for BakeSpec {
-    fn eq(&self, o: &Self) -> bool {
-        let BakeSpec {
-            label,
-            series,
-            display,
-            runtime,
-            image_builder,
-            base,
-            final_name,
-            parent,
-            machine_type,
-            disk_size_gb,
-            bake_user,
-            package_manager,
-            family,
-            architecture,
-            mods,
-            tests,
-            tags,
-            capabilities,
-            mod_records,
-            chain,
-            update,
-            dummy_bake_seconds,
-        } = self;
-        *label == o.label
-            && *series == o.series
-            && *display == o.display
-            && *runtime == o.runtime
-            && *image_builder == o.image_builder
-            && *base == o.base
-            && *final_name == o.final_name
-            && *parent == o.parent
-            && *machine_type == o.machine_type
-            && *disk_size_gb == o.disk_size_gb
-            && *bake_user == o.bake_user
-            && *package_manager == o.package_manager
-            && *family == o.family
-            && *architecture == o.architecture
-            && *tests == o.tests
-            && *tags == o.tags
-            && *capabilities == o.capabilities
-            && *mod_records == o.mod_records
-            && *chain == o.chain
-            && *update == o.update
-            && *dummy_bake_seconds == o.dummy_bake_seconds
-            && mods.len() == o.mods.len()
-            && mods.iter().zip(&o.mods).all(|(a, b)| mod_eq(a, b))
-    }
-}
-
-/// Two mods are equal when every field is.
-fn mod_eq(a: &ModInput, b: &ModInput) -> bool {
-    let ModInput {
-        name,
-        builder,
-        kind,
-        config,
-        files,
-        declared_files,
-        inline,
-        ensure,
-        extra_arguments,
-        environment_vars,
-        execute_command,
-        binary,
-    } = a;
-    *name == b.name
-        && *builder == b.builder
-        && *kind == b.kind
-        && *config == b.config
-        && *files == b.files
-        && *declared_files == b.declared_files
-        && *inline == b.inline
-        && *ensure == b.ensure
-        && *extra_arguments == b.extra_arguments
-        && *environment_vars == b.environment_vars
-        && *execute_command == b.execute_command
-        && *binary == b.binary
 }
 
 /// A resolve node's question.
