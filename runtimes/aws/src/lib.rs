@@ -131,7 +131,7 @@ pub struct AwsRuntime {
     settings: Arc<AwsSettings>,
     clients: Clients,
     discovery: OnceCell<std::result::Result<Discovery, String>>,
-    resolves: Mutex<HashMap<String, Arc<OnceCell<CachedLookup>>>>,
+    resolves: Mutex<HashMap<Lookup, Arc<OnceCell<CachedLookup>>>>,
     warnings: Mutex<Vec<String>>,
     /// Poll interval of `run_session_command` (2 s).
     pub ssm_poll: Duration,
@@ -296,10 +296,9 @@ impl AwsRuntime {
     /// One `DescribeImages` question (by id, or the query with its post
     /// filter and newest pick), asked once per run whoever asks it.
     async fn lookup(&self, key: &Lookup) -> Result<Option<Image>> {
-        let k = format!("{key:?}");
         let cell = {
             let mut m = self.resolves.lock().unwrap();
-            m.entry(k).or_default().clone()
+            m.entry(key.clone()).or_default().clone()
         };
         cell.get_or_init(|| async { self.lookup_uncached(key).await.map_err(err_to_cache) })
             .await
