@@ -464,10 +464,6 @@ impl Recorder {
             .map(|st| st.lineage.clone())
             .unwrap_or_default()
     }
-
-    pub fn pins(&self) -> Pins {
-        self.loaded().map(|st| st.pins.clone()).unwrap_or_default()
-    }
 }
 
 impl Drop for Recorder {
