@@ -966,11 +966,6 @@ impl Incremental {
         &load_tree(&self.db, self.input).result
     }
 
-    /// The tree loaded as a whole, shared (cheap to keep).
-    pub fn loaded(&self) -> Arc<Result<Tree, Vec<Diagnostic>>> {
-        load_tree(&self.db, self.input).result.clone()
-    }
-
     /// The files the database holds, in the loader's order.
     pub fn files(&self) -> impl Iterator<Item = &Path> {
         self.files.keys().map(|p| p.as_path())
@@ -979,10 +974,5 @@ impl Incremental {
     /// How often each query ran so far.
     pub fn counts(&self) -> Counts {
         self.db.counters.get()
-    }
-
-    /// The database (for queries of one's own).
-    pub fn db(&self) -> &CompileDb {
-        &self.db
     }
 }

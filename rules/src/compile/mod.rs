@@ -20,9 +20,9 @@
 //! adds the content hash of each playbook and script and the pins). An
 //! [`Assembler`](crate::compile::Assembler) adds the units to the graph (OS builders, then images
 //! parents first) and links each image's bake to its parent's on the same
-//! runtime. [`compile`](crate::compile::compile()) hashes the files from disk; [`compile_with`](crate::compile::compile_with) takes
-//! the hashes from a hook; the incremental compile
-//! ([`crate::incremental`]) memoizes each step per series.
+//! runtime. [`compile`](crate::compile::compile()) hashes the files from disk; the
+//! incremental compile ([`crate::incremental`]) memoizes each step per
+//! series and takes the hashes from its inputs.
 //!
 //! ## The bake fingerprint (recipe [`BAKE_RECIPE`](crate::compile::BAKE_RECIPE), over the engine's
 //! `csis-fingerprint-v1` encoding)
@@ -315,14 +315,13 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
 }
 
 /// [`compile`] with the content hash of every playbook and script file
-/// answered by `hash` (blake3 hex, or `missing`): the incremental compile
-/// answers from its inputs instead of the disk.
+/// answered by `hash` (blake3 hex, or `missing`).
 ///
 /// The compile is per series: [`os_unit`] for each OS builder,
 /// [`image_draft`] + [`finish_image`] for each image (parents first), and
 /// an [`Assembler`] that adds the units to the graph and links each image
 /// to its parent's bake.
-pub fn compile_with(
+fn compile_with(
     tree: &Tree,
     pins: &dyn PinSource,
     hash: &mut dyn FnMut(&Path) -> String,
@@ -805,16 +804,6 @@ pub struct Assembler {
 #[derive(Default)]
 pub struct LinkedSpecs {
     map: HashMap<usize, (Arc<BakeSpec>, Arc<BakeSpec>)>,
-}
-
-impl LinkedSpecs {
-    /// How many linked specs are kept.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
 }
 
 impl Assembler {
