@@ -69,7 +69,11 @@ impl NoopStamp {
             part(b"pattern");
             part(p.as_bytes());
         }
-        let overlays: Vec<PathBuf> = global.overlays.iter().map(|o| absolute(&dir, o)).collect();
+        let overlays: Vec<PathBuf> = global
+            .overlays
+            .iter()
+            .map(|o| std::path::absolute(o).unwrap_or_else(|_| dir.join(o)))
+            .collect();
         for o in &overlays {
             part(b"overlay");
             part(o.as_os_str().as_encoded_bytes());
@@ -226,17 +230,6 @@ impl Capture {
     }
 }
 
-/// `p` made absolute against the current directory (`dir` when unknown).
-fn absolute(dir: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .unwrap_or_else(|_| dir.to_path_buf())
-            .join(p)
-    }
-}
-
 /// The earliest moment an update policy (`refresh_days`) makes a selected
 /// bake due.
 fn refresh_deadline(session: &Session, plan: &Plan) -> Option<SystemTime> {
@@ -270,7 +263,7 @@ fn watched_paths(root: &Path, session: &Session) -> Vec<PathBuf> {
     out.extend(
         csis_rules::compile::input_files(&session.tree)
             .into_iter()
-            .map(|p| absolute(root, &p)),
+            .map(|p| std::path::absolute(&p).unwrap_or_else(|_| root.join(&p))),
     );
     // Age identities (encrypted values decrypt with them).
     if let Some(v) = std::env::var_os("CSIS_CONFIG_IDENTITY") {
