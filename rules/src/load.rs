@@ -993,7 +993,7 @@ impl Loader<'_> {
     fn load_executable(&mut self, mut it: Item) -> Option<ExecutableEntry> {
         let (name, _) = self.head(&it.node, &it.path, false)?;
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        self.render_this(&mut it.node, &it.path, &[], false);
         let model: Executable = self.typed(&it.node, &it.path)?;
         Some(ExecutableEntry {
             name: normalize_name(&name),
@@ -1057,7 +1057,7 @@ impl Loader<'_> {
             }
         }
         self.decrypt(&mut it.node, &it.path, &["name", "type", "profile"]);
-        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        self.render_this(&mut it.node, &it.path, &[], false);
         let common_node = it.node.filter_map(|k| RUNTIME_COMMON_KEYS.contains(&k));
         let own_node = it.node.filter_map(|k| !RUNTIME_COMMON_KEYS.contains(&k));
         let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
@@ -1257,7 +1257,7 @@ impl Loader<'_> {
             return None;
         }
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        self.render_this(&mut it.node, &it.path, &[], false);
         let common: Option<BuilderCommon> = self.typed(
             &it.node.filter_map(|k| BUILDER_COMMON_KEYS.contains(&k)),
             &it.path,
@@ -1337,7 +1337,7 @@ impl Loader<'_> {
             return None;
         };
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        self.render_this(&mut it.node, &it.path, &[], false);
         let model: ImageBuilderModel = self.typed(&it.node, &it.path)?;
         Some(ImageBuilder {
             name: normalize_name(&name),
@@ -1364,7 +1364,7 @@ impl Loader<'_> {
             return None;
         };
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        self.render_this(&mut it.node, &it.path.clone(), &["execute_command"], false);
+        self.render_this(&mut it.node, &it.path, &["execute_command"], false);
         let model: ModBuilderModel = self.typed(&it.node, &it.path)?;
         let wrong: &[&str] = match kind {
             ModKind::Ansible => &["execute_command", "environment_vars"],
@@ -1418,7 +1418,7 @@ impl Loader<'_> {
         // Templates: the builder sees itself as `this`; each runtime entry sees
         // itself as `this`, the builder as `this.parent`, and its own `config`.
         let runtimes_node = it.node.remove("runtimes");
-        self.render_this(&mut it.node, &it.path.clone(), &[], false);
+        self.render_this(&mut it.node, &it.path, &[], false);
         if let Some(mut rn) = runtimes_node {
             if let Value::Seq(entries) = &mut rn.value {
                 for (i, e) in entries.iter_mut().enumerate() {
@@ -1708,7 +1708,7 @@ impl Loader<'_> {
             it.node.remove("undeclare");
         }
         // bash `script:` lines are literal
-        self.render_this(&mut it.node, &it.path.clone(), &["script"], true);
+        self.render_this(&mut it.node, &it.path, &["script"], true);
         if let Some(pp) = it.node.get("parent_policy") {
             let v = pp.scalar_text().unwrap_or_default();
             if v != "pinned" && v != "follow" {
