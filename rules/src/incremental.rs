@@ -415,20 +415,6 @@ impl PinTable {
     }
 }
 
-impl PinSource for PinTable {
-    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
-        self.pins
-            .get(&(image.to_string(), runtime.to_string()))
-            .map(|(b, _)| b.clone())
-    }
-    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
-        self.pins
-            .values()
-            .find(|(b, _)| b == build_id)
-            .and_then(|(_, fp)| fp.clone())
-    }
-}
-
 /// An OS builder or an image, by canonical name.
 #[salsa::interned]
 pub struct Series<'db> {
