@@ -226,8 +226,9 @@ fn verify_instance(
     };
     let expected = match expect {
         Some(b) => b,
-        None => match csis_cache::MetaState::of_tree(tree.root())
-            .pins()?
+        // The pins as the next build will see them (the journal merged).
+        None => match super::state::records(tree.root())?
+            .1
             .instances
             .get(instance)
         {
