@@ -143,6 +143,20 @@ pub fn blanked_keys(
     out
 }
 
+/// The keys an image's [`BLANKED_LABEL`] lists (what [`blanked_keys`]
+/// wrote): inherited labels that are not the image's own.
+fn listed_blanked(labels: &HashMap<String, String>) -> Vec<String> {
+    labels
+        .get(BLANKED_LABEL)
+        .map(|b| {
+            b.split(',')
+                .filter(|k| !k.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// An image no tag names (`<none>:<none>` is how older daemons list none).
 fn is_untagged(i: &ImageSummary) -> bool {
     i.repo_tags
@@ -1503,16 +1517,7 @@ impl Runtime for DockerRuntime {
         let id = img.id.clone().unwrap_or_else(|| build_id.to_string());
         let repo_tags = img.repo_tags.clone().unwrap_or_default();
         let mut labels = img.config.and_then(|c| c.labels).unwrap_or_default();
-        let blanked: Vec<String> = labels
-            .get(BLANKED_LABEL)
-            .map(|b| {
-                b.split(',')
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for k in blanked {
+        for k in listed_blanked(&labels) {
             labels.remove(&k);
         }
         for k in tags.keys() {
@@ -1565,15 +1570,11 @@ impl Runtime for DockerRuntime {
             if ours.is_empty() {
                 continue;
             }
-            let blanked: Vec<&str> = img
-                .labels
-                .get(BLANKED_LABEL)
-                .map(|b| b.split(',').filter(|k| !k.is_empty()).collect())
-                .unwrap_or_default();
+            let blanked = listed_blanked(&img.labels);
             let mut tags: BTreeMap<String, String> = img
                 .labels
                 .iter()
-                .filter(|(k, _)| k.starts_with(LINEAGE_PREFIX) && !blanked.contains(&k.as_str()))
+                .filter(|(k, _)| k.starts_with(LINEAGE_PREFIX) && !blanked.contains(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {
