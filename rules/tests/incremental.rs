@@ -43,6 +43,14 @@ fn write_tree(root: &Path) {
         ("playbooks/web.yml", "- hosts: all\n  tasks: []\n"),
         ("scripts/app.sh", "echo app\n"),
     ]);
+    write_files(root, files);
+}
+
+/// Write `files` (root-relative path, text) under `root`, with their directories.
+fn write_files<P: AsRef<Path>, T: AsRef<[u8]>>(
+    root: &Path,
+    files: impl IntoIterator<Item = (P, T)>,
+) {
     for (p, text) in files {
         let p = root.join(p);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -286,7 +294,7 @@ fn new_options_reload_without_reparsing() {
 // ---- the incremental compile: files -> units -> graph + fingerprints ----
 
 use csis_rules::compile::{Compiled, PinSource};
-use csis_rules::incremental::CompiledTree;
+use csis_rules::incremental::{CompiledTree, SyncReport};
 
 /// Two more images beside web, app and tools: `solo` (its own playbook, a
 /// leaf on deb12) and `pinned` (web's child under `parent_policy: pinned`).
@@ -388,6 +396,14 @@ fn inc_fp(inc: &Incremental, image: &str) -> String {
         .to_hex()
 }
 
+/// Sync, then compile: what the sync found, and what both executed.
+fn sync_and_compile(inc: &mut Incremental) -> (SyncReport, Counts) {
+    let before = inc.counts();
+    let r = inc.sync();
+    inc.compiled().expect("compiles");
+    (r, inc.counts() - before)
+}
+
 /// Set a file's mtime (so that a same-size rewrite is seen at once).
 fn bump_mtime(p: &Path, secs: u64) {
     let f = std::fs::File::options().write(true).open(p).unwrap();
@@ -477,10 +493,7 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
         WEB.replace("web-setup", "web-setup-2"),
     )
     .unwrap();
-    let web = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let web = sync_and_compile(&mut inc).1;
     assert_eq!(web.compiles, 1, "only web recompiles");
     assert_eq!(web.fingerprints, 3, "web, app, tools");
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
@@ -491,10 +504,7 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
         "id: incremental-test\n# a comment\n",
     )
     .unwrap();
-    let cfg = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let cfg = sync_and_compile(&mut inc).1;
     assert_eq!(cfg.drafts, SERIES);
     assert_eq!((cfg.compiles, cfg.fingerprints, cfg.graphs), (0, 0, 0));
 
@@ -510,10 +520,7 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
         os.replace("family_version: \"12\"", "family_version: \"12.5\""),
     )
     .unwrap();
-    let c = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let c = sync_and_compile(&mut inc).1;
     assert_eq!(c.compiles, 1, "only deb12 recompiles");
     assert_eq!(c.fingerprints, 5, "deb12, web, app, tools, solo");
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
@@ -567,11 +574,8 @@ fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
 
     let pb = dir.path().join("playbooks/solo.yml");
     std::fs::write(&pb, "- hosts: all\n  tasks: [{debug: {msg: solo2}}]\n").unwrap();
-    let c = during(&mut inc, |i| {
-        let r = i.sync();
-        assert_eq!((r.changed, r.contents), (0, 1));
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!((r.changed, r.contents), (0, 1));
     assert_eq!(c.hashes, 1, "only solo.yml is read again");
     assert_eq!((c.parses, c.loads, c.drafts), (0, 0, 0), "no YAML reloads");
     assert_eq!(c.compiles, 1, "only solo recompiles");
@@ -585,10 +589,8 @@ fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
     // tools) and pinned (no pin recorded: it hashes web's fingerprint) move
     let pb = dir.path().join("playbooks/web.yml");
     std::fs::write(&pb, "- hosts: all\n  tasks: []\n# edit\n").unwrap();
-    let c = during(&mut inc, |i| {
-        assert_eq!(i.sync().contents, 1);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.contents, 1);
     assert_eq!((c.hashes, c.compiles, c.fingerprints), (1, 1, 4));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
 
@@ -596,20 +598,15 @@ fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
     let text = std::fs::read_to_string(&pb).unwrap();
     std::fs::write(&pb, text).unwrap();
     bump_mtime(&pb, 1_000_000);
-    let c = during(&mut inc, |i| {
-        let r = i.sync();
-        assert_eq!(r.contents, 0);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.contents, 0);
     assert_eq!(c.hashes, 1);
     assert_eq!((c.compiles, c.fingerprints, c.graphs), (0, 0, 0));
 
     // a removed script hashes as `missing`, like the plain compile
     std::fs::remove_file(dir.path().join("scripts/app.sh")).unwrap();
-    let c = during(&mut inc, |i| {
-        assert_eq!(i.sync().contents, 1);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.contents, 1);
     assert_eq!((c.hashes, c.compiles), (1, 1));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
 
@@ -620,10 +617,7 @@ fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
         SOLO.replace("playbooks/solo.yml", "playbooks/new.yml"),
     )
     .unwrap();
-    let c = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let c = sync_and_compile(&mut inc).1;
     assert_eq!((c.hashes, c.compiles, c.fingerprints), (1, 1, 1));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
 }
@@ -696,11 +690,7 @@ fn write_corner_tree(root: &Path) {
              \x20 - name: kid\n    source_image: fixed\n    runtimes: [{image_builder: sim2-bake}, {image_builder: sim-bake}]\n",
         ),
     ];
-    for (p, text) in files {
-        let p = root.join(p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    write_files(root, files.iter().copied());
 }
 
 /// A generated tree: `n` images in chains of up to 4 on 3 OS builders, two
@@ -743,11 +733,7 @@ fn write_generated_tree(root: &Path, n: usize) {
         ));
     }
     files.push(("images/all.yml".into(), imgs));
-    for (p, text) in files {
-        let p = root.join(p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    write_files(root, files);
 }
 
 #[test]
@@ -811,10 +797,8 @@ fn compiles_like_compile_on_fixtures_and_corner_cases() {
         "- hosts: all\n# 2\n",
     )
     .unwrap();
-    let c = during(&mut inc, |i| {
-        assert_eq!(i.sync().contents, 1);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.contents, 1);
     assert_eq!((c.hashes, c.compiles), (1, 60));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
     // one image's own playbook: the images using it (every 7th) recompile
@@ -823,10 +807,7 @@ fn compiles_like_compile_on_fixtures_and_corner_cases() {
         "- hosts: all # 3'\n",
     )
     .unwrap();
-    let c = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let c = sync_and_compile(&mut inc).1;
     assert_eq!(
         (c.hashes, c.compiles),
         (1, (0..60).filter(|i| i % 7 == 3).count())
@@ -859,10 +840,8 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     );
     assert_ne!(edited, text);
     std::fs::write(&all, edited).unwrap();
-    let c = during(&mut inc, |i| {
-        assert_eq!(i.sync().changed, 1);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.changed, 1);
     assert_eq!((c.parses, c.loads, c.drafts), (1, 1, series));
     assert_eq!((c.compiles, c.fingerprints, c.graphs), (0, 0, 0));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
@@ -874,10 +853,8 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     );
     assert_ne!(edited, text);
     std::fs::write(&all, edited).unwrap();
-    let c = during(&mut inc, |i| {
-        assert_eq!(i.sync().changed, 1);
-        i.compiled().expect("compiles");
-    });
+    let (r, c) = sync_and_compile(&mut inc);
+    assert_eq!(r.changed, 1);
     assert_eq!((c.drafts, c.compiles, c.graphs), (series, 1, 1));
     assert!(c.fingerprints >= 2, "{c:?}");
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
@@ -897,10 +874,7 @@ fn a_tree_that_does_not_load_does_not_compile_and_recovers() {
     inc.sync();
     assert!(matches!(inc.compiled(), Err(None)));
     std::fs::write(dir.path().join("images/app.yml"), APP).unwrap();
-    let c = during(&mut inc, |i| {
-        i.sync();
-        i.compiled().expect("compiles");
-    });
+    let c = sync_and_compile(&mut inc).1;
     // the tree is back as it was: every series' draft equals its last
     // value, nothing else runs but the graph
     assert_eq!((c.drafts, c.compiles, c.fingerprints), (SERIES, 0, 0));
