@@ -79,11 +79,13 @@ pub async fn context(rt: &DockerRuntime, req: &BakeRequest) -> EmitContext {
     };
     let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
     let id = img.id.unwrap_or(parent);
-    let mut quiet = req.clone();
-    quiet.log = std::sync::Arc::new(NullLog);
     EmitContext {
         blank: blanked_keys(&labels, &req.tags),
-        storage_size: rt.bake_disk_limit(&quiet, &id).await.ok().flatten(),
+        storage_size: rt
+            .bake_disk_limit(req.disk_size_gb, &id, &NullLog)
+            .await
+            .ok()
+            .flatten(),
         parent_read: true,
     }
 }
@@ -483,7 +485,9 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
     let ctx = EmitContext {
         blank: blanked_keys(&labels, &req.tags),
-        storage_size: rt.bake_disk_limit(req, &parent_id).await?,
+        storage_size: rt
+            .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
+            .await?,
         parent_read: true,
     };
     emit_with(req, render(rt, req, &ctx)?).await?;

@@ -749,21 +749,22 @@ impl DockerRuntime {
     /// disk size, or the daemon cannot apply it; the bake log says which).
     pub(crate) async fn bake_disk_limit(
         &self,
-        req: &BakeRequest,
+        disk_size_gb: Option<u32>,
         image: &str,
+        log: &dyn LogSink,
     ) -> Result<Option<String>> {
-        let Some(gb) = req.disk_size_gb else {
+        let Some(gb) = disk_size_gb else {
             return Ok(None);
         };
         Ok(match self.disk_size_support(image, gb).await? {
             Ok(()) => {
-                req.log.line(&format!(
+                log.line(&format!(
                     "==> disk: the bake container's writable layer is limited to {gb} GB (--storage-opt size={gb}G)"
                 ));
                 Some(format!("{gb}G"))
             }
             Err(why) => {
-                req.log.line(&format!(
+                log.line(&format!(
                     "warning: disk size {gb} GB is not applied on docker runtime {}: {why}; the bake container's writable layer is bounded only by the daemon's free space",
                     self.settings.name
                 ));
@@ -1442,7 +1443,9 @@ impl Runtime for DockerRuntime {
         }
         req.log
             .line(&format!("==> bake container {container} from {parent}"));
-        let storage_size = self.bake_disk_limit(req, &parent_id).await?;
+        let storage_size = self
+            .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
+            .await?;
         let guard = ContainerGuard {
             docker: d.clone(),
             name: container.clone(),
