@@ -139,16 +139,10 @@ struct Loader<'o> {
 /// such trees and its own examples carry some); the incremental load
 /// ([`crate::incremental`]) leaves that to the compile's content hashes.
 pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
-    let mut tree = load_yaml(root, opts)?;
+    let mut tree = load_with(root, opts, None)?;
     let missing = missing_files(&tree);
     tree.warnings.extend(missing);
     Ok(tree)
-}
-
-/// [`load`] without the look for playbooks and scripts: what the YAML alone
-/// says (as the incremental load computes it).
-pub fn load_yaml(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
-    load_with(root, opts, None)
 }
 
 /// A warning for each playbook or script a modification names that is not

@@ -372,7 +372,7 @@ fn assert_compiles_like_plain(
     o: &LoadOptions,
     pins: &dyn PinSource,
 ) {
-    let fresh = csis_rules::load::load_yaml(root, o).expect("loads");
+    let fresh = load(root, o).expect("loads");
     let plain = compile(&fresh, pins).expect("compiles");
     let plain_fps = plain.graph.fingerprints().unwrap();
     let c: Arc<CompiledTree> = inc.compiled().expect("compiles incrementally");
