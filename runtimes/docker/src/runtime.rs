@@ -1691,7 +1691,9 @@ impl Runtime for DockerRuntime {
             )));
         }
         // Parents disposed earlier and kept (untagged) for this build: they may go with it.
-        let held_parents = untagged_builds_above(&self.image_graph().await?, &id);
+        // (the graph's parent links do not change when tags go)
+        let graph = self.image_graph().await?;
+        let held_parents = untagged_builds_above(&graph, &id);
         let d = self.docker().await?;
         // Every tag goes (movable, release, final, floating); the last removal deletes the image.
         for rt in &repo_tags {
@@ -1709,7 +1711,7 @@ impl Runtime for DockerRuntime {
             Err(e) if is_not_found(&e) => {}
             Err(e) if is_conflict(&e) && api_message(&e).contains("child") => {
                 // The daemon keeps the layers a child image stands on: say so.
-                let children = children_of(&self.image_graph().await?, &id);
+                let children = children_of(&graph, &id);
                 notes.push(format!(
                     "its tags are removed, but the daemon keeps the image {id} untagged (its layers) while child image(s) {} stand on it; it goes with the last of them",
                     if children.is_empty() {
@@ -1731,10 +1733,11 @@ impl Runtime for DockerRuntime {
             }
             Err(e) => return Err(self.map_err(&format!("remove image {id}"), e)),
         }
-        // The build is gone: free the parents that were kept only for it.
+        // The build is gone: free the parents that were kept only for it
+        // (the graph listed once, each parent dropped from it as it goes).
+        let mut graph = self.image_graph().await?;
         for p in held_parents {
-            if self.inspect_image_opt(&p).await?.is_some() {
-                let graph = self.image_graph().await?;
+            if graph.contains_key(&p) {
                 let children = children_of(&graph, &p);
                 let users = self.image_users(&p).await?;
                 if !children.is_empty() || !users.is_empty() {
@@ -1753,14 +1756,15 @@ impl Runtime for DockerRuntime {
                     .remove_image(&p, Some(RemoveImageOptionsBuilder::default().build()), None)
                     .await
                 {
-                    Ok(_) => {}
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
+                    Err(e) if !is_not_found(&e) => {
                         notes.push(format!(
                             "the image {p} (a build disposed earlier, kept untagged for its children) stays: {}",
                             api_message(&e)
                         ));
                         break;
+                    }
+                    _ => {
+                        graph.remove(&p);
                     }
                 }
             }
