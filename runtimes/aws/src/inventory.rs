@@ -137,34 +137,27 @@ impl AwsRuntime {
         let images: BTreeSet<String> = inv.images.iter().map(|i| i.id.clone()).collect();
 
         // instances: not terminated; csis_* tagged or from one of the images
-        let mut pages = ec2
-            .describe_instances()
-            .filters(crate::not_terminated())
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_instances: ", &e))?;
-            for r in page.reservations.unwrap_or_default() {
-                for i in r.instances.unwrap_or_default() {
-                    let tags = tag_map(i.tags());
-                    let from_ours = i.image_id.as_ref().is_some_and(|a| images.contains(a));
-                    if !csis_tagged(&tags) && !from_ours {
-                        continue;
-                    }
-                    inv.instances.push(AwsResource {
-                        id: i.instance_id.clone().unwrap_or_default(),
-                        name: tags.get("Name").cloned(),
-                        state: i
-                            .state
-                            .as_ref()
-                            .and_then(|s| s.name.as_ref())
-                            .map(|n| n.as_str().to_string()),
-                        created: time(i.launch_time.as_ref()),
-                        of: i.image_id.clone(),
-                        tags,
-                    });
-                }
+        let all = self
+            .instances_where(vec![crate::not_terminated()], "describe_instances: ")
+            .await?;
+        for i in all {
+            let tags = tag_map(i.tags());
+            let from_ours = i.image_id.as_ref().is_some_and(|a| images.contains(a));
+            if !csis_tagged(&tags) && !from_ours {
+                continue;
             }
+            inv.instances.push(AwsResource {
+                id: i.instance_id.clone().unwrap_or_default(),
+                name: tags.get("Name").cloned(),
+                state: i
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.name.as_ref())
+                    .map(|n| n.as_str().to_string()),
+                created: time(i.launch_time.as_ref()),
+                of: i.image_id.clone(),
+                tags,
+            });
         }
         let instances: BTreeSet<String> = inv.instances.iter().map(|i| i.id.clone()).collect();
 

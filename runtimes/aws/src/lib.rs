@@ -420,28 +420,35 @@ impl AwsRuntime {
 
     // ---------- instances ----------
 
-    async fn describe_named(&self, name: &str, states: &[&str]) -> Result<Vec<Instance>> {
+    /// Every instance `describe_instances` answers for `filters`, all pages
+    /// (an error is prefixed with `what`).
+    pub(crate) async fn instances_where(
+        &self,
+        filters: Vec<Filter>,
+        what: &str,
+    ) -> Result<Vec<Instance>> {
         let ec2 = self.clients.ec2().await;
-        let mut call = ec2
-            .describe_instances()
-            .filters(Filter::builder().name("tag:Name").values(name).build());
-        if !states.is_empty() {
-            call = call.filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(states.iter().map(|s| s.to_string()).collect()))
-                    .build(),
-            );
-        }
         let mut out = Vec::new();
-        let mut pages = call.into_paginator().send();
+        let mut pages = ec2
+            .describe_instances()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("", &e))?;
+            let page = page.map_err(|e| sdk_err(what, &e))?;
             for r in page.reservations.unwrap_or_default() {
                 out.extend(r.instances.unwrap_or_default());
             }
         }
         Ok(out)
+    }
+
+    async fn describe_named(&self, name: &str, states: &[&str]) -> Result<Vec<Instance>> {
+        let mut filters = vec![Filter::builder().name("tag:Name").values(name).build()];
+        if !states.is_empty() {
+            filters.push(state_filter(states));
+        }
+        self.instances_where(filters, "").await
     }
 
     /// `_running_instance`: the pending or running instance whose `Name` tag matches.
@@ -709,26 +716,19 @@ impl Runtime for AwsRuntime {
     }
 
     async fn image_users(&self, build_id: &str) -> Result<Vec<String>> {
-        let ec2 = self.clients.ec2().await;
         let mut users = Vec::new();
-        let mut pages = ec2
-            .describe_instances()
-            .filters(Filter::builder().name("image-id").values(build_id).build())
-            .filters(crate::not_terminated())
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("", &e))?;
-            for r in page.reservations.unwrap_or_default() {
-                for i in r.instances.unwrap_or_default() {
-                    let id = i.instance_id.clone().unwrap_or_default();
-                    match tag_value(i.tags(), "Name") {
-                        Some(n) => users.push(format!("instance {id} ({n})")),
-                        None => users.push(format!("instance {id}")),
-                    }
-                }
+        let filters = vec![
+            Filter::builder().name("image-id").values(build_id).build(),
+            not_terminated(),
+        ];
+        for i in self.instances_where(filters, "").await? {
+            let id = i.instance_id.clone().unwrap_or_default();
+            match tag_value(i.tags(), "Name") {
+                Some(n) => users.push(format!("instance {id} ({n})")),
+                None => users.push(format!("instance {id}")),
             }
         }
+        let ec2 = self.clients.ec2().await;
         // launch templates: every version that names the AMI
         let mut templates = Vec::new();
         let mut pages = ec2.describe_launch_templates().into_paginator().send();
@@ -933,13 +933,13 @@ impl Runtime for AwsRuntime {
 /// The `describe_instances` filter for machines that are not terminated
 /// (pending, running, stopping, stopped, shutting-down).
 pub(crate) fn not_terminated() -> Filter {
+    state_filter(&["pending", "running", "stopping", "stopped", "shutting-down"])
+}
+
+/// The `describe_instances` filter for machines in one of `states`.
+fn state_filter(states: &[&str]) -> Filter {
     Filter::builder()
         .name("instance-state-name")
-        .set_values(Some(
-            ["pending", "running", "stopping", "stopped", "shutting-down"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ))
+        .set_values(Some(states.iter().map(|s| s.to_string()).collect()))
         .build()
 }

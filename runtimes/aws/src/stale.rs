@@ -181,33 +181,28 @@ impl AwsRuntime {
         let mut doomed: Vec<(String, BTreeMap<String, String>)> = Vec::new();
         let mut their_groups: BTreeSet<String> = BTreeSet::new();
         let mut their_keys: BTreeSet<String> = BTreeSet::new();
-        let mut pages = ec2
-            .describe_instances()
-            .filters(mark_filter(&rt))
-            .filters(crate::not_terminated())
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_instances: ", &e))?;
-            for r in page.reservations.unwrap_or_default() {
-                for i in r.instances.unwrap_or_default() {
-                    let tags = tag_map(i.tags());
-                    if !stale(&tags, sys_time(i.launch_time.as_ref())) {
-                        continue;
+        let marked = self
+            .instances_where(
+                vec![mark_filter(&rt), crate::not_terminated()],
+                "describe_instances: ",
+            )
+            .await?;
+        for i in marked {
+            let tags = tag_map(i.tags());
+            if !stale(&tags, sys_time(i.launch_time.as_ref())) {
+                continue;
+            }
+            for g in i.security_groups() {
+                if g.group_name().is_some_and(|n| n.starts_with("packer_")) {
+                    if let Some(id) = g.group_id() {
+                        their_groups.insert(id.to_string());
                     }
-                    for g in i.security_groups() {
-                        if g.group_name().is_some_and(|n| n.starts_with("packer_")) {
-                            if let Some(id) = g.group_id() {
-                                their_groups.insert(id.to_string());
-                            }
-                        }
-                    }
-                    if let Some(k) = i.key_name().filter(|k| k.starts_with("packer_")) {
-                        their_keys.insert(k.to_string());
-                    }
-                    doomed.push((i.instance_id.clone().unwrap_or_default(), tags));
                 }
             }
+            if let Some(k) = i.key_name().filter(|k| k.starts_with("packer_")) {
+                their_keys.insert(k.to_string());
+            }
+            doomed.push((i.instance_id.clone().unwrap_or_default(), tags));
         }
         if !doomed.is_empty() {
             let ids: Vec<String> = doomed.iter().map(|(i, _)| i.clone()).collect();
