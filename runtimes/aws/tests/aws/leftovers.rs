@@ -98,6 +98,11 @@ async fn state_of(ec2: &aws_sdk_ec2::Client, id: &str) -> String {
         .to_string()
 }
 
+/// Owned tag pairs as `spec` and `launch` take them.
+fn pairs(m: &[(String, String)]) -> Vec<(&str, &str)> {
+    m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
 fn ids<'a>(list: impl IntoIterator<Item = &'a csis_runtime_aws::AwsResource>) -> BTreeSet<String> {
     list.into_iter().map(|r| r.id.clone()).collect()
 }
@@ -345,11 +350,6 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
         m.push((BAKE_OWNER_TAG.to_string(), owner.to_string()));
         m
     };
-    let tagsv = |m: Vec<(String, String)>| -> Vec<Tag> {
-        m.into_iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect()
-    };
     let u = common::unique("x");
 
     // a killed bake of this runtime: key pair, tagged group, an untagged
@@ -357,16 +357,11 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
     let key = format!("packer_{u}");
     ec2.create_key_pair()
         .key_name(&key)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::KeyPair)
-                .set_tags(Some(tagsv(marks(&name, &dead))))
-                .build(),
-        )
+        .tag_specifications(spec(ResourceType::KeyPair, &pairs(&marks(&name, &dead))))
         .send()
         .await
         .unwrap();
-    let sg = |gname: String, tags: Option<Vec<Tag>>| {
+    let sg = |gname: String, tags: Option<Vec<(String, String)>>| {
         let ec2 = ec2.clone();
         async move {
             let mut c = ec2
@@ -374,27 +369,17 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
                 .group_name(gname)
                 .description("packer temporary group");
             if let Some(t) = tags {
-                c = c.tag_specifications(
-                    TagSpecification::builder()
-                        .resource_type(ResourceType::SecurityGroup)
-                        .set_tags(Some(t))
-                        .build(),
-                );
+                c = c.tag_specifications(spec(ResourceType::SecurityGroup, &pairs(&t)));
             }
             c.send().await.unwrap().group_id.unwrap()
         }
     };
-    let sg_dead = sg(format!("packer_{u}"), Some(tagsv(marks(&name, &dead)))).await;
+    let sg_dead = sg(format!("packer_{u}"), Some(marks(&name, &dead))).await;
     let sg_untagged = sg(format!("packer_{u}_b"), None).await;
-    let m_dead = marks(&name, &dead);
-    let refs: Vec<(&str, &str)> = m_dead
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let inst_dead = launch(
         &ec2,
         VENDOR,
-        &refs,
+        &pairs(&marks(&name, &dead)),
         Some(&key),
         &[sg_dead.clone(), sg_untagged.clone()],
     )
@@ -403,12 +388,7 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
         .create_volume()
         .availability_zone(format!("{region}a"))
         .size(1)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Volume)
-                .set_tags(Some(tagsv(marks(&name, &dead))))
-                .build(),
-        )
+        .tag_specifications(spec(ResourceType::Volume, &pairs(&marks(&name, &dead))))
         .send()
         .await
         .unwrap()
@@ -417,15 +397,11 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
 
     // a bake of this runtime running now (this process owns it)
     let m_live = marks(&name, &live);
-    let refs_live: Vec<(&str, &str)> = m_live
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let sg_live = sg(format!("packer_{u}_live"), Some(tagsv(m_live.clone()))).await;
+    let sg_live = sg(format!("packer_{u}_live"), Some(m_live.clone())).await;
     let inst_live = launch(
         &ec2,
         VENDOR,
-        &refs_live,
+        &pairs(&m_live),
         None,
         std::slice::from_ref(&sg_live),
     )
@@ -443,20 +419,12 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
         m.push((BAKE_OWNER_TAG.to_string(), "elsewhere:1".to_string()));
         m
     };
-    let refs_far: Vec<(&str, &str)> = m_far
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let inst_far = launch(&ec2, VENDOR, &refs_far, None, &[]).await;
-    let sg_far = sg(format!("packer_{u}_far"), Some(tagsv(m_far.clone()))).await;
+    let inst_far = launch(&ec2, VENDOR, &pairs(&m_far), None, &[]).await;
+    let sg_far = sg(format!("packer_{u}_far"), Some(m_far)).await;
     // another runtime's dead bake, and an unmarked packer_ machine: never touched
     let m_other = marks(&other, &dead);
-    let refs_other: Vec<(&str, &str)> = m_other
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let inst_other = launch(&ec2, VENDOR, &refs_other, None, &[]).await;
-    let sg_other = sg(format!("packer_{u}_other"), Some(tagsv(m_other.clone()))).await;
+    let inst_other = launch(&ec2, VENDOR, &pairs(&m_other), None, &[]).await;
+    let sg_other = sg(format!("packer_{u}_other"), Some(m_other)).await;
     let stray_key = format!("packer_{u}_stray");
     ec2.create_key_pair()
         .key_name(&stray_key)
