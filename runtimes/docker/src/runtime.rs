@@ -143,6 +143,11 @@ pub fn blanked_keys(
     out
 }
 
+/// The shell that writes stdin to `path` in the stage directory, executable.
+fn stage_command(path: &str) -> String {
+    format!("mkdir -p {STAGE_DIR} && cat > {path} && chmod 0755 {path}")
+}
+
 /// The keys an image's [`BLANKED_LABEL`] lists (what [`blanked_keys`]
 /// wrote): inherited labels that are not the image's own.
 fn listed_blanked(labels: &HashMap<String, String>) -> Vec<String> {
@@ -539,11 +544,7 @@ impl DockerRuntime {
         let r = self
             .exec(
                 container,
-                vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    format!("mkdir -p {STAGE_DIR} && cat > {path} && chmod 0755 {path}"),
-                ],
+                vec!["/bin/sh".into(), "-c".into(), stage_command(&path)],
                 Some("0"),
                 vec![],
                 Some(content.to_vec()),
@@ -582,35 +583,26 @@ impl DockerRuntime {
         env: &[String],
         log: &dyn LogSink,
     ) -> Result<i64> {
-        if user.is_none_or(|u| u == "0" || u == "root") {
+        let (cmd, stdin) = if user.is_none_or(|u| u == "0" || u == "root") {
             // one exec: stage the script from stdin into the tmpfs, then run it
             let path = format!("{STAGE_DIR}/{file}");
             let cmd = format!(
-                "mkdir -p {STAGE_DIR} && cat > {path} && chmod 0755 {path} || {{ echo 'csis: cannot write {path} in the bake container' >&2; exit 201; }}\n{}",
+                "{} || {{ echo 'csis: cannot write {path} in the bake container' >&2; exit 201; }}\n{}",
+                stage_command(&path),
                 script::execute_command(execute_command, &path, env)
             );
-            let r = self
-                .exec(
-                    container,
-                    vec!["/bin/sh".into(), "-c".into(), cmd],
-                    user,
-                    vec![],
-                    Some(content.to_vec()),
-                    log,
-                    false,
-                )
-                .await?;
-            return Ok(r.exit_code);
-        }
-        let path = self.stage(container, file, content).await?;
-        let cmd = script::execute_command(execute_command, &path, env);
+            (cmd, Some(content.to_vec()))
+        } else {
+            let path = self.stage(container, file, content).await?;
+            (script::execute_command(execute_command, &path, env), None)
+        };
         let r = self
             .exec(
                 container,
                 vec!["/bin/sh".into(), "-c".into(), cmd],
                 user,
                 vec![],
-                None,
+                stdin,
                 log,
                 false,
             )
