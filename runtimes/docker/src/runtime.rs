@@ -272,7 +272,9 @@ impl ContainerGuard {
 
     pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
         self.armed = false;
-        remove_container_forced(&self.docker, &self.name).await
+        remove_container_forced(&self.docker, &self.name)
+            .await
+            .map(drop)
     }
 }
 
@@ -290,17 +292,19 @@ impl Drop for ContainerGuard {
     }
 }
 
+/// Remove a container, running or not, with its anonymous volumes; `true`
+/// when there was one to remove.
 pub(crate) async fn remove_container_forced(
     docker: &Docker,
     name: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<bool, String> {
     let opts = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
         .build();
     match docker.remove_container(name, Some(opts)).await {
-        Ok(()) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(api_message(&e)),
     }
 }
@@ -708,8 +712,8 @@ impl DockerRuntime {
                 .build();
             d.create_container(Some(opts), body(size))
         };
-        let gone = |r: std::result::Result<(), String>| {
-            r.map_err(|e| {
+        let gone = |r: std::result::Result<bool, String>| {
+            r.map(drop).map_err(|e| {
                 RuntimeError::Failed(format!(
                     "docker runtime {}: probe container {probe} cannot be removed: {e}",
                     self.settings.name
@@ -1422,16 +1426,17 @@ impl Runtime for DockerRuntime {
         };
         let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
         // A container of this name is a leftover of a killed bake (one image bakes once at a time).
-        if self.query_instance_power_state(&container).await? != PowerState::Absent {
-            req.log.line(&format!(
+        match remove_container_forced(&d, &container).await {
+            Ok(true) => req.log.line(&format!(
                 "==> removing stale bake container {container} (left by an interrupted csis)"
-            ));
-        }
-        if remove_container_forced(&d, &container).await.is_err() {
-            return Err(RuntimeError::Failed(format!(
-                "{}: a stale bake container {container} cannot be removed",
-                req.label
-            )));
+            )),
+            Ok(false) => {}
+            Err(_) => {
+                return Err(RuntimeError::Failed(format!(
+                    "{}: a stale bake container {container} cannot be removed",
+                    req.label
+                )))
+            }
         }
         req.log
             .line(&format!("==> bake container {container} from {parent}"));
