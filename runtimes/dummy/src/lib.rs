@@ -176,6 +176,16 @@ fn apply(s: &mut DummyStore, op: &Op) {
     }
 }
 
+/// `op` (a retag or a release) when the store has its image, else the refusal.
+fn on_image(s: &DummyStore, id: &str, op: Op) -> (Option<Op>, Result<()>) {
+    if s.images.contains_key(id) {
+        (Some(op), Ok(()))
+    } else {
+        let e = RuntimeError::Refused(format!("no image {id} on dummy runtime"));
+        (None, Err(e))
+    }
+}
+
 fn log_path(store: &Path) -> PathBuf {
     store.with_extension("log")
 }
@@ -494,16 +504,14 @@ impl Runtime for DummyRuntime {
 
     async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
         self.update(|s| {
-            if s.images.contains_key(build_id) {
-                let op = Op::Retag {
+            on_image(
+                s,
+                build_id,
+                Op::Retag {
                     id: build_id.to_string(),
                     tags: tags.clone(),
-                };
-                (Some(op), Ok(()))
-            } else {
-                let e = RuntimeError::Refused(format!("no image {build_id} on dummy runtime"));
-                (None, Err(e))
-            }
+                },
+            )
         })?
     }
 
@@ -557,17 +565,15 @@ impl Runtime for DummyRuntime {
             )));
         }
         self.update(|s| {
-            if s.images.contains_key(build_id) {
-                let op = Op::Release {
+            on_image(
+                s,
+                build_id,
+                Op::Release {
                     id: build_id.to_string(),
                     series: series.to_string(),
                     model: model.to_string(),
-                };
-                (Some(op), Ok(()))
-            } else {
-                let e = RuntimeError::Refused(format!("no image {build_id} on dummy runtime"));
-                (None, Err(e))
-            }
+                },
+            )
         })?
     }
 }
