@@ -69,18 +69,28 @@ fn parent_of(req: &BakeRequest) -> String {
     }
 }
 
+/// The parent image's id on the daemon and the lineage labels of it the
+/// bake blanks (`None`: the parent is not on the daemon).
+async fn parent_on_daemon(
+    rt: &DockerRuntime,
+    req: &BakeRequest,
+) -> Result<Option<(String, Vec<String>)>> {
+    let parent = parent_of(req);
+    Ok(rt.inspect_image_opt(&parent).await?.map(|img| {
+        let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+        (img.id.unwrap_or(parent), blanked_keys(&labels, &req.tags))
+    }))
+}
+
 /// The [`EmitContext`] of a bake as far as the daemon answers now: at the
 /// emit node the parent may not be baked yet, and the daemon may not answer
 /// (`generated/` is written all the same).
 pub async fn context(rt: &DockerRuntime, req: &BakeRequest) -> EmitContext {
-    let parent = parent_of(req);
-    let Ok(Some(img)) = rt.inspect_image_opt(&parent).await else {
+    let Ok(Some((id, blank))) = parent_on_daemon(rt, req).await else {
         return EmitContext::default();
     };
-    let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
-    let id = img.id.unwrap_or(parent);
     EmitContext {
-        blank: blanked_keys(&labels, &req.tags),
+        blank,
         storage_size: rt
             .bake_disk_limit(req.disk_size_gb, &id, &NullLog)
             .await
@@ -474,17 +484,15 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     let made = names::image_name_as_made(&req.final_name);
     let container = names::bake_container_name(&rt.settings().name, &image_of(req));
     // The parent is on the daemon now: its labels and the disk limit are known.
-    let parent = parent_of(req);
-    let img = rt.inspect_image_opt(&parent).await?.ok_or_else(|| {
+    let (parent_id, blank) = parent_on_daemon(rt, req).await?.ok_or_else(|| {
         RuntimeError::Refused(format!(
-            "{}: parent image '{parent}' is not on the daemon",
-            req.label
+            "{}: parent image '{}' is not on the daemon",
+            req.label,
+            parent_of(req)
         ))
     })?;
-    let parent_id = img.id.clone().unwrap_or(parent);
-    let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
     let ctx = EmitContext {
-        blank: blanked_keys(&labels, &req.tags),
+        blank,
         storage_size: rt
             .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
             .await?,
