@@ -438,7 +438,7 @@ impl BuildState {
     /// keeps releases and pinned or launched builds (as debt), the runtime
     /// is asked for live references, and [`order_dispose_nodes`] runs this
     /// node after every bake of this run that stands on a build of the
-    /// series, and after the series' release on the runtime.
+    /// series (the compiled graph puts it after the series' release).
     async fn dispose(
         &self,
         cx: &NodeContext,
@@ -866,13 +866,12 @@ fn records_of(l: &csis_cache::Lineage, series: &str, runtime: Option<&str>) -> c
 
 /// Ordering edges the compiled graph does not carry, for the dispose nodes
 /// that will run: a dispose node of (series, runtime) runs after
-/// - every due bake on that runtime whose parent is a build of the series
-///   (`source_image` under either policy, or a fixed `image_identifier`
-///   that is one of its recorded builds): those bakes stand on a build of
-///   the series until they are recorded, and a follow child moves its pin
-///   off the old parent build only when its bake is recorded;
-/// - the series' own release node on that runtime: a build to release is
-///   not disposed first (on an ephemeral runtime the new build would go).
+/// every due bake on that runtime whose parent is a build of the series
+/// (`source_image` under either policy, or a fixed `image_identifier` that
+/// is one of its recorded builds): those bakes stand on a build of the
+/// series until they are recorded, and a follow child moves its pin off the
+/// old parent build only when its bake is recorded. (After the series' own
+/// release the compiled graph already orders it.)
 ///
 /// Nothing depends on a dispose node, so no edge can close a cycle. The
 /// edges are `Order` (never hashed) and added after fingerprints and plan;
@@ -903,9 +902,6 @@ fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Sessio
                     .map(|r| (r.series.clone(), b.runtime.clone())),
                 ParentSpec::Vendor { .. } => None,
             },
-            NodeSpec::Release { bake, .. } => c
-                .bake_spec(*bake)
-                .map(|b| (b.series.clone(), b.runtime.clone())),
             _ => None,
         };
         if let Some(d) = key.and_then(|(s, r)| disposes.get(&(s.as_str(), r.as_str())).copied()) {

@@ -920,9 +920,13 @@ impl Assembler {
             self.bakes.insert(key, bake);
             let retag = self.node(e.retag, NodeSpec::Retag { bake })?;
             self.g.add_dep(retag, bake, Dep::Order)?;
+            // Retention runs after the release: a build to release is not
+            // disposed first (on an ephemeral runtime the new build would go).
+            let mut before_dispose = retag;
             if let Some((node, model)) = e.release {
                 let r = self.node(node, NodeSpec::Release { bake, model })?;
                 self.g.add_dep(r, retag, Dep::Order)?;
+                before_dispose = r;
             }
             if let Some((node, keep, ephemeral)) = e.dispose {
                 let d = self.node(
@@ -934,7 +938,7 @@ impl Assembler {
                         ephemeral,
                     },
                 )?;
-                self.g.add_dep(d, retag, Dep::Order)?;
+                self.g.add_dep(d, before_dispose, Dep::Order)?;
             }
             added.push(true);
         }
