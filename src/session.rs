@@ -111,7 +111,6 @@ impl Session {
     /// The plan for a selection.
     pub fn plan(&self, sel: &Selection, force: &ForceBake) -> Result<Plan> {
         plan(
-            &self.root,
             &self.meta,
             &self.lineage,
             &self.revs,
@@ -139,7 +138,6 @@ pub fn select(graph: &Graph, patterns: &[String]) -> Result<Selection> {
 /// [`Session::plan`] on a graph and its fingerprints, with the records of
 /// [`read_meta`] (`csis watch` plans on the incremental compile's graph).
 pub fn plan(
-    root: &Path,
     meta: &MetaState,
     lineage: &Lineage,
     revs: &Revocations,
@@ -165,6 +163,8 @@ pub fn plan(
                 .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
     });
     if diffable {
+        // The tree's root holds `meta-state/` and `.csis/`.
+        let root = meta.dir().parent().unwrap_or(Path::new("."));
         let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(root).journal())?;
         let (lineage, _) = planning_view(revs, lineage, pins);
         let records = LineageRecords::new(&lineage, now);

@@ -154,7 +154,6 @@ fn current_plan(
     let graph = &c.compiled.graph;
     let sel = crate::session::select(graph, patterns)?;
     crate::session::plan(
-        root,
         &meta,
         &lineage,
         &revs,
