@@ -82,6 +82,20 @@ pub enum Command {
     Empty(cmd::empty::Args),
     /// Does every runtime answer; is every executable on PATH.
     Preflight(cmd::preflight::Args),
+    /// Encrypt a value (or fields of YAML files, in place) to `encryption.recipients`.
+    Encrypt(cmd::encrypt::Args),
+    /// Decrypt one marker with CSIS_CONFIG_IDENTITY (`--json`: Terraform's external program).
+    Decrypt(cmd::decrypt::Args),
+    /// Re-encrypt every marker of the tree to the current `encryption.recipients`.
+    Reencrypt(cmd::reencrypt::Args),
+    /// Print a `::add-mask::` line for every value the tree carries encrypted (CI).
+    Mask(cmd::mask::Args),
+    /// Refuse material that must never be public, in the tree or the git index.
+    PublicSafe(cmd::public_safe::Args),
+    /// Print a shell completion script.
+    Completions(cmd::completions::Args),
+    /// Print (or write with --dir) the man pages.
+    Man(cmd::completions::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +116,13 @@ fn main() -> ExitCode {
         Command::Lineage(c) => cmd::lineage::run(&global, c),
         Command::Empty(args) => cmd::empty::run(&global, args),
         Command::Preflight(args) => cmd::preflight::run(&global, args),
+        Command::Encrypt(args) => cmd::encrypt::run(&global, args),
+        Command::Decrypt(args) => cmd::decrypt::run(&global, args),
+        Command::Reencrypt(args) => cmd::reencrypt::run(&global, args),
+        Command::Mask(args) => cmd::mask::run(&global, args),
+        Command::PublicSafe(args) => cmd::public_safe::run(&global, args),
+        Command::Completions(args) => cmd::completions::run(&global, args),
+        Command::Man(args) => cmd::completions::man(&global, args),
     };
     match result {
         Ok(code) => code,

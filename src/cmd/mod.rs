@@ -15,3 +15,10 @@ pub mod preflight;
 pub mod release;
 pub mod revoke;
 pub mod state;
+// the operator's secrets and the command line's own description
+pub mod completions;
+pub mod decrypt;
+pub mod encrypt;
+pub mod mask;
+pub mod public_safe;
+pub mod reencrypt;

@@ -397,6 +397,14 @@ fn files_with_markers(root: &Path) -> Result<Vec<(YamlFile, Vec<Scalar>)>, Strin
     Ok(out)
 }
 
+/// Where every marker of the tree's files is (nothing decrypted).
+pub fn tree_markers(root: &Path) -> Result<Vec<MarkerAt>, String> {
+    Ok(files_with_markers(root)?
+        .iter()
+        .flat_map(|(f, ms)| ms.iter().map(|s| f.at(s)).collect::<Vec<_>>())
+        .collect())
+}
+
 /// Decrypt every marker of the tree with `ids` and encrypt it again to `to`,
 /// writing each file in place atomically. Nothing is written unless every
 /// marker opens; a dry run decrypts (to check) and writes nothing.

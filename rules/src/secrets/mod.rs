@@ -133,6 +133,44 @@ pub fn identities(setting: Option<&str>) -> Result<Identities, String> {
     }
 }
 
+/// `text` with every `ENC[age:...]` in it opened: a whole marker, or markers
+/// inside a longer value (a value derived from ciphertext carries it, e.g.
+/// `name@ENC[age:...]`). Text without a marker comes back as it is.
+pub fn open_markers(ids: &Identities, text: &str) -> Result<String, String> {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| regex::Regex::new(r"ENC\[age:[A-Za-z0-9+/=\s]*\]").expect("marker"));
+    if !text.contains(crate::crypt::PREFIX) {
+        return Ok(text.to_string());
+    }
+    if crate::crypt::is_marker(text) {
+        return ids.decrypt(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    for m in re.find_iter(text) {
+        out.push_str(&text[pos..m.start()]);
+        out.push_str(&ids.decrypt(m.as_str())?);
+        pos = m.end();
+    }
+    out.push_str(&text[pos..]);
+    if out.contains(crate::crypt::PREFIX) {
+        return Err("the value holds an ENC[age: marker that is not well formed".into());
+    }
+    Ok(out)
+}
+
+/// A value read from stdin: one trailing newline (LF or CRLF) dropped, as
+/// `echo value |` adds it.
+pub fn strip_one_newline(mut s: String) -> String {
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    s
+}
+
 /// `path` relative to `root`, with `/` separators.
 pub(crate) fn display_path(path: &Path, root: &Path) -> String {
     path.strip_prefix(root)
