@@ -22,8 +22,8 @@ pub struct Args {
 pub struct ManArgs {
     /// Write `csis.1` and one `csis-<command>.1` per command into DIR
     /// (default: print the top page, in roff, to stdout).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    #[arg(long = "dir", value_name = "DIR")]
+    pub into: Option<PathBuf>,
     /// Print `{page}` or, with --dir, `{written: [...]}`.
     #[arg(long)]
     pub json: bool,
@@ -45,7 +45,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
 
 pub fn man(_global: &GlobalArgs, args: ManArgs) -> anyhow::Result<ExitCode> {
     let cmd = crate::Cli::command();
-    match &args.dir {
+    match &args.into {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;
             clap_mangen::generate_to(cmd, dir)?;

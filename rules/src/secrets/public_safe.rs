@@ -374,6 +374,15 @@ impl Scanner {
         if hits.is_empty() {
             return;
         }
+        // a soft match inside a hard one (a token's body) is the same finding
+        let hard: Vec<(usize, usize)> = hits
+            .iter()
+            .filter(|h| !matches!(h.2, "email" | "long-token"))
+            .map(|h| (h.1, h.1 + h.4.len()))
+            .collect();
+        hits.retain(|h| {
+            !matches!(h.2, "email" | "long-token") || !hard.iter().any(|(s, e)| h.1 < *e && *s < h.1 + h.4.len())
+        });
         let yaml = (rel.ends_with(".yml") || rel.ends_with(".yaml"))
             .then(|| YamlFile::from_text(Path::new(rel), rel.to_string(), text.to_string()).ok())
             .flatten();
