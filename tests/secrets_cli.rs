@@ -595,3 +595,68 @@ fn json_documents_are_stable() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     insta::assert_json_snapshot!("public_safe_tree", v);
 }
+
+/// Fingerprints hash the decrypted value: encrypting a recipe's field, and
+/// rotating it, re-bakes nothing; changing the plaintext does.
+#[test]
+fn encrypting_and_rotating_move_no_fingerprint() {
+    let a = identity();
+    let b = identity();
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"), dir.path());
+    set_recipients(dir.path(), &[&a]);
+    let plan = |id: &Id| -> Vec<(String, String)> {
+        let out = csis(dir.path())
+            .args(["plan", "--json"])
+            .env("CSIS_CONFIG_IDENTITY", &id.secret)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| (n["label"].as_str().unwrap().to_string(), n["fingerprint"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    // an in-bake test command enters the bake's fingerprint
+    let images = dir.path().join("images/images.yaml");
+    let t = std::fs::read_to_string(&images).unwrap();
+    let t = t.replacen(
+        "  - name: app\n    source_image: web\n    parent_policy: follow\n",
+        "  - name: app\n    source_image: web\n    parent_policy: follow\n    tests:\n      commands:\n        - run: \"echo app-ok\"\n",
+        1,
+    );
+    assert!(t.contains("echo app-ok"));
+    std::fs::write(&images, t).unwrap();
+    let clear = plan(&a);
+    let out = csis(dir.path())
+        .args(["encrypt", "--file"])
+        .arg(&images)
+        .args(["--field", "run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&images).unwrap().contains("- run: \"ENC[age:"));
+    assert_eq!(plan(&a), clear);
+
+    set_recipients(dir.path(), &[&b]);
+    let out = csis(dir.path())
+        .arg("reencrypt")
+        .env("CSIS_CONFIG_IDENTITY", &a.secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(plan(&b), clear);
+
+    // the field does enter a fingerprint: another plaintext moves it
+    let mut c = csis(dir.path());
+    c.args(["encrypt", "-"]);
+    let m = text(&with_stdin(c, "false").stdout).trim().to_string();
+    let t = std::fs::read_to_string(&images).unwrap();
+    let start = t.find("ENC[age:").unwrap();
+    let end = start + t[start..].find(']').unwrap() + 1;
+    std::fs::write(&images, format!("{}{m}{}", &t[..start], &t[end..])).unwrap();
+    assert_ne!(plan(&b), clear);
+}
