@@ -431,9 +431,9 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
     };
     if let Some(shot) = std::env::var_os("CSIS_GRAPH_SCREENSHOT") {
         // to look at: CSIS_GRAPH_SCREENSHOT=/tmp/graph.png
-        let h = window_for_900(browser, &file);
+        // a screenshot is of the whole window
         let arg = format!("--screenshot={}", Path::new(&shot).display());
-        chromium_run(browser, &file, h, &[arg]);
+        chromium_run(browser, &file, 900.0, &[arg]);
     }
     let m = measurements(&dump_dom(browser, &file));
     let (w, h) = (
@@ -456,6 +456,16 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
         assert!(inside(&n["box"]), "{} lies outside the window: {}", n["id"], n["box"]);
         // below the page's header
         assert!(n["box"]["y"].as_f64().unwrap() >= m["canvas"]["y"].as_f64().unwrap());
+        // and not under the legend
+        let bottom = n["box"]["y"].as_f64().unwrap() + n["box"]["h"].as_f64().unwrap();
+        let left = n["box"]["x"].as_f64().unwrap();
+        let legend = &m["legend"];
+        assert!(
+            bottom <= legend["y"].as_f64().unwrap()
+                || left >= legend["x"].as_f64().unwrap() + legend["w"].as_f64().unwrap(),
+            "{} lies under the legend",
+            n["id"]
+        );
     }
     // every due node's reason is drawn, visible, inside the window and its
     // card, at a size one can read

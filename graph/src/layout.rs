@@ -64,9 +64,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            layer_gap: 56.0,
-            node_gap: 14.0,
-            column_gap: 30.0,
+            layer_gap: 46.0,
+            node_gap: 12.0,
+            column_gap: 22.0,
             fit: None,
             sweeps: 12,
         }
@@ -541,22 +541,52 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
     let mut row = vec![0usize; nv];
     let mut columns = vec![1usize; nl];
     let mut cell_w = vec![0f64; nl];
-    let mut cell_h = vec![0f64; nl];
+    // Wrapped layers: per row its height and its offset from the block's top.
+    let mut row_h: Vec<Vec<f64>> = vec![Vec::new(); nl];
+    let mut row_off: Vec<Vec<f64>> = vec![Vec::new(); nl];
     for (l, vs) in order.iter().enumerate() {
         let k = vs.len().div_ceil(rows_max.max(1)).max(1);
         columns[l] = k;
+        // Row by row; a family (the children of one parent) that would
+        // not fit in what is left of a row starts the next one.
+        let (mut r, mut c) = (0usize, 0usize);
         for (i, &v) in vs.iter().enumerate() {
-            col[v] = i % k;
-            row[v] = i / k;
+            let parent = p.up[v].first();
+            if c > 0 && i > 0 && p.up[vs[i - 1]].first() != parent {
+                let family = vs[i..]
+                    .iter()
+                    .take_while(|&&w| p.up[w].first() == parent)
+                    .count();
+                if c + family > k && family <= k {
+                    r += 1;
+                    c = 0;
+                }
+            }
+            if c == k {
+                r += 1;
+                c = 0;
+            }
+            col[v] = c;
+            row[v] = r;
+            c += 1;
         }
         cell_w[l] = vs.iter().map(|&v| p.vx[v].w).fold(0.0, f64::max);
-        cell_h[l] = vs.iter().map(|&v| p.vx[v].h).fold(0.0, f64::max);
+        let rows = vs.iter().map(|&v| row[v] + 1).max().unwrap_or(0);
+        row_h[l] = vec![0.0; rows];
+        for &v in vs {
+            row_h[l][row[v]] = row_h[l][row[v]].max(p.vx[v].h);
+        }
+        let mut off = 0.0;
+        for r in 0..rows {
+            row_off[l].push(off);
+            off += row_h[l][r] + opt.node_gap;
+        }
     }
     // Heights: a dummy in a wrapped layer takes a whole cell.
     let h = |v: usize| -> f64 {
         let l = p.vx[v].layer;
         if columns[l] > 1 {
-            cell_h[l]
+            row_h[l][row[v]]
         } else {
             p.vx[v].h
         }
@@ -565,9 +595,8 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
     let mut cy = vec![0f64; nv];
     for (l, vs) in order.iter().enumerate() {
         if columns[l] > 1 {
-            let pitch = cell_h[l] + opt.node_gap;
             for &v in vs {
-                cy[v] = row[v] as f64 * pitch + cell_h[l] / 2.0;
+                cy[v] = row_off[l][row[v]] + row_h[l][row[v]] / 2.0;
             }
         } else {
             let mut y = 0.0;
@@ -591,19 +620,18 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
             .collect();
         if columns[l] > 1 {
             // The grid moves as one: its rows' centre to the mean desire.
-            let pitch = cell_h[l] + opt.node_gap;
             let (mut sum, mut cnt, mut own) = (0.0, 0.0, 0.0);
             for (i, &v) in vs.iter().enumerate() {
                 if let Some(d) = desire[i] {
                     sum += d;
-                    own += row[v] as f64 * pitch + cell_h[l] / 2.0;
+                    own += row_off[l][row[v]] + row_h[l][row[v]] / 2.0;
                     cnt += 1.0;
                 }
             }
             if cnt > 0.0 {
                 let top = (sum - own) / cnt;
                 for &v in vs {
-                    cy[v] = top + row[v] as f64 * pitch + cell_h[l] / 2.0;
+                    cy[v] = top + row_off[l][row[v]] + row_h[l][row[v]] / 2.0;
                 }
             }
             return;

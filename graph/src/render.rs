@@ -9,7 +9,7 @@ use crate::layout::{self, Layout, Options};
 use crate::model::{age, short_id, EdgeKind, Graph, Node};
 
 /// Card width, inner padding.
-const CARD_W: f64 = 232.0;
+const CARD_W: f64 = 204.0;
 const PAD: f64 = 10.0;
 /// Margin around the drawing.
 const MARGIN: f64 = 24.0;
@@ -18,7 +18,7 @@ const FIT: (f64, f64) = (1360.0, 800.0);
 
 /// Estimated advance per character (DejaVu/Liberation/Helvetica are close
 /// enough at these sizes), to cut text that would not fit.
-const NAME_EM: f64 = 0.62;
+const NAME_EM: f64 = 0.58;
 const SANS_EM: f64 = 0.58;
 const MONO_EM: f64 = 0.61;
 
@@ -90,6 +90,34 @@ fn split_changed(s: &str, max_chars: usize) -> Vec<String> {
     }
 }
 
+/// `text` in lines of at most `width` characters, broken at spaces, the
+/// last of `max` lines cut with an ellipsis.
+fn wrap(text: &str, width: usize, max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ') {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    if lines.len() > max {
+        let rest = lines[max - 1..].join(" ");
+        lines.truncate(max - 1);
+        lines.push(rest);
+    }
+    lines
+        .into_iter()
+        .map(|l| cut(&l, 1.0, width as f64))
+        .collect()
+}
+
 /// What a card shows, in lines from the top.
 struct Card {
     h: f64,
@@ -125,18 +153,29 @@ fn card(n: &Node, now: Option<i64>, folded: bool) -> Card {
         CARD_W - PAD - chip_w / 2.0,
         esc(&chip)
     );
-    let name = cut(&n.series, 14.0 * NAME_EM, inner - chip_w - 6.0);
-    let _ = write!(
-        b,
-        r#"<text class="name" x="{PAD}" y="22">{}</text>"#,
-        esc(&name)
-    );
+    // The name is what people look for: a name a little too long is
+    // condensed to fit, a much longer one cut.
+    let room = inner - chip_w - 4.0;
+    let want = n.series.chars().count() as f64 * 15.0 * NAME_EM;
+    if want > room && want <= room * 1.3 {
+        let _ = write!(
+            b,
+            r#"<text class="name" x="{PAD}" y="22" textLength="{room:.1}" lengthAdjust="spacingAndGlyphs">{}</text>"#,
+            esc(&n.series)
+        );
+    } else {
+        let _ = write!(
+            b,
+            r#"<text class="name" x="{PAD}" y="22">{}</text>"#,
+            esc(&cut(&n.series, 15.0 * NAME_EM, room))
+        );
+    }
     let build = build_line(n, now);
     let cls = if n.build.is_some() { "build" } else { "build none" };
     let _ = write!(
         b,
         r#"<text class="{cls}" x="{PAD}" y="40">{}</text>"#,
-        esc(&cut(&build, 11.0 * MONO_EM, inner))
+        esc(&cut(&build, 11.5 * MONO_EM, inner))
     );
     let mut y: f64 = 48.0;
     // Marks: pills, wrapped.
@@ -165,15 +204,23 @@ fn card(n: &Node, now: Option<i64>, folded: bool) -> Card {
     if let Some(d) = &n.due {
         let top = y;
         let mut inner_b = String::new();
-        let reason = cut(&format!("due: {}", d.reason), 11.0 * SANS_EM, inner);
-        let _ = write!(
-            inner_b,
-            r#"<text class="reason" x="{PAD}" y="{:.1}">{}</text>"#,
-            y + 15.0,
-            esc(&reason)
-        );
-        y += 19.0;
-        let per_line = (inner / (10.5 * MONO_EM)).floor() as usize;
+        // the reason in words, on two lines at most
+        let per_line = (inner / (11.5 * SANS_EM)).floor() as usize;
+        for (i, line) in wrap(&format!("due: {}", d.reason), per_line, 2)
+            .iter()
+            .enumerate()
+        {
+            let class = if i == 0 { "reason" } else { "reason more" };
+            let _ = write!(
+                inner_b,
+                r#"<text class="{class}" x="{PAD}" y="{:.1}">{}</text>"#,
+                y + 15.0,
+                esc(line)
+            );
+            y += 14.0;
+        }
+        y += 5.0;
+        let per_line = (inner / (11.0 * MONO_EM)).floor() as usize;
         let shown = d.changed.len().min(2);
         for c in &d.changed[..shown] {
             for part in split_changed(c, per_line) {
@@ -181,7 +228,7 @@ fn card(n: &Node, now: Option<i64>, folded: bool) -> Card {
                     inner_b,
                     r#"<text class="changed" x="{PAD}" y="{:.1}">{}</text>"#,
                     y + 12.0,
-                    esc(&cut(&part, 10.5 * MONO_EM, inner))
+                    esc(&cut(&part, 11.0 * MONO_EM, inner))
                 );
                 y += 14.0;
             }
@@ -372,13 +419,13 @@ const SVG_CSS: &str = r#"
 .node.revoked .stripe { fill: #c83a2e; }
 .node.os .card { fill: #f4f6f9; }
 .band { fill: #fff1d6; }
-.name { font: 600 14px var(--sans); fill: #17202a; }
-.build { font: 11px var(--mono); fill: #55616e; }
+.name { font: 600 15px var(--sans); fill: #17202a; }
+.build { font: 11.5px var(--mono); fill: #55616e; }
 .build.none { font-style: italic; fill: #8a95a1; }
 .chip { fill: #eef1f5; }
 .chip-t { font: 10px var(--sans); fill: #4b5663; text-anchor: middle; }
-.reason { font: 600 11px var(--sans); fill: #8a4b00; }
-.changed { font: 10.5px var(--mono); fill: #5b3a0c; }
+.reason { font: 600 11.5px var(--sans); fill: #8a4b00; }
+.changed { font: 11px var(--mono); fill: #5b3a0c; }
 .changed.more { font-style: italic; }
 .mark rect { fill: #eef1f5; }
 .mark text { font: 600 10px var(--sans); fill: #3d4752; }
@@ -564,9 +611,11 @@ const SCRIPT: &str = r##"
   function setVB(x, y, w, h) { vb = { x: x, y: y, w: w, h: h }; svg.setAttribute("viewBox", x + " " + y + " " + w + " " + h); }
   function fit() {
     var r = svg.getBoundingClientRect();
-    var s = Math.min(r.width / W, r.height / H, 1.25);
+    // the legend keeps the bottom of the window
+    var ah = Math.max(r.height - 52, r.height / 2);
+    var s = Math.min(r.width / W, ah / H, 1.25);
     var w = r.width / s, h = r.height / s;
-    setVB((W - w) / 2, (H - h) / 2, w, h);
+    setVB((W - w) / 2, (H - ah / s) / 2, w, h);
   }
   function toSvg(cx, cy) {
     var r = svg.getBoundingClientRect();
@@ -676,7 +725,7 @@ const SCRIPT: &str = r##"
   // What the page looks like after the fit, for tests and tools: boxes in
   // window coordinates.
   function box(e) { var r = e.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; }
-  var out = { window: { w: window.innerWidth, h: window.innerHeight }, canvas: box(svg), nodes: [], reasons: [], edges: {} };
+  var out = { window: { w: window.innerWidth, h: window.innerHeight }, canvas: box(svg), legend: box(document.querySelector(".legend")), nodes: [], reasons: [], edges: {} };
   nodes.forEach(function (g) {
     out.nodes.push({ id: g.dataset.id, kind: g.dataset.kind, due: g.dataset.due === "true", box: box(g.querySelector(".card")) });
     g.querySelectorAll(".reason, .changed").forEach(function (t) {

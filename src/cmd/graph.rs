@@ -126,6 +126,23 @@ fn due_of(n: &PlannedNode, parent: Option<&str>) -> Option<g::Due> {
     let parent = parent.unwrap_or("parent");
     let (reason, changed) = match n.decision.reason() {
         Some(Reason::Forced) => ("forced (--force-bake)".to_string(), Vec::new()),
+        Some(Reason::NoRecord { .. }) if n.reason.contains("revoked") => {
+            // `no unrevoked build on RT (ID revoked: WHY)`
+            let detail = n
+                .reason
+                .split_once(" (")
+                .map(|(_, d)| d.trim_end_matches(')').to_string());
+            (
+                "its build was revoked".to_string(),
+                detail
+                    .map(|d| match d.split_once(" revoked") {
+                        Some((id, why)) => format!("{}{why}", g::short_id(id)),
+                        None => d,
+                    })
+                    .into_iter()
+                    .collect(),
+            )
+        }
         Some(Reason::NoRecord { runtime }) => {
             let words = match runtime {
                 Some(rt) => n.reason.replace(&format!(" on {rt}"), ""),
