@@ -501,4 +501,41 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
     assert_ne!(f["dash"], p["dash"], "{f} vs {p}");
     assert_ne!(f["stroke"], p["stroke"], "{f} vs {p}");
     assert!(!m["edges"]["pinned behind"].is_null());
+
+    // A click opens the plan entry (`#node=` does the same at load): the
+    // fingerprint, inputs, dependencies, the command and the folded steps.
+    let url = format!(
+        "{}#node=//images/python@sim",
+        file.display()
+    );
+    let m = measurements(&dump_dom(browser, Path::new(&url)));
+    let panel = m["panel"].as_str().expect("the panel is open");
+    let fp = node(&v, "//images/python@sim")["entry"]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for want in [
+        fp.as_str(),
+        "csis build //images/python@sim",
+        "python-setup [playbooks/python.yml]",
+        "//os/deb12@sim:bake",
+        "inputs.mods[0].files[0] (playbooks/python.yml)",
+        "steps (3)",
+        "retag",
+    ] {
+        // (section titles are upper-cased by the style)
+        assert!(
+            panel.to_lowercase().contains(&want.to_lowercase()),
+            "{want} not in the panel: {panel}"
+        );
+    }
+    // the filter and "due only" dim what does not match
+    let url = format!("{}#filter=web-&due", file.display());
+    let m = measurements(&dump_dom(browser, Path::new(&url)));
+    for n in m["nodes"].as_array().unwrap() {
+        let id = n["id"].as_str().unwrap();
+        let shown = id.contains("web-") && n["due"] == true;
+        assert_eq!(n["dim"] == false, shown, "{id}");
+    }
+    assert!(m["nodes"].as_array().unwrap().iter().any(|n| n["dim"] == false));
 }

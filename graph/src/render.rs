@@ -722,12 +722,22 @@ const SCRIPT: &str = r##"
   });
 
   fit();
+  // A link can open the page filtered or on one node:
+  // `#filter=TEXT`, `#due`, `#node=ID` (joined by `&`).
+  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+    var i = kv.indexOf("="), k = i < 0 ? kv : kv.slice(0, i), v = i < 0 ? "" : decodeURIComponent(kv.slice(i + 1));
+    if (k === "filter") filter.value = v;
+    else if (k === "due") dueOnly.checked = true;
+    else if (k === "node") open(v);
+  });
+  apply();
   // What the page looks like after the fit, for tests and tools: boxes in
   // window coordinates.
   function box(e) { var r = e.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; }
   var out = { window: { w: window.innerWidth, h: window.innerHeight }, canvas: box(svg), legend: box(document.querySelector(".legend")), nodes: [], reasons: [], edges: {} };
+  out.panel = panel.hidden ? null : panel.innerText;
   nodes.forEach(function (g) {
-    out.nodes.push({ id: g.dataset.id, kind: g.dataset.kind, due: g.dataset.due === "true", box: box(g.querySelector(".card")) });
+    out.nodes.push({ id: g.dataset.id, kind: g.dataset.kind, due: g.dataset.due === "true", dim: g.classList.contains("dim"), box: box(g.querySelector(".card")) });
     g.querySelectorAll(".reason, .changed").forEach(function (t) {
       var cs = getComputedStyle(t);
       out.reasons.push({ id: g.dataset.id, cls: t.getAttribute("class"), text: t.textContent, box: box(t), visible: cs.visibility !== "hidden" && cs.display !== "none" && +cs.opacity > 0, px: parseFloat(cs.fontSize) * svg.getScreenCTM().a });
