@@ -387,13 +387,13 @@ fn scene(g: &Graph) -> Scene {
         let c = &cards[i];
         let _ = writeln!(
             body,
-            r#"<g class="{}" data-id="{id}" data-series="{s}" data-kind="{k}" data-due="{due}" transform="translate({:.1},{:.1})"><title>{t}</title><rect class="card" width="{CARD_W}" height="{:.1}" rx="8"/><rect class="stripe" width="5" height="{:.1}" rx="2"/>{}</g>"#,
+            r#"<g class="{}" data-id="{id}" data-series="{s}" data-kind="{k}" data-due="{due}" transform="translate({:.1},{:.1})"><title>{t}</title><rect class="card" width="{CARD_W}" height="{:.1}" rx="8"/>{}<rect class="stripe" width="5" height="{:.1}" rx="2"/></g>"#,
             node_classes(n),
             r.x + MARGIN,
             r.y + MARGIN,
             c.h,
-            c.h,
             c.body,
+            c.h,
             id = esc(&n.id),
             s = esc(&n.series),
             k = esc(&n.kind),
