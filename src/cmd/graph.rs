@@ -1,14 +1,20 @@
-//! `csis graph [PATTERNS] --format dot|mermaid|json|html`: draw the selected
-//! part of the build graph, with due nodes marked. The html is one
-//! self-contained page (inline SVG and CSS, no script, no network).
+//! `csis graph [PATTERNS] --format html|svg|dot|mermaid|json [--all-nodes]`:
+//! gather the plan and the records (lineage heads, releases, revocations,
+//! pins, post-bake tests) into the [`csis_graph`] model and render it. By
+//! default one node per series x runtime, its steps folded in.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use csis_engine::Plan;
+use csis_cache::release_rules::ImageTests;
+use csis_cache::{parse_run_id, BuildRecord, Lineage, Pins, Releases, Revocations};
+use csis_engine::{Dep, Plan, PlannedNode, Reason};
+use csis_graph as g;
 use csis_rules::compile::ForceBake;
-use serde_json::json;
+use csis_rules::model::ParentPolicy;
+use csis_rules::tree::Parent;
+use csis_rules::Tree;
 
 use crate::GlobalArgs;
 
@@ -18,6 +24,7 @@ pub enum Format {
     Mermaid,
     Json,
     Html,
+    Svg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -26,38 +33,37 @@ pub struct Args {
     pub patterns: Vec<String>,
     #[arg(long, value_enum, default_value = "dot")]
     pub format: Format,
-    /// Draw bakes only (edges follow the chains), not resolve/emit/retag/...
-    #[arg(long)]
+    /// Draw every step (resolve, emit, bake, retag, release, dispose) as
+    /// its own node, not folded into its series x runtime.
+    #[arg(long, conflicts_with = "bakes_only")]
+    pub all_nodes: bool,
+    /// The default view (one node per series x runtime); kept for scripts.
+    #[arg(long, hide = true)]
     pub bakes_only: bool,
     /// Write to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
 }
 
-/// The drawn graph: nodes (in plan order) and edges (dependency -> dependent).
-pub struct Drawn {
-    pub nodes: Vec<DrawnNode>,
-    pub edges: Vec<(usize, usize)>,
-}
-
-pub struct DrawnNode {
-    pub label: String,
-    pub kind: String,
-    pub due: bool,
-    pub reason: String,
-    pub fingerprint: String,
-}
-
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let s = crate::session::open(global)?;
     let sel = s.select(&args.patterns)?;
     let plan = s.plan(&sel, &ForceBake::default())?;
-    let d = drawn(&plan, args.bakes_only);
+    let (_, lineage, pins, _) = crate::session::read_meta(&s.root)?;
+    let records = RecordsView {
+        lineage: &lineage,
+        pins: &pins,
+        revs: &s.revs,
+        releases: s.meta.releases()?,
+        tests: ImageTests::load(&s.meta)?,
+    };
+    let model = gather(&s.tree, &s.compiled.graph, &plan, &records, !args.all_nodes);
     let text = match args.format {
-        Format::Dot => dot(&d),
-        Format::Mermaid => mermaid(&d),
-        Format::Json => json_doc(&d),
-        Format::Html => html(&d),
+        Format::Dot => g::dot(&model),
+        Format::Mermaid => g::mermaid(&model),
+        Format::Json => g::json(&model),
+        Format::Html => g::html(&model),
+        Format::Svg => g::svg(&model),
     };
     match &args.output {
         Some(p) => std::fs::write(p, text)?,
@@ -66,207 +72,394 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The plan as nodes and edges. With `bakes_only`, an edge joins two bakes
-/// when one depends on the other.
-pub fn drawn(plan: &Plan, bakes_only: bool) -> Drawn {
-    let keep: Vec<&csis_engine::PlannedNode> = plan
-        .nodes
+/// What the picture reads of `meta-state/` (the planning view: revoked
+/// heads and pins to revoked builds left out).
+pub struct RecordsView<'a> {
+    pub lineage: &'a Lineage,
+    pub pins: &'a Pins,
+    pub revs: &'a Revocations,
+    pub releases: Releases,
+    pub tests: ImageTests,
+}
+
+fn secs(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn build_of(r: &BuildRecord) -> g::Build {
+    g::Build {
+        id: r.build_id.clone(),
+        at: r.run.as_deref().and_then(parse_run_id).map(secs),
+    }
+}
+
+/// `images` or `os` from a label's first path segment.
+fn series_kind(n: &PlannedNode) -> &'static str {
+    match n.label.segments().next() {
+        Some("os") => "os",
+        _ => "image",
+    }
+}
+
+/// A changed field for people: `inputs.mods[0].files[0] (playbooks/web.yml)`
+/// (the content hash under a file is the file).
+fn changed_field(c: &csis_engine::FieldChange) -> String {
+    let path = c.path.strip_suffix(".blake3").unwrap_or(&c.path);
+    match &c.item {
+        Some(i) => format!("{path} ({i})"),
+        None => path.to_string(),
+    }
+}
+
+/// The series of a label (`//images/web@sim:bake` -> `web`).
+fn label_series(l: &csis_engine::Label) -> String {
+    l.name().to_string()
+}
+
+/// The reason a node is due, in words, with the changed fields.
+fn due_of(n: &PlannedNode, parent: Option<&str>) -> Option<g::Due> {
+    if !n.due {
+        return None;
+    }
+    let parent = parent.unwrap_or("parent");
+    let (reason, changed) = match n.decision.reason() {
+        Some(Reason::Forced) => ("forced (--force-bake)".to_string(), Vec::new()),
+        Some(Reason::NoRecord { .. }) if n.reason.contains("revoked") => {
+            // `no unrevoked build on RT (ID revoked: WHY)`
+            let detail = n
+                .reason
+                .split_once(" (")
+                .map(|(_, d)| d.trim_end_matches(')').to_string());
+            (
+                "its build was revoked".to_string(),
+                detail
+                    .map(|d| match d.split_once(" revoked") {
+                        Some((id, why)) => format!("{}{why}", g::short_id(id)),
+                        None => d,
+                    })
+                    .into_iter()
+                    .collect(),
+            )
+        }
+        Some(Reason::NoRecord { runtime }) => {
+            let words = match runtime {
+                Some(rt) => n.reason.replace(&format!(" on {rt}"), ""),
+                None => n.reason.clone(),
+            };
+            (words, Vec::new())
+        }
+        Some(Reason::DepMoved { from, to, .. }) => (
+            format!("parent {parent} has a newer build"),
+            vec![format!(
+                "{} -> {}",
+                g::short_id(from),
+                g::short_id(to)
+            )],
+        ),
+        Some(Reason::DepDue { label, .. }) => {
+            (format!("parent {} re-bakes", label_series(label)), Vec::new())
+        }
+        Some(Reason::InputsChanged { .. }) if !n.changes.is_empty() => (
+            "inputs changed".to_string(),
+            n.changes.iter().map(changed_field).collect(),
+        ),
+        Some(Reason::InputsChanged { .. }) => (
+            "inputs changed".to_string(),
+            vec!["(the head records no inputs to compare)".to_string()],
+        ),
+        _ => (n.reason.clone(), Vec::new()),
+    };
+    Some(g::Due {
+        code: n.code.clone(),
+        reason,
+        changed,
+    })
+}
+
+/// The inputs of a bake, one line per field, naming mods and files but
+/// never a configuration value.
+fn inputs_summary(v: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    let Some(m) = v.as_object() else {
+        return Vec::new();
+    };
+    let named = |x: &Value| -> Option<String> {
+        x.get("name")
+            .or_else(|| x.get("path"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut out = Vec::new();
+    for (k, x) in m {
+        let line = match (k.as_str(), x) {
+            (
+                "series" | "parent" | "recipe" | "family" | "family_version" | "architecture"
+                | "admin_user",
+                Value::String(s),
+            ) => format!("{k}: {s}"),
+            ("mods", Value::Array(a)) => {
+                let names: Vec<String> = a
+                    .iter()
+                    .map(|m| {
+                        let files = m.get("files").and_then(Value::as_array).map(|f| {
+                            f.iter().filter_map(named).collect::<Vec<_>>().join(", ")
+                        });
+                        let name = named(m).unwrap_or_else(|| "?".into());
+                        match files.filter(|f| !f.is_empty()) {
+                            Some(f) => format!("{name} [{f}]"),
+                            None => name,
+                        }
+                    })
+                    .collect();
+                format!("mods: {} ({})", a.len(), names.join("; "))
+            }
+            (_, Value::Array(a)) => format!("{k}: {} item(s)", a.len()),
+            (_, Value::Object(o)) if o.is_empty() => format!("{k}: {{}}"),
+            (_, Value::Object(o)) => {
+                let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+                format!("{k}: {{{}}}", keys.join(", "))
+            }
+            (_, Value::Number(n)) => format!("{k}: {n}"),
+            (_, Value::Bool(b)) => format!("{k}: {b}"),
+            (_, Value::Null) => format!("{k}: null"),
+            (_, Value::String(_)) => format!("{k}: (set)"),
+        };
+        out.push(line);
+    }
+    out
+}
+
+/// The parent series of an image and how it follows it.
+fn parent_of(tree: &Tree, series: &str, kind: &str) -> Option<(String, g::EdgeKind)> {
+    if kind != "image" {
+        return None;
+    }
+    let img = tree.image(series)?;
+    let p = match &img.parent {
+        Parent::Os(p) | Parent::Image(p) => p.clone(),
+    };
+    let k = match img.model.parent_policy {
+        ParentPolicy::Pinned => g::EdgeKind::Pinned,
+        ParentPolicy::Follow => g::EdgeKind::Follow,
+    };
+    Some((p, k))
+}
+
+/// The plan and the records as a [`csis_graph::Graph`]: folded (one node
+/// per series x runtime) or one node per step.
+pub fn gather(
+    tree: &Tree,
+    graph: &csis_engine::Graph,
+    plan: &Plan,
+    rec: &RecordsView<'_>,
+    folded: bool,
+) -> g::Graph {
+    let now = SystemTime::now();
+    // Per series and runtime: the head, the revoked builds.
+    let mut revoked: HashMap<(&str, &str), Vec<String>> = HashMap::new();
+    for r in &rec.revs.revocations {
+        if let (Some(s), Some(rt)) = (r.series.as_deref(), r.runtime.as_deref()) {
+            let what = match r.reason.as_deref().filter(|x| !x.is_empty()) {
+                Some(why) => format!("{} ({why})", r.build_id),
+                None => r.build_id.clone(),
+            };
+            revoked.entry((s, rt)).or_default().push(what);
+        }
+    }
+    let runtime_of: HashMap<&str, Option<&str>> = rec
+        .lineage
+        .builds
         .iter()
-        .filter(|n| !bakes_only || n.kind == "bake")
+        .map(|b| (b.build_id.as_str(), b.runtime.as_deref()))
         .collect();
-    let index: HashMap<String, usize> = keep
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.label.to_string(), i))
-        .collect();
-    let mut edges = Vec::new();
-    for (i, n) in keep.iter().enumerate() {
-        for d in &n.deps {
-            if let Some(&j) = index.get(&d.to_string()) {
-                edges.push((j, i));
+    // model -> image -> build, by runtime
+    let released = |series: &str, rt: &str, head: Option<&str>| -> Vec<String> {
+        let mut out = Vec::new();
+        for (model, images) in &rec.releases.current {
+            let Some(b) = images.get(series) else { continue };
+            let on_rt = runtime_of
+                .get(b.as_str())
+                .is_some_and(|r| r.is_none_or(|r| r == rt));
+            if !on_rt {
+                continue;
+            }
+            if Some(b.as_str()) == head {
+                out.push(model.clone());
+            } else {
+                out.push(format!("{model} (older build)"));
+            }
+        }
+        out
+    };
+
+    // Group the plan's nodes: by target (folded) or one each.
+    let mut groups: Vec<Vec<&PlannedNode>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    let mut node_group: HashMap<String, usize> = HashMap::new();
+    for n in &plan.nodes {
+        let key = if folded {
+            n.label.target().to_string()
+        } else {
+            n.label.to_string()
+        };
+        let gi = *group_of.entry(key).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[gi].push(n);
+        node_group.insert(n.label.to_string(), gi);
+    }
+
+    let mut nodes: Vec<g::Node> = Vec::with_capacity(groups.len());
+    for members in &groups {
+        let first = members[0];
+        let bake = members.iter().find(|n| n.kind == "bake").copied();
+        let main = bake.unwrap_or(first);
+        let series = main
+            .series
+            .clone()
+            .unwrap_or_else(|| label_series(&main.label));
+        let runtime = main.runtime.clone();
+        let skind = series_kind(main);
+        let parent = parent_of(tree, &series, skind);
+        let kind = if folded {
+            skind.to_string()
+        } else {
+            main.kind.clone()
+        };
+        let rt = runtime.as_deref().unwrap_or("");
+        let head = rec.lineage.head(&series, rt);
+        let with_build = folded || main.kind == "bake";
+        let id = if folded {
+            main.label.target().to_string()
+        } else {
+            main.label.to_string()
+        };
+        let mut node = g::Node {
+            id,
+            kind,
+            series: series.clone(),
+            runtime: runtime.clone(),
+            parent: parent.as_ref().map(|p| p.0.clone()),
+            due: due_of(main, parent.as_ref().map(|p| p.0.as_str())),
+            entry: g::Entry {
+                fingerprint: main.fingerprint.to_hex(),
+                inputs: graph
+                    .find(&main.label)
+                    .map(|id| inputs_summary(graph.node(id).inputs()))
+                    .unwrap_or_default(),
+                deps: main.deps.iter().map(ToString::to_string).collect(),
+                command: format!("csis build {}", main.label.target()),
+            },
+            ..g::Node::default()
+        };
+        if with_build {
+            node.build = head.map(build_of);
+            node.released = released(&series, rt, head.map(|h| h.build_id.as_str()));
+            node.revoked = revoked.get(&(series.as_str(), rt)).cloned().unwrap_or_default();
+            node.tested = head.and_then(|h| rec.tests.result(&h.build_id));
+            // pinned behind the parent's head
+            if let Some((p, g::EdgeKind::Pinned)) = &parent {
+                if let (Some(pin), Some(ph)) = (rec.pins.image_pin(&series, rt), rec.lineage.head(p, rt)) {
+                    if pin != ph.build_id {
+                        node.behind = Some(g::Behind {
+                            pinned: pin.to_string(),
+                            head: ph.build_id.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        if folded {
+            node.steps = members
+                .iter()
+                .map(|n| g::Step {
+                    label: n.label.to_string(),
+                    kind: n.kind.clone(),
+                    due: n.due,
+                    reason: n.reason.clone(),
+                    fingerprint: n.fingerprint.to_hex(),
+                })
+                .collect();
+        }
+        nodes.push(node);
+    }
+
+    // Pinned children: the images pinned to a build of each series.
+    let mut pinned_children: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for n in &nodes {
+        if let (Some(p), Some(rt)) = (&n.parent, &n.runtime) {
+            if matches!(parent_of(tree, &n.series, "image"), Some((_, g::EdgeKind::Pinned)))
+                && rec.pins.image_pin(&n.series, rt).is_some()
+                && n.build.is_some()
+            {
+                pinned_children
+                    .entry((p.clone(), rt.clone()))
+                    .or_default()
+                    .push(n.series.clone());
             }
         }
     }
-    Drawn {
-        nodes: keep
-            .iter()
-            .map(|n| DrawnNode {
-                label: n.label.to_string(),
-                kind: n.kind.clone(),
-                due: n.due,
-                reason: n.reason.clone(),
-                fingerprint: n.fingerprint.prefix(12),
-            })
-            .collect(),
+    for n in nodes.iter_mut() {
+        let is_parent_node = folded || n.kind == "bake";
+        if let (true, Some(rt)) = (is_parent_node, &n.runtime) {
+            if let Some(c) = pinned_children.get(&(n.series.clone(), rt.clone())) {
+                n.pinned_children = c.clone();
+                n.pinned_children.dedup();
+            }
+        }
+    }
+
+    // Edges between groups; the parent edge of a bake is follow or pinned.
+    let mut edges: Vec<g::Edge> = Vec::new();
+    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+    for n in &plan.nodes {
+        let to = node_group[&n.label.to_string()];
+        let Some(id) = graph.find(&n.label) else { continue };
+        for (d, dep) in graph.deps(id) {
+            let dl = graph.node(d).label().to_string();
+            let Some(&from) = node_group.get(&dl) else { continue };
+            if from == to {
+                continue;
+            }
+            let parent_edge = n.kind == "bake"
+                && graph.node(d).kind() == "bake"
+                && matches!(dep, Dep::Hashed(name) | Dep::Pinned { name, .. } if &**name == "parent");
+            let kind = if parent_edge {
+                parent_of(tree, &nodes[to].series, "image")
+                    .map(|p| p.1)
+                    .unwrap_or(g::EdgeKind::Follow)
+            } else {
+                g::EdgeKind::Other
+            };
+            let behind = parent_edge && nodes[to].behind.is_some();
+            match seen.get(&(from, to)) {
+                Some(&i) => {
+                    // a group pair joined by several steps: the parent edge wins
+                    if kind != g::EdgeKind::Other {
+                        edges[i].kind = kind;
+                        edges[i].behind = behind;
+                    }
+                }
+                None => {
+                    seen.insert((from, to), edges.len());
+                    edges.push(g::Edge {
+                        from: nodes[from].id.clone(),
+                        to: nodes[to].id.clone(),
+                        kind,
+                        behind,
+                    });
+                }
+            }
+        }
+    }
+    g::Graph {
+        title: tree.config.id.clone(),
+        now: Some(secs(now)),
+        folded,
+        nodes,
         edges,
     }
-}
-
-fn esc_dot(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
-}
-
-pub fn dot(d: &Drawn) -> String {
-    let mut o = String::from("digraph csis {\n  rankdir=LR;\n  node [shape=box, style=\"rounded,filled\", fontname=\"monospace\"];\n");
-    for (i, n) in d.nodes.iter().enumerate() {
-        let fill = if n.due { "#ffd27f" } else { "#e8e8e8" };
-        let _ = writeln!(
-            o,
-            "  n{i} [label=\"{}\", fillcolor=\"{fill}\", tooltip=\"{}\"];",
-            esc_dot(&n.label),
-            esc_dot(&n.reason)
-        );
-    }
-    for (a, b) in &d.edges {
-        let _ = writeln!(o, "  n{a} -> n{b};");
-    }
-    o.push_str("}\n");
-    o
-}
-
-pub fn mermaid(d: &Drawn) -> String {
-    let mut o = String::from("flowchart LR\n");
-    for (i, n) in d.nodes.iter().enumerate() {
-        let _ = writeln!(o, "  n{i}[\"{}\"]", n.label.replace('"', "#quot;"));
-    }
-    for (a, b) in &d.edges {
-        let _ = writeln!(o, "  n{a} --> n{b}");
-    }
-    o.push_str("  classDef due fill:#ffd27f,stroke:#c77800;\n");
-    let due: Vec<String> = d
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.due)
-        .map(|(i, _)| format!("n{i}"))
-        .collect();
-    if !due.is_empty() {
-        let _ = writeln!(o, "  class {} due;", due.join(","));
-    }
-    o
-}
-
-pub fn json_doc(d: &Drawn) -> String {
-    let nodes: Vec<_> = d
-        .nodes
-        .iter()
-        .map(|n| json!({"label": n.label, "kind": n.kind, "due": n.due, "reason": n.reason, "fingerprint": n.fingerprint}))
-        .collect();
-    let edges: Vec<_> = d
-        .edges
-        .iter()
-        .map(|(a, b)| json!({"from": d.nodes[*a].label, "to": d.nodes[*b].label}))
-        .collect();
-    let mut s =
-        serde_json::to_string_pretty(&json!({"nodes": nodes, "edges": edges})).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
-fn esc_html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// One page, inline SVG: columns by depth (longest path from a root), rows
-/// in plan order; due nodes filled orange.
-pub fn html(d: &Drawn) -> String {
-    let n = d.nodes.len();
-    let mut depth = vec![0usize; n];
-    // nodes are in topological order (plan order), edges go forward
-    let mut incoming: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(a, b) in &d.edges {
-        incoming[b].push(a);
-    }
-    for i in 0..n {
-        depth[i] = incoming[i].iter().map(|&a| depth[a] + 1).max().unwrap_or(0);
-    }
-    // Sources (emit, resolve) sit just before their first dependent.
-    let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(a, b) in &d.edges {
-        outgoing[a].push(b);
-    }
-    for i in (0..n).rev() {
-        if incoming[i].is_empty() {
-            if let Some(m) = outgoing[i].iter().map(|&b| depth[b]).min() {
-                depth[i] = m.saturating_sub(1);
-            }
-        }
-    }
-    let cols = depth.iter().copied().max().map_or(0, |m| m + 1);
-    let mut row_of = vec![0usize; n];
-    let mut rows_in = vec![0usize; cols.max(1)];
-    for i in 0..n {
-        row_of[i] = rows_in[depth[i]];
-        rows_in[depth[i]] += 1;
-    }
-    let (bw, bh, gx, gy, pad) = (300.0, 34.0, 70.0, 14.0, 20.0);
-    let x = |i: usize| pad + depth[i] as f64 * (bw + gx);
-    let y = |i: usize| pad + row_of[i] as f64 * (bh + gy);
-    let width = pad * 2.0 + cols as f64 * (bw + gx);
-    let height = pad * 2.0 + rows_in.iter().copied().max().unwrap_or(0) as f64 * (bh + gy);
-    let due_count = d.nodes.iter().filter(|n| n.due).count();
-
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}">"#
-    );
-    svg.push_str(r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#888"/></marker></defs>"##);
-    svg.push('\n');
-    for &(a, b) in &d.edges {
-        let (x1, y1) = (x(a) + bw, y(a) + bh / 2.0);
-        let (x2, y2) = (x(b), y(b) + bh / 2.0);
-        let mx = (x1 + x2) / 2.0;
-        let _ = writeln!(
-            svg,
-            r#"<path class="edge" data-from="{}" data-to="{}" d="M {x1:.1} {y1:.1} C {mx:.1} {y1:.1}, {mx:.1} {y2:.1}, {x2:.1} {y2:.1}" marker-end="url(#arrow)"/>"#,
-            esc_html(&d.nodes[a].label),
-            esc_html(&d.nodes[b].label)
-        );
-    }
-    for (i, nd) in d.nodes.iter().enumerate() {
-        let class = if nd.due { "node due" } else { "node current" };
-        let _ = writeln!(
-            svg,
-            r#"<g class="{class}" data-label="{l}" data-kind="{k}" data-due="{due}"><title>{l}&#10;{r}&#10;fingerprint {f}</title><rect x="{x:.1}" y="{y:.1}" width="{bw}" height="{bh}" rx="6"/><text x="{tx:.1}" y="{ty:.1}">{l}</text></g>"#,
-            l = esc_html(&nd.label),
-            k = esc_html(&nd.kind),
-            due = nd.due,
-            r = esc_html(&nd.reason),
-            f = nd.fingerprint,
-            x = x(i),
-            y = y(i),
-            tx = x(i) + 8.0,
-            ty = y(i) + bh / 2.0 + 4.0,
-        );
-    }
-    svg.push_str("</svg>\n");
-
-    format!(
-        r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>csis build graph</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1em; }}
-.legend span {{ display: inline-block; padding: 2px 8px; margin-right: 8px; border-radius: 4px; border: 1px solid #999; }}
-.node rect {{ fill: #eeeeee; stroke: #999; }}
-.node.due rect {{ fill: #ffd27f; stroke: #c77800; stroke-width: 2; }}
-.node text {{ font: 12px monospace; fill: #222; }}
-.edge {{ fill: none; stroke: #888; stroke-width: 1.2; }}
-</style>
-</head>
-<body>
-<h1>csis build graph</h1>
-<p class="legend"><span style="background:#ffd27f">due</span><span style="background:#eeeeee">current / not needed</span> {n} node(s), {due_count} due. Hover a node for its reason.</p>
-<div id="graph">
-{svg}</div>
-</body>
-</html>
-"#
-    )
 }
