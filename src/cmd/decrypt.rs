@@ -11,6 +11,9 @@ use csis_rules::secrets::{self, markers};
 
 use crate::GlobalArgs;
 
+/// The most stdin is read (a query, a marker): input is bounded.
+const STDIN_LIMIT: u64 = 16 << 20;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// An ENC[age:...] marker, or `-` to read it from stdin.
@@ -64,7 +67,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.json {
         let mut input = String::new();
-        std::io::stdin().read_to_string(&mut input)?;
+        std::io::stdin().take(STDIN_LIMIT + 1).read_to_string(&mut input)?;
+        if input.len() as u64 > STDIN_LIMIT {
+            eprintln!("error: the query on stdin is larger than 16 MiB: refused");
+            return Ok(ExitCode::from(1));
+        }
         let query: serde_json::Value = match serde_json::from_str(if input.trim().is_empty() { "{}" } else { &input }) {
             Ok(v) => v,
             Err(e) => {
@@ -96,7 +103,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let v = match args.value.as_deref() {
         Some("-") | None => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s)?;
+            std::io::stdin().take(STDIN_LIMIT).read_to_string(&mut s)?;
             s
         }
         Some(v) => v.to_string(),
