@@ -172,6 +172,31 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     assert!(text(&again.stdout).contains("already encrypted"));
     assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), written);
 
+    // decrypt --file with the wrong identity writes nothing
+    let b = identity();
+    let out = csis(dir.path())
+        .args(["decrypt", "--file"])
+        .arg(dir.path().join("cfg/zz-keys.yml"))
+        .args(["--field", "admin_public_keys"])
+        .env("CSIS_CONFIG_IDENTITY", &b.secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), written);
+
+    // decrypt --file is the inverse: the values come back in clear, the rest as it was
+    let out = csis(dir.path())
+        .args(["decrypt", "--file"])
+        .arg(dir.path().join("cfg/zz-keys.yml"))
+        .args(["--field", "admin_public_keys"])
+        .env("CSIS_CONFIG_IDENTITY", &a.secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let clear = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
+    assert_eq!(clear, keys_yaml().replace(&format!("- {KEY}"), &format!("- \"{KEY}\"")));
+    assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
+
     // a field the file does not hold is an error, and nothing changes
     let none = csis(dir.path())
         .args(["encrypt", "--file"])

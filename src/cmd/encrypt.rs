@@ -37,7 +37,12 @@ fn value_or_stdin(v: &str) -> anyhow::Result<String> {
         return Ok(v.to_string());
     }
     let mut s = String::new();
-    std::io::stdin().read_to_string(&mut s)?;
+    // a value is bounded: 16 MiB
+    const LIMIT: u64 = 16 << 20;
+    std::io::stdin().take(LIMIT + 1).read_to_string(&mut s)?;
+    if s.len() as u64 > LIMIT {
+        anyhow::bail!("the value on stdin is larger than 16 MiB: refused");
+    }
     Ok(secrets::strip_one_newline(s))
 }
 

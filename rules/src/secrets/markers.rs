@@ -98,9 +98,9 @@ impl YamlFile {
         }
     }
 
-    /// The text with each `(scalar, marker)` written in the scalar's place,
-    /// checked by parsing it again: each rewritten field must read back as
-    /// its marker, or nothing is returned.
+    /// The text with each `(scalar, value)` written in the scalar's place
+    /// (a marker, or a plaintext written back), checked by parsing it again:
+    /// each rewritten field must read back as its value, or nothing is returned.
     pub fn rewritten(&self, edits: &[(&Scalar, String)]) -> Result<String, String> {
         let mut sorted: Vec<&(&Scalar, String)> = edits.iter().collect();
         sorted.sort_by_key(|(s, _)| s.offset);
@@ -125,7 +125,7 @@ impl YamlFile {
         for (s, marker) in &sorted {
             if !back.iter().any(|b| b.path == s.path && b.string.as_deref() == Some(marker.as_str())) {
                 return Err(format!(
-                    "{}:{}: `{}` does not read back as its marker after the rewrite; nothing written",
+                    "{}:{}: `{}` does not read back as written after the rewrite; nothing written",
                     self.display, s.line, s.path
                 ));
             }
@@ -211,7 +211,12 @@ fn replacement(text: &str, s: &Scalar, marker: &str) -> (usize, usize, String) {
             // the span may end inside the next line's indentation: keep that
             let tail = &orig[orig.trim_end().len()..];
             let nl = tail.rfind('\n').map(|p| &tail[p..]).unwrap_or("");
-            return (ind, end, format!("{marker}{}{nl}", &text[ind + tok.len()..eol]));
+            let v = if crypt::is_marker(marker) {
+                marker.to_string()
+            } else {
+                serde_json::to_string(marker).unwrap_or_default()
+            };
+            return (ind, end, format!("{v}{}{nl}", &text[ind + tok.len()..eol]));
         }
     }
     (s.offset, end, token(orig, marker, s.in_flow))
@@ -220,10 +225,15 @@ fn replacement(text: &str, s: &Scalar, marker: &str) -> (usize, usize, String) {
 /// The text that replaces a scalar's span `orig` with `marker`: its quoting
 /// kept, a block scalar's trailing line breaks kept, quoted inside a flow
 /// collection. A marker holds no quote, backslash or space, so every form is
-/// the marker itself.
+/// the marker itself. Any other value (a plaintext written back) is a
+/// double-quoted scalar with JSON's escapes, which YAML reads as written.
 fn token(orig: &str, marker: &str, in_flow: bool) -> String {
     let t = orig.trim_end();
     let suffix = &orig[t.len()..];
+    if !crypt::is_marker(marker) {
+        let q = serde_json::to_string(marker).unwrap_or_default();
+        return format!("{q}{suffix}");
+    }
     if t.starts_with('"') || (in_flow && !t.starts_with('\'')) {
         format!("\"{marker}\"{suffix}")
     } else if t.starts_with('\'') {
@@ -304,6 +314,65 @@ pub fn encrypt_fields(
         }
     }
     if report.encrypted.is_empty() && report.already_encrypted.is_empty() && report.skipped.is_empty() {
+        return Err(format!(
+            "{}: no field named {} holds a value",
+            f.display,
+            fields.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !edits.is_empty() {
+        let text = f.rewritten(&edits)?;
+        if write {
+            write_atomic(&f.path, &text)?;
+            report.written = true;
+        }
+    }
+    Ok(report)
+}
+
+/// What writing fields of one file back in clear did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClearReport {
+    pub file: String,
+    /// Markers now written in clear.
+    pub decrypted: Vec<MarkerAt>,
+    /// Values of those fields that were not markers.
+    pub not_encrypted: Vec<MarkerAt>,
+    pub written: bool,
+}
+
+/// The inverse of [`encrypt_fields`]: every marker that is the value (or a
+/// list element) of a key named in `fields` is written in clear, as a
+/// double-quoted scalar. Nothing is written unless every such marker opens.
+pub fn decrypt_fields(
+    path: &Path,
+    root: &Path,
+    fields: &[String],
+    ids: &Identities,
+    write: bool,
+) -> Result<ClearReport, String> {
+    let f = YamlFile::read(path, root)?;
+    let scalars = f.scalars();
+    let mut report = ClearReport {
+        file: f.display.clone(),
+        decrypted: Vec::new(),
+        not_encrypted: Vec::new(),
+        written: false,
+    };
+    let mut edits: Vec<(&Scalar, String)> = Vec::new();
+    for s in scalars.iter().filter(|s| s.owner.as_ref().is_some_and(|o| fields.contains(o))) {
+        let at = f.at(s);
+        if s.is_marker() {
+            let plain = ids
+                .decrypt(s.string.as_deref().unwrap_or_default())
+                .map_err(|e| format!("{at}: {e}; nothing written"))?;
+            edits.push((s, plain));
+            report.decrypted.push(at);
+        } else {
+            report.not_encrypted.push(at);
+        }
+    }
+    if report.decrypted.is_empty() && report.not_encrypted.is_empty() {
         return Err(format!(
             "{}: no field named {} holds a value",
             f.display,
@@ -607,6 +676,16 @@ mod tests {
         let s = f.scalars();
         let out = f.rewritten(&[(&s[0], "ENC[age:QUJD]".into())]).unwrap();
         assert_eq!(out, "a: &x ENC[age:QUJD]\nb: *x\n");
+    }
+
+    #[test]
+    fn a_plaintext_is_written_back_double_quoted() {
+        let f = file("a: ENC[age:QUJD]  # c\nb:\n  - 'ENC[age:QUJD]'\n");
+        let s = f.scalars();
+        let out = f
+            .rewritten(&[(&s[0], "it's \"x\": y\n#z".into()), (&s[1], "plain".into())])
+            .unwrap();
+        assert_eq!(out, "a: \"it's \\\"x\\\": y\\n#z\"  # c\nb:\n  - \"plain\"\n");
     }
 
     #[test]
