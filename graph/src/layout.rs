@@ -462,15 +462,15 @@ fn transpose(p: &Proper, order: &mut [Vec<usize>]) {
     let mut pos = positions(p, order);
     for _ in 0..6 {
         let mut improved = false;
-        for l in 0..order.len() {
-            for i in 0..order[l].len().saturating_sub(1) {
-                let (u, v) = (order[l][i], order[l][i + 1]);
+        for layer in order.iter_mut() {
+            for i in 0..layer.len().saturating_sub(1) {
+                let (u, v) = (layer[i], layer[i + 1]);
                 let now = pair_crossings(&p.up[u], &p.up[v], &pos)
                     + pair_crossings(&p.down[u], &p.down[v], &pos);
                 let swapped = pair_crossings(&p.up[v], &p.up[u], &pos)
                     + pair_crossings(&p.down[v], &p.down[u], &pos);
                 if swapped < now {
-                    order[l].swap(i, i + 1);
+                    layer.swap(i, i + 1);
                     pos[u] = i + 1;
                     pos[v] = i;
                     improved = true;
@@ -577,9 +577,9 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
             row_h[l][row[v]] = row_h[l][row[v]].max(p.vx[v].h);
         }
         let mut off = 0.0;
-        for r in 0..rows {
+        for &rh in &row_h[l] {
             row_off[l].push(off);
-            off += row_h[l][r] + opt.node_gap;
+            off += rh + opt.node_gap;
         }
     }
     // Heights: a dummy in a wrapped layer takes a whole cell.

@@ -125,7 +125,16 @@ struct Card {
     title: String,
 }
 
+/// Does the node stand for builds (a series, or a bake step)?
+fn has_builds(n: &Node) -> bool {
+    n.is_series() || n.kind == "bake"
+}
+
 fn build_line(n: &Node, now: Option<i64>) -> String {
+    if !has_builds(n) {
+        let fp: String = n.entry.fingerprint.chars().take(12).collect();
+        return format!("fp {fp}");
+    }
     match &n.build {
         Some(b) => match (now, b.at) {
             (Some(now), Some(at)) => format!("{} · {}", short_id(&b.id), age(now, at)),
@@ -171,7 +180,11 @@ fn card(n: &Node, now: Option<i64>, folded: bool) -> Card {
         );
     }
     let build = build_line(n, now);
-    let cls = if n.build.is_some() { "build" } else { "build none" };
+    let cls = if n.build.is_some() || !has_builds(n) {
+        "build"
+    } else {
+        "build none"
+    };
     let _ = write!(
         b,
         r#"<text class="{cls}" x="{PAD}" y="40">{}</text>"#,
@@ -268,7 +281,7 @@ fn card(n: &Node, now: Option<i64>, folded: bool) -> Card {
 fn node_classes(n: &Node) -> String {
     let mut c = vec!["node", if n.is_series() { &n.kind } else { "step" }];
     c.push(if n.due.is_some() { "due" } else { "current" });
-    if n.build.is_none() {
+    if n.build.is_none() && has_builds(n) {
         c.push("unbuilt");
     }
     if !n.released.is_empty() {
