@@ -59,6 +59,15 @@ impl Renderer {
         }
     }
 
+    /// Events already serialized (the no-op stamp's), shown as they were.
+    pub fn raw_json_lines(&self, lines: &str) {
+        if let Renderer::Json = self {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(lines.as_bytes());
+            let _ = out.flush();
+        }
+    }
+
     pub fn event(&self, e: &Event) {
         match self {
             Renderer::Json => {
@@ -141,6 +150,26 @@ impl Tty {
                 ));
             }
             _ => {}
+        }
+    }
+}
+
+impl csis_ops::build::Reporter for Renderer {
+    fn note(&self, msg: &str) {
+        Renderer::note(self, msg)
+    }
+    fn event(&self, e: &Event) {
+        Renderer::event(self, e)
+    }
+    fn log_line(&self, label: &str, line: &str) {
+        Renderer::log_line(self, label, line)
+    }
+    fn dry_run_plan(&self, plan: &csis_engine::Plan) {
+        let text = crate::render::plan_text(plan, false, false);
+        if self.is_json() {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
         }
     }
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use csis_cache::drift::{self, RuntimeView};
 use csis_cache::{MetaState, Revocations};
 
-use super::state::{declared_runtimes, image_parents, load_tree, tokio_rt, view_of};
+use csis_ops::state::{declared_runtimes, image_parents, load_tree, tokio_rt, view_of};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
-    let tree = load_tree(global)?;
+    let tree = load_tree(&global.tree())?;
     let Some(decl) = tree.runtime(&args.runtime) else {
         eprintln!(
             "empty: runtime {} is not declared in this tree",
@@ -27,7 +27,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let name = decl.name.clone();
-    let rt = match crate::wiring::runtime(&tree, &name) {
+    let rt = match csis_ops::wiring::runtime(&tree, &name) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("empty: {name} cannot answer: {e:#}");
@@ -76,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         leftovers.push(format!("volume {v}"));
     }
     // A strict query of this runtime must agree too.
-    let (lineage, pins) = super::state::records(tree.root())?;
+    let (lineage, pins) = csis_ops::state::records(tree.root())?;
     let revs = Revocations::load(&meta)?;
     let parents = image_parents(&tree);
     let report = drift::judge(

@@ -17,7 +17,7 @@ use anyhow::Result;
 use csis_cache::drift::{record_tags, tag_disagreements, FINGERPRINT_TAG_LEN, TAG_FINGERPRINT};
 use csis_cache::Restamp;
 
-use super::state::{load_tree, take_lock, tokio_rt};
+use csis_ops::state::{load_tree, tokio_rt};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Subcommand)]
@@ -58,7 +58,7 @@ pub fn run(global: &GlobalArgs, cmd: LineageCommand) -> Result<ExitCode> {
 }
 
 fn relabel(global: &GlobalArgs, args: RelabelArgs) -> Result<ExitCode> {
-    let tree = load_tree(global)?;
+    let tree = load_tree(&global.tree())?;
     let Some(rt_decl) = tree.runtime(&args.runtime) else {
         eprintln!(
             "error: runtime {} is not declared in this tree",
@@ -67,7 +67,7 @@ fn relabel(global: &GlobalArgs, args: RelabelArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let rt_name = rt_decl.name.clone();
-    let lineage = super::state::records(tree.root())?.0;
+    let lineage = csis_ops::state::records(tree.root())?.0;
     let mut failed = false;
     for b in &args.builds {
         match lineage.find(b) {
@@ -88,7 +88,7 @@ fn relabel(global: &GlobalArgs, args: RelabelArgs) -> Result<ExitCode> {
     if failed {
         return Ok(ExitCode::from(1));
     }
-    let rt = crate::wiring::runtime(&tree, &rt_name)?;
+    let rt = csis_ops::wiring::runtime(&tree, &rt_name)?;
     let tokio = tokio_rt()?;
     let images = match tokio.block_on(rt.query_images()) {
         Ok(i) => i,
@@ -149,7 +149,7 @@ fn relabel(global: &GlobalArgs, args: RelabelArgs) -> Result<ExitCode> {
 }
 
 fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
-    let tree = load_tree(global)?;
+    let tree = load_tree(&global.tree())?;
     let Some(rt_decl) = tree.runtime(&args.runtime) else {
         eprintln!(
             "error: runtime {} is not declared in this tree",
@@ -161,8 +161,8 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        let l = take_lock(tree.root())?;
-        super::state::settle_journal(tree.root())?;
+        let l = crate::cmd::take_lock(tree.root())?;
+        csis_ops::state::settle_journal(tree.root())?;
         Some(l)
     };
     let only: BTreeSet<String> = args
@@ -174,7 +174,7 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
     let rt = if args.dry_run {
         None
     } else {
-        Some(crate::wiring::runtime(&tree, &rt_name)?)
+        Some(csis_ops::wiring::runtime(&tree, &rt_name)?)
     };
     let run = csis_cache::run_id_now();
     let mut total = 0usize;
@@ -182,10 +182,10 @@ fn restamp(global: &GlobalArgs, args: RestampArgs) -> Result<ExitCode> {
     // Each pass restamps the heads that differ; a pinned child hashes its
     // parent's recorded fingerprint, so it can move in the next pass.
     for _pass in 0..32 {
-        let session = crate::session::open_tree(tree.clone())?;
+        let session = csis_ops::session::open_tree(tree.clone())?;
         // The records themselves (the session's lineage is the planning
         // view, without revoked heads): what is rewritten.
-        let mut lineage = super::state::records(tree.root())?.0;
+        let mut lineage = csis_ops::state::records(tree.root())?.0;
         let revs = csis_cache::Revocations::load(&session.meta)?;
         let mut moved = Vec::new();
         for id in session.compiled.bake_nodes() {

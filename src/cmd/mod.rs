@@ -15,3 +15,10 @@ pub mod preflight;
 pub mod release;
 pub mod revoke;
 pub mod state;
+
+/// Take the tree lock, saying so while another csis holds it.
+pub(crate) fn take_lock(root: &std::path::Path) -> anyhow::Result<csis_cache::TreeLock> {
+    csis_ops::state::take_lock(root, |holder| {
+        eprintln!("waiting for another csis to release the tree lock ({holder})");
+    })
+}

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use csis_runtime::RuntimeError;
 
-use super::state::{load_tree, tokio_rt};
+use csis_ops::state::{load_tree, tokio_rt};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,7 @@ pub(crate) fn find_executable(binary: &str) -> Option<PathBuf> {
 }
 
 pub fn run(global: &GlobalArgs, _args: Args) -> Result<ExitCode> {
-    let tree = load_tree(global)?;
+    let tree = load_tree(&global.tree())?;
     let tokio = tokio_rt()?;
     let mut ok = true;
     if tree.runtimes.is_empty() {
@@ -50,7 +50,7 @@ pub fn run(global: &GlobalArgs, _args: Args) -> Result<ExitCode> {
         ok = false;
     }
     for decl in &tree.runtimes {
-        let rt = match crate::wiring::runtime(&tree, &decl.name) {
+        let rt = match csis_ops::wiring::runtime(&tree, &decl.name) {
             Ok(r) => r,
             Err(e) => {
                 println!("FAIL runtime {}: {e:#}", decl.name);

@@ -1,25 +1,15 @@
 //! `csis release IMAGE [--build ID] [--model M] [--note T] [--runtime RT]`
 //! and `csis release --declared`.
-//!
-//! A release is refused unless the build is recorded, belongs to the
-//! series, passed its in-bake tests, passed its post-bake tests where the
-//! image declares them and `require_image_tests` holds, and is not revoked
-//! (csis_cache::release_rules). `releases.yaml` keeps the history and the
-//! current build per model; with `config.apply_release` (for the runtime) the
-//! runtime's `release` hook marks the artifact, before the record is written.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use csis_cache::release_rules::{
-    declared_candidate, qualify, record_release, ImageTests, ModTests, ReleaseRecords,
-    ReleaseRefusal, ReleaseRules,
-};
+use csis_cache::release_rules::{declared_candidate, qualify, ImageTests, ModTests, ReleaseRefusal};
 use csis_cache::{head_unrevoked, BuildRecord, MetaState, Releases, Revocations};
+use csis_ops::release::{release_build, rules_for, Ctx, ReleaseOf};
+use csis_ops::state::{load_tree, tokio_rt};
 use csis_rules::Tree;
-use csis_runtime::DynRuntime;
 
-use super::state::{load_tree, take_lock, tokio_rt};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
@@ -46,53 +36,22 @@ pub struct Args {
     pub dry_run: bool,
 }
 
-struct Ctx {
-    meta: MetaState,
-    lineage: csis_cache::Lineage,
-    revs: Revocations,
-    image_tests: ImageTests,
-    mod_tests: ModTests,
-}
-
-impl Ctx {
-    fn recs(&self) -> ReleaseRecords<'_> {
-        ReleaseRecords {
-            lineage: &self.lineage,
-            revocations: &self.revs,
-            image_tests: &self.image_tests,
-            mod_tests: &self.mod_tests,
-        }
-    }
-}
-
-fn rules_for(tree: &Tree, series: &str) -> ReleaseRules {
-    let cfg = &tree.config.config;
-    ReleaseRules {
-        post_bake_declared: tree
-            .image(series)
-            .filter(|i| i.name == series)
-            .is_some_and(|i| i.model.tests.post_bake.is_some()),
-        require_image_tests: cfg.require_image_tests,
-        require_mod_tests: cfg.require_mod_tests,
-    }
-}
-
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     if args.image.is_none() && !args.declared {
         eprintln!("error: name an IMAGE, or use --declared");
         return Ok(ExitCode::from(2));
     }
-    let tree = load_tree(global)?;
+    let tree = load_tree(&global.tree())?;
     let _lock = if args.dry_run {
         None
     } else {
-        let l = take_lock(tree.root())?;
-        super::state::settle_journal(tree.root())?;
+        let l = crate::cmd::take_lock(tree.root())?;
+        csis_ops::state::settle_journal(tree.root())?;
         Some(l)
     };
     let meta = MetaState::of_tree(tree.root());
     let ctx = Ctx {
-        lineage: super::state::records(tree.root())?.0,
+        lineage: csis_ops::state::records(tree.root())?.0,
         revs: Revocations::load(&meta)?,
         image_tests: ImageTests::load(&meta)?,
         mod_tests: ModTests::load(&meta)?,
@@ -213,7 +172,7 @@ fn do_release(
         return Ok(0);
     }
     let rt = if apply {
-        match crate::wiring::runtime(tree, runtime) {
+        match csis_ops::wiring::runtime(tree, runtime) {
             Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("refused: {e:#} (apply_release is on for {runtime})");
@@ -254,46 +213,6 @@ fn do_release(
             Ok(1)
         }
     }
-}
-
-/// One release to carry out.
-struct ReleaseOf<'a> {
-    rec: &'a BuildRecord,
-    series: &'a str,
-    runtime: &'a str,
-    model: &'a str,
-    note: Option<&'a str>,
-    run: &'a str,
-}
-
-/// Mark the build released on its runtime (`apply`: `config.apply_release`
-/// holds for the runtime), then record the release in `releases.yaml`
-/// (atomically). `Ok(Ok(line))` says what was done; `Ok(Err(why))` is a
-/// failed mark, with nothing recorded.
-async fn release_build(
-    meta: &MetaState,
-    releases: &mut Releases,
-    r: ReleaseOf<'_>,
-    apply: Option<&DynRuntime>,
-) -> Result<Result<String, String>> {
-    let (id, series, runtime, model) = (&r.rec.build_id, r.series, r.runtime, r.model);
-    if let Some(rt) = apply {
-        if let Err(e) = rt.release(id, series, model).await {
-            return Ok(Err(format!(
-                "the release mark of {id} on {runtime} failed: {e}; nothing recorded"
-            )));
-        }
-    }
-    record_release(releases, r.rec, series, model, Some(r.run), r.note);
-    meta.save_releases(releases)?;
-    Ok(Ok(format!(
-        "released {id} as {model} of {series} on {runtime}{}",
-        if apply.is_some() {
-            " (marked on the runtime)"
-        } else {
-            ""
-        }
-    )))
 }
 
 fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Result<ExitCode> {
@@ -343,76 +262,3 @@ fn declared(tree: &Tree, ctx: &Ctx, releases: &mut Releases, args: &Args) -> Res
     Ok(ExitCode::from(worst))
 }
 
-/// The release node of `csis build` (core.md §5.4) for `series` on
-/// `runtime`, run as soon as the build's bake of it is recorded (after its
-/// retag): release, as `model`, the series head if it qualifies (in-bake
-/// tests passed, post-bake tests where required, not revoked) and is not
-/// the current release of that model already.
-///
-/// `lineage` holds (at least) the series' records as the build's
-/// `Recorder` holds them, this run's bakes included; the other records are
-/// read from `meta-state/`.
-/// The caller holds the tree lock and serializes the writers of
-/// `meta-state/` (`releases.yaml` is read and written here). `rt` is the
-/// runtime the build constructed, for the release mark (`apply_release`).
-///
-/// `Ok(Ok(line))`: what was released, or why nothing was (a head that does
-/// not qualify yet is not an error). `Ok(Err(why))`: the release failed
-/// (the mark on the runtime, or the runtime cannot be reached): nothing is
-/// recorded and the node fails.
-pub(crate) async fn release_in_build(
-    tree: &Tree,
-    lineage: csis_cache::Lineage,
-    series: &str,
-    runtime: &str,
-    model: &str,
-    run: &str,
-    rt: Option<DynRuntime>,
-) -> Result<Result<String, String>> {
-    let meta = MetaState::of_tree(tree.root());
-    let ctx = Ctx {
-        lineage,
-        revs: Revocations::load(&meta)?,
-        image_tests: ImageTests::load(&meta)?,
-        mod_tests: ModTests::load(&meta)?,
-        meta,
-    };
-    let mut releases = ctx.meta.releases()?;
-    let rules = rules_for(tree, series);
-    let rec = match declared_candidate(ctx.recs(), &releases, series, runtime, model, rules) {
-        Ok(Some(rec)) => rec.clone(),
-        Ok(None) => {
-            let head = head_unrevoked(&ctx.lineage, &ctx.revs, series, runtime)
-                .map(|h| h.build_id.clone())
-                .unwrap_or_default();
-            return Ok(Ok(format!(
-                "{head} is already the current {model} release of {series}"
-            )));
-        }
-        Err(e) => return Ok(Ok(format!("{series} on {runtime}: not released: {e}"))),
-    };
-    let apply = if tree.config.config.apply_release.allows(&[runtime]) {
-        match rt {
-            Some(r) => Some(r),
-            None => match crate::wiring::runtime(tree, runtime) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "refused: {e:#} (apply_release is on for {runtime})"
-                    )))
-                }
-            },
-        }
-    } else {
-        None
-    };
-    let what = ReleaseOf {
-        rec: &rec,
-        series,
-        runtime,
-        model,
-        note: None,
-        run,
-    };
-    release_build(&ctx.meta, &mut releases, what, apply.as_ref()).await
-}

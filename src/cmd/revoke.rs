@@ -10,7 +10,6 @@ use anyhow::Result;
 use csis_cache::revocations::{descendants, revoke};
 use csis_cache::{MetaState, Revocations};
 
-use super::state::take_lock;
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
@@ -32,12 +31,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let _lock = if args.dry_run {
         None
     } else {
-        let l = take_lock(&global.dir)?;
-        super::state::settle_journal(&global.dir)?;
+        let l = crate::cmd::take_lock(&global.dir)?;
+        csis_ops::state::settle_journal(&global.dir)?;
         Some(l)
     };
     let meta = MetaState::of_tree(&global.dir);
-    let lineage = super::state::records(&global.dir)?.0;
+    let lineage = csis_ops::state::records(&global.dir)?.0;
     let mut revs = Revocations::load(&meta)?;
     let run = csis_cache::run_id_now();
     let newly = match revoke(

@@ -78,10 +78,10 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
             json,
         } => return verify_instance(global, &runtime, &instance, expect, mounts, timeout, json),
     };
-    let tree = match csis_rules::load(&global.dir, &super::validate::load_options(global)) {
+    let tree = match csis_rules::load(&global.dir, &global.tree().load_options()) {
         Ok(t) => t,
         Err(diags) => {
-            super::validate::print_human(&diags);
+            crate::render::print_human(&diags);
             return Ok(ExitCode::from(1));
         }
     };
@@ -219,7 +219,7 @@ fn verify_instance(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use csis_runtime::RuntimeError;
-    let tree = super::state::load_tree(global)?;
+    let tree = csis_ops::state::load_tree(&global.tree())?;
     let Some(name) = tree.runtime(runtime).map(|r| r.name.clone()) else {
         eprintln!("verify: runtime {runtime} is not declared in this tree");
         return Ok(ExitCode::from(2));
@@ -227,7 +227,7 @@ fn verify_instance(
     let expected = match expect {
         Some(b) => b,
         // The pins as the next build will see them (the journal merged).
-        None => match super::state::records(tree.root())?
+        None => match csis_ops::state::records(tree.root())?
             .1
             .instances
             .get(instance)
@@ -241,8 +241,8 @@ fn verify_instance(
             }
         },
     };
-    let rt = crate::wiring::runtime(&tree, &name)?;
-    let answer = super::state::tokio_rt()?
+    let rt = csis_ops::wiring::runtime(&tree, &name)?;
+    let answer = csis_ops::state::tokio_rt()?
         .block_on(rt.verify_instance(instance, &expected, mounts, timeout));
     let checks = match answer {
         Ok(c) => c,

@@ -24,12 +24,10 @@ pub struct Args {
 /// The load options every command uses: overlays and undeclares from the
 /// global flags, the process environment (and `CSIS_CONFIG_IDENTITY`).
 pub fn load_options(global: &GlobalArgs) -> csis_rules::LoadOptions {
-    csis_rules::LoadOptions {
-        overlays: global.overlays.clone(),
-        undeclares: global.undeclare.clone(),
-        ..Default::default()
-    }
+    global.tree().load_options()
 }
+
+pub use crate::render::print_human;
 
 #[derive(Serialize)]
 struct JsonDiag<'a> {
@@ -52,13 +50,6 @@ fn to_json(d: &Diagnostic) -> JsonDiag<'_> {
         message: d.message.clone(),
         severity: d.severity,
         hint: d.hint.as_deref(),
-    }
-}
-
-/// Print diagnostics for people (miette, with source spans).
-pub fn print_human(diags: &[Diagnostic]) {
-    for d in diags {
-        eprintln!("{:?}", d.to_report());
     }
 }
 
@@ -180,7 +171,7 @@ fn online_checks(tree: &Tree, skipped: &mut Vec<String>) -> Vec<Diagnostic> {
         }
     };
     for r in &tree.runtimes {
-        match crate::wiring::runtime(tree, &r.name) {
+        match csis_ops::wiring::runtime(tree, &r.name) {
             Err(e) => skipped.push(format!("runtime {} ({}): {e}", r.display, r.type_name())),
             Ok(hooks) => match rt.block_on(hooks.check_online()) {
                 Ok(findings) => {
