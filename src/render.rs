@@ -1,7 +1,14 @@
 //! Rendering shared by several commands: diagnostics, the plan.
 
 use csis_engine::{Plan, PlannedNode};
+use serde::Serialize;
 use csis_rules::Diagnostic;
+
+/// A report as pretty JSON on stdout (one document, newline-terminated).
+pub fn json<T: Serialize>(report: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(report)?);
+    Ok(())
+}
 
 /// Print diagnostics for people (miette, with source spans).
 pub fn print_human(diags: &[Diagnostic]) {

@@ -11,14 +11,22 @@
 //!   killed run left unrecorded).
 //! - [`wiring`]: the one table of runtime types.
 //! - [`noop`]: the no-op stamp of `csis build`.
-//! - [`state`], [`dispose`], [`release`]: the lineage operations.
+//! - [`context`]: a tree opened to read or to write (lock, settled
+//!   journal, records, runtimes on demand, the tokio runtime).
+//! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
+//!   lineage operations; [`inspect`]: `empty`, `preflight`, `runtime
+//!   describe` and `verify-instance`.
+//! - [`exit`]: the exit codes, by name.
 
 pub mod build;
 pub mod context;
 pub mod dispose;
 pub mod exit;
+pub mod inspect;
+pub mod lineage;
 pub mod noop;
 pub mod release;
+pub mod revoke;
 pub mod session;
 pub mod state;
 pub mod wiring;

@@ -16,8 +16,9 @@ use csis_cache::drift::{self, RuntimeView, SeenImage, SeenInstance, StateReport}
 use csis_cache::{LocalDir, MetaState, Revocations, TreeLock};
 use csis_rules::{Parent, Tree};
 use csis_runtime::{DynRuntime, RuntimeError};
+use serde::Serialize;
 
-use crate::TreeArgs;
+use crate::{Context as OpContext, TreeArgs};
 
 // ---------------------------------------------------------------------------
 // shared by the lineage operations
@@ -229,4 +230,85 @@ pub fn state_query_gate(tree: &Tree, run_query: bool) -> Result<Vec<String>> {
         write_report(tree, &report)?;
     }
     Ok(last_report_hard_drift(tree).unwrap_or_default())
+}
+
+/// The state query's answer and where it was written.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryReport {
+    pub report: StateReport,
+    pub path: PathBuf,
+}
+
+impl QueryReport {
+    /// 1 on hard drift (with `strict`, also on missing, foreign, changed).
+    pub fn exit_code(&self, strict: bool) -> u8 {
+        let fail = if strict {
+            self.report.strict_fails()
+        } else {
+            self.report.has_hard()
+        };
+        if fail {
+            crate::exit::FAILURE
+        } else {
+            crate::exit::SUCCESS
+        }
+    }
+}
+
+/// `csis state query`: ask every declared runtime, judge, write the report.
+pub fn query(cx: &OpContext) -> Result<QueryReport> {
+    let (report, _) = state_report(cx.tree(), &cx.meta)?;
+    let path = write_report(cx.tree(), &report)?;
+    Ok(QueryReport { report, path })
+}
+
+/// A foreign image adopted into lineage from its tags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Adopted {
+    pub build_id: String,
+    pub series: String,
+    pub runtime: String,
+    pub parent: Option<String>,
+}
+
+/// What `csis state import` adopted (or, in a dry run, would).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    pub dry_run: bool,
+    pub adopted: Vec<Adopted>,
+}
+
+/// `csis state import`: adopt foreign images (tagged as csis's, not
+/// recorded) into lineage from their tags. The context is opened for
+/// writing unless `dry_run`.
+pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
+    let tree = cx.tree();
+    let (_, views) = state_report(tree, &cx.meta)?;
+    let mut lineage = cx.records()?.0;
+    let run = csis_cache::run_id_now();
+    let mut adopted = Vec::new();
+    for v in &views {
+        let Ok(images) = &v.images else { continue };
+        for img in images {
+            if lineage.find(&img.build_id).is_some() {
+                continue;
+            }
+            let Some(rec) = drift::record_from_tags(img, &v.runtime, &run) else {
+                continue;
+            };
+            adopted.push(Adopted {
+                build_id: rec.build_id.clone(),
+                series: rec.series.clone(),
+                runtime: v.runtime.clone(),
+                parent: rec.parent.clone(),
+            });
+            lineage.add_build(rec);
+        }
+    }
+    if !dry_run && !adopted.is_empty() {
+        cx.meta.save_lineage(&lineage)?;
+        let (report, _) = state_report(tree, &cx.meta)?;
+        write_report(tree, &report)?;
+    }
+    Ok(ImportReport { dry_run, adopted })
 }

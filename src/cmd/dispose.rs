@@ -1,12 +1,11 @@
-//! `csis dispose image [IDS] [--runtime RT] [--all] [--retention] [--min-age DAYS] [--dry-run]`
+//! `csis dispose image [IDS] [--runtime RT] [--all] [--retention] [--min-age DAYS] [--dry-run] [--json]`
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use csis_cache::retention::{DisposePlan, DisposeRequest, Selection};
-use csis_cache::MetaState;
-use csis_ops::dispose::{compute_plan, execute_async};
-use csis_ops::state::{load_tree, settle_journal, tokio_rt};
+use csis_cache::retention::Selection;
+use csis_ops::dispose::{DisposeArgs, DisposeEvent};
+use csis_ops::{exit, Access};
 
 use crate::GlobalArgs;
 
@@ -35,28 +34,18 @@ pub struct Args {
     /// Print the plan; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the report as JSON (`{dry_run, events: [{event, ...}]}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
     let DisposeCommand::Image(args) = cmd;
     if args.ids.is_empty() && !args.all && !args.retention {
         eprintln!("error: name build ids, or --all --runtime RT, or --retention");
-        return Ok(ExitCode::from(2));
+        return Ok(ExitCode::from(exit::CANNOT_ANSWER));
     }
-    let tree = load_tree(&global.tree())?;
-    let _lock = if args.dry_run {
-        None
-    } else {
-        let l = crate::cmd::take_lock(tree.root())?;
-        settle_journal(tree.root())?;
-        Some(l)
-    };
-    let meta = MetaState::of_tree(tree.root());
-    let runtime = args.runtime.as_deref().map(|r| {
-        tree.runtime(r)
-            .map(|x| x.name.clone())
-            .unwrap_or(r.to_string())
-    });
+    let cx = super::open(global, Access::writing_unless(args.dry_run))?;
     let selection = if args.all {
         Selection::All
     } else if args.retention {
@@ -64,42 +53,29 @@ pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
     } else {
         Selection::Ids(args.ids.clone())
     };
-    let req = DisposeRequest {
-        selection,
-        runtime,
-        min_age_days: args.min_age,
-    };
-    let plan = match compute_plan(&tree, &meta, &req)? {
-        Ok(p) => p,
-        Err(refusals) => {
-            for r in refusals {
-                eprintln!("refused: {r}");
+    let json = args.json;
+    let each = |e: &DisposeEvent| {
+        if json {
+            return;
+        }
+        let to_stderr = e.is_problem() || matches!(e, DisposeEvent::CannotCheckUsers { .. });
+        for l in e.lines() {
+            if to_stderr {
+                eprintln!("{l}");
+            } else {
+                println!("{l}");
             }
-            eprintln!("nothing was deleted");
-            return Ok(ExitCode::from(1));
         }
     };
-    Ok(ExitCode::from(execute(&tree, &meta, &plan, args.dry_run)?))
-}
-
-/// Carry out a plan from the CLI (prints; problems go to stderr).
-fn execute(
-    tree: &csis_rules::Tree,
-    meta: &MetaState,
-    plan: &DisposePlan,
-    dry_run: bool,
-) -> Result<u8> {
-    let out = |l: String| {
-        if l.starts_with("refused:")
-            || l.starts_with("error:")
-            || l.starts_with("warning:")
-            || l == "nothing was deleted"
-        {
-            eprintln!("{l}");
-        } else {
-            println!("{l}");
-        }
+    let d = DisposeArgs {
+        selection,
+        runtime: args.runtime,
+        min_age_days: args.min_age,
+        dry_run: args.dry_run,
     };
-    tokio_rt()?.block_on(execute_async(tree, meta, plan, dry_run, &out))
+    let report = csis_ops::dispose::dispose(&cx, &d, &each)?;
+    if json {
+        crate::render::json(&report)?;
+    }
+    Ok(ExitCode::from(report.exit_code()))
 }
-

@@ -123,7 +123,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             "error: {} already holds a cfg/ directory; csis init writes a new tree and overwrites nothing",
             dir.display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(csis_ops::exit::FAILURE));
     }
     for (rel, content) in files(args.from) {
         let p = dir.join(rel);
@@ -132,7 +132,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 "error: {} already exists; csis init overwrites nothing",
                 p.display()
             );
-            return Ok(ExitCode::from(1));
+            return Ok(ExitCode::from(csis_ops::exit::FAILURE));
         }
         write(&p, content)?;
     }

@@ -1,4 +1,6 @@
-//! One module per command. Each exposes `Args` (clap) and `run`.
+//! One module per command. Each exposes `Args` (clap) and `run`: open the
+//! context, call one operation of `csis_ops`, render its report. No command
+//! imports another.
 
 pub mod build;
 pub mod graph;
@@ -7,7 +9,6 @@ pub mod plan;
 pub mod runtime;
 pub mod validate;
 pub mod watch;
-// lineage operations (issue 6)
 pub mod dispose;
 pub mod empty;
 pub mod lineage;
@@ -16,9 +17,12 @@ pub mod release;
 pub mod revoke;
 pub mod state;
 
-/// Take the tree lock, saying so while another csis holds it.
-pub(crate) fn take_lock(root: &std::path::Path) -> anyhow::Result<csis_cache::TreeLock> {
-    csis_ops::state::take_lock(root, |holder| {
-        eprintln!("waiting for another csis to release the tree lock ({holder})");
-    })
+/// What a command says while another csis holds the tree lock.
+pub(crate) fn say_waiting(holder: &str) {
+    eprintln!("waiting for another csis to release the tree lock ({holder})");
+}
+
+/// Open the tree of the global options for an operation.
+pub(crate) fn open(global: &crate::GlobalArgs, access: csis_ops::Access) -> anyhow::Result<csis_ops::Context> {
+    csis_ops::Context::open(&global.tree(), access, say_waiting)
 }

@@ -95,11 +95,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{errors} error(s), {warnings} warning(s)");
         }
     }
-    Ok(if errors > 0 {
-        ExitCode::from(1)
+    Ok(ExitCode::from(if errors > 0 {
+        csis_ops::exit::FAILURE
     } else {
-        ExitCode::SUCCESS
-    })
+        csis_ops::exit::SUCCESS
+    }))
 }
 
 /// The executables the used builders reference (runtime, image, mod builders).
@@ -137,11 +137,9 @@ fn online_checks_list(tree: &Tree) -> Vec<String> {
         }
     }
     for r in &tree.runtimes {
-        let what = match r.type_name() {
-            "aws" => "network discovery (VPC, subnets, security groups)",
-            "docker" => "the daemon answering",
-            _ => "its online hook",
-        };
+        let what = csis_ops::wiring::runtime_type(r)
+            .map(|t| t.online_checks)
+            .unwrap_or("its online hook");
         out.push(format!("runtime {} ({}): {what}", r.display, r.type_name()));
     }
     out

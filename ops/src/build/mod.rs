@@ -60,6 +60,10 @@ pub trait Reporter: Send + Sync {
     fn log_line(&self, label: &str, line: &str);
     /// A dry run's plan, before anything runs.
     fn dry_run_plan(&self, plan: &Plan);
+    /// Where the log of the bake `label` is written (before it starts).
+    fn bake_log(&self, label: &str, path: &std::path::Path) {
+        let _ = (label, path);
+    }
 }
 
 /// How a build ended.
@@ -155,6 +159,9 @@ pub fn run(
     opts = opts.cancel_token(cancel.clone());
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
+    if !args.dry_run && plan.nodes.iter().any(|n| n.due && n.kind == "bake") {
+        prune_run_logs(&local, KEPT_RUN_LOGS);
+    }
     let state = Arc::new(BuildState {
         session: order_dispose_nodes(session, &plan),
         runtimes,
@@ -284,7 +291,42 @@ fn rt_err(e: RuntimeError) -> NodeError {
     }
 }
 
-/// A bake's log: every line to `.csis/logs/<label>.log`, the last one to the bar.
+/// How many runs' logs `.csis/logs/` keeps (this run's included).
+pub const KEPT_RUN_LOGS: usize = 5;
+
+/// The log of a bake: `.csis/logs/<run id>/<label-as-file>.log`.
+pub fn run_log(local: &LocalDir, run_id: &str, label: &str) -> PathBuf {
+    local
+        .logs()
+        .join(run_id)
+        .join(format!("{}.log", csis_cache::label_as_file(label)))
+}
+
+/// Remove the log directories of all but the newest `keep - 1` earlier
+/// runs (run ids sort chronologically), making room for this run's.
+/// Anything in `.csis/logs/` that is not a run's directory stays.
+pub fn prune_run_logs(local: &LocalDir, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(local.logs()) else {
+        return;
+    };
+    let mut runs: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| csis_cache::parse_run_id(n).is_some())
+        })
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    let extra = runs.len().saturating_sub(keep.saturating_sub(1));
+    for old in runs.into_iter().take(extra) {
+        let _ = std::fs::remove_dir_all(old);
+    }
+}
+
+/// A bake's log: every line to its run's log file, the last one to the bar.
 struct BakeLog {
     label: String,
     file: Mutex<Option<File>>,
@@ -428,23 +470,24 @@ impl BuildState {
         )
         .await
         .map_err(|e| NodeError::new(format!("{e:#}")))?;
-        match outcome {
-            Ok(line) => {
-                cx.log(line.clone());
-                self.renderer.note(&format!("{}: {line}", cx.label()));
-                let released = line.starts_with("released ");
-                Ok(NodeOutput::new(json!({
-                    "build_id": build,
-                    "model": model,
-                    "released": released,
-                    "message": line,
-                })))
-            }
-            Err(why) => {
-                cx.log(why.clone());
-                Err(NodeError::new(why))
-            }
+        if outcome.is_problem() {
+            let why = match &outcome {
+                crate::release::ReleaseEvent::Refused { .. } => outcome.lines().join("; "),
+                _ => outcome.message(),
+            };
+            cx.log(why.clone());
+            return Err(NodeError::new(why));
         }
+        let line = outcome.message();
+        cx.log(line.clone());
+        self.renderer.note(&format!("{}: {line}", cx.label()));
+        let released = matches!(outcome, crate::release::ReleaseEvent::Released { .. });
+        Ok(NodeOutput::new(json!({
+            "build_id": build,
+            "model": model,
+            "released": released,
+            "message": line,
+        })))
     }
 
     /// A dispose node (core.md §5.3): the retention of its (series,
@@ -505,33 +548,34 @@ impl BuildState {
             runtime: &runtime_of,
             forget: &forget,
         };
-        let problems = Mutex::new(Vec::<String>::new());
         let label = cx.label().to_string();
-        let out = |line: String| {
-            if line.starts_with("refused:")
-                || line.starts_with("error:")
-                || line == "nothing was deleted"
-            {
-                problems.lock().unwrap().push(line.clone());
+        let each = |e: &crate::dispose::DisposeEvent| {
+            for line in e.lines() {
+                cx.log(line.clone());
+                self.renderer.note(&format!("{label}: {line}"));
             }
-            cx.log(line.clone());
-            self.renderer.note(&format!("{label}: {line}"));
         };
-        let code = crate::dispose::retention_in_build(
+        let report = crate::dispose::retention_in_build(
             &self.session.tree,
             &lineage,
             &pins,
             (series, runtime, keep),
             &d,
-            &out,
+            &each,
         )
         .await
         .map_err(|e| NodeError::new(format!("{e:#}")));
         // What the runtime held may be gone now: recovery asks again.
         self.images.lock().await.remove(runtime);
         let disposed = disposed.into_inner().unwrap();
-        if code? != 0 {
-            let problems = problems.into_inner().unwrap();
+        let report = report?;
+        if !report.ok() {
+            let problems: Vec<String> = report
+                .events
+                .iter()
+                .filter(|e| e.is_problem())
+                .flat_map(|e| e.lines())
+                .collect();
             return Err(NodeError::new(problems.join("; ")));
         }
         Ok(NodeOutput::new(json!({ "disposed": disposed })))
@@ -722,7 +766,8 @@ impl BuildState {
         }
         let rt = self.runtime(&spec.runtime)?;
         let (parent, parent_build) = self.parent_for_bake(spec)?;
-        let log_path = self.local.log_file(&cx.label().to_string());
+        let log_path = run_log(&self.local, &self.run_id, &cx.label().to_string());
+        self.renderer.bake_log(&cx.label().to_string(), &log_path);
         if let Some(d) = log_path.parent() {
             let _ = std::fs::create_dir_all(d);
         }
@@ -878,3 +923,6 @@ fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Sessio
     }
     session
 }
+
+#[cfg(test)]
+mod tests;
