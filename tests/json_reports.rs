@@ -237,6 +237,11 @@ fn build_validate_plan_and_runtime_json() {
     let (code, v) = t.json(&["runtime", "verify-instance", "sim", "vm1", "--json"]);
     assert_eq!(code, 2, "no pin for vm1: the runtime cannot answer");
     insta::assert_json_snapshot!("runtime_verify_instance_no_pin", v);
+    let fresh = t.root.join("fresh");
+    let (code, v) = t.json(&["init", fresh.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    assert!(fresh.join("cfg").is_dir());
+    insta::assert_json_snapshot!("init", v);
 }
 
 #[test]

@@ -29,6 +29,7 @@ pub mod release;
 pub mod revoke;
 pub mod session;
 pub mod state;
+pub mod validate;
 pub mod wiring;
 
 pub use context::{Access, Context};

@@ -23,6 +23,9 @@ pub struct Args {
     /// Which starter tree.
     #[arg(long = "from", value_enum, default_value = "dummy")]
     pub from: Starter,
+    /// Print `{starter, dir, files}` as JSON instead of the next steps.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const MOD_BUILDERS: &str = include_str!("starters/common-mod-builders.yml");
@@ -125,6 +128,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(csis_ops::exit::FAILURE));
     }
+    let mut written = Vec::new();
     for (rel, content) in files(args.from) {
         let p = dir.join(rel);
         if p.exists() {
@@ -135,14 +139,24 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(csis_ops::exit::FAILURE));
         }
         write(&p, content)?;
+        written.push(rel);
+    }
+    let starter = match args.from {
+        Starter::Dummy => "dummy",
+        Starter::Docker => "docker",
+        Starter::Aws => "aws",
+    };
+    if args.json {
+        crate::render::json(&serde_json::json!({
+            "starter": starter,
+            "dir": dir,
+            "files": written,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
     }
     println!(
         "wrote the {} starter tree to {}\n  csis -C {} validate --offline\n  csis -C {} plan //images/...",
-        match args.from {
-            Starter::Dummy => "dummy",
-            Starter::Docker => "docker",
-            Starter::Aws => "aws",
-        },
+        starter,
         dir.display(),
         dir.display(),
         dir.display()
