@@ -8,10 +8,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
-mod noop;
 mod progress;
+mod render;
 mod session;
-mod wiring;
 
 /// mimalloc: a no-op build of a large tree is mostly small allocations
 /// (parsed YAML, models, graph, fingerprints); glibc malloc spent a fifth of it.
@@ -46,6 +45,17 @@ pub struct GlobalArgs {
     /// Remove a declaration for this invocation: `kind:name` (repeatable).
     #[arg(long = "undeclare", global = true, value_name = "KIND:NAME")]
     pub undeclare: Vec<String>,
+}
+
+impl GlobalArgs {
+    /// The tree these options name, as the operations take it.
+    pub fn tree(&self) -> csis_ops::TreeArgs {
+        csis_ops::TreeArgs {
+            dir: self.dir.clone(),
+            overlays: self.overlays.clone(),
+            undeclare: self.undeclare.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -127,8 +137,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
+            if let Some(nl) = err.downcast_ref::<csis_ops::NotLoaded>() {
+                render::print_human(&nl.diagnostics);
+            }
             eprintln!("error: {err:#}");
-            ExitCode::from(1)
+            ExitCode::from(csis_ops::exit::FAILURE)
         }
     }
 }

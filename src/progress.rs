@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,30 +14,61 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 /// Where events go.
 #[derive(Clone)]
 pub enum Renderer {
-    Json,
+    Json(Arc<Logs>),
     Tty(Arc<Tty>),
+}
+
+/// The log file of each bake of the run, by label.
+#[derive(Default)]
+pub struct Logs(Mutex<HashMap<String, PathBuf>>);
+
+impl Logs {
+    fn get(&self, label: &str) -> Option<PathBuf> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(label).cloned()
+    }
+    fn set(&self, label: &str, path: &Path) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(label.to_string(), path.to_path_buf());
+    }
+}
+
+/// How many of a failed bake's last log lines a terminal shows.
+const FAILED_TAIL: usize = 20;
+
+/// The last `n` lines of a file (none when it cannot be read).
+fn tail(path: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
 }
 
 pub struct Tty {
     multi: MultiProgress,
     bars: Mutex<HashMap<String, ProgressBar>>,
+    logs: Logs,
 }
 
 impl Renderer {
     pub fn new(json: bool) -> Renderer {
         use std::io::IsTerminal;
         if json || !std::io::stdout().is_terminal() {
-            Renderer::Json
+            Renderer::Json(Arc::default())
         } else {
             Renderer::Tty(Arc::new(Tty {
                 multi: MultiProgress::new(),
                 bars: Mutex::new(HashMap::new()),
+                logs: Logs::default(),
             }))
         }
     }
 
     pub fn is_json(&self) -> bool {
-        matches!(self, Renderer::Json)
+        matches!(self, Renderer::Json(_))
     }
 
     /// A line of a running node's output (the bar's message).
@@ -52,21 +84,42 @@ impl Renderer {
     /// A message for people (stderr, or above the bars).
     pub fn note(&self, msg: &str) {
         match self {
-            Renderer::Json => eprintln!("{msg}"),
+            Renderer::Json(_) => eprintln!("{msg}"),
             Renderer::Tty(t) => {
                 let _ = t.multi.println(msg);
             }
         }
     }
 
+    /// Events already serialized (the no-op stamp's), shown as they were.
+    pub fn raw_json_lines(&self, lines: &str) {
+        if let Renderer::Json(_) = self {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(lines.as_bytes());
+            let _ = out.flush();
+        }
+    }
+
     pub fn event(&self, e: &Event) {
         match self {
-            Renderer::Json => {
+            Renderer::Json(logs) => {
                 if matches!(e, Event::Log { .. }) {
                     return;
                 }
+                let line = match e {
+                    // A failed bake's event names its log.
+                    Event::Failed { label, .. } => match logs.get(&label.to_string()) {
+                        Some(path) => {
+                            let mut v = serde_json::to_value(e).expect("events serialize");
+                            v["log"] = serde_json::json!(path);
+                            v.to_string()
+                        }
+                        None => e.to_json_line(),
+                    },
+                    _ => e.to_json_line(),
+                };
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", e.to_json_line());
+                let _ = writeln!(out, "{line}");
                 let _ = out.flush();
             }
             Renderer::Tty(t) => t.event(e),
@@ -122,6 +175,14 @@ impl Tty {
                 }
                 let what = if *cancelled { "stopped" } else { "FAILED " };
                 let _ = self.multi.println(format!("{what} {label}: {error}"));
+                if let (false, Some(path)) = (*cancelled, self.logs.get(&label.to_string())) {
+                    let mut text = format!("        log: {}", path.display());
+                    for l in tail(&path, FAILED_TAIL) {
+                        text.push_str("\n        | ");
+                        text.push_str(&l);
+                    }
+                    let _ = self.multi.println(text);
+                }
             }
             Event::NotRun { label, reason, .. } => {
                 let _ = self.multi.println(format!("not run {label}: {reason}"));
@@ -141,6 +202,32 @@ impl Tty {
                 ));
             }
             _ => {}
+        }
+    }
+}
+
+impl csis_ops::build::Reporter for Renderer {
+    fn note(&self, msg: &str) {
+        Renderer::note(self, msg)
+    }
+    fn event(&self, e: &Event) {
+        Renderer::event(self, e)
+    }
+    fn log_line(&self, label: &str, line: &str) {
+        Renderer::log_line(self, label, line)
+    }
+    fn bake_log(&self, label: &str, path: &Path) {
+        match self {
+            Renderer::Json(logs) => logs.set(label, path),
+            Renderer::Tty(t) => t.logs.set(label, path),
+        }
+    }
+    fn dry_run_plan(&self, plan: &csis_engine::Plan) {
+        let text = crate::render::plan_text(plan, false, false);
+        if self.is_json() {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
         }
     }
 }

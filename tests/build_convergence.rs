@@ -48,8 +48,14 @@ fn second_build_bakes_nothing() {
     assert!(pos("//os/deb12@sim:bake") < pos("//images/web@sim:bake"));
     assert!(pos("//images/web@sim:bake") < pos("//images/app@sim:bake"));
     assert!(pos("//images/app@sim:bake") < pos("//images/tools@sim:bake"));
-    // Each bake's log.
-    let log = std::fs::read_to_string(d.join(".csis/logs/images_web@sim_bake.log")).unwrap();
+    // Each bake's log, under its run's directory.
+    let runs: Vec<_> = std::fs::read_dir(d.join(".csis/logs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run, one log directory");
+    let log = std::fs::read_to_string(runs[0].path().join("images_web@sim_bake.log")).unwrap();
     assert!(log.contains("recorded dummy-"), "{log}");
 
     let store_before = std::fs::read(d.join(".csis/dummy/sim.json")).unwrap();

@@ -38,6 +38,16 @@ fn failure_stops_only_descendants() {
     let s = summary(&ev);
     assert_eq!(s["failed"], 1);
     assert_eq!(s["baked"], 3);
+    // The failed event names the bake's log, kept under the run's directory.
+    let failed = ev
+        .iter()
+        .find(|e| e["event"] == "failed" && e["label"] == "//images/web@sim:bake")
+        .unwrap();
+    let log = std::path::PathBuf::from(failed["log"].as_str().expect("a log path"));
+    assert!(log.starts_with(d.join(".csis/logs")), "{log:?}");
+    assert_eq!(log.file_name().unwrap(), "images_web@sim_bake.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("bake failed"), "{text}");
     // only successful bakes are recorded
     let l = lineage(d);
     assert_eq!(l.builds.len(), 3);

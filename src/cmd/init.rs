@@ -23,6 +23,9 @@ pub struct Args {
     /// Which starter tree.
     #[arg(long = "from", value_enum, default_value = "dummy")]
     pub from: Starter,
+    /// Print `{starter, dir, files}` as JSON instead of the next steps.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const MOD_BUILDERS: &str = include_str!("starters/common-mod-builders.yml");
@@ -123,8 +126,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             "error: {} already holds a cfg/ directory; csis init writes a new tree and overwrites nothing",
             dir.display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(csis_ops::exit::FAILURE));
     }
+    let mut written = Vec::new();
     for (rel, content) in files(args.from) {
         let p = dir.join(rel);
         if p.exists() {
@@ -132,17 +136,27 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 "error: {} already exists; csis init overwrites nothing",
                 p.display()
             );
-            return Ok(ExitCode::from(1));
+            return Ok(ExitCode::from(csis_ops::exit::FAILURE));
         }
         write(&p, content)?;
+        written.push(rel);
+    }
+    let starter = match args.from {
+        Starter::Dummy => "dummy",
+        Starter::Docker => "docker",
+        Starter::Aws => "aws",
+    };
+    if args.json {
+        crate::render::json(&serde_json::json!({
+            "starter": starter,
+            "dir": dir,
+            "files": written,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
     }
     println!(
         "wrote the {} starter tree to {}\n  csis -C {} validate --offline\n  csis -C {} plan //images/...",
-        match args.from {
-            Starter::Dummy => "dummy",
-            Starter::Docker => "docker",
-            Starter::Aws => "aws",
-        },
+        starter,
         dir.display(),
         dir.display(),
         dir.display()

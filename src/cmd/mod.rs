@@ -1,4 +1,6 @@
-//! One module per command. Each exposes `Args` (clap) and `run`.
+//! One module per command. Each exposes `Args` (clap) and `run`: open the
+//! context, call one operation of `csis_ops`, render its report. No command
+//! imports another.
 
 pub mod build;
 pub mod graph;
@@ -7,7 +9,6 @@ pub mod plan;
 pub mod runtime;
 pub mod validate;
 pub mod watch;
-// lineage operations (issue 6)
 pub mod dispose;
 pub mod empty;
 pub mod lineage;
@@ -22,3 +23,13 @@ pub mod encrypt;
 pub mod mask;
 pub mod public_safe;
 pub mod reencrypt;
+
+/// What a command says while another csis holds the tree lock.
+pub(crate) fn say_waiting(holder: &str) {
+    eprintln!("waiting for another csis to release the tree lock ({holder})");
+}
+
+/// Open the tree of the global options for an operation.
+pub(crate) fn open(global: &crate::GlobalArgs, access: csis_ops::Access) -> anyhow::Result<csis_ops::Context> {
+    csis_ops::Context::open(&global.tree(), access, say_waiting)
+}

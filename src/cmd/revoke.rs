@@ -1,16 +1,10 @@
-//! `csis revoke BUILD [--descendants] [--reason T] [--dry-run]`
-//!
-//! Writes `meta-state/revocations.yaml`. A revoked build is never baked
-//! from, released or chosen as a series head; with `--descendants` every
-//! recorded build descending from it is revoked too.
+//! `csis revoke BUILD [--descendants] [--reason T] [--dry-run] [--json]`
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use csis_cache::revocations::{descendants, revoke};
-use csis_cache::{MetaState, Revocations};
+use csis_ops::Access;
 
-use super::state::take_lock;
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
@@ -26,64 +20,50 @@ pub struct Args {
     /// Print what would be revoked; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the report as JSON (`{build_id, dry_run, refused, revoked, unrevoked_descendants}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
-    let _lock = if args.dry_run {
-        None
-    } else {
-        let l = take_lock(&global.dir)?;
-        super::state::settle_journal(&global.dir)?;
-        Some(l)
-    };
-    let meta = MetaState::of_tree(&global.dir);
-    let lineage = super::state::records(&global.dir)?.0;
-    let mut revs = Revocations::load(&meta)?;
-    let run = csis_cache::run_id_now();
-    let newly = match revoke(
-        &lineage,
-        &mut revs,
+    let cx = csis_ops::Context::records_only(
+        &global.dir,
+        Access::writing_unless(args.dry_run),
+        super::say_waiting,
+    )?;
+    let r = csis_ops::revoke::revoke(
+        &cx,
         &args.build,
         args.descendants,
         args.reason.as_deref(),
-        Some(&run),
-    ) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("refused: {e}");
-            return Ok(ExitCode::from(1));
-        }
-    };
-    let verb = if args.dry_run {
-        "would revoke"
-    } else {
-        "revoked"
-    };
-    for id in &newly {
-        let r = lineage.find(id);
+        args.dry_run,
+    )?;
+    if args.json {
+        crate::render::json(&r)?;
+        return Ok(ExitCode::from(r.exit_code()));
+    }
+    if let Some(why) = &r.refused {
+        eprintln!("refused: {why}");
+        return Ok(ExitCode::from(r.exit_code()));
+    }
+    let verb = if r.dry_run { "would revoke" } else { "revoked" };
+    for b in &r.revoked {
         println!(
-            "{verb} {id} ({} on {})",
-            r.map(|r| r.series.as_str()).unwrap_or("?"),
-            r.and_then(|r| r.runtime.as_deref())
-                .unwrap_or("any runtime")
+            "{verb} {} ({} on {})",
+            b.build_id,
+            b.series.as_deref().unwrap_or("?"),
+            b.runtime.as_deref().unwrap_or("any runtime")
         );
     }
-    if newly.is_empty() {
-        println!("{} is already revoked", args.build);
+    if r.revoked.is_empty() {
+        println!("{} is already revoked", r.build_id);
     }
-    if !args.descendants {
-        let d = descendants(&lineage, &args.build);
-        let open: Vec<&String> = d.iter().filter(|b| !revs.is_revoked(b)).collect();
-        if !open.is_empty() {
-            println!(
-                "note: {} recorded build(s) descend from it and are not revoked ({}); --descendants revokes them",
-                open.len(),
-                open.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-            );
-        }
+    if !r.unrevoked_descendants.is_empty() {
+        println!(
+            "note: {} recorded build(s) descend from it and are not revoked ({}); --descendants revokes them",
+            r.unrevoked_descendants.len(),
+            r.unrevoked_descendants.join(", ")
+        );
     }
-    if !args.dry_run && !newly.is_empty() {
-        revs.save(&meta)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(r.exit_code()))
 }

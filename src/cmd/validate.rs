@@ -3,10 +3,9 @@
 //! checks (executables and their version floors, each runtime's
 //! `check_online` hook) unless `--offline`.
 
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use csis_rules::{Diagnostic, Severity, Tree};
+use csis_rules::{Diagnostic, Severity};
 use serde::Serialize;
 
 use crate::GlobalArgs;
@@ -24,12 +23,10 @@ pub struct Args {
 /// The load options every command uses: overlays and undeclares from the
 /// global flags, the process environment (and `CSIS_CONFIG_IDENTITY`).
 pub fn load_options(global: &GlobalArgs) -> csis_rules::LoadOptions {
-    csis_rules::LoadOptions {
-        overlays: global.overlays.clone(),
-        undeclares: global.undeclare.clone(),
-        ..Default::default()
-    }
+    global.tree().load_options()
 }
+
+pub use crate::render::print_human;
 
 #[derive(Serialize)]
 struct JsonDiag<'a> {
@@ -55,13 +52,6 @@ fn to_json(d: &Diagnostic) -> JsonDiag<'_> {
     }
 }
 
-/// Print diagnostics for people (miette, with source spans).
-pub fn print_human(diags: &[Diagnostic]) {
-    for d in diags {
-        eprintln!("{:?}", d.to_report());
-    }
-}
-
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let opts = load_options(global);
     let (tree, mut diags) = match csis_rules::load(&global.dir, &opts) {
@@ -74,9 +64,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let mut skipped: Vec<String> = Vec::new();
     if let Some(tree) = &tree {
         if args.offline {
-            skipped = online_checks_list(tree);
+            skipped = csis_ops::validate::online_checks_list(tree);
         } else {
-            diags.extend(online_checks(tree, &mut skipped));
+            diags.extend(csis_ops::validate::online_checks(tree, &mut skipped));
         }
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
@@ -104,103 +94,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{errors} error(s), {warnings} warning(s)");
         }
     }
-    Ok(if errors > 0 {
-        ExitCode::from(1)
+    Ok(ExitCode::from(if errors > 0 {
+        csis_ops::exit::FAILURE
     } else {
-        ExitCode::SUCCESS
-    })
+        csis_ops::exit::SUCCESS
+    }))
 }
 
-/// The executables the used builders reference (runtime, image, mod builders).
-fn used_executables(tree: &Tree) -> BTreeSet<String> {
-    let mut s = BTreeSet::new();
-    s.extend(tree.runtimes.iter().filter_map(|r| r.executable.clone()));
-    s.extend(
-        tree.image_builders
-            .iter()
-            .filter_map(|b| b.executable.clone()),
-    );
-    s.extend(
-        tree.mod_builders
-            .iter()
-            .filter_map(|b| b.executable.clone()),
-    );
-    s
-}
-
-/// What `--offline` skips.
-fn online_checks_list(tree: &Tree) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in used_executables(tree) {
-        if let Some(x) = tree.executable(&e) {
-            out.push(format!(
-                "executable {} (`{} --version`{})",
-                x.model.name,
-                x.model.binary(),
-                x.model
-                    .version
-                    .as_deref()
-                    .map(|v| format!(" against `{v}`"))
-                    .unwrap_or_default()
-            ));
-        }
-    }
-    for r in &tree.runtimes {
-        let what = match r.type_name() {
-            "aws" => "network discovery (VPC, subnets, security groups)",
-            "docker" => "the daemon answering",
-            _ => "its online hook",
-        };
-        out.push(format!("runtime {} ({}): {what}", r.display, r.type_name()));
-    }
-    out
-}
-
-/// Executables on PATH with their version floors, then each runtime's
-/// `check_online` hook.
-fn online_checks(tree: &Tree, skipped: &mut Vec<String>) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let used = used_executables(tree);
-    for x in &tree.executables {
-        if !used.contains(&x.name) {
-            continue;
-        }
-        if let Err(msg) = csis_rules::tools::check_executable(&x.model) {
-            out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
-        }
-    }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            skipped.push(format!("every runtime check (no async runtime: {e})"));
-            return out;
-        }
-    };
-    for r in &tree.runtimes {
-        match crate::wiring::runtime(tree, &r.name) {
-            Err(e) => skipped.push(format!("runtime {} ({}): {e}", r.display, r.type_name())),
-            Ok(hooks) => match rt.block_on(hooks.check_online()) {
-                Ok(findings) => {
-                    for f in findings {
-                        let path = if f.path.is_empty() {
-                            r.origin.path.clone()
-                        } else {
-                            format!("{}.{}", r.origin.path, f.path)
-                        };
-                        let d = Diagnostic::at(&r.origin.loc, &path, f.message);
-                        out.push(if f.error { d } else { d.warning() });
-                    }
-                }
-                Err(e) => out.push(Diagnostic::at(
-                    &r.origin.loc,
-                    &r.origin.path,
-                    format!("runtime {}: online check failed: {e}", r.display),
-                )),
-            },
-        }
-    }
-    out
-}

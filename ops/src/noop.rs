@@ -21,7 +21,6 @@
 //! whose templates iterate `ENV` or read `execution.timestamp` (the load
 //! time: every build differs).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,9 +29,20 @@ use csis_cache::stamp::{FileStat, Stamp, Watch};
 use csis_cache::{LineageRecords, LocalDir};
 use csis_engine::{Event, Plan, Records, Summary};
 
-use crate::progress::Renderer;
+use crate::build::BuildOptions;
 use crate::session::Session;
-use crate::GlobalArgs;
+use crate::TreeArgs;
+
+/// What a holding stamp answers: what the no-op build printed, for the
+/// caller to print again.
+pub struct Replay {
+    /// The compile's warnings, each a line (`warning: ...`).
+    pub warnings: Vec<String>,
+    /// The skipped events, as JSON lines (each ending in a newline).
+    pub events_json: String,
+    /// The summary, its elapsed time this answer's.
+    pub summary: Summary,
+}
 
 /// The stamp of one `csis build` invocation.
 pub struct NoopStamp {
@@ -50,7 +60,7 @@ pub struct NoopStamp {
 
 impl NoopStamp {
     /// The stamp for these arguments; None when the build may not be stamped.
-    pub fn for_build(global: &GlobalArgs, args: &crate::cmd::build::Args) -> Option<NoopStamp> {
+    pub fn for_build(global: &TreeArgs, args: &BuildOptions) -> Option<NoopStamp> {
         if args.dry_run || !args.force_bake.is_empty() {
             return None;
         }
@@ -96,15 +106,10 @@ impl NoopStamp {
         })
     }
 
-    /// When the stamp holds: print what the no-op build printed and answer
-    /// true.
-    pub fn replay(&self, renderer: &Renderer) -> bool {
-        let Some(payload) = self.stamp.check(SystemTime::now()) else {
-            return false;
-        };
-        let Ok(text) = String::from_utf8(payload) else {
-            return false;
-        };
+    /// When the stamp holds: what the no-op build printed.
+    pub fn replay(&self) -> Option<Replay> {
+        let payload = self.stamp.check(SystemTime::now())?;
+        let text = String::from_utf8(payload).ok()?;
         // Check the summary before printing anything.
         let Some(summary) = text
             .lines()
@@ -112,27 +117,26 @@ impl NoopStamp {
             .find_map(|l| l.strip_prefix("S "))
             .and_then(|s| serde_json::from_str::<Summary>(s).ok())
         else {
-            return false;
+            return None;
         };
+        let mut warnings = Vec::new();
         let mut events = String::new();
         for line in text.lines() {
             if let Some(w) = line.strip_prefix("W ") {
-                renderer.note(w);
+                warnings.push(w.to_string());
             } else if let Some(e) = line.strip_prefix("E ") {
                 events.push_str(e);
                 events.push('\n');
             }
         }
-        if renderer.is_json() {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(events.as_bytes());
-            let _ = out.flush();
-        }
         let mut summary = summary;
         summary.elapsed_ms = self.t0.elapsed().as_millis() as u64;
-        renderer.event(&Event::Summary(summary));
         crate::session::timing("no-op stamp holds", self.t0);
-        true
+        Some(Replay {
+            warnings,
+            events_json: events,
+            summary,
+        })
     }
 
     /// After a build: when it had nothing due and everything was skipped,

@@ -1,0 +1,136 @@
+//! [`Context`]: a tree opened for an operation, for reading or for writing.
+//!
+//! Writing takes the tree lock (one writer per tree) and folds a journal
+//! left by an interrupted build into `meta-state/` first, so no replay
+//! brings back what the operation changes. Runtimes are constructed on
+//! demand, once each, through [`crate::wiring`]; hook calls run on one
+//! tokio runtime of the context.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use anyhow::Result;
+use csis_cache::{Lineage, LocalDir, MetaState, Pins, TreeLock};
+use csis_rules::Tree;
+use csis_runtime::DynRuntime;
+
+use crate::TreeArgs;
+
+/// How an operation uses the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only: no lock.
+    Read,
+    /// Writes `meta-state/`: the tree lock, the journal settled.
+    Write,
+}
+
+impl Access {
+    /// `Read` for a dry run, else `Write`.
+    pub fn writing_unless(dry_run: bool) -> Access {
+        if dry_run {
+            Access::Read
+        } else {
+            Access::Write
+        }
+    }
+}
+
+/// A tree opened for one operation.
+pub struct Context {
+    tree: Option<Tree>,
+    root: std::path::PathBuf,
+    pub meta: MetaState,
+    pub local: LocalDir,
+    access: Access,
+    _lock: Option<TreeLock>,
+    runtimes: Mutex<BTreeMap<String, DynRuntime>>,
+    tokio: OnceLock<tokio::runtime::Runtime>,
+}
+
+impl Context {
+    /// Load the tree (a [`crate::NotLoaded`] when it does not load) and, to
+    /// write, take the lock (`on_wait` says so while another csis holds
+    /// it) and settle the journal.
+    pub fn open(args: &TreeArgs, access: Access, on_wait: impl FnOnce(&str)) -> Result<Context> {
+        let tree = crate::load_tree(&args.dir, &args.load_options())?;
+        let root = tree.root().to_path_buf();
+        let mut cx = Context::records_only(&root, access, on_wait)?;
+        cx.tree = Some(tree);
+        Ok(cx)
+    }
+
+    /// The records of the tree at `dir` without loading its configuration
+    /// (`csis revoke` reads and writes only `meta-state/`).
+    pub fn records_only(dir: &Path, access: Access, on_wait: impl FnOnce(&str)) -> Result<Context> {
+        let lock = match access {
+            Access::Read => None,
+            Access::Write => {
+                let l = LocalDir::of_tree(dir).lock(true, on_wait)?;
+                crate::state::settle_journal(dir)?;
+                Some(l)
+            }
+        };
+        Ok(Context {
+            tree: None,
+            root: dir.to_path_buf(),
+            meta: MetaState::of_tree(dir),
+            local: LocalDir::of_tree(dir),
+            access,
+            _lock: lock,
+            runtimes: Mutex::new(BTreeMap::new()),
+            tokio: OnceLock::new(),
+        })
+    }
+
+    /// The loaded tree. Panics for a context opened with [`Context::records_only`].
+    pub fn tree(&self) -> &Tree {
+        self.tree
+            .as_ref()
+            .expect("the context was opened with its tree")
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// `lineage.yaml` and `pins.yaml` as the next build will see them (a
+    /// journal left by an interrupted build merged in).
+    pub fn records(&self) -> Result<(Lineage, Pins)> {
+        crate::state::records(&self.root)
+    }
+
+    /// The canonical name of a declared runtime (a name or an alias).
+    pub fn runtime_name(&self, name: &str) -> Option<String> {
+        self.tree().runtime(name).map(|r| r.name.clone())
+    }
+
+    /// The runtime `name`, constructed on first use.
+    pub fn runtime(&self, name: &str) -> Result<DynRuntime> {
+        let mut rts = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rt) = rts.get(name) {
+            return Ok(rt.clone());
+        }
+        let rt = crate::wiring::runtime(self.tree(), name)?;
+        rts.insert(name.to_string(), rt.clone());
+        Ok(rt)
+    }
+
+    /// Run a hook call (or any future) to completion on the context's
+    /// tokio runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.tokio
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime")
+            })
+            .block_on(f)
+    }
+}

@@ -1,0 +1,770 @@
+//! Disposal (`csis dispose image`, and the dispose nodes of `csis build`).
+//!
+//! Plans with `csis_cache::retention` (children before parents; every
+//! refusal found before anything is deleted), checks live references the
+//! runtime can see (`image_users`), then disposes one build at a time: the
+//! runtime's `dispose_image`, a read-back through `query_images`, and only
+//! then the record and every image pin to it are removed (written at once,
+//! so an interruption loses nothing done).
+//!
+//! What happens is a stream of [`DisposeEvent`]s (typed: callers never
+//! parse lines), collected into a [`DisposeReport`].
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use anyhow::Result;
+use csis_cache::retention::{
+    forget_build, plan_dispose, DisposePlan, DisposeRequest, LaunchParams, PlanInputs, Protections,
+    Selection,
+};
+use csis_cache::{Lineage, MetaState, Pins};
+use csis_runtime::{DynRuntime, RuntimeError};
+use serde::Serialize;
+
+use crate::state::{declared_runtimes, keep_for};
+use crate::Context;
+
+/// Why a disposal request was refused (nothing was deleted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Refusal {
+    /// The retention plan refused (a build that is released, pinned,
+    /// launched, not recorded, ...).
+    Plan { reason: String },
+    /// A runtime the plan touches cannot be constructed or reached.
+    Runtime { runtime: String, reason: String },
+    /// The runtime sees the build in use.
+    InUse {
+        build_id: String,
+        series: String,
+        runtime: String,
+        users: Vec<String>,
+    },
+    /// The runtime could not say whether the build is in use.
+    CannotCheckUsers {
+        build_id: String,
+        runtime: String,
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Plan { reason } => f.write_str(reason),
+            Refusal::Runtime { runtime, reason } => write!(f, "runtime {runtime}: {reason}"),
+            Refusal::InUse {
+                build_id,
+                series,
+                runtime,
+                users,
+            } => write!(
+                f,
+                "build {build_id} ({series}) is in use on {runtime}: {}; decommission first",
+                users.join(", ")
+            ),
+            Refusal::CannotCheckUsers {
+                build_id,
+                runtime,
+                reason,
+            } => write!(
+                f,
+                "cannot check live references of {build_id} on {runtime}: {reason}"
+            ),
+        }
+    }
+}
+
+/// Why a disposal stopped (its record is kept; nothing after it ran).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Failure {
+    /// The runtime's `dispose_image` failed.
+    Dispose { error: String },
+    /// The read-back still lists the build.
+    StillThere,
+    /// The runtime could not be asked after the disposal.
+    CannotReadBack { error: String },
+}
+
+/// One thing a disposal did, kept, refused or could not check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum DisposeEvent {
+    /// Kept although the retention would drop it (retention debt).
+    Kept {
+        build_id: String,
+        series: String,
+        runtime: String,
+        reason: String,
+    },
+    /// The plan disposes nothing.
+    NothingToDispose,
+    /// A dry run's planned disposal.
+    WouldDispose {
+        build_id: String,
+        series: String,
+        runtime: String,
+        run: Option<String>,
+        image_pins: Vec<String>,
+    },
+    /// The runtime cannot say whether the build is in use (it is disposed).
+    CannotCheckUsers {
+        build_id: String,
+        runtime: String,
+        reason: String,
+    },
+    /// The request was refused: nothing was deleted.
+    Refused { refusals: Vec<Refusal> },
+    /// Disposed and forgotten.
+    Disposed {
+        build_id: String,
+        series: String,
+        runtime: String,
+        /// The runtime no longer held it.
+        already_gone: bool,
+        /// What the runtime kept or freed besides.
+        notes: Vec<String>,
+        /// Image pins removed with the record.
+        image_pins_removed: Vec<String>,
+    },
+    /// A disposal failed: its record is kept and nothing after it ran.
+    Failed {
+        build_id: String,
+        series: String,
+        runtime: String,
+        failure: Failure,
+    },
+}
+
+impl DisposeEvent {
+    /// A refusal or a failure (not a note).
+    pub fn is_problem(&self) -> bool {
+        matches!(
+            self,
+            DisposeEvent::Refused { .. } | DisposeEvent::Failed { .. }
+        )
+    }
+
+    /// For people: one line per item, `refused:` / `error:` / `warning:`
+    /// where the event is one.
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            DisposeEvent::Kept {
+                build_id,
+                series,
+                runtime,
+                reason,
+            } => vec![format!(
+                "kept (retention debt): {build_id} ({series} on {runtime}): {reason}"
+            )],
+            DisposeEvent::NothingToDispose => vec!["nothing to dispose".into()],
+            DisposeEvent::WouldDispose {
+                build_id,
+                series,
+                runtime,
+                run,
+                image_pins,
+            } => {
+                let mut v = vec![format!(
+                    "would dispose {build_id} ({series} on {runtime}{})",
+                    run.as_deref()
+                        .map(|r| format!(", run {r}"))
+                        .unwrap_or_default()
+                )];
+                v.extend(image_pins.iter().map(|k| format!("  would remove image pin {k}")));
+                v
+            }
+            DisposeEvent::CannotCheckUsers {
+                build_id,
+                runtime,
+                reason,
+            } => vec![format!(
+                "warning: {runtime}: cannot check live references of {build_id} ({reason})"
+            )],
+            DisposeEvent::Refused { refusals } => {
+                let mut v: Vec<String> = refusals.iter().map(|r| format!("refused: {r}")).collect();
+                v.push("nothing was deleted".into());
+                v
+            }
+            DisposeEvent::Disposed {
+                build_id,
+                series,
+                runtime,
+                already_gone,
+                notes,
+                image_pins_removed,
+            } => {
+                let mut v = vec![format!(
+                    "disposed {build_id} ({series} on {runtime}){}",
+                    if *already_gone { " (already gone)" } else { "" }
+                )];
+                v.extend(notes.iter().map(|n| format!("  {n}")));
+                v.extend(
+                    image_pins_removed
+                        .iter()
+                        .map(|k| format!("  removed image pin {k}")),
+                );
+                v
+            }
+            DisposeEvent::Failed {
+                build_id,
+                series,
+                runtime,
+                failure,
+            } => vec![match failure {
+                Failure::Dispose { error } => format!(
+                    "error: could not dispose {build_id} ({series} on {runtime}): {error}; its record is kept; stopping"
+                ),
+                Failure::StillThere => format!(
+                    "error: {build_id} is still on {runtime} after disposal; its record is kept; stopping"
+                ),
+                Failure::CannotReadBack { error } => format!(
+                    "error: cannot read back the disposal of {build_id} from {runtime}: {error}; its record is kept; stopping"
+                ),
+            }],
+        }
+    }
+}
+
+/// What a disposal did, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DisposeReport {
+    pub dry_run: bool,
+    pub events: Vec<DisposeEvent>,
+}
+
+impl DisposeReport {
+    /// Nothing refused, nothing failed.
+    pub fn ok(&self) -> bool {
+        !self.events.iter().any(DisposeEvent::is_problem)
+    }
+
+    /// The builds disposed.
+    pub fn disposed(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                DisposeEvent::Disposed { build_id, .. } => Some(build_id.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        if self.ok() {
+            crate::exit::SUCCESS
+        } else {
+            crate::exit::FAILURE
+        }
+    }
+}
+
+/// Collects the events of a disposal, passing each on as it happens.
+struct Collect<'a> {
+    events: Mutex<Vec<DisposeEvent>>,
+    each: &'a (dyn Fn(&DisposeEvent) + Send + Sync),
+}
+
+impl Collect<'_> {
+    fn push(&self, e: DisposeEvent) {
+        (self.each)(&e);
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+    }
+    fn report(self, dry_run: bool) -> DisposeReport {
+        DisposeReport {
+            dry_run,
+            events: self.events.into_inner().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
+/// What to dispose.
+#[derive(Debug, Clone)]
+pub struct DisposeArgs {
+    pub selection: Selection,
+    /// Only builds on this runtime (a name or an alias).
+    pub runtime: Option<String>,
+    /// Never a build younger than this many days.
+    pub min_age_days: Option<u64>,
+    /// Plan only; delete nothing.
+    pub dry_run: bool,
+}
+
+/// `csis dispose image`: plan the request against the current records and
+/// carry it out (or, in a dry run, say what would go). `each` sees every
+/// event as it happens. The context is opened for writing unless a dry run.
+pub fn dispose(
+    cx: &Context,
+    args: &DisposeArgs,
+    each: &(dyn Fn(&DisposeEvent) + Send + Sync),
+) -> Result<DisposeReport> {
+    let tree = cx.tree();
+    let runtime = args
+        .runtime
+        .as_deref()
+        .map(|r| cx.runtime_name(r).unwrap_or(r.to_string()));
+    let req = DisposeRequest {
+        selection: args.selection.clone(),
+        runtime,
+        min_age_days: args.min_age_days,
+    };
+    let col = Collect {
+        events: Mutex::new(Vec::new()),
+        each,
+    };
+    match compute_plan(tree, &cx.meta, &req)? {
+        Err(refusals) => col.push(DisposeEvent::Refused { refusals }),
+        Ok(plan) => {
+            let run = csis_cache::run_id_now();
+            let meta = &cx.meta;
+            let runtime = |name: &str| cx.runtime(name).map_err(|e| format!("{e:#}"));
+            let forget = |build_id: &str| -> Result<Vec<String>> {
+                let mut lineage = meta.lineage()?;
+                let mut pins = meta.pins()?;
+                let removed = forget_build(&mut lineage, &mut pins, build_id, Some(&run));
+                meta.save_lineage(&lineage)?;
+                if !removed.is_empty() {
+                    meta.save_pins(&pins)?;
+                }
+                Ok(removed)
+            };
+            let d = Disposer {
+                runtime: &runtime,
+                forget: &forget,
+            };
+            cx.block_on(execute_with(&plan, args.dry_run, &d, &col))?;
+        }
+    }
+    Ok(col.report(args.dry_run))
+}
+
+/// The plan of a request against the current records (every refusal at once).
+pub fn compute_plan(
+    tree: &csis_rules::Tree,
+    meta: &MetaState,
+    req: &DisposeRequest,
+) -> Result<Result<DisposePlan, Vec<Refusal>>> {
+    let (lineage, pins) = crate::state::records(tree.root())?;
+    let releases = meta.releases()?;
+    let launches = LaunchParams::load(meta)?;
+    let prot = Protections::from_records(&pins, &releases, &launches);
+    let configured = declared_runtimes(tree);
+    let inp = PlanInputs {
+        lineage: &lineage,
+        protections: &prot,
+        configured_runtimes: &configured,
+        now: SystemTime::now(),
+    };
+    let keep = |s: &str, r: &str| keep_for(tree, s, r);
+    Ok(plan_dispose(inp, req, &keep).map_err(plan_refusals))
+}
+
+fn plan_refusals(v: Vec<csis_cache::retention::Refusal>) -> Vec<Refusal> {
+    v.into_iter()
+        .map(|r| Refusal::Plan { reason: r.0 })
+        .collect()
+}
+
+/// How a disposal reaches the runtimes and the records.
+pub struct Disposer<'a> {
+    /// The runtime of a name (an error refuses the whole plan).
+    pub runtime: &'a (dyn Fn(&str) -> Result<DynRuntime, String> + Send + Sync),
+    /// Remove a disposed build's record and every image pin to it, written
+    /// at once; returns the pin keys removed.
+    pub forget: &'a (dyn Fn(&str) -> Result<Vec<String>> + Send + Sync),
+}
+
+/// Carry out a plan with the runtimes and records given: the debt, then
+/// (unless a dry run) every runtime and its live references checked before
+/// anything is deleted, then one build at a time, children first: the
+/// runtime's `dispose_image`, a read-back, and only then the record.
+async fn execute_with(
+    plan: &DisposePlan,
+    dry_run: bool,
+    d: &Disposer<'_>,
+    out: &Collect<'_>,
+) -> Result<()> {
+    for debt in &plan.debt {
+        out.push(DisposeEvent::Kept {
+            build_id: debt.build_id.clone(),
+            series: debt.series.clone(),
+            runtime: debt.runtime.clone(),
+            reason: debt.reason.clone(),
+        });
+    }
+    if plan.items.is_empty() {
+        out.push(DisposeEvent::NothingToDispose);
+        return Ok(());
+    }
+    if dry_run {
+        for it in &plan.items {
+            out.push(DisposeEvent::WouldDispose {
+                build_id: it.build_id.clone(),
+                series: it.series.clone(),
+                runtime: it.runtime.clone(),
+                run: it.run.clone(),
+                image_pins: it.image_pins.clone(),
+            });
+        }
+        return Ok(());
+    }
+    // Every runtime first: a runtime that cannot be reached refuses the
+    // whole request before anything is deleted.
+    let mut rts: BTreeMap<String, DynRuntime> = BTreeMap::new();
+    let mut refusals = Vec::new();
+    for name in plan.runtimes() {
+        match (d.runtime)(&name) {
+            Ok(r) => {
+                rts.insert(name, r);
+            }
+            Err(reason) => refusals.push(Refusal::Runtime {
+                runtime: name,
+                reason,
+            }),
+        }
+    }
+    // Live references the runtime can see.
+    for it in &plan.items {
+        let Some(rt) = rts.get(&it.runtime) else {
+            continue;
+        };
+        match rt.image_users(&it.build_id).await {
+            Ok(users) if users.is_empty() => {}
+            Ok(users) => refusals.push(Refusal::InUse {
+                build_id: it.build_id.clone(),
+                series: it.series.clone(),
+                runtime: it.runtime.clone(),
+                users,
+            }),
+            Err(e @ RuntimeError::Unsupported { .. }) => out.push(DisposeEvent::CannotCheckUsers {
+                build_id: it.build_id.clone(),
+                runtime: it.runtime.clone(),
+                reason: e.to_string(),
+            }),
+            Err(e) => refusals.push(Refusal::CannotCheckUsers {
+                build_id: it.build_id.clone(),
+                runtime: it.runtime.clone(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    if !refusals.is_empty() {
+        out.push(DisposeEvent::Refused { refusals });
+        return Ok(());
+    }
+    for it in &plan.items {
+        let rt = &rts[&it.runtime];
+        let failed = |failure| DisposeEvent::Failed {
+            build_id: it.build_id.clone(),
+            series: it.series.clone(),
+            runtime: it.runtime.clone(),
+            failure,
+        };
+        let outcome = match rt.dispose_image_outcome(&it.build_id).await {
+            Ok(o) => o,
+            Err(e) => {
+                out.push(failed(Failure::Dispose {
+                    error: e.to_string(),
+                }));
+                return Ok(());
+            }
+        };
+        // Success is read back from the runtime, not taken from the hook.
+        match rt.query_images().await {
+            Ok(images) if images.iter().any(|i| i.build_id == it.build_id) => {
+                out.push(failed(Failure::StillThere));
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                out.push(failed(Failure::CannotReadBack {
+                    error: e.to_string(),
+                }));
+                return Ok(());
+            }
+        }
+        let removed = (d.forget)(&it.build_id)?;
+        out.push(DisposeEvent::Disposed {
+            build_id: it.build_id.clone(),
+            series: it.series.clone(),
+            runtime: it.runtime.clone(),
+            already_gone: !outcome.existed,
+            notes: outcome.notes.clone(),
+            image_pins_removed: removed,
+        });
+    }
+    Ok(())
+}
+
+/// The dispose node of `csis build` (core.md §5.3) for `series` on
+/// `runtime`, run once the build's bake of it is recorded: the retention
+/// plan of that one (series, runtime) with `keep` (0 on an ephemeral
+/// runtime), then the disposals, children first, live references checked.
+///
+/// `lineage` and `pins` are the records as the build's `Recorder` holds
+/// them (this run's bakes included); releases and launch records are read
+/// from `meta-state/`. The caller holds the tree lock, serializes the
+/// writers of `meta-state/`, and orders the node after every bake of this
+/// run that stands on a build of the series (`d.forget` goes through the
+/// recorder).
+pub async fn retention_in_build(
+    tree: &csis_rules::Tree,
+    lineage: &Lineage,
+    pins: &Pins,
+    (series, runtime, keep): (&str, &str, Option<u32>),
+    d: &Disposer<'_>,
+    each: &(dyn Fn(&DisposeEvent) + Send + Sync),
+) -> Result<DisposeReport> {
+    let meta = MetaState::of_tree(tree.root());
+    let releases = meta.releases()?;
+    let launches = LaunchParams::load(&meta)?;
+    let prot = Protections::from_records(pins, &releases, &launches);
+    let configured = declared_runtimes(tree);
+    let inp = PlanInputs {
+        lineage,
+        protections: &prot,
+        configured_runtimes: &configured,
+        now: SystemTime::now(),
+    };
+    let req = DisposeRequest {
+        selection: Selection::Retention,
+        runtime: Some(runtime.to_string()),
+        min_age_days: None,
+    };
+    let only = |s: &str, r: &str| keep.filter(|_| s == series && r == runtime);
+    let col = Collect {
+        events: Mutex::new(Vec::new()),
+        each,
+    };
+    match plan_dispose(inp, &req, &only) {
+        Err(refusals) => col.push(DisposeEvent::Refused {
+            refusals: plan_refusals(refusals),
+        }),
+        Ok(plan) => execute_with(&plan, false, d, &col).await?,
+    }
+    Ok(col.report(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csis_cache::BuildRecord;
+    use csis_runtime_dummy::{DummyStore, StoredImage};
+    use std::path::Path;
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+
+    /// A tree with three recorded deb12 builds present in the dummy store.
+    fn tree_with_builds(keep: Option<u32>) -> (tempfile::TempDir, csis_rules::Tree) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("t");
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ops/basic"),
+            &root,
+        );
+        if let Some(k) = keep {
+            let p = root.join("cfg/runtime-builders.yml");
+            let t = std::fs::read_to_string(&p).unwrap();
+            std::fs::write(&p, format!("{t}    retention_keep: {k}\n")).unwrap();
+        }
+        let mut l = csis_cache::Lineage::default();
+        let mut store = DummyStore::default();
+        for i in 1..=3 {
+            let id = format!("d-{i}");
+            let mut r = BuildRecord::new(&id, "deb12", "sim");
+            r.parent = Some("vendor".into());
+            r.run = Some(format!("2026_10_0{i}t00_00_00_000000"));
+            l.add_build(r);
+            store.images.insert(
+                id,
+                StoredImage {
+                    name: format!("deb12-{i}"),
+                    series: "deb12".into(),
+                    created: 0,
+                    tags: [("csis_series".to_string(), "deb12".to_string())].into(),
+                    released: Default::default(),
+                },
+            );
+        }
+        MetaState::of_tree(&root).save_lineage(&l).unwrap();
+        let sp = root.join(".csis/dummy/sim.json");
+        std::fs::create_dir_all(sp.parent().unwrap()).unwrap();
+        std::fs::write(&sp, serde_json::to_vec(&store).unwrap()).unwrap();
+        let tree = csis_rules::load(&root, &Default::default()).expect("fixture loads");
+        (tmp, tree)
+    }
+
+    /// The dispose node's work on records read from `meta-state/`.
+    fn retention_of(
+        tree: &csis_rules::Tree,
+        series: &str,
+        keep: Option<u32>,
+        out: &(dyn Fn(String) + Send + Sync),
+    ) -> u8 {
+        let each = |e: &DisposeEvent| e.lines().into_iter().for_each(out);
+        let meta = MetaState::of_tree(tree.root());
+        let (lineage, pins) = (meta.lineage().unwrap(), meta.pins().unwrap());
+        let runtime = |n: &str| crate::wiring::runtime(tree, n).map_err(|e| format!("{e:#}"));
+        let forget = |id: &str| -> Result<Vec<String>> {
+            let (mut l, mut p) = (meta.lineage()?, meta.pins()?);
+            let removed = forget_build(&mut l, &mut p, id, None);
+            meta.save_lineage(&l)?;
+            meta.save_pins(&p)?;
+            Ok(removed)
+        };
+        let d = Disposer {
+            runtime: &runtime,
+            forget: &forget,
+        };
+        crate::state::tokio_rt()
+            .unwrap()
+            .block_on(retention_in_build(
+                tree,
+                &lineage,
+                &pins,
+                (series, "sim", keep),
+                &d,
+                &each,
+            ))
+            .unwrap()
+            .exit_code()
+    }
+
+    #[test]
+    fn retention_in_build_disposes_beyond_keep_of_its_series_only() {
+        let lines = Mutex::new(Vec::new());
+        let out = |l: String| lines.lock().unwrap().push(l);
+        let (_t, tree) = tree_with_builds(None);
+        // no keep count: nothing planned
+        assert_eq!(retention_of(&tree, "deb12", None, &out), 0);
+        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
+        assert_eq!(
+            MetaState::of_tree(tree.root())
+                .lineage()
+                .unwrap()
+                .builds
+                .len(),
+            3
+        );
+        // another series' node leaves deb12 alone, whatever the keep
+        lines.lock().unwrap().clear();
+        assert_eq!(retention_of(&tree, "web", Some(1), &out), 0);
+        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
+
+        lines.lock().unwrap().clear();
+        let (_t, tree) = tree_with_builds(Some(1));
+        assert_eq!(retention_of(&tree, "deb12", Some(1), &out), 0);
+        let got = lines.lock().unwrap().clone();
+        assert_eq!(
+            got,
+            vec!["disposed d-2 (deb12 on sim)", "disposed d-1 (deb12 on sim)"]
+        );
+        let l = MetaState::of_tree(tree.root()).lineage().unwrap();
+        assert_eq!(
+            l.builds
+                .iter()
+                .map(|b| b.build_id.as_str())
+                .collect::<Vec<_>>(),
+            ["d-3"]
+        );
+        let store: DummyStore = serde_json::from_slice(
+            &std::fs::read(tree.root().join(".csis/dummy/sim.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(store.images.keys().collect::<Vec<_>>(), ["d-3"]);
+    }
+
+    #[test]
+    fn the_state_query_gate_reports_hard_drift() {
+        let (_t, tree) = tree_with_builds(None);
+        // no report yet and no query: no opinion
+        assert!(crate::state::state_query_gate(&tree, false)
+            .unwrap()
+            .is_empty());
+        assert!(crate::state::state_query_gate(&tree, true)
+            .unwrap()
+            .is_empty());
+        let meta = MetaState::of_tree(tree.root());
+        let mut pins = meta.pins().unwrap();
+        pins.instances.insert("vm".into(), "gone".into());
+        meta.save_pins(&pins).unwrap();
+        // the last report (no drift) still answers until the query runs again
+        assert!(crate::state::state_query_gate(&tree, false)
+            .unwrap()
+            .is_empty());
+        let hard = crate::state::state_query_gate(&tree, true).unwrap();
+        assert_eq!(hard.len(), 1);
+        assert!(hard[0].contains("pin instance vm: missing"), "{hard:?}");
+        assert_eq!(
+            crate::state::state_query_gate(&tree, false).unwrap(),
+            hard
+        );
+    }
+}
+
+#[cfg(test)]
+mod op_tests {
+    use super::*;
+    use std::path::Path;
+    use crate::{Access, Context, TreeArgs};
+
+    #[test]
+    fn a_refused_request_is_typed_and_deletes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("t");
+        std::fs::create_dir_all(&root).unwrap();
+        for (from, to) in [("cfg", "cfg"), ("images", "images")] {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/ops/basic")
+                .join(from);
+            std::fs::create_dir_all(root.join(to)).unwrap();
+            for e in std::fs::read_dir(src).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), root.join(to).join(e.file_name())).unwrap();
+            }
+        }
+        let args = TreeArgs {
+            dir: root.clone(),
+            ..Default::default()
+        };
+        let cx = Context::open(&args, Access::Write, |_| {}).unwrap();
+        let seen = Mutex::new(Vec::new());
+        let each = |e: &DisposeEvent| seen.lock().unwrap().push(e.clone());
+        let req = DisposeArgs {
+            selection: Selection::Ids(vec!["nosuch".into()]),
+            runtime: None,
+            min_age_days: None,
+            dry_run: false,
+        };
+        let report = dispose(&cx, &req, &each).unwrap();
+        assert!(!report.ok());
+        assert_eq!(report.exit_code(), crate::exit::FAILURE);
+        assert_eq!(report.events, seen.into_inner().unwrap());
+        let [DisposeEvent::Refused { refusals }] = report.events.as_slice() else {
+            panic!("{:?}", report.events);
+        };
+        assert!(
+            matches!(&refusals[..], [Refusal::Plan { reason }] if reason.contains("nosuch")),
+            "{refusals:?}"
+        );
+        let lines = report.events[0].lines();
+        assert!(lines[0].starts_with("refused: "), "{lines:?}");
+        assert_eq!(lines.last().unwrap(), "nothing was deleted");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["events"][0]["event"], "refused");
+        assert_eq!(json["events"][0]["refusals"][0]["why"], "plan");
+    }
+}

@@ -1,0 +1,452 @@
+//! Questions to runtimes: `empty` (does a runtime hold nothing beyond
+//! released builds, and does a strict state query of it agree),
+//! `preflight` (does every runtime answer; is every executable on PATH),
+//! `verify_instance` (the runtime's `verify_instance` hook).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use csis_cache::drift::{self, RuntimeView};
+use csis_cache::Revocations;
+use csis_runtime::RuntimeError;
+use serde::Serialize;
+
+use crate::state::{declared_runtimes, image_parents, view_of};
+use crate::Context;
+
+/// Something a runtime holds beyond released builds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Leftover {
+    Image { build_id: String, series: Option<String> },
+    Instance { name: String, power: String },
+    Volume { id: String },
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Leftover::Image { build_id, series } => {
+                write!(f, "image {build_id} ({})", series.as_deref().unwrap_or("?"))
+            }
+            Leftover::Instance { name, power } => write!(f, "instance {name} ({power})"),
+            Leftover::Volume { id } => write!(f, "volume {id}"),
+        }
+    }
+}
+
+/// A drift entry of the strict query of one runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriftLine {
+    pub kind: String,
+    pub name: String,
+    pub drift: String,
+    pub detail: String,
+}
+
+/// The answer of `csis empty`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EmptyReport {
+    pub runtime: String,
+    /// Why there is no answer (the runtime is undeclared or cannot be asked).
+    pub cannot_answer: Option<String>,
+    pub leftovers: Vec<Leftover>,
+    pub drift: Vec<DriftLine>,
+}
+
+impl EmptyReport {
+    pub fn empty(&self) -> bool {
+        self.cannot_answer.is_none() && self.leftovers.is_empty() && self.drift.is_empty()
+    }
+
+    /// 0 empty, 1 leftovers or drift, 2 cannot answer.
+    pub fn exit_code(&self) -> u8 {
+        if self.cannot_answer.is_some() {
+            crate::exit::CANNOT_ANSWER
+        } else if self.empty() {
+            crate::exit::SUCCESS
+        } else {
+            crate::exit::FAILURE
+        }
+    }
+}
+
+/// `csis empty --runtime RT`.
+pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
+    let tree = cx.tree();
+    let mut report = EmptyReport {
+        runtime: runtime.to_string(),
+        cannot_answer: None,
+        leftovers: Vec::new(),
+        drift: Vec::new(),
+    };
+    let Some(name) = cx.runtime_name(runtime) else {
+        report.cannot_answer = Some(format!("runtime {runtime} is not declared in this tree"));
+        return Ok(report);
+    };
+    report.runtime = name.clone();
+    let rt = match cx.runtime(&name) {
+        Ok(r) => r,
+        Err(e) => {
+            report.cannot_answer = Some(format!("{name} cannot answer: {e:#}"));
+            return Ok(report);
+        }
+    };
+    let inventory = match cx.block_on(rt.inventory()) {
+        Ok(i) => i,
+        Err(e) => {
+            report.cannot_answer = Some(format!("{name} cannot list its inventory ({e})"));
+            return Ok(report);
+        }
+    };
+    let view: RuntimeView = cx.block_on(view_of(&name, Ok(&rt)));
+    let images = match &view.images {
+        Ok(i) => i.clone(),
+        Err(e) => {
+            report.cannot_answer = Some(format!("{name} cannot list its images ({e})"));
+            return Ok(report);
+        }
+    };
+    let releases = cx.meta.releases()?;
+    for img in &images {
+        if !releases.is_current(&img.build_id) {
+            report.leftovers.push(Leftover::Image {
+                build_id: img.build_id.clone(),
+                series: img.tags.get(drift::TAG_SERIES).cloned(),
+            });
+        }
+    }
+    for i in &inventory.instances {
+        report.leftovers.push(Leftover::Instance {
+            name: i.name.clone().unwrap_or_else(|| i.id.clone()),
+            power: format!("{:?}", i.power),
+        });
+    }
+    for v in &inventory.volumes {
+        report.leftovers.push(Leftover::Volume { id: v.to_string() });
+    }
+    // A strict query of this runtime must agree too.
+    let (lineage, pins) = cx.records()?;
+    let revs = Revocations::load(&cx.meta)?;
+    let parents = image_parents(tree);
+    let judged = drift::judge(
+        drift::Records {
+            lineage: &lineage,
+            pins: &pins,
+            revocations: &revs,
+            image_parents: &parents,
+        },
+        std::slice::from_ref(&view),
+        &declared_runtimes(tree),
+        None,
+    );
+    report.drift = judged
+        .drift_on(&name)
+        .into_iter()
+        .filter(|d| d.hard || matches!(d.drift.as_str(), "missing" | "foreign" | "changed"))
+        .map(|d| DriftLine {
+            kind: d.kind.to_string(),
+            name: d.name.clone(),
+            drift: d.drift.to_string(),
+            detail: d.detail.clone(),
+        })
+        .collect();
+    Ok(report)
+}
+
+/// The status of one preflight check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Fail,
+    /// The runtime cannot check this (not a failure).
+    Unknown,
+}
+
+/// One preflight line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// `runtimes`, `runtime` or `executable`.
+    pub subject: String,
+    pub name: String,
+    pub status: Status,
+    /// What was checked, where the runtime says.
+    pub what: Option<String>,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mark = match self.status {
+            Status::Ok => "ok  ",
+            Status::Fail => "FAIL",
+            Status::Unknown => "??  ",
+        };
+        if self.subject == "runtimes" {
+            return write!(f, "{mark} runtimes: {}", self.detail);
+        }
+        if self.status == Status::Ok && self.subject == "executable" {
+            // (aligned as the original prints it)
+            return write!(f, "ok   executable {}: {}", self.name, self.detail);
+        }
+        match &self.what {
+            Some(w) => write!(f, "{mark} {} {}: {w}: {}", self.subject, self.name, self.detail),
+            None if self.status == Status::Unknown => {
+                write!(f, "??   {} {}: {}", self.subject, self.name, self.detail)
+            }
+            None => write!(f, "{mark} {} {}: {}", self.subject, self.name, self.detail),
+        }
+    }
+}
+
+/// The answer of `csis preflight`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreflightReport {
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl PreflightReport {
+    /// 0 all answer, 2 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.ok {
+            crate::exit::SUCCESS
+        } else {
+            crate::exit::CANNOT_ANSWER
+        }
+    }
+}
+
+/// Where `binary` is found: an absolute/relative path as is, else on PATH.
+pub fn find_executable(binary: &str) -> Option<PathBuf> {
+    let is_exe = |p: &Path| {
+        p.is_file() && {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata()
+                    .map(|m| m.permissions().mode() & 0o111 != 0)
+                    .unwrap_or(false)
+            }
+            #[cfg(not(unix))]
+            {
+                true
+            }
+        }
+    };
+    if binary.contains('/') {
+        let p = PathBuf::from(binary);
+        return is_exe(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(binary))
+        .find(|p| is_exe(p))
+}
+
+/// `csis preflight`.
+pub fn preflight(cx: &Context) -> Result<PreflightReport> {
+    let tree = cx.tree();
+    let mut checks = Vec::new();
+    let check = |subject: &str, name: &str, status, what: Option<String>, detail: String| Check {
+        subject: subject.into(),
+        name: name.into(),
+        status,
+        what,
+        detail,
+    };
+    if tree.runtimes.is_empty() {
+        checks.push(check(
+            "runtimes",
+            "",
+            Status::Fail,
+            None,
+            "the tree declares none".into(),
+        ));
+    }
+    for decl in &tree.runtimes {
+        let rt = match cx.runtime(&decl.name) {
+            Ok(r) => r,
+            Err(e) => {
+                checks.push(check("runtime", &decl.name, Status::Fail, None, format!("{e:#}")));
+                continue;
+            }
+        };
+        match cx.block_on(rt.preflight()) {
+            Ok(lines) => {
+                for l in lines {
+                    let status = if l.ok { Status::Ok } else { Status::Fail };
+                    checks.push(check("runtime", &decl.name, status, Some(l.what), l.detail));
+                }
+            }
+            Err(e @ RuntimeError::Unsupported { .. }) => checks.push(check(
+                "runtime",
+                &decl.name,
+                Status::Unknown,
+                None,
+                format!("cannot check ({e})"),
+            )),
+            Err(e) => checks.push(check("runtime", &decl.name, Status::Fail, None, e.to_string())),
+        }
+    }
+    for exe in &tree.executables {
+        let binary = exe.model.binary();
+        checks.push(match find_executable(binary) {
+            Some(p) => check("executable", &exe.name, Status::Ok, None, p.display().to_string()),
+            None => check(
+                "executable",
+                &exe.name,
+                Status::Fail,
+                None,
+                format!("binary '{binary}' not found (an absolute path, or a name on PATH)"),
+            ),
+        });
+    }
+    let ok = !checks.iter().any(|c| c.status == Status::Fail);
+    Ok(PreflightReport { ok, checks })
+}
+
+/// The answer of `csis runtime verify-instance`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub runtime: String,
+    pub instance: String,
+    pub expected_build: String,
+    pub ok: bool,
+    pub checks: Vec<csis_runtime::VerifyCheck>,
+}
+
+/// Why `verify_instance` has no report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum VerifyRefusal {
+    /// Exit 2: the runtime is undeclared, the instance has no pin, or the
+    /// runtime cannot verify.
+    CannotAnswer { reason: String },
+    /// Exit 1: the hook failed.
+    Failed { reason: String },
+}
+
+/// `csis runtime verify-instance`: the instance against `expect` (default:
+/// its pin, the journal merged).
+pub fn verify_instance(
+    cx: &Context,
+    runtime: &str,
+    instance: &str,
+    expect: Option<String>,
+    mounts: usize,
+    timeout: u64,
+) -> Result<std::result::Result<VerifyReport, VerifyRefusal>> {
+    let cannot = |reason: String| Ok(Err(VerifyRefusal::CannotAnswer { reason }));
+    let Some(name) = cx.runtime_name(runtime) else {
+        return cannot(format!("runtime {runtime} is not declared in this tree"));
+    };
+    let expected = match expect {
+        Some(b) => b,
+        None => match cx.records()?.1.instances.get(instance) {
+            Some(b) => b.clone(),
+            None => {
+                return cannot(format!(
+                    "instance {instance} has no pin in meta-state/pins.yaml; name the build with --expect"
+                ))
+            }
+        },
+    };
+    let rt = cx.runtime(&name)?;
+    let checks = match cx.block_on(rt.verify_instance(instance, &expected, mounts, timeout)) {
+        Ok(c) => c,
+        Err(e @ (RuntimeError::Unsupported { .. } | RuntimeError::Unavailable(_))) => {
+            return cannot(format!("{name} cannot verify {instance}: {e}"))
+        }
+        Err(e) => {
+            return Ok(Err(VerifyRefusal::Failed {
+                reason: format!("{instance} on {name}: {e}"),
+            }))
+        }
+    };
+    Ok(Ok(VerifyReport {
+        runtime: name,
+        instance: instance.into(),
+        expected_build: expected,
+        ok: checks.iter().all(|c| c.ok),
+        checks,
+    }))
+}
+
+/// `csis runtime describe`: one runtime, its type, address, defaults, and
+/// what is bound to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Description {
+    pub runtime: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub declared_at: String,
+    pub aliases: Vec<String>,
+    pub is_default: bool,
+    pub region: Option<String>,
+    pub host: Option<String>,
+    pub context: Option<String>,
+    pub repository: Option<String>,
+    pub account_id: Option<String>,
+    /// Where it is reached (`host/context` for docker).
+    #[serde(skip)]
+    pub address: String,
+    pub default_machine_type: String,
+    pub ephemeral: bool,
+    pub retention_keep: Option<u32>,
+    pub max_parallel: Option<u32>,
+    pub session_mechanism: Option<String>,
+    pub state_backend: Option<String>,
+    pub image_builders: Vec<String>,
+    pub base_images: Vec<String>,
+    pub images: Vec<String>,
+}
+
+/// Describe the runtime `name` (or alias); `Err` lists the declared names.
+pub fn describe(
+    tree: &csis_rules::Tree,
+    name: &str,
+) -> Result<std::result::Result<Description, Vec<String>>> {
+    let Some(rt) = tree.runtime(name) else {
+        return Ok(Err(tree.runtimes.iter().map(|r| r.display.clone()).collect()));
+    };
+    let f = (crate::wiring::runtime_type(rt)?.fields)(rt);
+    Ok(Ok(Description {
+        runtime: rt.display.clone(),
+        type_: rt.type_name().into(),
+        declared_at: rt.origin.display(),
+        aliases: rt.common.aliases.clone(),
+        is_default: rt.common.is_default,
+        region: f.region,
+        host: f.host,
+        context: f.context,
+        repository: f.repository,
+        account_id: f.account_id,
+        address: rt.address(),
+        default_machine_type: rt.common.default_machine_type.clone(),
+        ephemeral: rt.common.ephemeral,
+        retention_keep: rt.common.retention_keep,
+        max_parallel: rt.common.max_parallel,
+        session_mechanism: rt.common.session_mechanism.clone(),
+        state_backend: rt.state_backend.clone(),
+        image_builders: tree
+            .image_builders
+            .iter()
+            .filter(|b| b.runtime == rt.name)
+            .map(|b| format!("{} ({})", b.display, b.kind.as_str()))
+            .collect(),
+        base_images: tree
+            .os_builders
+            .iter()
+            .filter(|o| o.runtime_entry(&rt.name).is_some())
+            .map(|o| o.display.clone())
+            .collect(),
+        images: tree
+            .images
+            .iter()
+            .filter(|i| i.runtime_entry(&rt.name).is_some())
+            .map(|i| i.display.clone())
+            .collect(),
+    }))
+}

@@ -1,0 +1,79 @@
+//! csis's operations layer: everything a command does, as a library.
+//!
+//! The binary (`src/`) parses arguments, opens a [`Context`] or a
+//! [`session::Session`], calls one operation here and renders the typed
+//! report it returns (for people, or as JSON). Nothing here prints: what an
+//! operation did, refused, kept or could not check is data in its report.
+//!
+//! - [`session`]: load, compile, select, plan (read-only).
+//! - [`build`]: the node executor of `csis build` (resolve, emit, bake,
+//!   retag, release and dispose nodes; parent choice; adoption of a bake a
+//!   killed run left unrecorded).
+//! - [`wiring`]: the one table of runtime types.
+//! - [`noop`]: the no-op stamp of `csis build`.
+//! - [`context`]: a tree opened to read or to write (lock, settled
+//!   journal, records, runtimes on demand, the tokio runtime).
+//! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
+//!   lineage operations; [`inspect`]: `empty`, `preflight`, `runtime
+//!   describe` and `verify-instance`.
+//! - [`exit`]: the exit codes, by name.
+
+pub mod build;
+pub mod context;
+pub mod dispose;
+pub mod exit;
+pub mod inspect;
+pub mod lineage;
+pub mod noop;
+pub mod release;
+pub mod revoke;
+pub mod session;
+pub mod state;
+pub mod validate;
+pub mod wiring;
+
+pub use context::{Access, Context};
+
+/// The tree did not load: its diagnostics, for the caller to render.
+#[derive(Debug)]
+pub struct NotLoaded {
+    pub diagnostics: Vec<csis_rules::Diagnostic>,
+}
+
+impl std::fmt::Display for NotLoaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let errors = self.diagnostics.iter().filter(|d| d.is_error()).count();
+        write!(f, "the tree does not load ({errors} error(s))")
+    }
+}
+
+impl std::error::Error for NotLoaded {}
+
+/// Load the tree at `dir`; a tree that does not load is a [`NotLoaded`].
+pub fn load_tree(
+    dir: &std::path::Path,
+    opts: &csis_rules::LoadOptions,
+) -> anyhow::Result<csis_rules::Tree> {
+    csis_rules::load(dir, opts).map_err(|diagnostics| NotLoaded { diagnostics }.into())
+}
+
+/// Which tree, and how to load it: the directory, overlay files and
+/// removed declarations of this invocation.
+#[derive(Debug, Clone, Default)]
+pub struct TreeArgs {
+    pub dir: std::path::PathBuf,
+    pub overlays: Vec<std::path::PathBuf>,
+    pub undeclare: Vec<String>,
+}
+
+impl TreeArgs {
+    /// The load options: overlays and undeclares, the process environment
+    /// (and `CSIS_CONFIG_IDENTITY`).
+    pub fn load_options(&self) -> csis_rules::LoadOptions {
+        csis_rules::LoadOptions {
+            overlays: self.overlays.clone(),
+            undeclares: self.undeclare.clone(),
+            ..Default::default()
+        }
+    }
+}

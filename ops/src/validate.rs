@@ -1,0 +1,99 @@
+//! The online checks of `csis validate`: executables on PATH with their
+//! version floors, then each runtime's `check_online` hook; and, for
+//! `--offline`, the list of what they would ask.
+
+use std::collections::BTreeSet;
+
+use csis_rules::{Diagnostic, Tree};
+
+/// The executables the used builders reference (runtime, image, mod builders).
+fn used_executables(tree: &Tree) -> BTreeSet<String> {
+    let mut s = BTreeSet::new();
+    s.extend(tree.runtimes.iter().filter_map(|r| r.executable.clone()));
+    s.extend(
+        tree.image_builders
+            .iter()
+            .filter_map(|b| b.executable.clone()),
+    );
+    s.extend(
+        tree.mod_builders
+            .iter()
+            .filter_map(|b| b.executable.clone()),
+    );
+    s
+}
+
+/// What `--offline` skips.
+pub fn online_checks_list(tree: &Tree) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in used_executables(tree) {
+        if let Some(x) = tree.executable(&e) {
+            out.push(format!(
+                "executable {} (`{} --version`{})",
+                x.model.name,
+                x.model.binary(),
+                x.model
+                    .version
+                    .as_deref()
+                    .map(|v| format!(" against `{v}`"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    for r in &tree.runtimes {
+        let what = crate::wiring::runtime_type(r)
+            .map(|t| t.online_checks)
+            .unwrap_or("its online hook");
+        out.push(format!("runtime {} ({}): {what}", r.display, r.type_name()));
+    }
+    out
+}
+
+/// Executables on PATH with their version floors, then each runtime's
+/// `check_online` hook.
+pub fn online_checks(tree: &Tree, skipped: &mut Vec<String>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let used = used_executables(tree);
+    for x in &tree.executables {
+        if !used.contains(&x.name) {
+            continue;
+        }
+        if let Err(msg) = csis_rules::tools::check_executable(&x.model) {
+            out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            skipped.push(format!("every runtime check (no async runtime: {e})"));
+            return out;
+        }
+    };
+    for r in &tree.runtimes {
+        match crate::wiring::runtime(tree, &r.name) {
+            Err(e) => skipped.push(format!("runtime {} ({}): {e}", r.display, r.type_name())),
+            Ok(hooks) => match rt.block_on(hooks.check_online()) {
+                Ok(findings) => {
+                    for f in findings {
+                        let path = if f.path.is_empty() {
+                            r.origin.path.clone()
+                        } else {
+                            format!("{}.{}", r.origin.path, f.path)
+                        };
+                        let d = Diagnostic::at(&r.origin.loc, &path, f.message);
+                        out.push(if f.error { d } else { d.warning() });
+                    }
+                }
+                Err(e) => out.push(Diagnostic::at(
+                    &r.origin.loc,
+                    &r.origin.path,
+                    format!("runtime {}: online check failed: {e}", r.display),
+                )),
+            },
+        }
+    }
+    out
+}

@@ -1,0 +1,156 @@
+//! Which runtime type is which crate: one table, [`RUNTIME_TYPES`]. Each
+//! entry constructs the runtime from its tree entry and says what its
+//! online checks ask and which of its fields `csis runtime describe`
+//! shows. Wiring a runtime is a lookup by type name; a new runtime type is
+//! one new row.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Result};
+use csis_rules::model::RuntimeKind;
+use csis_rules::{Runtime, Tree};
+use csis_runtime::DynRuntime;
+use csis_runtime_dummy::{DummyConfig, DummyRuntime};
+
+/// The fields of one runtime type that `csis runtime describe` shows.
+#[derive(Debug, Clone, Default)]
+pub struct TypeFields {
+    pub region: Option<String>,
+    pub account_id: Option<String>,
+    pub host: Option<String>,
+    pub context: Option<String>,
+    pub repository: Option<String>,
+}
+
+/// One runtime type.
+pub struct RuntimeType {
+    /// The `type:` of a runtime entry.
+    pub name: &'static str,
+    /// Construct the runtime from its tree entry (connects to nothing yet).
+    pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
+    /// What its online checks (`check_online`) ask, which `csis validate
+    /// --offline` lists as skipped.
+    pub online_checks: &'static str,
+    /// Its own fields, for `csis runtime describe`.
+    pub fields: fn(&Runtime) -> TypeFields,
+}
+
+/// Every runtime type csis knows.
+pub static RUNTIME_TYPES: &[RuntimeType] = &[
+    RuntimeType {
+        name: "dummy",
+        construct: dummy,
+        online_checks: "its online hook",
+        fields: |_| TypeFields::default(),
+    },
+    RuntimeType {
+        name: "docker",
+        construct: docker,
+        online_checks: "the daemon answering",
+        fields: |rt| match &rt.kind {
+            RuntimeKind::Docker(d) => TypeFields {
+                host: d.host.clone(),
+                context: d.context.clone(),
+                repository: Some(d.repository_for(&rt.name)),
+                ..Default::default()
+            },
+            _ => TypeFields::default(),
+        },
+    },
+    RuntimeType {
+        name: "aws",
+        construct: aws,
+        online_checks: "network discovery (VPC, subnets, security groups)",
+        fields: |rt| match &rt.kind {
+            RuntimeKind::Aws(a) => TypeFields {
+                region: Some(a.region.clone()),
+                account_id: a.account_id.clone(),
+                ..Default::default()
+            },
+            _ => TypeFields::default(),
+        },
+    },
+];
+
+/// The type of a runtime entry.
+pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
+    RUNTIME_TYPES
+        .iter()
+        .find(|t| t.name == rt.type_name())
+        .ok_or_else(|| anyhow!("runtime {}: type {} is not wired", rt.display, rt.type_name()))
+}
+
+/// Construct the runtime named `name` of the tree.
+pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
+    let Some(rt) = tree.runtime(name) else {
+        bail!("runtime {name} is not declared in this tree");
+    };
+    (runtime_type(rt)?.construct)(tree, rt)
+}
+
+fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+    let RuntimeKind::Dummy(d) = &rt.kind else {
+        bail!("runtime {} is not a dummy runtime", rt.display);
+    };
+    let state_dir = match &d.store {
+        Some(dir) => tree.root().join(dir),
+        None => csis_cache::LocalDir::of_tree(tree.root()).sub("dummy"),
+    };
+    let mut cfg = DummyConfig::new(rt.name.clone(), state_dir);
+    cfg.bake_seconds = d.bake_seconds;
+    cfg.fail_series.extend(d.fail.iter().cloned());
+    for image in &tree.images {
+        if let Some(s) = image
+            .model
+            .config
+            .get("dummy_bake_seconds")
+            .and_then(|v| v.as_f64())
+        {
+            cfg.series_seconds.insert(image.name.clone(), s);
+        }
+    }
+    Ok(Arc::new(DummyRuntime::new(cfg)))
+}
+
+fn docker(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+    let settings = csis_runtime_docker::DockerSettings::from_model(tree, rt)
+        .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+    let docker = csis_runtime_docker::docker_runtime(settings)
+        .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+    Ok(docker)
+}
+
+fn aws(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+    let RuntimeKind::Aws(aws) = &rt.kind else {
+        bail!("runtime {} is not an aws runtime", rt.display);
+    };
+    let mut settings = csis_runtime_aws::AwsSettings::from_model(&rt.common, aws);
+    settings.packer_binary = packer_binary(tree, &rt.name);
+    Ok(Arc::new(csis_runtime_aws::AwsRuntime::new(settings)))
+}
+
+/// The `executables:` binary of the packer image builder bound to `runtime`.
+fn packer_binary(tree: &Tree, runtime: &str) -> Option<String> {
+    tree.image_builders
+        .iter()
+        .filter(|ib| ib.runtime == runtime)
+        .filter_map(|ib| ib.executable.as_deref())
+        .filter_map(|exe| tree.executable(exe))
+        .map(|e| e.model.binary.clone().unwrap_or_else(|| e.name.clone()))
+        .next()
+}
+
+/// Construct every runtime in `names` (deduplicated), by name.
+pub fn runtimes<'a>(
+    tree: &Tree,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<BTreeMap<String, DynRuntime>> {
+    let mut out = BTreeMap::new();
+    for name in names {
+        if !out.contains_key(name) {
+            out.insert(name.to_string(), runtime(tree, name)?);
+        }
+    }
+    Ok(out)
+}

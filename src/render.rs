@@ -1,0 +1,123 @@
+//! Rendering shared by several commands: diagnostics, the plan.
+
+use csis_engine::{Plan, PlannedNode};
+use serde::Serialize;
+use csis_rules::Diagnostic;
+
+/// A report as pretty JSON on stdout (one document, newline-terminated).
+pub fn json<T: Serialize>(report: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(report)?);
+    Ok(())
+}
+
+/// Print diagnostics for people (miette, with source spans).
+pub fn print_human(diags: &[Diagnostic]) {
+    for d in diags {
+        eprintln!("{:?}", d.to_report());
+    }
+}
+
+/// The plan as the stable JSON document, written as it is serialized (no
+/// document in memory: a plan of 60,000 nodes is tens of megabytes).
+pub fn write_plan_json(
+    plan: &Plan,
+    explain: bool,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
+    use std::io::Write as _;
+
+    struct Labels<'a>(&'a [csis_engine::Label]);
+    impl serde::Serialize for Labels<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().map(|l| l.to_string()))
+        }
+    }
+    struct JsonNode<'a>(&'a PlannedNode, bool);
+    impl serde::Serialize for JsonNode<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let n = self.0;
+            let mut m = s.serialize_map(None)?;
+            m.serialize_entry("label", &n.label.to_string())?;
+            m.serialize_entry("kind", &n.kind)?;
+            m.serialize_entry("series", &n.series)?;
+            m.serialize_entry("runtime", &n.runtime)?;
+            m.serialize_entry("fingerprint", &n.fingerprint.to_hex())?;
+            m.serialize_entry("due", &n.due)?;
+            m.serialize_entry("reason", &n.reason)?;
+            m.serialize_entry("code", &n.code)?;
+            m.serialize_entry("deps", &Labels(&n.deps))?;
+            if self.1 && !n.changes.is_empty() {
+                m.serialize_entry("changes", &n.changes)?;
+            }
+            m.end()
+        }
+    }
+    struct Nodes<'a>(&'a Plan, bool);
+    impl serde::Serialize for Nodes<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.nodes.len()))?;
+            for n in &self.0.nodes {
+                seq.serialize_element(&JsonNode(n, self.1))?;
+            }
+            seq.end()
+        }
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut ser = serde_json::Serializer::pretty(&mut out);
+    let mut doc = ser.serialize_map(Some(1)).map_err(std::io::Error::other)?;
+    doc.serialize_entry("nodes", &Nodes(plan, explain))
+        .map_err(std::io::Error::other)?;
+    SerializeMap::end(doc).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+fn shown(n: &PlannedNode, all: bool) -> bool {
+    all || n.kind == "bake" || (n.due && n.kind != "emit" && n.kind != "retag")
+}
+
+/// The plan for people: one line per bake (and per due release/dispose).
+pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
+    let mut out = String::new();
+    let width = plan
+        .nodes
+        .iter()
+        .filter(|n| shown(n, all))
+        .map(|n| n.label.to_string().len())
+        .max()
+        .unwrap_or(0);
+    for n in plan.nodes.iter().filter(|n| shown(n, all)) {
+        let mark = if n.due { "bake" } else { "skip" };
+        let mark = if n.kind == "bake" {
+            mark.to_string()
+        } else if n.due {
+            "run ".into()
+        } else {
+            "-   ".into()
+        };
+        out.push_str(&format!(
+            "{mark}  {:width$}  {}  {}\n",
+            n.label.to_string(),
+            n.fingerprint.prefix(12),
+            n.reason
+        ));
+        if explain && n.due && n.kind == "bake" {
+            if n.changes.is_empty() {
+                if n.code == "inputs-changed" {
+                    out.push_str(
+                        "        (the head record holds no canonical inputs to compare)\n",
+                    );
+                }
+            } else {
+                for c in &n.changes {
+                    out.push_str(&format!("        {c}\n"));
+                }
+            }
+        }
+    }
+    let bakes = plan.nodes.iter().filter(|n| n.kind == "bake").count();
+    let due = plan.due_count("bake");
+    out.push_str(&format!("{due} of {bakes} bake(s) due\n"));
+    out
+}
