@@ -24,7 +24,11 @@ pub struct Logs(Mutex<HashMap<String, PathBuf>>);
 
 impl Logs {
     fn get(&self, label: &str) -> Option<PathBuf> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(label).cloned()
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(label)
+            .cloned()
     }
     fn set(&self, label: &str, path: &Path) {
         self.0

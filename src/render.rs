@@ -1,8 +1,8 @@
 //! Rendering shared by several commands: diagnostics, the plan.
 
 use csis_engine::{Plan, PlannedNode};
-use serde::Serialize;
 use csis_rules::Diagnostic;
+use serde::Serialize;
 
 /// A report as pretty JSON on stdout (one document, newline-terminated).
 pub fn json<T: Serialize>(report: &T) -> anyhow::Result<()> {

@@ -97,10 +97,7 @@ struct Redact {
 fn is_run_id(s: &str) -> bool {
     // 2026_12_01t10_10_03_123456
     let b = s.as_bytes();
-    b.len() >= 19
-        && b[..4].iter().all(u8::is_ascii_digit)
-        && b[4] == b'_'
-        && b[10] == b't'
+    b.len() >= 19 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'_' && b[10] == b't'
 }
 
 /// `dddd-dd-dd-dddddd` -> `[time]`.
@@ -176,7 +173,9 @@ impl Redact {
             let tail: String = chars[i..].iter().take(26).collect();
             if is_run_id(&tail) && (i == 0 || !chars[i - 1].is_ascii_digit()) {
                 let mut j = i;
-                while j < chars.len() && (chars[j].is_ascii_digit() || chars[j] == '_' || chars[j] == 't') {
+                while j < chars.len()
+                    && (chars[j].is_ascii_digit() || chars[j] == '_' || chars[j] == 't')
+                {
                     j += 1;
                 }
                 res.push_str("[run]");
@@ -264,7 +263,15 @@ fn lineage_operation_json() {
     let (code, v) = t.json(&["release", "nosuch", "--json"]);
     assert_eq!(code, 1);
     insta::assert_json_snapshot!("release_refused", v);
-    let (code, v) = t.json(&["dispose", "image", "--all", "--runtime", "sim", "--dry-run", "--json"]);
+    let (code, v) = t.json(&[
+        "dispose",
+        "image",
+        "--all",
+        "--runtime",
+        "sim",
+        "--dry-run",
+        "--json",
+    ]);
     assert_eq!(code, 0);
     insta::assert_json_snapshot!("dispose_all_dry_run", v);
     let (code, v) = t.json(&["lineage", "relabel", "--runtime", "sim", "--json"]);
@@ -278,9 +285,7 @@ fn lineage_operation_json() {
     insta::assert_json_snapshot!("empty_leftovers", v);
     let (code, v) = t.json(&["preflight", "--json"]);
     insta::assert_json_snapshot!("preflight", (code, v));
-    let head = t
-        .csis(&["state", "query", "--json"])
-        .1;
+    let head = t.csis(&["state", "query", "--json"]).1;
     let q: Value = serde_json::from_str(&head).unwrap();
     assert!(q.is_object());
     let lineage = csis_cache::MetaState::of_tree(&t.root).lineage().unwrap();

@@ -271,7 +271,10 @@ struct Collect<'a> {
 impl Collect<'_> {
     fn push(&self, e: DisposeEvent) {
         (self.each)(&e);
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e);
     }
     fn report(self, dry_run: bool) -> DisposeReport {
         DisposeReport {
@@ -708,18 +711,15 @@ mod tests {
         let hard = crate::state::state_query_gate(&tree, true).unwrap();
         assert_eq!(hard.len(), 1);
         assert!(hard[0].contains("pin instance vm: missing"), "{hard:?}");
-        assert_eq!(
-            crate::state::state_query_gate(&tree, false).unwrap(),
-            hard
-        );
+        assert_eq!(crate::state::state_query_gate(&tree, false).unwrap(), hard);
     }
 }
 
 #[cfg(test)]
 mod op_tests {
     use super::*;
-    use std::path::Path;
     use crate::{Access, Context, TreeArgs};
+    use std::path::Path;
 
     #[test]
     fn a_refused_request_is_typed_and_deletes_nothing() {

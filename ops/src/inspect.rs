@@ -18,9 +18,17 @@ use crate::Context;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Leftover {
-    Image { build_id: String, series: Option<String> },
-    Instance { name: String, power: String },
-    Volume { id: String },
+    Image {
+        build_id: String,
+        series: Option<String>,
+    },
+    Instance {
+        name: String,
+        power: String,
+    },
+    Volume {
+        id: String,
+    },
 }
 
 impl std::fmt::Display for Leftover {
@@ -123,7 +131,9 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
         });
     }
     for v in &inventory.volumes {
-        report.leftovers.push(Leftover::Volume { id: v.to_string() });
+        report
+            .leftovers
+            .push(Leftover::Volume { id: v.to_string() });
     }
     // A strict query of this runtime must agree too.
     let (lineage, pins) = cx.records()?;
@@ -191,7 +201,11 @@ impl std::fmt::Display for Check {
             return write!(f, "ok   executable {}: {}", self.name, self.detail);
         }
         match &self.what {
-            Some(w) => write!(f, "{mark} {} {}: {w}: {}", self.subject, self.name, self.detail),
+            Some(w) => write!(
+                f,
+                "{mark} {} {}: {w}: {}",
+                self.subject, self.name, self.detail
+            ),
             None if self.status == Status::Unknown => {
                 write!(f, "??   {} {}: {}", self.subject, self.name, self.detail)
             }
@@ -269,7 +283,13 @@ pub fn preflight(cx: &Context) -> Result<PreflightReport> {
         let rt = match cx.runtime(&decl.name) {
             Ok(r) => r,
             Err(e) => {
-                checks.push(check("runtime", &decl.name, Status::Fail, None, format!("{e:#}")));
+                checks.push(check(
+                    "runtime",
+                    &decl.name,
+                    Status::Fail,
+                    None,
+                    format!("{e:#}"),
+                ));
                 continue;
             }
         };
@@ -287,13 +307,25 @@ pub fn preflight(cx: &Context) -> Result<PreflightReport> {
                 None,
                 format!("cannot check ({e})"),
             )),
-            Err(e) => checks.push(check("runtime", &decl.name, Status::Fail, None, e.to_string())),
+            Err(e) => checks.push(check(
+                "runtime",
+                &decl.name,
+                Status::Fail,
+                None,
+                e.to_string(),
+            )),
         }
     }
     for exe in &tree.executables {
         let binary = exe.model.binary();
         checks.push(match find_executable(binary) {
-            Some(p) => check("executable", &exe.name, Status::Ok, None, p.display().to_string()),
+            Some(p) => check(
+                "executable",
+                &exe.name,
+                Status::Ok,
+                None,
+                p.display().to_string(),
+            ),
             None => check(
                 "executable",
                 &exe.name,
@@ -409,7 +441,11 @@ pub fn describe(
     name: &str,
 ) -> Result<std::result::Result<Description, Vec<String>>> {
     let Some(rt) = tree.runtime(name) else {
-        return Ok(Err(tree.runtimes.iter().map(|r| r.display.clone()).collect()));
+        return Ok(Err(tree
+            .runtimes
+            .iter()
+            .map(|r| r.display.clone())
+            .collect()));
     };
     let f = (crate::wiring::runtime_type(rt)?.fields)(rt);
     Ok(Ok(Description {

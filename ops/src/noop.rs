@@ -111,14 +111,11 @@ impl NoopStamp {
         let payload = self.stamp.check(SystemTime::now())?;
         let text = String::from_utf8(payload).ok()?;
         // Check the summary before printing anything.
-        let Some(summary) = text
+        let summary = text
             .lines()
             .rev()
             .find_map(|l| l.strip_prefix("S "))
-            .and_then(|s| serde_json::from_str::<Summary>(s).ok())
-        else {
-            return None;
-        };
+            .and_then(|s| serde_json::from_str::<Summary>(s).ok())?;
         let mut warnings = Vec::new();
         let mut events = String::new();
         for line in text.lines() {

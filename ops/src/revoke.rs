@@ -59,7 +59,14 @@ pub fn revoke(
         revoked: Vec::new(),
         unrevoked_descendants: Vec::new(),
     };
-    let newly = match revoke_in(&lineage, &mut revs, build, with_descendants, reason, Some(&run)) {
+    let newly = match revoke_in(
+        &lineage,
+        &mut revs,
+        build,
+        with_descendants,
+        reason,
+        Some(&run),
+    ) {
         Ok(n) => n,
         Err(e) => {
             report.refused = Some(e.to_string());

@@ -163,10 +163,7 @@ pub fn views(tree: &Tree, only: Option<&str>) -> Result<Vec<RuntimeView>> {
 }
 
 /// Run the state query over every declared runtime.
-pub fn state_report(
-    tree: &Tree,
-    meta: &MetaState,
-) -> Result<(StateReport, Vec<RuntimeView>)> {
+pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<RuntimeView>)> {
     let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
     let parents = image_parents(tree);

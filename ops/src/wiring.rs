@@ -78,7 +78,13 @@ pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
     RUNTIME_TYPES
         .iter()
         .find(|t| t.name == rt.type_name())
-        .ok_or_else(|| anyhow!("runtime {}: type {} is not wired", rt.display, rt.type_name()))
+        .ok_or_else(|| {
+            anyhow!(
+                "runtime {}: type {} is not wired",
+                rt.display,
+                rt.type_name()
+            )
+        })
 }
 
 /// Construct the runtime named `name` of the tree.

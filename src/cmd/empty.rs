@@ -33,10 +33,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
             println!("drift: {} {}: {}: {}", d.kind, d.name, d.drift, d.detail);
         }
         if r.empty() {
-            println!(
-                "empty: {} holds nothing beyond released builds",
-                r.runtime
-            );
+            println!("empty: {} holds nothing beyond released builds", r.runtime);
         }
     }
     Ok(ExitCode::from(r.exit_code()))

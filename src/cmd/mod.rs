@@ -3,19 +3,19 @@
 //! imports another.
 
 pub mod build;
-pub mod graph;
-pub mod init;
-pub mod plan;
-pub mod runtime;
-pub mod validate;
-pub mod watch;
 pub mod dispose;
 pub mod empty;
+pub mod graph;
+pub mod init;
 pub mod lineage;
+pub mod plan;
 pub mod preflight;
 pub mod release;
 pub mod revoke;
+pub mod runtime;
 pub mod state;
+pub mod validate;
+pub mod watch;
 // the operator's secrets and the command line's own description
 pub mod completions;
 pub mod decrypt;
@@ -30,6 +30,9 @@ pub(crate) fn say_waiting(holder: &str) {
 }
 
 /// Open the tree of the global options for an operation.
-pub(crate) fn open(global: &crate::GlobalArgs, access: csis_ops::Access) -> anyhow::Result<csis_ops::Context> {
+pub(crate) fn open(
+    global: &crate::GlobalArgs,
+    access: csis_ops::Access,
+) -> anyhow::Result<csis_ops::Context> {
     csis_ops::Context::open(&global.tree(), access, say_waiting)
 }

@@ -35,11 +35,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         for w in &s.compiled.warnings {
             eprintln!("warning: {w}");
         }
-        print!("{}", crate::render::plan_text(&plan, args.explain, args.all));
+        print!(
+            "{}",
+            crate::render::plan_text(&plan, args.explain, args.all)
+        );
     }
     // The process ends here: leave the tree and graph to the exit rather
     // than free them piece by piece.
     std::mem::forget((s, sel, plan));
     Ok(ExitCode::SUCCESS)
 }
-

@@ -64,8 +64,9 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
             timeout,
             json,
         } => {
-            let answer =
-                csis_ops::inspect::verify_instance(&cx, &runtime, &instance, expect, mounts, timeout)?;
+            let answer = csis_ops::inspect::verify_instance(
+                &cx, &runtime, &instance, expect, mounts, timeout,
+            )?;
             let r = match answer {
                 Ok(r) => r,
                 Err(refusal) => {
@@ -90,7 +91,11 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
                 let verdict = if r.ok { "verified" } else { "NOT verified" };
                 println!("verify: {} on {}: {verdict}", r.instance, r.runtime);
             }
-            return Ok(ExitCode::from(if r.ok { exit::SUCCESS } else { exit::FAILURE }));
+            return Ok(ExitCode::from(if r.ok {
+                exit::SUCCESS
+            } else {
+                exit::FAILURE
+            }));
         }
     };
     let d = match csis_ops::inspect::describe(cx.tree(), &name)? {

@@ -100,4 +100,3 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         csis_ops::exit::SUCCESS
     }))
 }
-
