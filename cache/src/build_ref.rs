@@ -41,7 +41,12 @@ pub fn hash_part(build_id: &str) -> &str {
 }
 
 /// The first [`SHORT_LEN`] characters of the hash, as docker shows ids.
+/// A dummy id (`dummy-<12 hex of the fingerprint>-<counter>`) is shown
+/// whole without its kind: two bakes of the same inputs share the hex.
 pub fn short_id(build_id: &str) -> String {
+    if strip_prefix_ci(build_id, "dummy-").is_some() {
+        return hash_part(build_id).to_string();
+    }
     hash_part(build_id).chars().take(SHORT_LEN).collect()
 }
 
@@ -238,6 +243,17 @@ pub fn series_matches(pattern: &str, series: &str) -> bool {
     }
 }
 
+/// Why a `csis builds` pattern cannot be used (an invalid glob), or `None`.
+pub fn pattern_problem(pattern: &str) -> Option<String> {
+    if pattern.contains(['*', '?', '[']) {
+        globset::Glob::new(pattern)
+            .err()
+            .map(|e| format!("invalid series pattern '{pattern}': {}", e.kind()))
+    } else {
+        None
+    }
+}
+
 /// The recorded builds grouped by series then runtime (sorted by name),
 /// newest first within a group (reverse append order: the head first).
 pub fn list_builds(
@@ -421,6 +437,17 @@ mod tests {
     }
 
     #[test]
+    fn a_name_of_two_builds_is_ambiguous() {
+        let mut l = lineage();
+        l.builds[1].name = l.builds[0].name.clone();
+        let e = resolve_build(&l, "web-dock-2026-11-30", BuildScope::default()).unwrap_err();
+        let BuildRefError::Ambiguous { candidates, .. } = e else {
+            panic!("{e}")
+        };
+        assert_eq!(candidates.len(), 2);
+    }
+
+    #[test]
     fn a_kind_in_front_only_matches_that_kind() {
         let l = lineage();
         // 0fedcba9 is an AMI hash; with sha256: in front it names no docker build
@@ -460,7 +487,9 @@ mod tests {
     fn short_ids() {
         assert_eq!(short_id(D1), "0123456789ab");
         assert_eq!(short_id("ami-0fedcba9876543210"), "0fedcba98765");
-        assert_eq!(short_id("dummy-0123456789ab-3"), "0123456789ab");
+        assert_eq!(short_id("dummy-0123456789ab-3"), "0123456789ab-3");
+        assert!(pattern_problem("x[").is_some());
+        assert!(pattern_problem("we*").is_none() && pattern_problem("web").is_none());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One module per command. Each exposes `Args` (clap) and `run`.
 
 pub mod build;
+pub mod builds;
 pub mod graph;
 pub mod init;
 pub mod plan;
