@@ -85,6 +85,8 @@ pub enum Command {
     Release(cmd::release::Args),
     /// Revoke a build (and with --descendants what descends from it).
     Revoke(cmd::revoke::Args),
+    /// List the recorded builds per series and runtime, newest first, with their marks.
+    Builds(cmd::builds::Args),
     /// Repair tags from records (`relabel`) or records from the tree (`restamp`).
     #[command(subcommand)]
     Lineage(cmd::lineage::LineageCommand),
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         Command::Dispose(c) => cmd::dispose::run(&global, c),
         Command::Release(args) => cmd::release::run(&global, args),
         Command::Revoke(args) => cmd::revoke::run(&global, args),
+        Command::Builds(args) => cmd::builds::run(&global, args),
         Command::Lineage(c) => cmd::lineage::run(&global, c),
         Command::Empty(args) => cmd::empty::run(&global, args),
         Command::Preflight(args) => cmd::preflight::run(&global, args),

@@ -21,6 +21,7 @@ pub mod pins;
 pub mod plan;
 pub mod releases;
 // lineage operations (issue 6)
+pub mod build_ref;
 pub mod drift;
 pub mod heads;
 pub mod release_rules;

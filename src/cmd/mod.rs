@@ -3,26 +3,26 @@
 //! imports another.
 
 pub mod build;
+pub mod builds;
+pub mod completions;
+pub mod decrypt;
 pub mod dispose;
 pub mod empty;
+pub mod encrypt;
 pub mod graph;
 pub mod init;
 pub mod lineage;
+pub mod mask;
 pub mod plan;
 pub mod preflight;
+pub mod public_safe;
+pub mod reencrypt;
 pub mod release;
 pub mod revoke;
 pub mod runtime;
 pub mod state;
 pub mod validate;
 pub mod watch;
-// the operator's secrets and the command line's own description
-pub mod completions;
-pub mod decrypt;
-pub mod encrypt;
-pub mod mask;
-pub mod public_safe;
-pub mod reencrypt;
 
 /// What a command says while another csis holds the tree lock.
 pub(crate) fn say_waiting(holder: &str) {
