@@ -246,6 +246,8 @@ fn load_with(
         pre,
     };
     let tree = l.run(now);
+    l.register_env_secrets();
+    l.d.items.iter_mut().for_each(Diagnostic::redact);
     match tree {
         Some(t) if !l.d.has_errors() => {
             let mut t = t;
@@ -365,6 +367,24 @@ fn name_problem(name: &str) -> Option<String> {
 impl Loader<'_> {
     // -- generic helpers ---------------------------------------------------
 
+    /// The environment values the templates read are secrets (see
+    /// [`crate::secret`]): registered once the tree is rendered.
+    fn register_env_secrets(&mut self) {
+        let reads = self.renderer.reads();
+        if reads.env_keys.is_empty() {
+            return;
+        }
+        let key = self
+            .identities()
+            .map(|i| i.token_key)
+            .unwrap_or_else(crate::secret::default_key);
+        for k in &reads.env_keys {
+            if let Some(v) = self.env.get(k) {
+                crate::secret::register(v, &key);
+            }
+        }
+    }
+
     fn typed<T: serde::de::DeserializeOwned>(&mut self, node: &Node, path: &str) -> Option<T> {
         match yaml::from_node_all::<T>(node, path) {
             Ok(v) => Some(v),
@@ -426,7 +446,16 @@ impl Loader<'_> {
                         .unwrap_or_default()),
                 };
                 match result {
-                    Ok(plain) => *s = plain,
+                    Ok(plain) => {
+                        // A secret from here on: every copy that leaves the
+                        // process is redacted (crate::secret).
+                        let key = self
+                            .identities()
+                            .map(|i| i.token_key)
+                            .unwrap_or_else(crate::secret::default_key);
+                        crate::secret::register(&plain, &key);
+                        *s = plain
+                    }
                     Err(e) => self.d.error_hint(
                         &loc,
                         path,

@@ -279,6 +279,7 @@ struct BakeLog {
 
 impl LogSink for BakeLog {
     fn line(&self, line: &str) {
+        let line = &*csis_rules::secret::redact(line);
         if let Some(f) = self.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = writeln!(f, "{line}");
         }

@@ -108,7 +108,7 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
         RuntimeKind::Docker(d) => (
             None,
             None,
-            d.host.clone(),
+            d.host.as_deref().map(|h| csis_rules::secret::redact(h).into_owned()),
             d.context.clone(),
             Some(d.repository_for(&rt.name)),
         ),
