@@ -124,6 +124,9 @@ impl MetaState {
         let mut l = self.lineage()?;
         let mut p = self.pins()?;
         replay_journal(journal, &mut l, &mut p);
+        for line in p.restore_from_lineage(&l) {
+            eprintln!("warning: {line}");
+        }
         Ok((l, p))
     }
 
@@ -304,6 +307,9 @@ struct RecState {
     rejected: String,
     /// What the replay reported about them.
     problems: Vec<String>,
+    /// The first record that could not be written: every later one is
+    /// refused (see [`Recorder::failure`]).
+    failure: Option<String>,
 }
 
 /// One record as a `builds:` list item (`- build_id: ...`).
@@ -349,6 +355,7 @@ impl Recorder {
                 last_write_cost: std::time::Duration::ZERO,
                 rejected: String::new(),
                 problems: Vec::new(),
+                failure: None,
             }),
         };
         if journal_nonempty(&r.journal) {
@@ -367,9 +374,14 @@ impl Recorder {
         let mut pins = self.meta.pins()?;
         let (replayed, problems, rejected) =
             replay_journal_checked(&self.journal, &mut lineage, &mut pins);
+        let mut problems = problems;
+        let restored = pins.restore_from_lineage(&lineage);
+        problems.extend(restored.iter().cloned());
         for p in &problems {
             eprintln!("warning: {p}");
         }
+        // Restored pins are written out with the next write.
+        let replayed = replayed + usize::from(!restored.is_empty());
         let path = self.meta.dir().join(LINEAGE_FILE);
         let fragments = lineage
             .builds
@@ -387,6 +399,7 @@ impl Recorder {
             last_write_cost: std::time::Duration::ZERO,
             rejected,
             problems,
+            failure: None,
         };
         Ok(st)
     }
@@ -443,6 +456,12 @@ impl Recorder {
     ) -> Result<Option<&'static str>, CacheError> {
         redact_record(&mut record);
         let mut st = self.loaded()?;
+        if let Some(f) = &st.failure {
+            return Err(CacheError::Parse {
+                path: self.journal.clone(),
+                message: format!("an earlier record could not be written ({f}); nothing more is recorded"),
+            });
+        }
         if st.lineage.find(&record.build_id).is_some() {
             return Ok(None);
         }
@@ -461,8 +480,11 @@ impl Recorder {
             message: e.to_string(),
         })?;
         line.push('\n');
-        append_sync(&self.journal, line.as_bytes())
-            .map_err(|e| CacheError::io(&self.journal, e))?;
+        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
+            let e = CacheError::io(&self.journal, e);
+            st.failure = Some(e.to_string());
+            return Err(e);
+        }
         // 2. memory
         let run = record.run.clone();
         st.lineage.add_build(record);
@@ -477,9 +499,19 @@ impl Recorder {
             Some(t) => t.elapsed() >= st.last_write_cost * 10,
         };
         if due {
-            self.write_out(&mut st)?;
+            if let Err(e) = self.write_out(&mut st) {
+                st.failure = Some(e.to_string());
+                return Err(e);
+            }
         }
         Ok(op)
+    }
+
+    /// Why records can no longer be written (the journal or `lineage.yaml`
+    /// failed once: a directory in its place, a full disk), if they cannot.
+    /// A build stops baking then: a bake it cannot record is wasted.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
     }
 
     /// What reading the journal found wrong (lines that were not entries,

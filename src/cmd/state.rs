@@ -285,6 +285,7 @@ pub(crate) fn state_report(
 ) -> Result<(StateReport, Vec<RuntimeView>)> {
     let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
+    meta.releases()?; // a corrupt releases.yaml is reported here, not only by `csis release`
     let parents = image_parents(tree);
     let views = views(tree, None)?;
     let report = drift::judge(
