@@ -134,6 +134,12 @@ pub fn redact_json(v: &mut serde_json::Value) {
     }
 }
 
+/// A JSON value, redacted (in place: no copy when nothing is secret).
+pub fn redacted(mut v: serde_json::Value) -> serde_json::Value {
+    redact_json(&mut v);
+    v
+}
+
 /// A redacted copy of a JSON value.
 pub fn redacted_json(v: &serde_json::Value) -> serde_json::Value {
     let mut c = v.clone();
