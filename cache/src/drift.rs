@@ -91,9 +91,11 @@ impl StateReport {
         self.drift.iter().any(|d| d.hard)
     }
 
-    /// `--strict`: hard drift, or any missing, foreign or changed (not stale).
+    /// `--strict`: hard drift, any missing, foreign or changed (not stale),
+    /// or anything unavailable (what was not checked is not known good).
     pub fn strict_fails(&self) -> bool {
         self.has_hard()
+            || !self.unavailable.is_empty()
             || self
                 .drift
                 .iter()
@@ -467,6 +469,13 @@ pub fn judge(
     let mut summary = BTreeMap::new();
     for k in ["missing", "foreign", "changed", "stale", "revoked"] {
         summary.insert(k.to_string(), drift.iter().filter(|d| d.drift == k).count());
+    }
+    let checked = views.iter().filter(|v| v.images.is_ok()).count();
+    if checked == 0 && !views.is_empty() {
+        notes.insert(format!(
+            "nothing was checked: no runtime answered ({} unavailable); the records were compared with nothing",
+            views.len()
+        ));
     }
     let mut reality = json!({ "images": reality_images });
     if !reality_instances.is_empty() {

@@ -33,7 +33,7 @@ use crate::store::{replay_journal, LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v1";
+const RECIPE: &str = "csis-heads-v2";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -53,6 +53,9 @@ struct Head {
     fingerprint: Option<String>,
     #[serde(rename = "u", default, skip_serializing_if = "Option::is_none")]
     run: Option<String>,
+    /// Adopted from tags (`imported: true`).
+    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
+    imported: Option<bool>,
 }
 
 impl Head {
@@ -64,6 +67,7 @@ impl Head {
             parent: b.parent.clone(),
             fingerprint: b.input_fingerprint.clone(),
             run: b.run.clone(),
+            imported: b.imported,
         }
     }
 
@@ -73,6 +77,7 @@ impl Head {
         r.parent = self.parent;
         r.input_fingerprint = self.fingerprint;
         r.run = self.run;
+        r.imported = self.imported;
         r
     }
 }
@@ -207,6 +212,9 @@ pub fn load_light(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins),
         for b in &mut lineage.builds[before..] {
             *b = Head::of(b).into_record();
         }
+    }
+    for line in pins.restore_from_lineage(&lineage) {
+        eprintln!("warning: {line}");
     }
     Ok((lineage, pins))
 }

@@ -87,4 +87,41 @@ impl Pins {
         });
         true
     }
+
+    /// Put back the image pins `lineage` can rebuild and `pins.yaml` lost
+    /// (an empty, deleted or cut file): an image whose head record on a
+    /// runtime was baked from a parent build that lineage holds was pinned
+    /// to that parent when it was recorded. Records adopted from tags are
+    /// left alone (an import binds nothing). Returns one line per restored
+    /// pin, for the caller to report.
+    pub fn restore_from_lineage(&mut self, lineage: &crate::Lineage) -> Vec<String> {
+        use std::collections::{HashMap, HashSet};
+        let ids: HashSet<&str> = lineage.builds.iter().map(|b| b.build_id.as_str()).collect();
+        let mut heads: HashMap<(&str, &str), &crate::BuildRecord> = HashMap::new();
+        for b in &lineage.builds {
+            if let Some(rt) = b.runtime.as_deref() {
+                heads.insert((b.series.as_str(), rt), b);
+            }
+        }
+        let mut keys: Vec<_> = heads.into_iter().collect();
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::new();
+        for ((series, rt), head) in keys {
+            let Some(parent) = head.parent.as_deref() else {
+                continue;
+            };
+            if head.imported == Some(true) || !ids.contains(parent) {
+                continue;
+            }
+            if self.image_pin(series, rt).is_some() {
+                continue;
+            }
+            self.images.insert(image_key(series, rt), parent.to_string());
+            out.push(format!(
+                "pins.yaml lacked the pin of {series} on {rt}: restored to {parent}, the parent of its head build {}",
+                head.build_id
+            ));
+        }
+        out
+    }
 }

@@ -124,6 +124,9 @@ impl MetaState {
         let mut l = self.lineage()?;
         let mut p = self.pins()?;
         replay_journal(journal, &mut l, &mut p);
+        for line in p.restore_from_lineage(&l) {
+            eprintln!("warning: {line}");
+        }
         Ok((l, p))
     }
 
@@ -136,6 +139,23 @@ impl MetaState {
     }
     pub fn save_releases(&self, r: &Releases) -> Result<bool, CacheError> {
         self.write(RELEASES_FILE, r)
+    }
+}
+
+/// A record holds no secret value in clear (the compile already put tokens
+/// in the inputs; this covers every other field, `extra` included).
+fn redact_record(r: &mut BuildRecord) {
+    if !csis_rules::secret::any() {
+        return;
+    }
+    if let Ok(mut v) = serde_json::to_value(&*r) {
+        let before = v.clone();
+        csis_rules::secret::redact_json(&mut v);
+        if v != before {
+            if let Ok(x) = serde_json::from_value(v) {
+                *r = x;
+            }
+        }
     }
 }
 
@@ -168,28 +188,72 @@ fn apply_pin(pins: &mut Pins, p: &PinBinding, run: Option<&str>) -> Option<&'sta
         .then_some(kind)
 }
 
-/// Read the journal's complete entries (a torn last line, from a kill in the
-/// middle of an append, is ignored: its bake was never reported finished).
-fn read_journal(path: &Path) -> Vec<JournalEntry> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
+/// Read the journal's entries. A torn last line (a kill in the middle of
+/// an append: its bake was never reported finished) is ignored; any other
+/// line that is not an entry is skipped, kept in `<journal>.rejected`, and
+/// reported (the returned problems); the entries after it are kept.
+fn read_journal(path: &Path) -> (Vec<JournalEntry>, Vec<String>, String) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return (Vec::new(), Vec::new(), String::new());
     };
+    let text = String::from_utf8_lossy(&bytes);
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    for line in text.lines() {
+    let mut problems = Vec::new();
+    let mut rejected = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         match serde_json::from_str::<JournalEntry>(line) {
             Ok(e) => out.push(e),
-            Err(_) => break,
+            Err(_) if i + 1 == lines.len() && !complete => {}
+            Err(e) => {
+                problems.push(format!(
+                    "{}:{}: not a journal entry ({e}); skipped, kept in {}.rejected",
+                    path.display(),
+                    i + 1,
+                    path.display()
+                ));
+                rejected.push_str(line);
+                rejected.push('\n');
+            }
         }
     }
-    out
+    (out, problems, rejected)
+}
+
+/// `<journal>.rejected`: where the lines a replay skipped are kept when the
+/// journal is emptied.
+fn rejected_path(journal: &Path) -> PathBuf {
+    let mut r = journal.as_os_str().to_owned();
+    r.push(".rejected");
+    PathBuf::from(r)
 }
 
 /// Merge the journal's records and pin moves into `lineage` and `pins` (what
 /// a reader sees after an interrupted build; duplicates are ignored).
-/// Returns how many records were added.
+/// Returns how many records were added. Lines that are not entries are
+/// skipped and reported on stderr (see [`replay_journal_checked`]).
 pub fn replay_journal(journal: &Path, lineage: &mut Lineage, pins: &mut Pins) -> usize {
+    let (added, problems, _) = replay_journal_checked(journal, lineage, pins);
+    for p in problems {
+        eprintln!("warning: {p}");
+    }
+    added
+}
+
+/// [`replay_journal`], returning the problems instead of printing them, and
+/// the skipped lines.
+pub fn replay_journal_checked(
+    journal: &Path,
+    lineage: &mut Lineage,
+    pins: &mut Pins,
+) -> (usize, Vec<String>, String) {
     let mut added = 0;
-    for e in read_journal(journal) {
+    let (entries, problems, rejected) = read_journal(journal);
+    for e in entries {
         let run = e.record.run.clone();
         if lineage.add_build(e.record) {
             added += 1;
@@ -198,7 +262,7 @@ pub fn replay_journal(journal: &Path, lineage: &mut Lineage, pins: &mut Pins) ->
             apply_pin(pins, p, run.as_deref());
         }
     }
-    added
+    (added, problems, rejected)
 }
 
 /// Records bakes as they succeed. Holds the lineage and pins in memory.
@@ -238,6 +302,14 @@ struct RecState {
     pending: usize,
     last_write: Option<std::time::Instant>,
     last_write_cost: std::time::Duration,
+    /// Journal lines the replay skipped: kept in `<journal>.rejected` before
+    /// the journal is emptied.
+    rejected: String,
+    /// What the replay reported about them.
+    problems: Vec<String>,
+    /// The first record that could not be written: every later one is
+    /// refused (see [`Recorder::failure`]).
+    failure: Option<String>,
 }
 
 /// One record as a `builds:` list item (`- build_id: ...`).
@@ -281,6 +353,9 @@ impl Recorder {
                 pending: 0,
                 last_write: None,
                 last_write_cost: std::time::Duration::ZERO,
+                rejected: String::new(),
+                problems: Vec::new(),
+                failure: None,
             }),
         };
         if journal_nonempty(&r.journal) {
@@ -297,7 +372,16 @@ impl Recorder {
         }
         let mut lineage = self.meta.lineage()?;
         let mut pins = self.meta.pins()?;
-        let replayed = replay_journal(&self.journal, &mut lineage, &mut pins);
+        let (replayed, problems, rejected) =
+            replay_journal_checked(&self.journal, &mut lineage, &mut pins);
+        let mut problems = problems;
+        let restored = pins.restore_from_lineage(&lineage);
+        problems.extend(restored.iter().cloned());
+        for p in &problems {
+            eprintln!("warning: {p}");
+        }
+        // Restored pins are written out with the next write.
+        let replayed = replayed + usize::from(!restored.is_empty());
         let path = self.meta.dir().join(LINEAGE_FILE);
         let fragments = lineage
             .builds
@@ -313,6 +397,9 @@ impl Recorder {
             pending: replayed,
             last_write: None,
             last_write_cost: std::time::Duration::ZERO,
+            rejected,
+            problems,
+            failure: None,
         };
         Ok(st)
     }
@@ -342,7 +429,13 @@ impl Recorder {
                 crate::heads::store_pins_index(local, &ptext, &st.pins);
             }
         }
-        // Both files hold everything the journal held: empty it.
+        // Both files hold everything the journal held: empty it (what it
+        // held that was not an entry is kept aside first).
+        if !st.rejected.is_empty() {
+            append_sync(&rejected_path(&self.journal), st.rejected.as_bytes())
+                .map_err(|e| CacheError::io(&rejected_path(&self.journal), e))?;
+            st.rejected.clear();
+        }
         if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.journal) {
             let _ = f.set_len(0);
             let _ = f.sync_all();
@@ -358,10 +451,17 @@ impl Recorder {
     /// Returns the pin operation performed (`bind`/`follow`), if any.
     pub fn record(
         &self,
-        record: BuildRecord,
+        mut record: BuildRecord,
         pin: Option<PinBinding>,
     ) -> Result<Option<&'static str>, CacheError> {
+        redact_record(&mut record);
         let mut st = self.loaded()?;
+        if let Some(f) = &st.failure {
+            return Err(CacheError::Parse {
+                path: self.journal.clone(),
+                message: format!("an earlier record could not be written ({f}); nothing more is recorded"),
+            });
+        }
         if st.lineage.find(&record.build_id).is_some() {
             return Ok(None);
         }
@@ -380,8 +480,11 @@ impl Recorder {
             message: e.to_string(),
         })?;
         line.push('\n');
-        append_sync(&self.journal, line.as_bytes())
-            .map_err(|e| CacheError::io(&self.journal, e))?;
+        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
+            let e = CacheError::io(&self.journal, e);
+            st.failure = Some(e.to_string());
+            return Err(e);
+        }
         // 2. memory
         let run = record.run.clone();
         st.lineage.add_build(record);
@@ -396,9 +499,25 @@ impl Recorder {
             Some(t) => t.elapsed() >= st.last_write_cost * 10,
         };
         if due {
-            self.write_out(&mut st)?;
+            if let Err(e) = self.write_out(&mut st) {
+                st.failure = Some(e.to_string());
+                return Err(e);
+            }
         }
         Ok(op)
+    }
+
+    /// Why records can no longer be written (the journal or `lineage.yaml`
+    /// failed once: a directory in its place, a full disk), if they cannot.
+    /// A build stops baking then: a bake it cannot record is wasted.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
+    }
+
+    /// What reading the journal found wrong (lines that were not entries,
+    /// each skipped and kept in `<journal>.rejected`).
+    pub fn journal_problems(&self) -> Vec<String> {
+        self.lock().problems.clone()
     }
 
     /// Write `lineage.yaml` and `pins.yaml` if records are pending.

@@ -293,6 +293,9 @@ fn around_difference(a: &str, b: &str) -> (String, String) {
     (cut(&ac), cut(&bc))
 }
 
+/// How inputs mark a redacted value (a token standing for a secret).
+pub const REDACTED_PREFIX: &str = "<secret:";
+
 impl fmt::Display for FieldChange {
     /// `mods[1].content: 3f2a8c1d.. -> 9b1c22e0..`, or with the item's
     /// name: `mods[0].files[0].blake3 (playbooks/web.yml): cdf8.. -> 8471..`
@@ -306,6 +309,11 @@ impl fmt::Display for FieldChange {
             }
         };
         if let (Some(Value::String(a)), Some(Value::String(b))) = (&self.old, &self.new) {
+            // A redacted value (`<secret:HEX>`, a keyed hash in place of a
+            // secret): say so rather than show two tokens.
+            if a.contains(REDACTED_PREFIX) || b.contains(REDACTED_PREFIX) {
+                return write!(f, "{path}: a secret value changed");
+            }
             if !is_digest(a) || !is_digest(b) {
                 let (a, b) = around_difference(a, b);
                 return write!(f, "{path}: {a} -> {b}");

@@ -166,6 +166,7 @@ pub fn views(tree: &Tree, only: Option<&str>) -> Result<Vec<RuntimeView>> {
 pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<RuntimeView>)> {
     let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
+    meta.releases()?; // a corrupt releases.yaml is reported here, not only by `csis release`
     let parents = image_parents(tree);
     let views = views(tree, None)?;
     let report = drift::judge(

@@ -28,6 +28,8 @@ pub struct Diagnostic {
     pub column: u32,
     /// Field path (`runtime_builders[0].credentials.profile_nme`).
     pub path: String,
+    /// Redacted when serialized or shown ([`crate::secret`]).
+    #[serde(serialize_with = "redacted")]
     pub message: String,
     #[serde(skip)]
     pub hint: Option<String>,
@@ -42,7 +44,23 @@ pub struct Diagnostic {
     pub source: Option<Arc<SourceFile>>,
 }
 
+fn redacted<S: serde::Serializer>(m: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::secret::redact(m))
+}
+
 impl Diagnostic {
+    /// Replace every secret value in the message and hint by its token.
+    pub fn redact(&mut self) {
+        if let std::borrow::Cow::Owned(m) = crate::secret::redact(&self.message) {
+            self.message = m;
+        }
+        if let Some(h) = &self.hint {
+            if let std::borrow::Cow::Owned(x) = crate::secret::redact(h) {
+                self.hint = Some(x);
+            }
+        }
+    }
+
     /// An error at a location.
     pub fn at(loc: &Loc, path: &str, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
@@ -106,6 +124,13 @@ impl Diagnostic {
 
     /// A miette report with the source span, the field path and the hint.
     pub fn to_report(&self) -> miette::Report {
+        let mut this = self.clone();
+        this.redact();
+        let self_ = &this;
+        self_.report()
+    }
+
+    fn report(&self) -> miette::Report {
         let sev = match self.severity {
             Severity::Error => miette::Severity::Error,
             Severity::Warning => miette::Severity::Warning,
@@ -148,7 +173,7 @@ impl fmt::Display for Diagnostic {
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
-        f.write_str(&self.message)?;
+        f.write_str(&crate::secret::redact(&self.message))?;
         if let Some(h) = &self.hint {
             write!(f, " (hint: {h})")?;
         }

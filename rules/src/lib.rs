@@ -21,6 +21,7 @@ pub mod diag;
 pub mod incremental;
 pub mod load;
 pub mod model;
+pub mod secret;
 pub mod secrets;
 pub mod template;
 pub mod tools;

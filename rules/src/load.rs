@@ -246,6 +246,8 @@ fn load_with(
         pre,
     };
     let tree = l.run(now);
+    l.register_env_secrets();
+    l.d.items.iter_mut().for_each(Diagnostic::redact);
     match tree {
         Some(t) if !l.d.has_errors() => {
             let mut t = t;
@@ -256,36 +258,92 @@ fn load_with(
     }
 }
 
-fn yaml_files(dir: &Path, recursive: bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = if recursive {
-        walkdir::WalkDir::new(dir)
-            .sort_by_file_name()
-            .into_iter()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_file())
-            .map(|e| e.into_path())
-            .collect()
-    } else {
-        std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.is_file())
-                    .collect()
-            })
-            .unwrap_or_default()
+/// The YAML files of `dir` (recursively or not), and a diagnostic for each
+/// entry that cannot be read. Symbolic links are followed everywhere (to
+/// files and, when recursive, to directories); a link that leads back to a
+/// directory it lies in is refused as a loop, a dangling link as unreadable.
+fn yaml_files_checked(dir: &Path, recursive: bool, root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
+    let display = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .replace('\\', "/")
     };
-    out.retain(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml"));
+    let is_yaml = |p: &Path| p.extension().is_some_and(|x| x == "yml" || x == "yaml");
+    let mut diags = Vec::new();
+    let mut out: Vec<PathBuf> = Vec::new();
+    if recursive {
+        for e in walkdir::WalkDir::new(dir)
+            .follow_links(true)
+            .sort_by_file_name()
+        {
+            match e {
+                Ok(e) => {
+                    if e.file_type().is_file() {
+                        out.push(e.into_path());
+                    }
+                }
+                Err(err) => {
+                    let at = err.path().map(display).unwrap_or_else(|| display(dir));
+                    let msg = if let Some(anc) = err.loop_ancestor() {
+                        format!(
+                            "a symbolic link loop: this leads back to {}; refused",
+                            display(anc)
+                        )
+                    } else {
+                        match err.io_error() {
+                            Some(io) => format!("cannot read: {io}"),
+                            None => format!("cannot read: {err}"),
+                        }
+                    };
+                    // Only YAML files and directories matter; a bad link to
+                    // anything else is still reported, it may be either.
+                    diags.push(Diagnostic::plain(&at, msg));
+                }
+            }
+        }
+    } else {
+        match std::fs::read_dir(dir) {
+            Err(e) => diags.push(Diagnostic::plain(&display(dir), format!("cannot read: {e}"))),
+            Ok(rd) => {
+                for e in rd {
+                    match e {
+                        Err(e) => diags.push(Diagnostic::plain(&display(dir), format!("cannot read: {e}"))),
+                        Ok(e) => {
+                            let p = e.path();
+                            if !is_yaml(&p) {
+                                continue;
+                            }
+                            match std::fs::metadata(&p) {
+                                Ok(m) if m.is_file() => out.push(p),
+                                Ok(_) => {}
+                                Err(err) => diags.push(Diagnostic::plain(
+                                    &display(&p),
+                                    format!("cannot read: {err}"),
+                                )),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.retain(|p| is_yaml(p));
     if !recursive {
         out.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
     }
-    out
+    (out, diags)
+}
+
+fn yaml_files(dir: &Path, recursive: bool) -> Vec<PathBuf> {
+    yaml_files_checked(dir, recursive, dir).0
 }
 
 fn short_marker(s: &str) -> String {
     let t = s.trim();
-    if t.len() > 24 {
-        format!("{}...]", &t[..20])
+    if t.chars().count() > 24 {
+        let head: String = t.chars().take(20).collect();
+        format!("{head}...]")
     } else {
         t.to_string()
     }
@@ -308,6 +366,24 @@ fn name_problem(name: &str) -> Option<String> {
 
 impl Loader<'_> {
     // -- generic helpers ---------------------------------------------------
+
+    /// The environment values the templates read are secrets (see
+    /// [`crate::secret`]): registered once the tree is rendered.
+    fn register_env_secrets(&mut self) {
+        let reads = self.renderer.reads();
+        if reads.env_keys.is_empty() {
+            return;
+        }
+        let key = self
+            .identities()
+            .map(|i| i.token_key)
+            .unwrap_or_else(crate::secret::default_key);
+        for k in &reads.env_keys {
+            if let Some(v) = self.env.get(k) {
+                crate::secret::register(v, &key);
+            }
+        }
+    }
 
     fn typed<T: serde::de::DeserializeOwned>(&mut self, node: &Node, path: &str) -> Option<T> {
         match yaml::from_node_all::<T>(node, path) {
@@ -370,7 +446,16 @@ impl Loader<'_> {
                         .unwrap_or_default()),
                 };
                 match result {
-                    Ok(plain) => *s = plain,
+                    Ok(plain) => {
+                        // A secret from here on: every copy that leaves the
+                        // process is redacted (crate::secret).
+                        let key = self
+                            .identities()
+                            .map(|i| i.token_key)
+                            .unwrap_or_else(crate::secret::default_key);
+                        crate::secret::register(&plain, &key);
+                        *s = plain
+                    }
                     Err(e) => self.d.error_hint(
                         &loc,
                         path,
@@ -539,6 +624,9 @@ impl Loader<'_> {
         // 1. cfg/ merged
         let mut scalars: IndexMap<String, Entry> = IndexMap::new();
         let mut lists: IndexMap<String, Vec<Item>> = IndexMap::new();
+        // Where the configuration mapping is (cfg/_config.yml's, else the
+        // first file with a scalar key): a missing `id` is reported there.
+        let mut config_map: Option<Loc> = None;
         for parsed in self.parsed_files(&cfg_dir, false) {
             let node = match parsed {
                 Ok(n) => n,
@@ -547,6 +635,18 @@ impl Loader<'_> {
                     continue;
                 }
             };
+            if matches!(node.value, Value::Map(_))
+                && (config_map.is_none() || node.loc.file.path.ends_with("/_config.yml"))
+                && !config_map
+                    .as_ref()
+                    .is_some_and(|l: &Loc| l.file.path.ends_with("/_config.yml"))
+                && (node.loc.file.path.ends_with("/_config.yml")
+                    || node
+                        .as_map()
+                        .is_some_and(|m| m.iter().any(|e| !BUILDER_LISTS.contains(&e.key.as_str()) && e.key != "executables")))
+            {
+                config_map = Some(node.loc.clone());
+            }
             let entries = match node.value {
                 Value::Null => continue,
                 Value::Map(m) => m,
@@ -615,7 +715,7 @@ impl Loader<'_> {
             s
         };
         self.renderer = self.renderer.renew(&self.env, &self.execution);
-        let (config, config_origin) = self.load_config(&scalars, &overlays);
+        let (config, config_origin) = self.load_config(&scalars, &overlays, config_map);
 
         // 4. builders
         let mut executables = Vec::new();
@@ -746,7 +846,8 @@ impl Loader<'_> {
                 .collect();
             return keys.iter().filter_map(|k| pre.remove(k)).collect();
         }
-        let files = yaml_files(dir, recursive);
+        let (files, unreadable) = yaml_files_checked(dir, recursive, &self.root);
+        self.d.items.extend(unreadable);
         if recursive {
             return yaml::parse_files(&files, &self.root);
         }
@@ -843,14 +944,17 @@ impl Loader<'_> {
         &mut self,
         scalars: &IndexMap<String, Entry>,
         overlays: &[Node],
+        config_map: Option<Loc>,
     ) -> (IaConfig, Option<Origin>) {
         let first_loc = scalars.values().next().map(|e| e.key_loc.clone());
         let Some(first_loc) = first_loc else {
             if !self.d.has_errors() {
-                self.d.push(
-                    Diagnostic::plain("cfg/_config.yml", "missing field `id`")
-                        .with_hint("cfg/_config.yml declares `id: <identifier>`"),
-                );
+                let d = match &config_map {
+                    Some(l) => Diagnostic::at(l, "", "missing field `id`"),
+                    None => Diagnostic::plain("cfg/_config.yml", "missing field `id`"),
+                };
+                self.d
+                    .push(d.with_hint("cfg/_config.yml declares `id: <identifier>`"));
             }
             return (
                 yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config"),
@@ -859,11 +963,11 @@ impl Loader<'_> {
         };
         let mut doc = Node::new(
             Value::Map(scalars.values().cloned().collect()),
-            Loc {
+            config_map.unwrap_or(Loc {
                 line: 1,
                 column: 1,
                 ..first_loc.clone()
-            },
+            }),
         );
         // `config:` overrides from overlays, key by key.
         for o in overlays {
@@ -1581,6 +1685,24 @@ impl Loader<'_> {
         let mut out: Vec<(String, Vec<Item>)> =
             keys.iter().map(|k| (k.to_string(), Vec::new())).collect();
         let path = self.root.join(dir);
+        if self.pre.is_none() {
+            // Present but not a readable directory: refused, not "0 images".
+            match std::fs::metadata(&path) {
+                Ok(m) if !m.is_dir() => self.d.push(
+                    Diagnostic::plain(dir, format!("`{dir}` is not a directory"))
+                        .with_hint(format!("{dir}/ holds YAML files; move this file into it")),
+                ),
+                Err(e)
+                    if e.kind() != std::io::ErrorKind::NotFound
+                        || path.symlink_metadata().is_ok() =>
+                {
+                    self
+                    .d
+                    .push(Diagnostic::plain(&format!("{dir}/"), format!("cannot read: {e}")))
+                }
+                _ => {}
+            }
+        }
         if path.is_dir() {
             for parsed in self.parsed_files(&path, true) {
                 let node = match parsed {

@@ -9,6 +9,35 @@ use minijinja::{Environment, UndefinedBehavior, Value as JValue};
 
 use crate::yaml::{Node, Value};
 
+/// The most work (minijinja's fuel: about one unit per instruction) one
+/// template may take; a template in a configuration file that needs more
+/// is refused, not run for ever.
+pub const TEMPLATE_FUEL: u64 = 100_000;
+
+/// The most text one template may render to.
+pub const MAX_RENDERED: usize = 1 << 20;
+
+/// A writer that refuses to hold more than [`MAX_RENDERED`] bytes.
+#[derive(Default)]
+struct Bounded {
+    buf: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + b.len() > MAX_RENDERED {
+            self.over = true;
+            return Err(std::io::Error::other("rendered text too large"));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Does this string need rendering?
 pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
@@ -106,6 +135,7 @@ impl Renderer {
     ) -> Renderer {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Lenient);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         let mut base = BTreeMap::new();
         let vars = env_vars
             .iter()
@@ -149,7 +179,22 @@ impl Renderer {
         for (k, v) in scopes {
             ctx.insert((*k).to_string(), (*v).clone());
         }
-        self.env.render_str(text, ctx).map_err(|e| {
+        let mut out = Bounded::default();
+        let rendered = self
+            .env
+            .template_from_str(text)
+            .and_then(|t| t.render_captured_to(ctx, &mut out).map(|_| ()));
+        if out.over {
+            return Err(format!(
+                "template refused: it renders to more than {MAX_RENDERED} bytes"
+            ));
+        }
+        rendered.map(|()| String::from_utf8_lossy(&out.buf).into_owned()).map_err(|e| {
+            if e.kind() == minijinja::ErrorKind::OutOfFuel {
+                return format!(
+                    "template refused: it takes more than {TEMPLATE_FUEL} steps to render (a loop too long?)"
+                );
+            }
             let mut msg = format!("template error: {}", e.kind());
             if let Some(d) = e.detail() {
                 msg.push_str(": ");

@@ -116,8 +116,13 @@ impl Runtime {
             _ => None,
         }
     }
-    /// aws: the region; docker: the host or context; dummy: `local`.
+    /// aws: the region; docker: the host or context; dummy: `local`. A
+    /// secret in it (a password in an encrypted `host`) is redacted.
     pub fn address(&self) -> String {
+        crate::secret::redact(&self.address_clear()).into_owned()
+    }
+
+    fn address_clear(&self) -> String {
         match &self.kind {
             RuntimeKind::Aws(a) => a.region.clone(),
             RuntimeKind::Docker(d) => d

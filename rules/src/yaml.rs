@@ -412,6 +412,7 @@ enum Frame {
         items: Vec<Node>,
         loc: Loc,
         anchor: usize,
+        size: Size,
     },
     Map {
         entries: Vec<Entry>,
@@ -419,8 +420,34 @@ enum Frame {
         key: Option<Node>,
         loc: Loc,
         anchor: usize,
+        size: Size,
     },
 }
+
+/// How many nodes a subtree holds and how deep it goes (the cost an alias
+/// to it adds).
+#[derive(Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    height: usize,
+}
+
+impl Size {
+    fn add_child(&mut self, child: Size) {
+        self.nodes = self.nodes.saturating_add(child.nodes);
+        self.height = self.height.max(child.height + 1);
+    }
+}
+
+/// The most nodes the aliases of one file may produce (each alias costs
+/// the node count of what it refers to): serde-saphyr's `max_nodes`
+/// default. A few hundred bytes of nested aliases would otherwise expand
+/// to gigabytes.
+pub const MAX_ALIAS_NODES: usize = 250_000;
+
+/// The deepest nesting of lists and mappings a file may hold, aliases
+/// included (every later walk of the tree recurses).
+pub const MAX_DEPTH: usize = 128;
 
 fn marker_loc(file: &Arc<SourceFile>, span: &serde_saphyr::granit_parser::Span) -> Loc {
     let start = span.start.byte_offset().unwrap_or(0);
@@ -497,9 +524,18 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
     let text: &str = &file.text;
     let parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    let mut anchors: HashMap<usize, (Node, Size)> = HashMap::new();
     let mut root: Option<Node> = None;
     let mut documents = 0;
+    // Nodes produced by aliases so far (see MAX_ALIAS_NODES).
+    let mut expanded: usize = 0;
+
+    fn grow(stack: &mut [Frame], child: Size) {
+        match stack.last_mut() {
+            Some(Frame::Seq { size, .. }) | Some(Frame::Map { size, .. }) => size.add_child(child),
+            None => {}
+        }
+    }
 
     fn push(stack: &mut [Frame], root: &mut Option<Node>, node: Node) {
         match stack.last_mut() {
@@ -580,36 +616,61 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                     loc: marker_loc(file, &span),
                 };
                 if anchor > 0 {
-                    anchors.insert(anchor, node.clone());
+                    anchors.insert(anchor, (node.clone(), Size { nodes: 1, height: 0 }));
                 }
+                grow(&mut stack, Size { nodes: 1, height: 0 });
                 push(&mut stack, &mut root, node);
             }
-            Event::SequenceStart(_, anchor, _) => stack.push(Frame::Seq {
-                items: Vec::new(),
-                loc: marker_loc(file, &span),
-                anchor,
-            }),
-            Event::MappingStart(_, anchor, _) => stack.push(Frame::Map {
-                entries: Vec::new(),
-                merged: Vec::new(),
-                key: None,
-                loc: marker_loc(file, &span),
-                anchor,
-            }),
+            Event::SequenceStart(_, anchor, _) | Event::MappingStart(_, anchor, _) => {
+                if stack.len() >= MAX_DEPTH {
+                    let l = marker_loc(file, &span);
+                    return Err((
+                        l.line,
+                        l.column,
+                        format!("lists and mappings nest deeper than {MAX_DEPTH} levels"),
+                    ));
+                }
+                let loc = marker_loc(file, &span);
+                let size = Size { nodes: 1, height: 0 };
+                stack.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::Seq {
+                        items: Vec::new(),
+                        loc,
+                        anchor,
+                        size,
+                    }
+                } else {
+                    Frame::Map {
+                        entries: Vec::new(),
+                        merged: Vec::new(),
+                        key: None,
+                        loc,
+                        anchor,
+                        size,
+                    }
+                })
+            }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match stack.pop() {
-                    Some(Frame::Seq { items, loc, anchor }) => (
+                let (node, anchor, size) = match stack.pop() {
+                    Some(Frame::Seq {
+                        items,
+                        loc,
+                        anchor,
+                        size,
+                    }) => (
                         Node {
                             value: Value::Seq(items),
                             loc,
                         },
                         anchor,
+                        size,
                     ),
                     Some(Frame::Map {
                         mut entries,
                         merged,
                         loc,
                         anchor,
+                        size,
                         ..
                     }) => {
                         for e in merged {
@@ -623,22 +684,45 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                                 loc,
                             },
                             anchor,
+                            size,
                         )
                     }
                     None => continue,
                 };
                 if anchor > 0 {
-                    anchors.insert(anchor, node.clone());
+                    anchors.insert(anchor, (node.clone(), size));
                 }
+                grow(&mut stack, size);
                 push(&mut stack, &mut root, node);
             }
             Event::Alias(id) => {
                 let l = marker_loc(file, &span);
-                let node = anchors.get(&id).cloned().ok_or((
+                let (node, size) = anchors.get(&id).ok_or((
                     l.line,
                     l.column,
                     "alias to an unknown anchor".to_string(),
                 ))?;
+                expanded = expanded.saturating_add(size.nodes);
+                if expanded > MAX_ALIAS_NODES {
+                    return Err((
+                        l.line,
+                        l.column,
+                        format!(
+                            "aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias costs every node it repeats); refused"
+                        ),
+                    ));
+                }
+                if stack.len() + size.height >= MAX_DEPTH {
+                    return Err((
+                        l.line,
+                        l.column,
+                        format!(
+                            "this alias nests lists and mappings deeper than {MAX_DEPTH} levels"
+                        ),
+                    ));
+                }
+                let (node, size) = (node.clone(), *size);
+                grow(&mut stack, size);
                 push(&mut stack, &mut root, node);
             }
             _ => {}
@@ -730,6 +814,25 @@ fn line_col_to_offset(text: &str, line: u32, column: u32) -> u32 {
     off as u32
 }
 
+/// The text of a file read as bytes; invalid UTF-8 is refused at the line
+/// and column (in characters) where the first bad byte sits.
+pub fn decode_utf8(label: &str, bytes: Vec<u8>) -> Result<String, Diagnostic> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let good = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+        let line = good.matches('\n').count() + 1;
+        let column = good.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        let mut d = Diagnostic::plain(
+            label,
+            format!("not UTF-8 text: invalid byte 0x{:02x} at byte offset {at}", bytes[at]),
+        );
+        d.line = line as u32;
+        d.column = column as u32;
+        d.with_hint("csis reads YAML files as UTF-8; re-save the file in that encoding")
+    })
+}
+
 /// Read and parse a file. `root` is used to make the display path relative.
 pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
     parse_file_w(path, root, &mut Vec::new())
@@ -746,8 +849,9 @@ pub fn parse_file_w(
         .unwrap_or(path)
         .to_string_lossy()
         .replace('\\', "/");
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Diagnostic::plain(&display, format!("cannot read: {e}")))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| Diagnostic::plain(&display, format!("cannot read: {e}")))?;
+    let text = decode_utf8(&display, bytes)?;
     let file = Arc::new(SourceFile {
         path: display,
         abs: path.to_path_buf(),
@@ -1352,9 +1456,9 @@ pub fn from_str<T: serde::de::DeserializeOwned>(label: &str, text: &str) -> Resu
 /// Parse a YAML file into a typed value (see [`from_str`]).
 pub fn read_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Diagnostic> {
     let label = path.to_string_lossy().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Diagnostic::plain(&label, format!("cannot read: {e}")))?;
-    from_str(&label, &text)
+    let bytes =
+        std::fs::read(path).map_err(|e| Diagnostic::plain(&label, format!("cannot read: {e}")))?;
+    from_str(&label, &decode_utf8(&label, bytes)?)
 }
 
 /// Parse many files, in parallel (one thread per core), keeping their order.

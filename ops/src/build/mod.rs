@@ -335,6 +335,7 @@ struct BakeLog {
 
 impl LogSink for BakeLog {
     fn line(&self, line: &str) {
+        let line = &*csis_rules::secret::redact(line);
         if let Some(f) = self.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = writeln!(f, "{line}");
         }
@@ -730,7 +731,7 @@ impl BuildState {
         &self,
         runtime: &str,
         tags: &BTreeMap<String, String>,
-    ) -> Option<BakeOutcome> {
+    ) -> Option<(BakeOutcome, Option<String>)> {
         let images = {
             let mut cache = self.images.lock().await;
             match cache.get(runtime) {
@@ -753,16 +754,24 @@ impl BuildState {
                     .all(|k| same(k, img))
             })
             .find(|img| self.recorder.find(&img.build_id).is_none())
-            .map(|img| BakeOutcome {
-                build_id: img.build_id.clone(),
-                name: img.name.clone().unwrap_or_else(|| img.build_id.clone()),
-                assertions: 0,
+            .map(|img| {
+                let outcome = BakeOutcome {
+                    build_id: img.build_id.clone(),
+                    name: img.name.clone().unwrap_or_else(|| img.build_id.clone()),
+                    assertions: 0,
+                };
+                (outcome, img.tags.get("csis_run").cloned())
             })
     }
 
     async fn bake(&self, cx: &NodeContext, spec: &BakeSpec) -> Result<NodeOutput, NodeError> {
         if self.dry_run {
             return Ok(NodeOutput::none());
+        }
+        if let Some(f) = self.recorder.failure() {
+            return Err(NodeError::new(format!(
+                "not baked: records cannot be written ({f})"
+            )));
         }
         let rt = self.runtime(&spec.runtime)?;
         let (parent, parent_build) = self.parent_for_bake(spec)?;
@@ -790,7 +799,9 @@ impl BuildState {
         } else {
             self.unrecorded_build(&spec.runtime, &req.tags).await
         };
-        let outcome = match recovered {
+        // An adopted build keeps the run that baked it (its `csis_run` tag).
+        let baked_by = recovered.as_ref().and_then(|r| r.1.clone());
+        let outcome = match recovered.map(|r| r.0) {
             Some(outcome) => {
                 log.line(&format!(
                     "recovered {}: an earlier, interrupted run baked it with these very inputs and did not record it",
@@ -813,7 +824,7 @@ impl BuildState {
         rec.name = Some(outcome.name.clone());
         rec.parent = Some(parent_build.clone());
         rec.input_fingerprint = Some(fp);
-        rec.run = Some(self.run_id.clone());
+        rec.run = Some(baked_by.unwrap_or_else(|| self.run_id.clone()));
         rec.capabilities = serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
         rec.mods = spec
             .mod_records

@@ -608,7 +608,7 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
         entries.push(Entry {
             runtime: rt,
             resolve: Some((Arc::new(resolve), resolve_spec)),
-            bake: Arc::new(bake.with_inputs(bake_inputs)),
+            bake: Arc::new(bake.with_inputs(crate::secret::redacted(bake_inputs))),
             spec: Arc::new(spec),
             parent: ParentLink::Vendor,
             emit: Arc::new(emit),
@@ -721,7 +721,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
         entries.push(Entry {
             runtime: rt,
             resolve: None,
-            bake: Arc::new(bake.with_inputs(bake_inputs)),
+            bake: Arc::new(bake.with_inputs(crate::secret::redacted(bake_inputs))),
             spec: Arc::new(spec),
             parent,
             emit: Arc::new(emit),
@@ -753,6 +753,7 @@ pub fn finish_image(
         .mods
         .iter()
         .map(|m| mod_input_and_record(m, hash))
+        .map(|(i, r)| (crate::secret::redacted(i), crate::secret::redacted(r)))
         .unzip();
     for e in &mut draft.entries {
         if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {

@@ -617,7 +617,7 @@ impl Runtime for AwsRuntime {
     async fn check_online(&self) -> Result<Vec<OnlineFinding>> {
         match self.discovery().await {
             Ok(d) => Ok(network::verdicts(&self.settings, d)),
-            Err(e) => Ok(vec![network::aws_error(&e)]),
+            Err(e) => Ok(vec![network::aws_error(&self.settings, &e)]),
         }
     }
 

@@ -250,7 +250,34 @@ pub fn verdicts(settings: &AwsSettings, d: &Discovery) -> Vec<OnlineFinding> {
     out
 }
 
-/// The finding for a discovery that could not be made.
-pub fn aws_error(cause: &str) -> OnlineFinding {
+/// The finding for a discovery that could not be made: on the runtime,
+/// naming the endpoint, when the endpoint did not answer (nothing says the
+/// credentials are wrong then); on `credentials` otherwise.
+pub fn aws_error(settings: &AwsSettings, cause: &str) -> OnlineFinding {
+    let c = cause.to_ascii_lowercase();
+    let unreachable = [
+        "dispatch failure",
+        "connection refused",
+        "connect error",
+        "tcp connect",
+        "timed out",
+        "timeout",
+        "dns error",
+        "io error",
+        "error trying to connect",
+    ]
+    .iter()
+    .any(|k| c.contains(k));
+    if unreachable {
+        let endpoint = crate::client::endpoint_for(settings)
+            .unwrap_or_else(|| format!("https://ec2.{}.amazonaws.com", settings.region));
+        return err(
+            "",
+            format!(
+                "AWS runtime {}: the endpoint {endpoint} cannot be reached ({cause}); check the network, `region` and AWS_ENDPOINT_URL",
+                settings.name
+            ),
+        );
+    }
     err("credentials", format!("AWS Error: {cause}"))
 }

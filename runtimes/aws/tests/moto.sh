@@ -51,6 +51,8 @@ export MOTO_AMIS_PATH="${MOTO_AMIS_PATH:-$here/fixtures/amis.json}"
 export MOTO_ACCOUNT_ID="${MOTO_ACCOUNT_ID:-123456789012}"
 nohup "${launch[@]}" -H "$host" -p "$port" >"$log" 2>&1 &
 pid=$!
+# Whoever started it may stop it (CI does, at exit).
+if [ -n "${CSIS_MOTO_PIDFILE:-}" ]; then echo "$pid" >"$CSIS_MOTO_PIDFILE"; fi
 echo "moto: started pid $pid on $url (log $log, MOTO_AMIS_PATH=$MOTO_AMIS_PATH)"
 
 for _ in $(seq 1 150); do

@@ -352,8 +352,13 @@ impl DockerRuntime {
         &self.repository
     }
 
-    /// The daemon's address as configured (for messages).
+    /// The daemon's address as configured (for messages; a secret in it is
+    /// redacted).
     pub fn address(&self) -> String {
+        csis_rules::secret::redact(&self.address_clear()).into_owned()
+    }
+
+    fn address_clear(&self) -> String {
         match &self.endpoint {
             Ok(e) => e.host.clone(),
             Err(_) => self

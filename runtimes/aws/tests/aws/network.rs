@@ -269,7 +269,13 @@ async fn an_unreachable_cloud_is_one_aws_error() {
     s.networking = Some(common::networking("default", &["subnet-1".to_string()]));
     let f = AwsRuntime::new(s).check_online().await.unwrap();
     assert_eq!(f.len(), 1);
-    assert!(f[0].message.starts_with("AWS Error: "), "{}", f[0].message);
+    // The endpoint and the runtime are named; the credentials are not blamed.
+    assert!(
+        f[0].message.starts_with("AWS runtime aws-down: the endpoint http://127.0.0.1:9 cannot be reached"),
+        "{}",
+        f[0].message
+    );
+    assert_ne!(f[0].path, "credentials");
     assert!(f[0].error);
 }
 

@@ -1,0 +1,179 @@
+//! Secret values: what a decrypted `ENC[age:...]` marker or a template's
+//! `ENV` lookup produced. Each is registered here the moment it is produced
+//! (at decryption; at the end of rendering for the environment values the
+//! templates read) and gets a token, `<secret:HEX16>`, where HEX16 is a
+//! keyed blake3 of the plaintext (keyed with a key derived from the tree's
+//! age identity, else from a fixed context), so that:
+//!
+//! - everything csis writes or prints about the tree goes through
+//!   [`redact`] / [`redact_json`]: the bake inputs (so records, journals,
+//!   `.csis/parsed/` and `plan --explain` hold the token), diagnostics,
+//!   runtime descriptions and reports;
+//! - a fingerprint still changes when a secret changes (the token does);
+//! - the bake itself still gets the plaintext: the tree's models keep it,
+//!   only the copies that leave the process are redacted.
+//!
+//! Taint through templates is tracked by content: a rendered string that
+//! contains a registered plaintext is redacted wherever it is written, so a
+//! template that copies a secret into another field needs no mark of its
+//! own. Values shorter than [`MIN_LEN`] characters are redacted only where
+//! they are a whole string (a substring that short would redact innocent
+//! text).
+
+use std::borrow::Cow;
+use std::sync::RwLock;
+
+/// The start of every token.
+pub const TOKEN_PREFIX: &str = "<secret:";
+
+/// Values at least this long are redacted wherever they occur in a string.
+pub const MIN_LEN: usize = 4;
+
+struct Registry {
+    /// (plaintext, token), longest plaintext first (so a secret holding
+    /// another is replaced whole).
+    values: Vec<(String, String)>,
+}
+
+static REGISTRY: RwLock<Registry> = RwLock::new(Registry { values: Vec::new() });
+
+/// The key of tokens made without an identity (environment values of a
+/// tree with no age identity): a token still changes with the value, but
+/// anyone can compute it.
+pub fn default_key() -> [u8; 32] {
+    blake3::derive_key("csis secret token v1 (no identity)", b"")
+}
+
+/// A key derived from identity material (the text of an age secret key or
+/// identity file).
+pub fn key_from(material: &[u8]) -> [u8; 32] {
+    blake3::derive_key("csis secret token v1", material)
+}
+
+/// The token of `plain` under `key`.
+pub fn token(plain: &str, key: &[u8; 32]) -> String {
+    let h = blake3::keyed_hash(key, plain.as_bytes());
+    format!("{TOKEN_PREFIX}{}>", &h.to_hex()[..16])
+}
+
+/// Register a secret value; returns its token. Empty values are ignored.
+pub fn register(plain: &str, key: &[u8; 32]) -> Option<String> {
+    if plain.is_empty() || plain.trim().is_empty() {
+        return None;
+    }
+    let mut r = REGISTRY.write().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, t)) = r.values.iter().find(|(p, _)| p == plain) {
+        return Some(t.clone());
+    }
+    let t = token(plain, key);
+    r.values.push((plain.to_string(), t.clone()));
+    r.values.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    Some(t)
+}
+
+/// Is any secret registered?
+pub fn any() -> bool {
+    !REGISTRY
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .values
+        .is_empty()
+}
+
+/// `s` with every registered secret replaced by its token.
+pub fn redact(s: &str) -> Cow<'_, str> {
+    let r = REGISTRY.read().unwrap_or_else(|p| p.into_inner());
+    if r.values.is_empty() {
+        return Cow::Borrowed(s);
+    }
+    let mut out: Cow<str> = Cow::Borrowed(s);
+    for (plain, tok) in &r.values {
+        if plain.chars().count() < MIN_LEN {
+            if out.as_ref() == plain.as_str() {
+                out = Cow::Owned(tok.clone());
+            }
+            continue;
+        }
+        if out.contains(plain.as_str()) {
+            out = Cow::Owned(out.replace(plain.as_str(), tok));
+        }
+    }
+    out
+}
+
+/// Does `s` hold a registered secret?
+pub fn contains(s: &str) -> bool {
+    matches!(redact(s), Cow::Owned(_))
+}
+
+/// Redact every string (and object key) of a JSON value in place.
+pub fn redact_json(v: &mut serde_json::Value) {
+    if !any() {
+        return;
+    }
+    match v {
+        serde_json::Value::String(s) => {
+            if let Cow::Owned(r) = redact(s) {
+                *s = r;
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_json),
+        serde_json::Value::Object(m) => {
+            let keys_secret = m.keys().any(|k| contains(k));
+            if keys_secret {
+                let old = std::mem::take(m);
+                for (k, mut x) in old {
+                    redact_json(&mut x);
+                    m.insert(redact(&k).into_owned(), x);
+                }
+            } else {
+                m.values_mut().for_each(redact_json);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A JSON value, redacted (in place: no copy when nothing is secret).
+pub fn redacted(mut v: serde_json::Value) -> serde_json::Value {
+    redact_json(&mut v);
+    v
+}
+
+/// A redacted copy of a JSON value.
+pub fn redacted_json(v: &serde_json::Value) -> serde_json::Value {
+    let mut c = v.clone();
+    redact_json(&mut c);
+    c
+}
+
+/// Does this text hold a token (a redacted secret)?
+pub fn has_token(s: &str) -> bool {
+    s.contains(TOKEN_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_values_are_replaced_by_a_keyed_token() {
+        let k = key_from(b"unit-test");
+        let t = register("hunter2-unit-secret", &k).unwrap();
+        assert!(t.starts_with(TOKEN_PREFIX));
+        assert_eq!(t, token("hunter2-unit-secret", &k));
+        assert_ne!(t, token("hunter3-unit-secret", &k));
+        assert_ne!(t, token("hunter2-unit-secret", &default_key()));
+        let s = redact("pw=hunter2-unit-secret;");
+        assert_eq!(s, format!("pw={t};"));
+        let mut j = serde_json::json!({"a": ["x hunter2-unit-secret"], "hunter2-unit-secret": 1});
+        redact_json(&mut j);
+        assert!(!j.to_string().contains("hunter2-unit-secret"), "{j}");
+        assert!(contains("hunter2-unit-secret"));
+        assert!(!contains("nothing"));
+        // Short values: whole strings only.
+        let s = register("xyz", &k).unwrap();
+        assert_eq!(redact("xyz"), s);
+        assert_eq!(redact("xyzzy"), "xyzzy");
+    }
+}

@@ -1,0 +1,57 @@
+//! Records that survive damage and kills: an adopted build keeps the run
+//! that baked it; a journal that cannot be written stops the build.
+
+mod build_support;
+
+use build_support::{build, csis, lineage, tree};
+
+#[test]
+fn an_adopted_build_keeps_the_run_id_of_the_run_that_baked_it() {
+    let t = tree("basic");
+    let d = t.path();
+    let (code, _) = build(d, &[]);
+    assert_eq!(code, 0);
+    let before = lineage(d);
+    let worker = before.head("worker", "sim").unwrap().clone();
+    let baked_by = worker.run.clone().unwrap();
+    // A kill between the finished bake and its journal line: the record
+    // is gone, the image (with its lineage tags) is still in the runtime.
+    let mut l = before.clone();
+    l.builds.retain(|b| b.build_id != worker.build_id);
+    let meta = csis_cache::MetaState::of_tree(d);
+    meta.save_lineage(&l).unwrap();
+    let _ = std::fs::remove_dir_all(d.join(".csis/cache"));
+    let _ = std::fs::remove_dir_all(d.join(".csis/parsed"));
+    // A second later: a new run id.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (code, ev) = build(d, &[]);
+    assert_eq!(code, 0, "{ev:?}");
+    let after = lineage(d);
+    let adopted = after.head("worker", "sim").unwrap();
+    assert_eq!(adopted.build_id, worker.build_id, "adopted, not baked again");
+    assert_eq!(
+        adopted.run.as_deref(),
+        Some(baked_by.as_str()),
+        "the record names the run that baked it"
+    );
+    // So the state query sees no `changed` drift.
+    let out = csis(d).args(["state", "query", "--json"]).output().unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["summary"]["changed"], 0, "{rep}");
+}
+
+#[test]
+fn a_journal_that_cannot_be_written_stops_the_build_at_the_first_record() {
+    let t = tree("basic");
+    let d = t.path();
+    std::fs::create_dir_all(d.join(".csis/lineage.journal")).unwrap();
+    let (code, ev) = build(d, &["-j", "1"]);
+    assert_ne!(code, 0);
+    let baked: usize = build_support::bake_counts(d).values().sum();
+    let refused = ev
+        .iter()
+        .filter(|e| e.to_string().contains("records cannot be written"))
+        .count();
+    assert!(refused > 0, "the later bakes are refused: {ev:?}");
+    assert_eq!(baked, 1, "one bake ran (and could not be recorded), no more");
+}
