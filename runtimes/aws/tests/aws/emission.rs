@@ -104,6 +104,8 @@ pub fn request(
         architecture: None,
         steps: Vec::new(),
         tests: Vec::new(),
+        recipe: Default::default(),
+        required_plugins: Vec::new(),
         tags,
         tree_root: dir.to_path_buf(),
         emit_dir: dir.to_path_buf(),
@@ -533,6 +535,7 @@ async fn the_build_block_steps_tests_and_manifest() {
             playbooks: vec![PathBuf::from("/tree/playbooks/site.yml")],
             extra_arguments: vec!["-e".into(), "x=1".into()],
             binary: "ansible-playbook".into(),
+            extra_vars: Default::default(),
         },
     ];
     req.tests = vec![
@@ -768,6 +771,7 @@ async fn debian_packer_validates_the_root() {
             playbooks: vec![tree.join("playbooks/site.yml")],
             extra_arguments: vec!["-e".into(), "x=1".into()],
             binary: "ansible-playbook".into(),
+            extra_vars: Default::default(),
         },
     ];
     req.tests = vec![TestCommand {
