@@ -354,11 +354,16 @@ pub fn install_sudo_python_lines() -> Vec<String> {
 // base image
 
 /// The packages list every update step writes.
-fn packages_txt_lines(t: &Target) -> Vec<String> {
+fn packages_txt_lines(t: &Target, pm: &str) -> Vec<String> {
+    let list = if pm == "apk" {
+        "apk info -v 2>/dev/null".to_string()
+    } else {
+        "( rpm -qa --qf '%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}\n' 2>/dev/null || dpkg-query -W -f='${Package}=${Version}\n' )".to_string()
+    };
     vec![
         t.su("mkdir -p /var/lib/csis"),
         format!(
-            "( rpm -qa --qf '%{{NAME}}-%{{VERSION}}-%{{RELEASE}}.%{{ARCH}}\n' 2>/dev/null || dpkg-query -W -f='${{Package}}=${{Version}}\n' 2>/dev/null || apk info -v 2>/dev/null ) | sort | {} >/dev/null",
+            "{list} | sort | {} >/dev/null",
             t.su("tee /var/lib/csis/packages.txt")
         ),
     ]
@@ -478,7 +483,7 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
             }
         }
     }
-    v.extend(packages_txt_lines(t));
+    v.extend(packages_txt_lines(t, package_manager_of(&b.os_type, &b.family)));
     Some(v)
 }
 
