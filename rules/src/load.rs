@@ -16,6 +16,8 @@ use crate::template::{self, Renderer};
 use crate::tree::*;
 use crate::yaml::{self, join_path, Entry, Loc, Node, Value};
 
+mod recipe_checks;
+
 /// How to load: the per-invocation changes and the environment.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
@@ -822,6 +824,7 @@ impl Loader<'_> {
             kids: Default::default(),
         };
         self.resolve(&mut tree);
+        self.check_recipe(&tree);
         tree.template_reads = self.renderer.reads();
         Some(tree)
     }

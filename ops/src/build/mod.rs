@@ -713,6 +713,16 @@ impl BuildState {
                     contains: t.contains.clone(),
                 })
                 .collect(),
+            recipe: steps::recipe_of(spec),
+            required_plugins: spec
+                .required_plugins
+                .iter()
+                .map(|(name, version, source)| csis_runtime::recipe::RequiredPlugin {
+                    name: name.clone(),
+                    version: version.clone(),
+                    source: source.clone(),
+                })
+                .collect(),
             tags,
             tree_root: root,
             emit_dir,

@@ -32,6 +32,61 @@ fn ensure_of(e: &csis_rules::model::EnsureModel) -> Ensure {
     }
 }
 
+/// The recipe of a bake beyond its steps and tests (lowered by the runtime).
+pub fn recipe_of(spec: &BakeSpec) -> csis_runtime::recipe::Recipe {
+    use csis_runtime::recipe as r;
+    let str_of = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    r::Recipe {
+        base: spec.base_recipe.as_ref().map(|b| r::BaseRecipe {
+            os_type: b.os_type.clone(),
+            family: b.family.clone(),
+            family_version: b.family_version.clone(),
+            architecture: spec.architecture.clone().unwrap_or_default(),
+            update: r::UpdateRecipe {
+                policy: serde_json::to_value(b.update.policy)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                packages: b.update.packages.clone(),
+                exclude: b.update.exclude.clone(),
+                pin: b.update.pin.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            },
+            admin_user: b.admin_user.clone(),
+            admin_public_keys: b.admin_public_keys.clone(),
+            identity: b
+                .identity_types
+                .iter()
+                .map(|t| r::IdentityPrereq {
+                    identity_type: t.clone(),
+                    builder: String::new(),
+                })
+                .collect(),
+            storage: b
+                .storage_types
+                .iter()
+                .map(|t| r::StoragePrereq {
+                    storage_type: t.clone(),
+                    builder: None,
+                })
+                .collect(),
+        }),
+        image: (!spec.base).then(|| r::ImageRecipe {
+            group: None,
+            bundle: spec
+                .mod_records
+                .iter()
+                .map(|m| r::BundleMod {
+                    name: str_of(m, "name"),
+                    builder: str_of(m, "type"),
+                    operation: str_of(m, "operation"),
+                    idempotent: str_of(m, "idempotent"),
+                    content_hash: str_of(m, "content_hash"),
+                })
+                .collect(),
+        }),
+    }
+}
+
 pub fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
     spec.mods
         .iter()
@@ -44,6 +99,7 @@ pub fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
                     .binary
                     .clone()
                     .unwrap_or_else(|| "ansible-playbook".into()),
+                extra_vars: m.config.clone().into_iter().collect(),
             },
             ModKind::BashRemote => BakeStep::Shell {
                 name: m.name.clone(),

@@ -129,6 +129,45 @@ pub struct BakeSpec {
     pub update: Option<Value>,
     /// Per-image dummy bake time (`config.dummy_bake_seconds`).
     pub dummy_bake_seconds: Option<f64>,
+    /// Base images: what the base recipe needs beyond the fingerprint
+    /// inputs above (the OS type, admin user and keys, the typed update
+    /// policy, the declared identity and storage types).
+    pub base_recipe: Option<BaseRecipeSpec>,
+    /// The image builder's `required_plugins` (name, version, source).
+    pub required_plugins: Vec<(String, String, String)>,
+}
+
+/// The base-image part of a bake's recipe, as the tree declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaseRecipeSpec {
+    pub os_type: String,
+    pub family: String,
+    pub family_version: String,
+    pub admin_user: String,
+    pub admin_public_keys: Vec<String>,
+    pub update: crate::model::UpdatePolicy,
+    pub identity_types: Vec<String>,
+    pub storage_types: Vec<String>,
+}
+
+fn required_plugins(tree: &Tree, image_builder: &str) -> Vec<(String, String, String)> {
+    tree.image_builder(image_builder)
+        .map(|b| {
+            b.model
+                .required_plugins
+                .iter()
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        p.version.clone(),
+                        p.source
+                            .clone()
+                            .unwrap_or_else(|| format!("github.com/hashicorp/{}", p.name)),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A resolve node's question.
@@ -598,6 +637,17 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
             chain: Vec::new(),
             update: Some(update),
             dummy_bake_seconds: dummy_seconds(&os.model.config),
+            base_recipe: Some(BaseRecipeSpec {
+                os_type: os.model.type_.clone(),
+                family: os.model.family.clone(),
+                family_version: os.model.family_version.clone(),
+                admin_user: os.model.admin_user.clone(),
+                admin_public_keys: os.admin_public_keys.clone(),
+                update: os.model.effective_update(),
+                identity_types: os.model.identity_types.clone(),
+                storage_types: os.model.storage_types.clone(),
+            }),
+            required_plugins: required_plugins(tree, &ib),
         };
         let emit = Node::new(target.clone(), "emit")
             .with_policy(RunPolicy::WhenDependentDue)
@@ -711,6 +761,8 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             chain: chain_images.clone(),
             update: None,
             dummy_bake_seconds: secs,
+            base_recipe: None,
+            required_plugins: required_plugins(tree, &ib),
         };
         let emit = Node::new(target.clone(), "emit")
             .with_policy(RunPolicy::WhenDependentDue)

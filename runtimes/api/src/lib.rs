@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use tokio_util::sync::CancellationToken;
 
 mod output;
+pub mod recipe;
 mod steps;
 pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
@@ -132,6 +133,12 @@ pub struct BakeRequest {
     pub steps: Vec<BakeStep>,
     /// In-bake verification, run last; a failing one fails the bake.
     pub tests: Vec<TestCommand>,
+    /// The rest of the recipe: a base image's update, admin user and
+    /// prerequisites; an image's group activation and bundle
+    /// ([`recipe::lower`] turns it and the steps into what runs).
+    pub recipe: recipe::Recipe,
+    /// The image builder's declared `required_plugins` (packer builders).
+    pub required_plugins: Vec<recipe::RequiredPlugin>,
     /// Lineage tags/labels (`csis_series`, `csis_parent`, `csis_run`,
     /// `csis_fingerprint`, `csis_identity_types`, `csis_storage_types`) merged
     /// over builder/image tags (lineage wins).

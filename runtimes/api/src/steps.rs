@@ -29,6 +29,9 @@ pub enum BakeStep {
         extra_arguments: Vec<String>,
         /// The `ansible-playbook` binary to run (from `executables:`).
         binary: String,
+        /// The item's `config:`, passed to ansible as extra vars.
+        #[serde(default)]
+        extra_vars: serde_json::Map<String, serde_json::Value>,
     },
 }
 

@@ -149,7 +149,7 @@ pub async fn bake(rt: &AwsRuntime, req: &BakeRequest) -> Result<BakeOutcome> {
         use csis_runtime::Runtime;
         rt.retag_image(&ami, &stamp).await?;
     }
-    let (_, n) = emit::verification_lines(&plan, &req.tests);
+    let n = emit::build_body(&plan, req)?.2.assertions;
     Ok(BakeOutcome {
         build_id: ami,
         name: plan.ami_name,

@@ -5,11 +5,12 @@
 //! single-line attributes).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use csis_runtime::{BakeParent, BakeRequest, BakeStep, Result, RuntimeError, TestCommand};
-use hcl::expr::{Expression, Object, ObjectKey, Traversal, UnaryOp, UnaryOperator, Variable};
-use hcl::structure::{Attribute, Block, Body};
+use csis_runtime::recipe::{Lowered, SessionAgent, Target};
+use csis_runtime::{BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
+use hcl::expr::{Expression, UnaryOp, UnaryOperator};
+use hcl::structure::{Block, Body};
 use hcl::Identifier;
 
 use crate::AwsRuntime;
@@ -197,106 +198,54 @@ pub fn session_verify_commands() -> Vec<String> {
     ]
 }
 
-/// Every later shell step runs through `/run/csis-step` when it is there.
-pub const STEP_EXECUTE_COMMAND: &str = "chmod +x {{ .Path }}; if [ -r /run/csis-step ]; then {{ .Vars }} sh /run/csis-step {{ .Path }}; else {{ .Vars }} {{ .Path }}; fi";
+pub use csis_runtime::recipe::{test_line, STEP_EXECUTE_COMMAND};
 
-/// The first provisioner: the build machine settles (cloud-init has ended;
-/// with SSM, Systems Manager has gone quiet), and the step runner that
-/// retries a step failing on a held package database is installed.
-pub fn settle_commands(runtime: &str, ssm: bool) -> Vec<String> {
-    let mut v: Vec<String> = [
-        r#"# before any package work: the machine's own first-boot script has ended (bounded)"#,
-        r#"if command -v cloud-init >/dev/null 2>&1; then timeout 300 cloud-init status --wait >/dev/null 2>&1 || true; fi"#,
+/// The Systems Manager settle lines: wait until it has been quiet.
+pub fn ssm_settle_lines(runtime: &str) -> Vec<String> {
+    [
+        r#"# session mechanism 'ssm' ({runtime}): Systems Manager may act on every new machine (agent updates, patch scans, inventory); wait until it has been quiet for 30s, 600s at most"#,
+        r#"quiet=0; waited=0"#,
+        r#"while [ "$quiet" -lt 3 ] && [ "$waited" -lt 600 ]; do if [ "$(cut -d. -f1 /proc/uptime)" -lt 90 ] || sudo grep -Eaqs 'ssm-document-work[e]r|amazon-ssm-agent-updat[e]r' /proc/[0-9]*/cmdline; then quiet=0; else quiet=$((quiet + 1)); fi; sleep 10; waited=$((waited + 10)); done"#,
+        r#"if [ "$quiet" -lt 3 ]; then echo "csis: Systems Manager was still acting on this machine after $waited seconds; going on (a package step waits out a held database)"; else echo "csis: Systems Manager is quiet on this machine (waited $waited seconds)"; fi"#,
     ]
     .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if ssm {
-        v.extend(
-            [
-            r#"# session mechanism 'ssm' ({runtime}): Systems Manager may act on every new machine (agent updates, patch scans, inventory); wait until it has been quiet for 30s, 600s at most"#,
-            r#"quiet=0; waited=0"#,
-            r#"while [ "$quiet" -lt 3 ] && [ "$waited" -lt 600 ]; do if [ "$(cut -d. -f1 /proc/uptime)" -lt 90 ] || sudo grep -Eaqs 'ssm-document-work[e]r|amazon-ssm-agent-updat[e]r' /proc/[0-9]*/cmdline; then quiet=0; else quiet=$((quiet + 1)); fi; sleep 10; waited=$((waited + 10)); done"#,
-            r#"if [ "$quiet" -lt 3 ]; then echo "csis: Systems Manager was still acting on this machine after $waited seconds; going on (a package step waits out a held database)"; else echo "csis: Systems Manager is quiet on this machine (waited $waited seconds)"; fi"#,
-            ]
-            .iter()
-            .map(|s| s.replace("{runtime}", runtime)),
-        );
-    }
-    v.extend(
-        [
-            r#"# the step runner: a step that fails on a held package database is run again (never in the image: /run is a tmpfs)"#,
-            r#"sudo tee /run/csis-step >/dev/null <<'CSIS_STEP'"#,
-            r#"#!/bin/sh"#,
-            r#"# cs-image-system: runs ONE step of a bake. A step that fails while the package"#,
-            r#"# database is held by another process is run again after a wait; any other"#,
-            r#"# failure is the step's own and is returned at once."#,
-            r#"tries="${CSIS_STEP_TRIES:-10}""#,
-            r#"pause="${CSIS_STEP_WAIT:-30}""#,
-            r#"out="$(mktemp)" || exit 1"#,
-            r#"trap 'rm -f "$out" "$out.rc"' EXIT"#,
-            r#"n=1"#,
-            r#"while :; do"#,
-            r#"  { "$@" 2>&1; echo "$?" > "$out.rc"; } | tee "$out""#,
-            r#"  rc="$(cat "$out.rc")""#,
-            r#"  [ "$rc" = 0 ] && exit 0"#,
-            r#"  [ "$n" -ge "$tries" ] && exit "$rc""#,
-            r#"  grep -Eq 'transaction lock|Could not get lock|dpkg frontend lock|Unable to lock the administration directory' "$out" || exit "$rc""#,
-            r#"  echo "csis-step: the package database was held by another process (attempt $n of $tries); this step runs again in $pause seconds""#,
-            r#"  n=$((n + 1))"#,
-            r#"  sleep "$pause""#,
-            r#"done"#,
-            r#"CSIS_STEP"#,
-            r#"sudo chmod 0755 /run/csis-step"#,
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
-    v
+    .map(|s| s.replace("{runtime}", runtime))
+    .collect()
 }
 
-fn is_ident(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-fn key(s: &str) -> ObjectKey {
-    if is_ident(s) {
-        ObjectKey::Identifier(Identifier::sanitized(s))
-    } else {
-        ObjectKey::Expression(Expression::String(s.to_string()))
+/// What the lowering needs of this runtime's build machines: an
+/// unprivileged user with `sudo`, systemd, the Systems Manager settle lines
+/// and agent when `session_mechanism: ssm`.
+pub fn target(p: &SourcePlan) -> Target {
+    Target {
+        runtime: p.runtime.clone(),
+        sudo: true,
+        systemd: true,
+        settle: if p.ssm_declared {
+            ssm_settle_lines(&p.runtime)
+        } else {
+            Vec::new()
+        },
+        session_agent: p.ssm_declared.then(|| SessionAgent {
+            mechanism: "ssm".into(),
+            install: session_agent_commands(&p.runtime, &p.region, &p.family, &p.architecture),
+            verify: session_verify_commands(),
+        }),
     }
 }
 
-fn obj(pairs: &[(String, Expression)]) -> Expression {
-    let mut o = Object::new();
-    for (k, v) in pairs {
-        o.insert(key(k), v.clone());
-    }
-    Expression::Object(o)
+/// The first provisioner's lines: the build machine settles, the step runner.
+pub fn settle_commands(runtime: &str, ssm: bool) -> Vec<String> {
+    csis_runtime::recipe::settle_lines(&Target {
+        runtime: runtime.into(),
+        sudo: true,
+        systemd: true,
+        settle: if ssm { ssm_settle_lines(runtime) } else { Vec::new() },
+        session_agent: None,
+    })
 }
 
-fn s(v: &str) -> Expression {
-    Expression::String(v.to_string())
-}
-
-fn strs(v: &[String]) -> Expression {
-    Expression::Array(v.iter().map(|x| s(x)).collect())
-}
-
-fn attr(k: &str, v: Expression) -> Attribute {
-    Attribute::new(Identifier::sanitized(k), v)
-}
-
-fn traversal(root: &str, attrs: &[&str]) -> Expression {
-    let mut b = Traversal::builder(Variable::sanitized(root));
-    for a in attrs {
-        b = b.attr(Identifier::sanitized(a));
-    }
-    Expression::from(b.build())
-}
+pub use csis_packer::{attr, is_ident, key, obj, packer_fmt, render, s, strs, traversal, write_if_changed};
 
 /// The data label: `<image>_<runtime>`.
 pub fn data_label(image: &str, runtime: &str) -> String {
@@ -425,192 +374,26 @@ pub fn source_body(p: &SourcePlan) -> Body {
         .build()
 }
 
-/// Lines that bring `ensure:` about, for a package manager.
-pub fn ensure_lines(e: &csis_runtime::Ensure, package_manager: Option<&str>) -> Vec<String> {
-    let mut v = Vec::new();
-    if !e.packages.is_empty() {
-        let pk = e.packages.join(" ");
-        match package_manager.unwrap_or("dnf") {
-            "apt" => {
-                v.push("sudo apt-get -o DPkg::Lock::Timeout=600 update -qq".into());
-                v.push(format!(
-                    "sudo DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y {pk}"
-                ));
-            }
-            "apk" => v.push(format!("sudo apk add --no-cache {pk}")),
-            "yum" => v.push(format!("sudo yum install -y {pk}")),
-            _ => v.push(format!("sudo dnf install -y {pk}")),
-        }
-    }
-    for f in &e.files {
-        let q = crate::shell_quote(&f.path);
-        v.push(format!("sudo mkdir -p \"$(dirname {q})\""));
-        v.push(format!(
-            "printf '%s' {} | sudo tee {q} >/dev/null",
-            crate::shell_quote(&f.content)
-        ));
-        v.push(format!("sudo chmod {} {q}", f.mode));
-    }
-    for s in &e.services {
-        v.push(format!(
-            "sudo systemctl enable --now {}",
-            crate::shell_quote(s)
-        ));
-    }
-    for c in &e.commands {
-        match &c.unless {
-            Some(u) => v.push(format!("if ! ( {u} ); then {}; fi", c.run)),
-            None => v.push(c.run.clone()),
-        }
-    }
-    v
-}
-
-/// One in-bake assertion as a `set -e`-safe shell line.
-pub fn test_line(t: &TestCommand) -> String {
-    match &t.contains {
-        None => format!(
-            "rc=0; ( {} ) >/dev/null 2>&1 || rc=$?; test $rc -eq {}",
-            t.run, t.expect_rc
-        ),
-        Some(c) => format!(
-            "rc=0; out=$( ( {} ) 2>&1 ) || rc=$?; test $rc -eq {}; printf '%s' \"$out\" | grep -qF -- {}",
-            t.run,
-            t.expect_rc,
-            crate::shell_quote(c)
-        ),
-    }
-}
-
-/// The build block and the comment before each provisioner.
-pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
-    let only = strs(&[format!("amazon-ebs.{}", p.image)]);
-    let mut comments = Vec::new();
+/// The build block (the bake's lowered steps as provisioners, then the
+/// manifest post-processor) and the comment before each provisioner.
+pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> Result<(Body, Vec<String>, Lowered)> {
+    let lowered = csis_runtime::recipe::lower(req, &target(p))
+        .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
+    let (provs, comments) = csis_packer::provisioners(
+        &lowered.steps,
+        &csis_packer::ProvisionerOptions {
+            only: Some(format!("amazon-ebs.{}", p.image)),
+            ..Default::default()
+        },
+    );
     let mut b = Block::builder("build")
         .add_attribute(attr("name", s(&p.image)))
         .add_attribute(attr(
             "sources",
             strs(&[format!("source.amazon-ebs.{}", p.image)]),
         ));
-    comments.push(format!(
-        "before anything else: the build machine settles ({})",
-        p.runtime
-    ));
-    b = b.add_block(
-        Block::builder("provisioner")
-            .add_label("shell")
-            .add_attribute(attr("only", only.clone()))
-            .add_attribute(attr(
-                "inline",
-                strs(&settle_commands(&p.runtime, p.ssm_declared)),
-            ))
-            .build(),
-    );
-    for step in &req.steps {
-        match step {
-            BakeStep::Shell {
-                name,
-                inline,
-                scripts,
-                ensure,
-                env,
-                execute_command,
-            } => {
-                let with_common = |mut pb: hcl::structure::BlockBuilder| {
-                    pb = pb.add_attribute(attr("only", only.clone()));
-                    if !env.is_empty() {
-                        pb = pb.add_attribute(attr("environment_vars", strs(env)));
-                    }
-                    let ec = execute_command.as_deref().unwrap_or(STEP_EXECUTE_COMMAND);
-                    pb = pb.add_attribute(attr("execute_command", s(ec)));
-                    pb
-                };
-                if !scripts.is_empty() {
-                    let paths: Vec<String> =
-                        scripts.iter().map(|p| p.display().to_string()).collect();
-                    comments.push(format!("modification {name}: scripts"));
-                    b = b.add_block(
-                        with_common(Block::builder("provisioner").add_label("shell"))
-                            .add_attribute(attr("scripts", strs(&paths)))
-                            .build(),
-                    );
-                }
-                let mut lines = Vec::new();
-                if let Some(e) = ensure {
-                    lines.extend(ensure_lines(e, req.package_manager.as_deref()));
-                }
-                lines.extend(inline.iter().cloned());
-                if !lines.is_empty() {
-                    comments.push(format!("modification {name}"));
-                    b = b.add_block(
-                        with_common(Block::builder("provisioner").add_label("shell"))
-                            .add_attribute(attr("inline", strs(&lines)))
-                            .build(),
-                    );
-                }
-            }
-            BakeStep::Ansible {
-                name,
-                playbooks,
-                extra_arguments,
-                binary,
-            } => {
-                for pbk in playbooks {
-                    comments.push(format!("modification {name}: ansible {}", pbk.display()));
-                    let mut pb = Block::builder("provisioner")
-                        .add_label("ansible")
-                        .add_attribute(attr("only", only.clone()))
-                        .add_attribute(attr("playbook_file", s(&pbk.display().to_string())));
-                    if !extra_arguments.is_empty() {
-                        pb = pb.add_attribute(attr("extra_arguments", strs(extra_arguments)));
-                    }
-                    if !binary.is_empty() && binary != "ansible-playbook" {
-                        pb = pb.add_attribute(attr("command", s(binary)));
-                    }
-                    // `bake_ssh_username` is None on AWS: the ansible
-                    // provisioner keeps its own user (the communicator's)
-                    b = b.add_block(pb.build());
-                }
-            }
-        }
-    }
-    if p.base_image && p.ssm_declared {
-        comments.push("debug session mechanism (ssm)".into());
-        b = b.add_block(
-            Block::builder("provisioner")
-                .add_label("shell")
-                .add_attribute(attr("only", only.clone()))
-                .add_attribute(attr("execute_command", s(STEP_EXECUTE_COMMAND)))
-                .add_attribute(attr(
-                    "inline",
-                    strs(&session_agent_commands(
-                        &p.runtime,
-                        &p.region,
-                        &p.family,
-                        &p.architecture,
-                    )),
-                ))
-                .build(),
-        );
-    }
-    let (lines, n) = verification_lines(p, &req.tests);
-    if n > 0 {
-        let kind = if p.base_image {
-            "base image"
-        } else {
-            "instance image"
-        };
-        comments.push(format!(
-            "in-bake verification for {kind} {}: {n} assertion(s)",
-            p.image
-        ));
-        b = b.add_block(
-            Block::builder("provisioner")
-                .add_label("shell")
-                .add_attribute(attr("only", only.clone()))
-                .add_attribute(attr("inline", strs(&lines)))
-                .build(),
-        );
+    for pr in provs {
+        b = b.add_block(pr);
     }
     b = b.add_block(
         Block::builder("post-processor")
@@ -619,40 +402,25 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> (Body, Vec<String>) {
             .add_attribute(attr("strip_path", Expression::Bool(true)))
             .build(),
     );
-    (Body::builder().add_block(b.build()).build(), comments)
+    Ok((Body::builder().add_block(b.build()).build(), comments, lowered))
 }
 
-/// The in-bake verification lines and the number of assertions in them.
-pub fn verification_lines(p: &SourcePlan, tests: &[TestCommand]) -> (Vec<String>, usize) {
-    let mut lines = vec!["set -e".to_string()];
-    let mut n = 0;
-    if p.base_image && p.ssm_declared {
-        lines.extend(session_verify_commands());
-        n += 2;
+/// `packer { required_plugins { ... } }`: as the image builder declares
+/// them; `amazon` (and `ansible` when a step runs it) when it declares none.
+pub fn plugins_body(req: &BakeRequest) -> Body {
+    if !req.required_plugins.is_empty() {
+        return csis_packer::plugins_body(&req.required_plugins);
     }
-    for t in tests {
-        lines.push(format!("# verify: {}", t.description));
-        lines.push(test_line(t));
-        n += 1;
-    }
-    (lines, n)
-}
-
-/// `packer { required_plugins { ... } }`.
-pub fn plugins_body(ansible: bool) -> Body {
-    let plugin = |name: &str| {
-        obj(&[
-            ("version".into(), s(">= 1.0.0")),
-            ("source".into(), s(&format!("github.com/hashicorp/{name}"))),
-        ])
+    let plugin = |name: &str| csis_packer::Plugin {
+        name: name.into(),
+        version: ">= 1.0.0".into(),
+        source: format!("github.com/hashicorp/{name}"),
     };
-    let mut rp = Block::builder("required_plugins").add_attribute(attr("amazon", plugin("amazon")));
-    if ansible {
-        rp = rp.add_attribute(attr("ansible", plugin("ansible")));
+    let mut v = vec![plugin("amazon")];
+    if req.steps.iter().any(|s| matches!(s, BakeStep::Ansible { .. })) {
+        v.push(plugin("ansible"));
     }
-    Body::builder()
-        .add_block(Block::builder("packer").add_block(rp.build()).build())
-        .build()
+    csis_packer::plugins_body(&v)
 }
 
 /// `variable "release"` (read by `force_deregister = !var.release`) and
@@ -683,157 +451,6 @@ pub fn variables_body() -> Body {
                 .build(),
         )
         .build()
-}
-
-/// Serialize a body with hcl-rs, then lay it out like `packer fmt`.
-pub fn render(body: &Body, header: &str, comments: &[String]) -> Result<String> {
-    let raw =
-        hcl::format::to_string(body).map_err(|e| RuntimeError::Failed(format!("hcl: {e}")))?;
-    let mut out = String::new();
-    if !header.is_empty() {
-        out.push_str(&format!("# {header}\n"));
-    }
-    let mut comments = comments.iter();
-    for line in raw.lines() {
-        let t = line.trim_start();
-        if t.starts_with("provisioner \"") {
-            if let Some(c) = comments.next() {
-                let indent = &line[..line.len() - t.len()];
-                out.push_str(&format!("{indent}# {c}\n"));
-            }
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    Ok(packer_fmt(&out))
-}
-
-/// Bracket balance of a line, outside string literals.
-fn net_brackets(line: &str) -> i32 {
-    let mut n = 0;
-    let mut in_str = false;
-    let mut esc = false;
-    for c in line.chars() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '{' | '[' | '(' => n += 1,
-            '}' | ']' | ')' => n -= 1,
-            '#' => break,
-            _ => {}
-        }
-    }
-    n
-}
-
-/// Position of the first `=` outside strings that is an assignment.
-fn assign_pos(line: &str) -> Option<usize> {
-    let mut in_str = false;
-    let mut esc = false;
-    let b = line.as_bytes();
-    for (i, c) in line.char_indices() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '#' => return None,
-            '=' => {
-                let next = b.get(i + 1).copied();
-                let prev = if i > 0 { b.get(i - 1).copied() } else { None };
-                if next != Some(b'=')
-                    && !matches!(prev, Some(b'!') | Some(b'<') | Some(b'>') | Some(b'='))
-                {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// hclwrite's layout rules that matter here: two-space indentation by
-/// bracket depth, and `=` aligned across consecutive lines that each hold a
-/// complete single-line attribute (a line opening a multi-line value, a
-/// block line or a closing bracket ends the run).
-pub fn packer_fmt(text: &str) -> String {
-    // 1. re-indent by bracket depth
-    let mut lines: Vec<String> = Vec::new();
-    let mut depth: i32 = 0;
-    for raw in text.lines() {
-        let t = raw.trim();
-        if t.is_empty() {
-            lines.push(String::new());
-            continue;
-        }
-        let closes_first = t.starts_with('}') || t.starts_with(']') || t.starts_with(')');
-        let d = if closes_first { depth - 1 } else { depth };
-        lines.push(format!("{}{}", "  ".repeat(d.max(0) as usize), t));
-        depth += net_brackets(t);
-    }
-    // 2. align `=` in runs
-    let mut out = lines.clone();
-    let mut i = 0;
-    while i < lines.len() {
-        let single = |l: &str| assign_pos(l).filter(|_| net_brackets(l) == 0);
-        if single(&lines[i]).is_none() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < lines.len() && single(&lines[i]).is_some() {
-            i += 1;
-        }
-        let width = lines[start..i]
-            .iter()
-            .map(|l| l[..assign_pos(l).unwrap()].trim_end().len())
-            .max()
-            .unwrap_or(0);
-        for (j, l) in lines[start..i].iter().enumerate() {
-            let p = assign_pos(l).unwrap();
-            let lead = l[..p].trim_end();
-            let rest = l[p + 1..].trim_start();
-            out[start + j] = format!("{lead}{} = {rest}", " ".repeat(width - lead.len()));
-        }
-    }
-    let mut s = out.join("\n");
-    s.push('\n');
-    s
-}
-
-/// Write a file unless it already holds exactly this content.
-pub fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
-    if let Ok(old) = std::fs::read_to_string(path) {
-        if old == content {
-            return Ok(false);
-        }
-    }
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)
-            .map_err(|e| RuntimeError::Failed(format!("cannot create {}: {e}", d.display())))?;
-    }
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, content)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| RuntimeError::Failed(format!("cannot write {}: {e}", path.display())))?;
-    Ok(true)
 }
 
 /// The chain root's family for a bake: as the request says, else as the
@@ -969,63 +586,65 @@ impl AwsRuntime {
     }
 }
 
-/// The files of one packer root.
-pub fn root_files(p: &SourcePlan, req: &BakeRequest) -> Result<Vec<(String, String)>> {
+/// The files of one packer root, and the lowered bake.
+pub fn root_files(p: &SourcePlan, req: &BakeRequest) -> Result<(Vec<(String, String)>, Lowered)> {
     let by = format!(
         "csis ({} on {}, {})",
         req.image_builder, p.runtime, req.label
     );
-    let ansible = req
-        .steps
-        .iter()
-        .any(|s| matches!(s, BakeStep::Ansible { .. }));
-    let (build, comments) = build_body(p, req);
-    Ok(vec![
-        (
-            "plugins.pkr.hcl".into(),
-            render(
-                &plugins_body(ansible),
-                &format!("Packer required plugins generated by {by}"),
-                &[],
-            )?,
-        ),
-        (
-            "variables.pkr.hcl".into(),
-            render(
-                &variables_body(),
-                &format!("Packer variables generated by {by}"),
-                &[],
-            )?,
-        ),
-        (
-            format!("source-{}.pkr.hcl", p.image),
-            render(
-                &source_body(p),
-                &format!(
-                    "Packer configuration for image {} generated by {by}",
-                    p.image
-                ),
-                &[],
-            )?,
-        ),
-        (
-            format!("build-{}.pkr.hcl", p.image),
-            render(
-                &build,
-                &format!(
-                    "Build configuration for image {} generated by {by}",
-                    p.image
-                ),
-                &comments,
-            )?,
-        ),
-    ])
+    let (build, comments, lowered) = build_body(p, req)?;
+    Ok((
+        vec![
+            (
+                "plugins.pkr.hcl".into(),
+                render(
+                    &plugins_body(req),
+                    &format!("Packer required plugins generated by {by}"),
+                    &[],
+                )?,
+            ),
+            (
+                "variables.pkr.hcl".into(),
+                render(
+                    &variables_body(),
+                    &format!("Packer variables generated by {by}"),
+                    &[],
+                )?,
+            ),
+            (
+                format!("source-{}.pkr.hcl", p.image),
+                render(
+                    &source_body(p),
+                    &format!(
+                        "Packer configuration for image {} generated by {by}",
+                        p.image
+                    ),
+                    &[],
+                )?,
+            ),
+            (
+                format!("build-{}.pkr.hcl", p.image),
+                render(
+                    &build,
+                    &format!(
+                        "Build configuration for image {} generated by {by}",
+                        p.image
+                    ),
+                    &comments,
+                )?,
+            ),
+        ],
+        lowered,
+    ))
 }
 
 /// `emit`: write the root; files that did not change are not rewritten.
 pub async fn emit_root(rt: &AwsRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>> {
     let plan = rt.source_plan(req).await?;
-    let files = root_files(&plan, req)?;
+    let (files, lowered) = root_files(&plan, req)?;
+    lowered.write_files(&req.emit_dir).map_err(|e| {
+        RuntimeError::Failed(format!("{}: {}: {e}", req.label, req.emit_dir.display()))
+    })?;
     let mut out = Vec::new();
     for (name, content) in files {
         let path = req.emit_dir.join(name);

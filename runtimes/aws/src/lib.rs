@@ -189,17 +189,8 @@ fn is_not_found_ami(code: Option<&str>) -> bool {
     )
 }
 
-/// Quote a word for a POSIX shell when it needs it.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
+/// Quote a word for a POSIX shell when it needs it (the one quoting function).
+pub use csis_runtime::recipe::sq as shell_quote;
 
 impl AwsRuntime {
     /// The constructor: one runtime per entry per run.

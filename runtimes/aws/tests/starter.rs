@@ -159,6 +159,8 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
             architecture: None,
             steps: vec![],
             tests: vec![],
+            recipe: Default::default(),
+            required_plugins: Vec::new(),
             tags: BTreeMap::from([("csis_series".to_string(), series.to_string())]),
             tree_root: tree.clone(),
             emit_dir: roots.join(series),

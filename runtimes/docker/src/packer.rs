@@ -12,20 +12,20 @@
 //!   `csis-bake-<runtime>-<image>` under `--init` on the runtime's network,
 //!   with the machine type's `--cpus`/`--memory`, `/run` a tmpfs and
 //!   `--storage-opt size=` for the disk size where the daemon applies it;
-//! - a `build` block: the source; provisioners (settle, shell, ansible with
-//!   `ansible_connection=docker ansible_host=<container>`, in-bake tests);
+//! - a `build` block: the source; the bake's lowered steps
+//!   ([`csis_runtime::recipe::lower`]) as provisioners (ansible with
+//!   `ansible_connection=docker ansible_host=<container>`);
 //!   post-processors `docker-tag` (final name and floating tag) and `manifest`.
 
 use std::path::PathBuf;
 
-use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, BakeStep, NullLog, Result, RuntimeError};
+use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, NullLog, Result, RuntimeError};
 use hcl::structure::{Attribute, Block, Body};
 
 use crate::names;
 use crate::runtime::{
     blanked_keys, remove_container_forced, ContainerGuard, DockerRuntime, BLANKED_LABEL, NAME_LABEL,
 };
-use crate::script;
 
 fn image_of(req: &BakeRequest) -> String {
     req.series.clone()
@@ -38,9 +38,6 @@ fn root_path(file: &str) -> hcl::Expression {
     ))))
 }
 
-fn ident_key(k: &str) -> hcl::ObjectKey {
-    hcl::ObjectKey::Identifier(hcl::Identifier::new(k).expect("identifier"))
-}
 
 /// `LABEL k="v"` with the value quoted the way a Dockerfile reads it.
 fn label_change(k: &str, v: &str) -> String {
@@ -105,7 +102,7 @@ pub fn render(
     rt: &DockerRuntime,
     req: &BakeRequest,
     ctx: &EmitContext,
-) -> Result<(String, Vec<(String, String)>)> {
+) -> Result<(String, Vec<(String, Vec<u8>)>)> {
     let settings = rt.settings();
     let image = image_of(req);
     let container = names::bake_container_name(&settings.name, &image);
@@ -166,143 +163,39 @@ pub fn render(
         .add_attribute(Attribute::new("run_command", run))
         .build();
 
-    let mut files: Vec<(String, String)> = Vec::new();
-    let settle_file = "settle.sh".to_string();
-    files.push((
-        settle_file.clone(),
-        format!(
-            "#!/bin/sh\n{}",
-            script::settle_script(req.package_manager.as_deref())
-        ),
-    ));
+    let lowered = csis_runtime::recipe::lower(req, &rt.target(true))
+        .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
+    let env: Vec<String> = settings
+        .tool_environment()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut ansible_attributes = vec![("user".to_string(), hcl::Expression::from("root"))];
+    if !env.is_empty() {
+        ansible_attributes.push((
+            "ansible_env_vars".to_string(),
+            hcl::Expression::Array(env.iter().map(|e| hcl::Expression::from(e.as_str())).collect()),
+        ));
+    }
+    let (provisioners, comments) = csis_packer::provisioners(
+        &lowered.steps,
+        &csis_packer::ProvisionerOptions {
+            only: None,
+            ansible_arguments: vec![
+                "--extra-vars".to_string(),
+                format!("ansible_connection=docker ansible_host={container}"),
+            ],
+            ansible_attributes,
+        },
+    );
     let mut build = Block::builder("build")
         .add_attribute(Attribute::new("name", image.as_str()))
         .add_attribute(Attribute::new(
             "sources",
             vec![format!("source.docker.{image}")],
-        ))
-        .add_block(
-            Block::builder("provisioner")
-                .add_label("shell")
-                .add_attribute(Attribute::new("scripts", vec![root_path(&settle_file)]))
-                .build(),
-        );
-    for (i, step) in req.steps.iter().enumerate() {
-        match step {
-            BakeStep::Shell {
-                inline,
-                scripts,
-                ensure,
-                env,
-                execute_command,
-                ..
-            } => {
-                let mut shells: Vec<Block> = Vec::new();
-                let with_common = |mut b: hcl::structure::BlockBuilder| {
-                    if !env.is_empty() {
-                        b = b.add_attribute(Attribute::new("environment_vars", env.clone()));
-                    }
-                    if let Some(x) = execute_command {
-                        b = b.add_attribute(Attribute::new("execute_command", x.as_str()));
-                    }
-                    b.build()
-                };
-                if !inline.is_empty() {
-                    shells.push(with_common(
-                        Block::builder("provisioner")
-                            .add_label("shell")
-                            .add_attribute(Attribute::new("inline", inline.clone())),
-                    ));
-                }
-                if !scripts.is_empty() {
-                    shells.push(with_common(
-                        Block::builder("provisioner")
-                            .add_label("shell")
-                            .add_attribute(Attribute::new(
-                                "scripts",
-                                scripts
-                                    .iter()
-                                    .map(|p| p.display().to_string())
-                                    .collect::<Vec<_>>(),
-                            )),
-                    ));
-                }
-                if let Some(e) = ensure {
-                    let f = format!("step-{}-ensure.sh", i + 1);
-                    files.push((
-                        f.clone(),
-                        format!("#!/bin/sh\n{}", script::ensure_script(e)),
-                    ));
-                    shells.push(with_common(
-                        Block::builder("provisioner")
-                            .add_label("shell")
-                            .add_attribute(Attribute::new("scripts", vec![root_path(&f)])),
-                    ));
-                }
-                for s in shells {
-                    build = build.add_block(s);
-                }
-            }
-            BakeStep::Ansible {
-                playbooks,
-                extra_arguments,
-                binary,
-                ..
-            } => {
-                for pb in playbooks {
-                    let mut extra = vec![
-                        "--extra-vars".to_string(),
-                        format!("ansible_connection=docker ansible_host={container}"),
-                    ];
-                    extra.extend(extra_arguments.iter().cloned());
-                    let env: Vec<String> = settings
-                        .tool_environment()
-                        .into_iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect();
-                    let mut b = Block::builder("provisioner")
-                        .add_label("ansible")
-                        .add_attribute(Attribute::new("command", binary.as_str()))
-                        .add_attribute(Attribute::new("playbook_file", pb.display().to_string()))
-                        .add_attribute(Attribute::new("user", "root"))
-                        .add_attribute(Attribute::new("extra_arguments", extra));
-                    if !env.is_empty() {
-                        b = b.add_attribute(Attribute::new("ansible_env_vars", env));
-                    }
-                    build = build.add_block(b.build());
-                }
-            }
-        }
-    }
-    if !req.tests.is_empty() {
-        let lines: Vec<String> = req
-            .tests
-            .iter()
-            .map(|t| {
-                let check = match &t.contains {
-                    Some(c) => format!(
-                        "out=$( {run} 2>&1 ); rc=$?; [ \"$rc\" = {rc} ] && printf '%s' \"$out\" | grep -qF -- {c} || {{ echo {fail}; exit 1; }}",
-                        run = t.run,
-                        rc = t.expect_rc,
-                        c = script::sq(c),
-                        fail = script::sq(&format!("in-bake test failed: {}", t.description))
-                    ),
-                    None => format!(
-                        "( {run} ) >/dev/null 2>&1; rc=$?; [ \"$rc\" = {rc} ] || {{ echo {fail}; exit 1; }}",
-                        run = t.run,
-                        rc = t.expect_rc,
-                        fail = script::sq(&format!("in-bake test failed: {}", t.description))
-                    ),
-                };
-                check
-            })
-            .collect();
-        build = build.add_block(
-            Block::builder("provisioner")
-                .add_label("shell")
-                .add_attribute(Attribute::new("inline", lines))
-                .build(),
-        );
+        ));
+    for p in provisioners {
+        build = build.add_block(p);
     }
     let prefix = names::image_name_as_made(&req.prefix);
     let mut tags = vec![made.clone()];
@@ -328,39 +221,33 @@ pub fn render(
             .build(),
     );
 
-    let packer = Block::builder("packer")
-        .add_block(
-            Block::builder("required_plugins")
-                .add_attribute(Attribute::new(
-                    "docker",
-                    hcl::Expression::Object(hcl::Object::from([
-                        (
-                            ident_key("source"),
-                            hcl::Expression::from("github.com/hashicorp/docker"),
-                        ),
-                        (ident_key("version"), hcl::Expression::from(">= 1.0.0")),
-                    ])),
-                ))
-                .add_attribute(Attribute::new(
-                    "ansible",
-                    hcl::Expression::Object(hcl::Object::from([
-                        (
-                            ident_key("source"),
-                            hcl::Expression::from("github.com/hashicorp/ansible"),
-                        ),
-                        (ident_key("version"), hcl::Expression::from(">= 1.0.0")),
-                    ])),
-                ))
-                .build(),
-        )
-        .build();
-    let body = Body::builder()
-        .add_block(packer)
-        .add_block(source)
-        .add_block(build.build())
-        .build();
-    let text = hcl::format::to_string(&body)
+    let plugins = if req.required_plugins.is_empty() {
+        vec![
+            csis_packer::Plugin {
+                name: "docker".into(),
+                version: ">= 1.0.0".into(),
+                source: "github.com/hashicorp/docker".into(),
+            },
+            csis_packer::Plugin {
+                name: "ansible".into(),
+                version: ">= 1.0.0".into(),
+                source: "github.com/hashicorp/ansible".into(),
+            },
+        ]
+    } else {
+        req.required_plugins.clone()
+    };
+    let mut blocks = csis_packer::plugins_body(&plugins).into_inner();
+    blocks.push(source.into());
+    blocks.push(build.build().into());
+    let body = Body::from(blocks);
+    let text = csis_packer::render(&body, "", &comments)
         .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
+    let files: Vec<(String, Vec<u8>)> = lowered
+        .files
+        .into_iter()
+        .map(|f| (f.rel, f.content))
+        .collect();
     let header = format!(
         "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n{}",
         req.label,
@@ -389,33 +276,26 @@ pub async fn emit(rt: &DockerRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>>
 
 async fn emit_with(
     req: &BakeRequest,
-    rendered: (String, Vec<(String, String)>),
+    rendered: (String, Vec<(String, Vec<u8>)>),
 ) -> Result<Vec<PathBuf>> {
     let (hcl_text, files) = rendered;
     let image = image_of(req);
-    tokio::fs::create_dir_all(&req.emit_dir)
-        .await
-        .map_err(|e| {
-            RuntimeError::Failed(format!("{}: {}: {e}", req.label, req.emit_dir.display()))
-        })?;
     let mut out = Vec::new();
-    let mut all = vec![(format!("{}-{image}.pkr.hcl", req.image_builder), hcl_text)];
+    let mut all = vec![(
+        format!("{}-{image}.pkr.hcl", req.image_builder),
+        hcl_text.into_bytes(),
+    )];
     all.extend(files);
     for (name, content) in all {
         let path = req.emit_dir.join(&name);
-        let same = tokio::fs::read(&path)
-            .await
-            .map(|c| c == content.as_bytes())
-            .unwrap_or(false);
-        if !same {
-            let tmp = req.emit_dir.join(format!(".{name}.tmp"));
-            tokio::fs::write(&tmp, content.as_bytes())
-                .await
-                .and(tokio::fs::rename(&tmp, &path).await)
-                .map_err(|e| {
-                    RuntimeError::Failed(format!("{}: {}: {e}", req.label, path.display()))
-                })?;
-        }
+        let mode = if name.ends_with(".sh") || name.ends_with("/csis-mods") {
+            0o755
+        } else {
+            0o644
+        };
+        csis_runtime::recipe::write_if_changed(&path, &content, mode).map_err(|e| {
+            RuntimeError::Failed(format!("{}: {}: {e}", req.label, path.display()))
+        })?;
         out.push(path);
     }
     Ok(out)
@@ -426,55 +306,7 @@ pub fn root_file(req: &BakeRequest) -> String {
     format!("{}-{}.pkr.hcl", req.image_builder, image_of(req))
 }
 
-/// `packer version` as (major, minor).
-async fn packer_version(binary: &str) -> Result<(u64, u64)> {
-    let out = tokio::process::Command::new(binary)
-        .arg("version")
-        .output()
-        .await
-        .map_err(|e| {
-            RuntimeError::Failed(format!(
-                "`{binary} version` cannot run: {e} (install packer: Debian `apt-get install packer`, or HashiCorp's release)"
-            ))
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = text
-        .split_whitespace()
-        .find_map(|w| {
-            let w = w.trim_start_matches('v');
-            let mut it = w.split('.');
-            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-        })
-        .ok_or_else(|| {
-            RuntimeError::Failed(format!(
-                "cannot read a version from `{binary} version`: {}",
-                text.trim()
-            ))
-        })?;
-    Ok(v)
-}
-
-/// Drop the top-level `packer { ... }` block (packer before 1.7 knows no `required_plugins`).
-pub fn without_packer_block(hcl_text: &str) -> String {
-    let mut out = String::new();
-    let mut skipping = false;
-    let mut depth = 0i32;
-    for line in hcl_text.lines() {
-        if !skipping && line.trim_start() == line && line.starts_with("packer {") {
-            skipping = true;
-        }
-        if skipping {
-            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
-            if depth <= 0 {
-                skipping = false;
-            }
-            continue;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
+pub use csis_packer::process::without_packer_block;
 
 /// Bake by running packer on the emitted root: the bake container is removed
 /// whatever happens (packer killed on cancellation), the build id is the
@@ -500,7 +332,7 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     };
     emit_with(req, render(rt, req, &ctx)?).await?;
     let mut file = root_file(req);
-    let (major, minor) = packer_version(packer).await?;
+    let (major, minor) = csis_packer::process::version(packer).await?;
     if (major, minor) < (1, 7) {
         // same root, minus `required_plugins` (docker and ansible are built into packer < 1.7)
         let text = tokio::fs::read_to_string(req.emit_dir.join(&file))
@@ -524,42 +356,19 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
         )));
     }
     let guard = ContainerGuard::new(d.clone(), container.clone());
-    let mut cmd = tokio::process::Command::new(packer);
-    cmd.args(["build", "-color=false", "-force", &file])
-        .current_dir(&req.emit_dir)
-        .envs(rt.settings().tool_environment())
-        .env("PACKER_NO_COLOR", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    req.log
-        .line(&format!("$ {packer} build -color=false -force {file}"));
-    let run = async {
-        let mut child = cmd.spawn().map_err(|e| {
-            RuntimeError::Failed(format!("{}: `{packer}` cannot run: {e}", req.label))
-        })?;
-        let output = csis_runtime::stream_output(&mut child, req.log.clone(), 0);
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| RuntimeError::Failed(format!("{}: packer: {e}", req.label)))?;
-        output.finish().await;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(RuntimeError::Failed(format!(
-                "bake {}: packer build exited {}",
-                req.label,
-                status.code().unwrap_or(-1)
-            )))
-        }
-    };
-    let result = tokio::select! {
-        r = run => r,
-        _ = req.cancel.cancelled() => Err(RuntimeError::Cancelled),
-    };
+    let env: std::collections::BTreeMap<String, String> =
+        rt.settings().tool_environment().into_iter().collect();
+    let result = csis_packer::process::run(csis_packer::process::PackerRun {
+        binary: packer,
+        args: &["build", "-color=false", "-force", &file],
+        dir: &req.emit_dir,
+        env: &env,
+        log: req.log.clone(),
+        cancel: &req.cancel,
+        what: &format!("bake {}", req.label),
+        tail: 0,
+    })
+    .await;
     let removed = guard.remove().await;
     result?;
     if let Err(e) = removed {
@@ -570,21 +379,8 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     let text = tokio::fs::read_to_string(&manifest).await.map_err(|e| {
         RuntimeError::Failed(format!("{}: packer wrote no manifest: {e}", req.label))
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| RuntimeError::Failed(format!("{}: manifest.json: {e}", req.label)))?;
-    let last = v["last_run_uuid"].as_str().unwrap_or_default();
-    let artifact = v["builds"]
-        .as_array()
-        .and_then(|b| {
-            b.iter()
-                .rev()
-                .find(|b| b["packer_run_uuid"].as_str() == Some(last))
-        })
-        .and_then(|b| b["artifact_id"].as_str())
-        .ok_or_else(|| {
-            RuntimeError::Failed(format!("{}: manifest.json names no artifact", req.label))
-        })?
-        .to_string();
+    let artifact = csis_packer::process::manifest_artifact(&text)
+        .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
     let img = rt.inspect_image_opt(&artifact).await?.ok_or_else(|| {
         RuntimeError::Failed(format!(
             "{}: packer's artifact {artifact} is not on the daemon",
@@ -594,21 +390,9 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     Ok(BakeOutcome {
         build_id: img.id.unwrap_or(artifact),
         name: made,
-        assertions: req.tests.len(),
+        assertions: csis_runtime::recipe::lower(req, &rt.target(true))
+            .map(|l| l.assertions)
+            .unwrap_or(req.tests.len()),
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packer_block_removed() {
-        let t = "# c\npacker {\n  required_plugins {\n    docker = {\n      source = \"x\"\n    }\n  }\n}\n\nsource \"docker\" \"web\" {\n  pull = false\n}\n";
-        let out = without_packer_block(t);
-        assert_eq!(
-            out,
-            "# c\n\nsource \"docker\" \"web\" {\n  pull = false\n}\n"
-        );
-    }
-}

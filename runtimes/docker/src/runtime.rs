@@ -19,13 +19,15 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeParent, BakeRequest, BakeStep, DisposeOutcome, ImageFacts, InstanceFacts,
+    BakeOutcome, BakeParent, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts,
     Inventory, LogSink, OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage,
-    Result, Runtime, RuntimeError, SessionResult, TestCommand, VolumeFacts, LINEAGE_PREFIX,
+    Result, Runtime, RuntimeError, SessionResult, VolumeFacts, LINEAGE_PREFIX,
 };
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::OnceCell;
+
+use csis_runtime::recipe::{self, StepKind};
 
 use crate::connect::{self, Endpoint};
 use crate::names;
@@ -799,30 +801,25 @@ impl DockerRuntime {
             .map_err(|e| self.map_err("list containers", e))
     }
 
+    /// What the lowering needs to know of a docker bake container: steps
+    /// run as root unless a bake user is asked (then with `sudo`), no
+    /// systemd, no session agent; the settle step installs `sudo` and
+    /// `python3` where a package manager allows.
+    pub fn target(&self, as_root: bool) -> recipe::Target {
+        recipe::Target {
+            runtime: self.settings.name.clone(),
+            sudo: !as_root,
+            systemd: false,
+            settle: recipe::install_sudo_python_lines(),
+            session_agent: None,
+        }
+    }
+
     async fn run_steps(&self, container: &str, req: &BakeRequest) -> Result<usize> {
         let log: &dyn LogSink = req.log.as_ref();
-        // settle
-        log.line("==> settle: sudo and python3");
-        let code = self
-            .run_script(
-                container,
-                "settle.sh",
-                script::settle_script(req.package_manager.as_deref()).as_bytes(),
-                Some("0"),
-                Some("/bin/sh {{ .Path }}"),
-                &[],
-                log,
-            )
-            .await?;
-        if code != 0 {
-            return Err(RuntimeError::Failed(format!(
-                "bake {}: the settle step (installing sudo and python3) exited {code}",
-                req.label
-            )));
-        }
         // The bake user: root unless one is asked and exists in the image.
-        let user: Option<String> = match req.bake_user.as_deref() {
-            None | Some("root") => Some("0".into()),
+        let user: String = match req.bake_user.as_deref() {
+            None | Some("root") => "0".into(),
             Some(u) => {
                 let r = self
                     .exec(
@@ -836,90 +833,173 @@ impl DockerRuntime {
                     )
                     .await?;
                 if r.exit_code == 0 {
-                    Some(u.to_string())
+                    u.to_string()
                 } else {
                     log.line(&format!(
                         "bake user '{u}' does not exist in the image: steps run as root"
                     ));
-                    Some("0".into())
+                    "0".into()
                 }
             }
         };
-        for (i, step) in req.steps.iter().enumerate() {
-            match step {
-                BakeStep::Shell {
-                    name,
-                    inline,
-                    scripts,
-                    ensure,
+        let lowered = recipe::lower(req, &self.target(user == "0"))
+            .map_err(|e| RuntimeError::Failed(format!("bake {}: {e}", req.label)))?;
+        lowered.write_files(&req.emit_dir).map_err(|e| {
+            RuntimeError::Failed(format!(
+                "bake {}: writing under {}: {e}",
+                req.label,
+                req.emit_dir.display()
+            ))
+        })?;
+        for (i, step) in lowered.steps.iter().enumerate() {
+            let n = i + 1;
+            if !step.comment.is_empty() {
+                log.line(&format!("==> step {n}: {}", step.comment));
+            }
+            let fail = |what: String| {
+                RuntimeError::Failed(format!(
+                    "bake {}: step {n} ({}) {what}",
+                    req.label,
+                    if step.comment.is_empty() { "bundle" } else { step.comment.as_str() }
+                ))
+            };
+            match &step.kind {
+                StepKind::Note => {}
+                StepKind::Shell {
+                    lines,
+                    runner,
                     env,
                     execute_command,
                 } => {
-                    log.line(&format!("==> step {}: shell {name}", i + 1));
-                    let mut parts: Vec<(String, Vec<u8>)> = Vec::new();
-                    if !inline.is_empty() {
-                        let mut s = String::from("#!/bin/sh -e\n");
-                        for l in inline {
-                            s.push_str(l);
-                            s.push('\n');
-                        }
-                        parts.push((format!("step-{}-inline.sh", i + 1), s.into_bytes()));
+                    // the settle step (the first) always runs as root
+                    let who = if i == 0 { "0" } else { user.as_str() };
+                    let ec = execute_command
+                        .as_deref()
+                        .or(runner.then_some(recipe::STEP_EXECUTE_COMMAND));
+                    let code = self
+                        .run_script(
+                            container,
+                            &format!("step-{n}.sh"),
+                            recipe::script_of(lines).as_bytes(),
+                            Some(who),
+                            ec,
+                            env,
+                            log,
+                        )
+                        .await?;
+                    if code != 0 {
+                        return Err(fail(format!("exited {code}")));
                     }
-                    for (j, p) in scripts.iter().enumerate() {
-                        let content = tokio::fs::read(p).await.map_err(|e| {
-                            RuntimeError::Failed(format!(
-                                "bake {}: step {name}: script {}: {e}",
-                                req.label,
-                                p.display()
-                            ))
-                        })?;
-                        parts.push((format!("step-{}-script-{}.sh", i + 1, j + 1), content));
-                    }
-                    if let Some(e) = ensure {
-                        let mut s = String::from("#!/bin/sh\n");
-                        s.push_str(&script::ensure_script(e));
-                        parts.push((format!("step-{}-ensure.sh", i + 1), s.into_bytes()));
-                    }
-                    for (file, content) in parts {
+                }
+                StepKind::Scripts {
+                    scripts,
+                    runner,
+                    env,
+                    execute_command,
+                } => {
+                    let ec = execute_command
+                        .as_deref()
+                        .or(runner.then_some(recipe::STEP_EXECUTE_COMMAND));
+                    for (j, (rel, abs)) in scripts.iter().enumerate() {
+                        let content = tokio::fs::read(abs)
+                            .await
+                            .map_err(|e| fail(format!("script {}: {e}", abs.display())))?;
                         let code = self
                             .run_script(
                                 container,
-                                &file,
+                                &format!("step-{n}-script-{}.sh", j + 1),
                                 &content,
-                                user.as_deref(),
-                                execute_command.as_deref(),
+                                Some(user.as_str()),
+                                ec,
                                 env,
                                 log,
                             )
                             .await?;
                         if code != 0 {
-                            return Err(RuntimeError::Failed(format!(
-                                "bake {}: step {name} ({file}) exited {code}",
-                                req.label
-                            )));
+                            return Err(fail(format!("script {rel} exited {code}")));
                         }
                     }
                 }
-                BakeStep::Ansible {
-                    name,
-                    playbooks,
+                StepKind::Ansible {
+                    playbook,
                     extra_arguments,
                     binary,
                 } => {
-                    log.line(&format!("==> step {}: ansible {name}", i + 1));
-                    for pb in playbooks {
-                        self.run_ansible(container, binary, pb, extra_arguments, req)
-                            .await?;
+                    self.run_ansible(container, binary, &playbook.1, extra_arguments, req)
+                        .await?;
+                }
+                StepKind::Upload { rel, destination } => {
+                    self.upload_dir(container, &req.emit_dir.join(rel), destination)
+                        .await
+                        .map_err(|e| fail(format!("upload of {rel}: {e}")))?;
+                }
+                StepKind::Verify { lines, .. } => {
+                    let mut script = String::from("#!/bin/sh\n");
+                    for l in lines {
+                        script.push_str(l);
+                        script.push('\n');
+                    }
+                    let path = format!("{STAGE_DIR}/verify-{n}.sh");
+                    let r = self
+                        .exec(
+                            container,
+                            vec![
+                                "/bin/sh".into(),
+                                "-c".into(),
+                                format!(
+                                    "{} || exit 201\nsh {path}",
+                                    stage_command(&path)
+                                ),
+                            ],
+                            Some("0"),
+                            vec![],
+                            Some(script.into_bytes()),
+                            log,
+                            true,
+                        )
+                        .await?;
+                    if r.exit_code != 0 {
+                        let why = r
+                            .stderr
+                            .lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("an assertion failed")
+                            .to_string();
+                        return Err(RuntimeError::Failed(format!(
+                            "bake {}: {why} (exit {})",
+                            req.label, r.exit_code
+                        )));
                     }
                 }
             }
         }
-        let mut assertions = 0;
-        for t in &req.tests {
-            self.run_test(container, t, req).await?;
-            assertions += 1;
-        }
-        Ok(assertions)
+        Ok(lowered.assertions)
+    }
+
+    /// Copy a local directory's contents into the container at `destination`.
+    async fn upload_dir(&self, container: &str, dir: &Path, destination: &str) -> Result<()> {
+        let dir = dir.to_path_buf();
+        let tar = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+            let mut b = tar::Builder::new(Vec::new());
+            b.follow_symlinks(false);
+            b.append_dir_all(".", &dir)?;
+            b.into_inner()
+        })
+        .await
+        .map_err(|e| RuntimeError::Failed(e.to_string()))?
+        .map_err(|e| RuntimeError::Failed(e.to_string()))?;
+        let d = self.docker().await?;
+        d.upload_to_container(
+            container,
+            Some(bollard::query_parameters::UploadToContainerOptions {
+                path: destination.into(),
+                ..Default::default()
+            }),
+            bollard::body_full(tar.into()),
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("copy into {container}:{destination}"), e))
     }
 
     /// The `ansible-playbook` command line for a bake container.
@@ -965,7 +1045,12 @@ impl DockerRuntime {
         req: &BakeRequest,
     ) -> Result<()> {
         let (args, env) = self.ansible_command(container, binary, playbook, extra);
-        req.log.line(&format!("$ {}", args.join(" ")));
+        // a mod's `config:` (extra vars as JSON) is not logged: it may hold decrypted values
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| if a.starts_with('{') { "<config>".to_string() } else { a.clone() })
+            .collect();
+        req.log.line(&format!("$ {}", shown.join(" ")));
         let mut cmd = tokio::process::Command::new(&args[0]);
         cmd.args(&args[1..])
             .envs(env)
@@ -994,43 +1079,6 @@ impl DockerRuntime {
             )));
         }
         Ok(())
-    }
-
-    async fn run_test(&self, container: &str, t: &TestCommand, req: &BakeRequest) -> Result<()> {
-        req.log.line(&format!("==> test: {}", t.description));
-        let r = self
-            .exec(
-                container,
-                vec!["/bin/sh".into(), "-c".into(), t.run.clone()],
-                Some("0"),
-                vec![],
-                None,
-                req.log.as_ref(),
-                true,
-            )
-            .await?;
-        let mut why = Vec::new();
-        if r.exit_code != i64::from(t.expect_rc) {
-            why.push(format!(
-                "exit code {} (expected {})",
-                r.exit_code, t.expect_rc
-            ));
-        }
-        if let Some(c) = &t.contains {
-            if !r.stdout.contains(c.as_str()) && !r.stderr.contains(c.as_str()) {
-                why.push(format!("output does not contain '{c}'"));
-            }
-        }
-        if why.is_empty() {
-            Ok(())
-        } else {
-            Err(RuntimeError::Failed(format!(
-                "bake {}: in-bake test failed: {}: {}",
-                req.label,
-                t.description,
-                why.join(", ")
-            )))
-        }
     }
 
     async fn create_bake_container(

@@ -791,6 +791,7 @@ async fn ansible_step_bakes_through_the_docker_connection() {
                 playbooks: vec![pb],
                 extra_arguments: vec!["-e".into(), "greeting=hello".into()],
                 binary: "ansible-playbook".into(),
+                extra_vars: Default::default(),
             },
             shell("whoami", &["id -un | sudo tee /etc/csis-user"]),
             BakeStep::Shell {
@@ -1024,6 +1025,7 @@ async fn packer_docker_builder_runs_ansible_through_the_docker_connection() {
             playbooks: vec![pb],
             extra_arguments: vec![],
             binary: "ansible-playbook".into(),
+            extra_vars: Default::default(),
         }],
         vec![test_cmd("cat /etc/csis-packer-ansible", Some("via packer"))],
         log.clone(),

@@ -84,6 +84,8 @@ fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> Ba
         architecture: None,
         steps,
         tests,
+        recipe: Default::default(),
+        required_plugins: Vec::new(),
         tags: BTreeMap::from([
             ("csis_series".to_string(), "web".to_string()),
             ("csis_parent".to_string(), "vendor".to_string()),
@@ -132,6 +134,7 @@ async fn packer_docker_root() {
                 playbooks: vec![dir.path().join("site.yml")],
                 extra_arguments: vec!["-v".into()],
                 binary: "ansible-playbook".into(),
+                extra_vars: Default::default(),
             },
         ],
         vec![TestCommand {
@@ -141,12 +144,26 @@ async fn packer_docker_root() {
             contains: Some("hi".into()),
         }],
     );
+    std::fs::write(dir.path().join("site.yml"), "- hosts: all\n").unwrap();
     let files = rt.emit(&req).await.unwrap();
     let main = dir.path().join("pckr-docker-ans-web.pkr.hcl");
     assert_eq!(files[0], main);
-    assert!(dir.path().join("settle.sh").exists());
-    assert!(dir.path().join("step-1-ensure.sh").exists());
+    // the playbook and the local modification bundle sit beside the root
+    assert!(dir.path().join("csis-mods/web/MANIFEST.yaml").exists());
+    assert!(dir.path().join("csis-mods/web/02-site/site.yml").exists());
     let text = std::fs::read_to_string(&main).unwrap();
+    // the lowered steps, in order, as provisioners
+    for want in [
+        "# before anything else: the build machine settles (docker-local)",
+        "# modification sh",
+        "# modification site: ansible site.yml",
+        "# local modification bundle for web -> /opt/csis/mods",
+        "# in-bake verification for instance image web: 1 assertion(s)",
+        "ansible_python_interpreter=/usr/local/bin/csis-ansible-python",
+        "destination = \"/tmp/csis-mods\"",
+    ] {
+        assert!(text.contains(want), "{want}:\n{text}");
+    }
     let body: hcl::Body = hcl::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let v: serde_json::Value = hcl::from_str(&text).unwrap();
     let src = &v["source"]["docker"]["web"];

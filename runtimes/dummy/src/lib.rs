@@ -604,6 +604,8 @@ mod tests {
             architecture: None,
             steps: vec![],
             tests: vec![],
+            recipe: Default::default(),
+            required_plugins: Vec::new(),
             tags: [("csis_fingerprint".to_string(), fp.to_string())].into(),
             tree_root: ".".into(),
             emit_dir: ".".into(),

@@ -104,6 +104,8 @@ pub fn request(
         architecture: None,
         steps: Vec::new(),
         tests: Vec::new(),
+        recipe: Default::default(),
+        required_plugins: Vec::new(),
         tags,
         tree_root: dir.to_path_buf(),
         emit_dir: dir.to_path_buf(),
@@ -533,6 +535,7 @@ async fn the_build_block_steps_tests_and_manifest() {
             playbooks: vec![PathBuf::from("/tree/playbooks/site.yml")],
             extra_arguments: vec!["-e".into(), "x=1".into()],
             binary: "ansible-playbook".into(),
+            extra_vars: Default::default(),
         },
     ];
     req.tests = vec![
@@ -768,6 +771,7 @@ async fn debian_packer_validates_the_root() {
             playbooks: vec![tree.join("playbooks/site.yml")],
             extra_arguments: vec!["-e".into(), "x=1".into()],
             binary: "ansible-playbook".into(),
+            extra_vars: Default::default(),
         },
     ];
     req.tests = vec![TestCommand {
@@ -900,4 +904,105 @@ fn the_step_runner_retries_only_on_a_held_package_database() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(7));
+}
+
+/// The whole base-image build block of the standard-aws starter against the
+/// original's, provisioner by provisioner and attribute by attribute; the
+/// only difference is the test lines (deliberate: `expect_rc` honoured
+/// under `set -e`, see ARCHITECTURE.md "The bake recipe").
+#[tokio::test]
+async fn standard_aws_base_build_block_matches_the_original() {
+    use csis_runtime::recipe::{BaseRecipe, IdentityPrereq, Recipe, StoragePrereq, UpdateRecipe};
+    let Some(r) = reference() else { return };
+    let g = std::fs::read_to_string(r.join("cs-image-system-0.1.1-emission/standard-aws-on-moto/generated/base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl")).unwrap();
+    let g = hcl::parse(&g).unwrap();
+    let gprovs: Vec<Block> = blocks(&g).remove(0).body.blocks().cloned().collect();
+    let d = tempfile::tempdir().unwrap();
+    let rt = AwsRuntime::new(standard_aws());
+    let mut req = request(
+        "el10",
+        "aws-main",
+        "el10-1",
+        vendor("ami-1", "amazon", "rhel", None),
+        tags(&[]),
+        d.path(),
+    );
+    req.family = Some("rhel".into());
+    req.tests = vec![TestCommand {
+        description: "package scaleft-server-tools is installed".into(),
+        run: "rpm -q scaleft-server-tools".into(),
+        expect_rc: 0,
+        contains: None,
+    }];
+    req.recipe = Recipe {
+        base: Some(BaseRecipe {
+            os_type: "rhel".into(),
+            family: "rhel".into(),
+            family_version: "10".into(),
+            architecture: "x86_64".into(),
+            update: UpdateRecipe {
+                policy: "security".into(),
+                exclude: vec!["kernel*".into()],
+                ..Default::default()
+            },
+            admin_user: "csisadmin".into(),
+            admin_public_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlaceholderKeyReplaceMeReplaceMeReplaceMe csis-admin-REPLACE-ME".into()],
+            identity: vec![IdentityPrereq {
+                identity_type: "okta".into(),
+                builder: "opa-groups".into(),
+            }],
+            storage: vec![StoragePrereq {
+                storage_type: "ebs".into(),
+                builder: Some("aws-ebs".into()),
+            }],
+        }),
+        image: None,
+    };
+    rt.emit(&req).await.unwrap();
+    let text = std::fs::read_to_string(d.path().join("build-el10.pkr.hcl")).unwrap();
+    let m = hcl::parse(&text).unwrap();
+    let mprovs: Vec<Block> = blocks(&m).remove(0).body.blocks().cloned().collect();
+    assert_eq!(mprovs.len(), gprovs.len(), "{text}");
+    for (i, (mine, gold)) in mprovs.iter().zip(gprovs.iter()).enumerate() {
+        assert_eq!(mine.identifier(), gold.identifier(), "block {i}");
+        assert_eq!(mine.labels(), gold.labels(), "block {i}");
+        let (ma, ga) = (attrs(mine), attrs(gold));
+        // `only` names the source: `amazon-ebs.el10` in both
+        assert_eq!(
+            ma.keys().collect::<Vec<_>>(),
+            ga.keys().collect::<Vec<_>>(),
+            "attributes of block {i}"
+        );
+        for (k, gv) in &ga {
+            if i == 6 && k == "inline" {
+                continue;
+            }
+            assert_eq!(&ma[k], gv, "block {i}, attribute {k}");
+        }
+    }
+    // the verification: every assertion of the original but the test lines
+    let lines = |b: &Block| -> Vec<String> {
+        match &attrs(b)["inline"] {
+            hcl::Expression::Array(a) => a
+                .iter()
+                .map(|e| match e {
+                    hcl::Expression::String(s) => s.clone(),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+            _ => vec![],
+        }
+    };
+    let (mv, gv) = (lines(&mprovs[6]), lines(&gprovs[6]));
+    assert_eq!(mv[..mv.len() - 1], gv[..gv.len() - 2], "{mv:#?}");
+    for c in [
+        "# OS update for base image el10 (policy=security, packages=[], exclude=['kernel*'], pin={}, rhel)",
+        "# admin user csisadmin (1 public key(s))",
+        "# identity type 'okta' prerequisites, dormant",
+        "# storage type 'ebs' prerequisites",
+        "# debug session mechanism (ssm)",
+        "# in-bake verification for base image el10: 9 assertion(s)",
+    ] {
+        assert!(text.contains(c), "{c}\n{text}");
+    }
 }

@@ -323,6 +323,8 @@ pub fn request(
         architecture: None,
         steps,
         tests,
+        recipe: Default::default(),
+        required_plugins: Vec::new(),
         tags: lineage(series, &parent_tag, &run),
         tree_root: std::env::temp_dir(),
         emit_dir: std::env::temp_dir(),

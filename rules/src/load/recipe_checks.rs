@@ -1,0 +1,91 @@
+//! What a bake recipe cannot honour, refused at load with the file, line and
+//! field: an update policy or exclusion the family's package manager has no
+//! way to apply, an identity or storage type csis knows no prerequisites
+//! of, an identity type a runtime cannot run (the OPA agent on docker).
+
+use super::Loader;
+use crate::model::UpdatePolicyKind;
+use crate::tree::Tree;
+use crate::yaml::join_path;
+
+/// Identity types a base image can declare (group builder kinds).
+pub const IDENTITY_TYPES: &[&str] = &["okta", "posix"];
+/// Storage types a base image can declare (storage builder kinds).
+pub const STORAGE_TYPES: &[&str] = &["ebs", "efs", "s3", "pd", "gcs", "filestore", "volume"];
+
+impl Loader<'_> {
+    pub(super) fn check_recipe(&mut self, t: &Tree) {
+        for os in &t.os_builders {
+            let o = &os.origin;
+            let pm = os.model.package_manager();
+            let u = os.model.effective_update();
+            if pm == "apk" && u.policy == UpdatePolicyKind::Security {
+                self.d.error_hint(
+                    o.field("update"),
+                    &join_path(&join_path(&o.path, "update"), "policy"),
+                    format!(
+                        "update policy `security` cannot be honoured on family {}: apk has no security-only updates",
+                        os.model.family
+                    ),
+                    "use `full`, `packages` or `none`",
+                );
+            }
+            if pm == "apk" && !u.exclude.is_empty() {
+                self.d.error(
+                    o.field("update"),
+                    &join_path(&join_path(&o.path, "update"), "exclude"),
+                    format!(
+                        "update `exclude` cannot be honoured on family {}: apk upgrades cannot exclude packages",
+                        os.model.family
+                    ),
+                );
+            }
+            if u.policy == UpdatePolicyKind::Packages && u.packages.is_empty() {
+                self.d.error(
+                    o.field("update"),
+                    &join_path(&join_path(&o.path, "update"), "packages"),
+                    "update policy `packages` names no packages to update",
+                );
+            }
+            for (i, it) in os.model.identity_types.iter().enumerate() {
+                let path = format!("{}[{i}]", join_path(&o.path, "identity_types"));
+                if !IDENTITY_TYPES.contains(&it.as_str()) {
+                    self.d.error_hint(
+                        o.field("identity_types"),
+                        &path,
+                        format!("unknown identity type `{it}`: its base-image prerequisites are not known"),
+                        format!("identity types: {}", IDENTITY_TYPES.join(", ")),
+                    );
+                    continue;
+                }
+                if it == "okta" {
+                    for e in os.active_runtimes() {
+                        let Some(rt) = e.runtime.as_deref().and_then(|r| t.runtime(r)) else {
+                            continue;
+                        };
+                        if rt.type_name() == "docker" {
+                            self.d.error(
+                                o.field("identity_types"),
+                                &path,
+                                format!(
+                                    "identity type `okta` cannot be honoured on docker runtime {}: the OPA agent needs systemd, and an OPA group is refused on a docker runtime (use `posix`)",
+                                    rt.name
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            for (i, st) in os.model.storage_types.iter().enumerate() {
+                if !STORAGE_TYPES.contains(&st.as_str()) {
+                    self.d.error_hint(
+                        o.field("storage_types"),
+                        &format!("{}[{i}]", join_path(&o.path, "storage_types")),
+                        format!("unknown storage type `{st}`: its prerequisites are not known"),
+                        format!("storage types: {}", STORAGE_TYPES.join(", ")),
+                    );
+                }
+            }
+        }
+    }
+}

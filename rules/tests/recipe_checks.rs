@@ -1,0 +1,75 @@
+//! What a bake recipe cannot honour is refused at load, with the file, the
+//! line and the field: the docker example tree with one OS builder changed.
+
+use std::path::Path;
+
+use csis_rules::{load, LoadOptions};
+
+fn example_with(os_builder_tail: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docker");
+    for e in walkdir::WalkDir::new(&from) {
+        let e = e.unwrap();
+        let dest = dir.path().join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+    std::fs::write(
+        dir.path().join("cfg/zz-more-os.yml"),
+        format!(
+            "os_builders:\n  - name: extra\n    type: alpine\n    family: alpine\n    family_version: \"3.20\"\n{os_builder_tail}    runtimes:\n      - image_builder: native\n        query:\n          native:\n            image: \"alpine:3.20\"\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn errors(tail: &str) -> Vec<String> {
+    let dir = example_with(tail);
+    match load(dir.path(), &LoadOptions::default()) {
+        Ok(_) => Vec::new(),
+        Err(d) => d
+            .into_iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("{}:{}: {}: {}", d.file, d.line, d.path, d.message))
+            .collect(),
+    }
+}
+
+#[test]
+fn the_example_itself_loads() {
+    assert!(errors("").is_empty(), "{:?}", errors(""));
+}
+
+#[test]
+fn an_update_policy_the_family_cannot_honour_is_refused() {
+    let e = errors("    update:\n      policy: security\n      exclude: [\"linux*\"]\n");
+    assert!(
+        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].update.policy: update policy `security` cannot be honoured on family alpine")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].update.exclude:")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn okta_on_docker_and_unknown_types_are_refused() {
+    let e = errors("    identity_types: [okta, kerberos]\n    storage_types: [tape]\n");
+    assert!(
+        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:6: os_builders[0].identity_types[0]: identity type `okta` cannot be honoured on docker runtime")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|l| l.contains("os_builders[0].identity_types[1]: unknown identity type `kerberos`")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].storage_types[0]: unknown storage type `tape`")),
+        "{e:?}"
+    );
+}

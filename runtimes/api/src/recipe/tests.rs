@@ -1,0 +1,315 @@
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use super::*;
+use crate::{BakeParent, EnsureCommand, EnsureFile, NullLog, ResolvedImage};
+use tokio_util::sync::CancellationToken;
+
+fn target(sudo: bool) -> Target {
+    Target {
+        runtime: "rt".into(),
+        sudo,
+        systemd: sudo,
+        settle: vec!["# runtime settle".into()],
+        session_agent: None,
+    }
+}
+
+fn req(series: &str, base: bool, steps: Vec<BakeStep>, root: &Path) -> BakeRequest {
+    BakeRequest {
+        label: format!("//x/{series}@rt"),
+        series: series.into(),
+        runtime: "rt".into(),
+        image_builder: "b".into(),
+        final_name: format!("{series}-1"),
+        prefix: series.into(),
+        parent: BakeParent::Vendor(ResolvedImage {
+            id: "v".into(),
+            name: None,
+            owner: None,
+            creation_date: None,
+            facts: BTreeMap::new(),
+        }),
+        machine_type: None,
+        disk_size_gb: None,
+        bake_user: None,
+        package_manager: Some("dnf".into()),
+        family: Some("rhel".into()),
+        architecture: None,
+        steps,
+        tests: vec![TestCommand {
+            description: "id".into(),
+            run: "id -u csisadmin".into(),
+            expect_rc: 0,
+            contains: None,
+        }],
+        recipe: Recipe {
+            base: base.then(|| BaseRecipe {
+                os_type: "rhel".into(),
+                family: "rhel".into(),
+                family_version: "10".into(),
+                architecture: "x86_64".into(),
+                update: UpdateRecipe {
+                    policy: "security".into(),
+                    exclude: vec!["kernel*".into()],
+                    ..Default::default()
+                },
+                admin_user: "csisadmin".into(),
+                admin_public_keys: vec!["ssh-ed25519 AAAAkey me@x".into()],
+                identity: vec![IdentityPrereq {
+                    identity_type: "okta".into(),
+                    builder: "opa-groups".into(),
+                }],
+                storage: vec![
+                    StoragePrereq {
+                        storage_type: "ebs".into(),
+                        builder: Some("aws-ebs".into()),
+                    },
+                    StoragePrereq {
+                        storage_type: "s3".into(),
+                        builder: None,
+                    },
+                ],
+            }),
+            image: (!base).then(|| ImageRecipe {
+                group: Some(GroupActivation {
+                    group: "team".into(),
+                    identity_type: "okta".into(),
+                    posix: true,
+                }),
+                bundle: Vec::new(),
+            }),
+        },
+        required_plugins: Vec::new(),
+        tags: BTreeMap::from([("csis_run".to_string(), "run1".to_string())]),
+        tree_root: root.to_path_buf(),
+        emit_dir: root.join("gen"),
+        log: Arc::new(NullLog),
+        cancel: CancellationToken::new(),
+    }
+}
+
+fn comments(l: &Lowered) -> Vec<String> {
+    l.steps.iter().map(|s| s.comment.clone()).collect()
+}
+
+#[test]
+fn base_image_steps_in_the_original_order() {
+    let d = tempfile::tempdir().unwrap();
+    let l = lower(&req("el10", true, vec![], d.path()), &target(true)).unwrap();
+    assert_eq!(
+        comments(&l),
+        vec![
+            "before anything else: the build machine settles (rt)",
+            "OS update for base image el10 (policy=security, packages=[], exclude=['kernel*'], pin={}, rhel)",
+            "admin user csisadmin (1 public key(s))",
+            "identity type 'okta' prerequisites, dormant",
+            "storage type 'ebs' prerequisites",
+            "storage type 's3' declared but has no plugin on runtime rt: nothing to bake here",
+            "in-bake verification for base image el10: 7 assertion(s)",
+        ]
+    );
+    let StepKind::Shell { lines, .. } = &l.steps[1].kind else {
+        panic!()
+    };
+    assert!(lines.contains(
+        &"sudo dnf -y update --security --exclude=kernel* || { sudo dnf clean all; sudo dnf -y update --security --exclude=kernel*; }".to_string()
+    ));
+    assert!(lines.iter().any(|l| l.contains("tee /var/lib/csis/packages.txt")));
+    assert!(lines[1].contains("--enable='codeready-builder-for-rhel-10-x86_64-rpms'"));
+    let StepKind::Verify { lines, assertions } = &l.steps[6].kind else {
+        panic!()
+    };
+    assert_eq!(lines[0], "set -e");
+    assert_eq!(*assertions, 7);
+    assert!(lines.contains(&"sudo grep -q -- AAAAkey /home/csisadmin/.ssh/authorized_keys".to_string()));
+    assert_eq!(l.assertions, 7);
+}
+
+#[test]
+fn policy_none_has_no_update_step_and_docker_needs_no_sudo() {
+    let d = tempfile::tempdir().unwrap();
+    let mut r = req("b", true, vec![], d.path());
+    r.recipe.base.as_mut().unwrap().update.policy = "none".into();
+    let l = lower(&r, &target(false)).unwrap();
+    assert!(!comments(&l).iter().any(|c| c.starts_with("OS update")));
+    for s in &l.steps {
+        if let StepKind::Shell { lines, .. } | StepKind::Verify { lines, .. } = &s.kind {
+            for line in lines {
+                assert!(!line.contains("sudo "), "{line}");
+            }
+        }
+    }
+}
+
+#[test]
+fn apt_policies_hold_excludes_and_retry() {
+    let b = BaseRecipe {
+        os_type: "debian".into(),
+        family: "debian".into(),
+        family_version: "12".into(),
+        update: UpdateRecipe {
+            policy: "full".into(),
+            packages: vec!["curl".into()],
+            exclude: vec!["linux-image*".into()],
+            pin: vec![("tzdata".into(), "2024a-0".into())],
+        },
+        ..Default::default()
+    };
+    let v = update_lines(&target(false), &b).unwrap();
+    let all = v.join("\n");
+    assert!(all.contains("apt-mark hold"), "{all}");
+    assert!(all.contains("apt-mark unhold"), "{all}");
+    assert!(all.contains("-y upgrade || {"), "{all}");
+    assert!(all.contains("install -y --allow-downgrades tzdata=2024a-0"), "{all}");
+    assert!(all.contains("install -y curl"), "{all}");
+    assert!(v.last().unwrap().contains("/var/lib/csis/packages.txt"));
+}
+
+#[test]
+fn image_steps_mods_activation_bundle_verification() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("playbooks")).unwrap();
+    std::fs::write(d.path().join("playbooks/p.yml"), "- hosts: all\n").unwrap();
+    let mut extra = serde_json::Map::new();
+    extra.insert("node_role".into(), serde_json::json!("worker"));
+    let steps = vec![
+        BakeStep::Ansible {
+            name: "tools".into(),
+            playbooks: vec![d.path().join("playbooks/p.yml")],
+            extra_arguments: vec![],
+            binary: "ansible-playbook".into(),
+            extra_vars: extra,
+        },
+        BakeStep::Shell {
+            name: "site".into(),
+            inline: vec!["echo hi".into()],
+            scripts: vec![],
+            ensure: None,
+            env: vec![],
+            execute_command: None,
+        },
+    ];
+    let l = lower(&req("node", false, steps, d.path()), &target(true)).unwrap();
+    let c = comments(&l);
+    assert_eq!(c[1], "Modifications for tools of type ansible");
+    assert_eq!(c[2], "modification tools: ansible playbooks/p.yml");
+    assert_eq!(c[3], "modification site");
+    assert_eq!(c[4], "identity activation for owning group 'team' (okta)");
+    assert!(c[5].starts_with("local modification bundle for node -> /opt/csis/mods"));
+    assert!(c.last().unwrap().starts_with("in-bake verification for instance image node: 5 assertion(s)"));
+    let StepKind::Ansible { extra_arguments, .. } = &l.steps[2].kind else {
+        panic!()
+    };
+    assert_eq!(
+        extra_arguments,
+        &vec![
+            "-e".to_string(),
+            "ansible_python_interpreter=/usr/local/bin/csis-ansible-python".into(),
+            "-e".into(),
+            r#"{"node_role":"worker"}"#.into()
+        ]
+    );
+    let rels: Vec<&str> = l.files.iter().map(|f| f.rel.as_str()).collect();
+    for want in [
+        "playbooks/p.yml",
+        "csis-mods/node/MANIFEST.yaml",
+        "csis-mods/node/csis-mods",
+        "csis-mods/node/01-tools/p.yml",
+        "csis-mods/node/01-tools/run.sh",
+        "csis-mods/node/02-site/inline.sh",
+        "csis-mods/node/02-site/MANIFEST.yaml",
+    ] {
+        assert!(rels.contains(&want), "{want} in {rels:?}");
+    }
+    let m = l.files.iter().find(|f| f.rel == "csis-mods/node/MANIFEST.yaml").unwrap();
+    let m = String::from_utf8(m.content.clone()).unwrap();
+    assert!(m.starts_with("image: node\nmods:\n- content_hash:"), "{m}");
+    assert!(m.contains("  dir: 02-site\n"), "{m}");
+    assert!(m.ends_with("run: run1\n"), "{m}");
+}
+
+/// `ensure:` run twice with a real shell: the second run writes nothing,
+/// changes no mode and skips the guarded command.
+#[test]
+fn ensure_twice_changes_nothing_the_second_time() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("sub/it's.conf");
+    let marker = d.path().join("ran");
+    let e = Ensure {
+        packages: vec![],
+        files: vec![EnsureFile {
+            path: f.display().to_string(),
+            content: "role=worker\n$HOME ${x} %{y}\n".into(),
+            mode: "0640".into(),
+        }],
+        services: vec!["nginx".into()],
+        commands: vec![EnsureCommand {
+            run: format!("echo x >> {}", sq(&marker.display().to_string())),
+            unless: Some(format!("test -e {}", sq(&marker.display().to_string()))),
+        }],
+    };
+    let script = script_of(&ensure_lines(&target(false), &e));
+    let run = || {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    run();
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "role=worker\n$HOME ${x} %{y}\n"
+    );
+    let m1 = std::fs::metadata(&f).unwrap();
+    assert_eq!(m1.mode() & 0o777, 0o640);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let out = run();
+    let m2 = std::fs::metadata(&f).unwrap();
+    assert_eq!((m1.ino(), m1.mtime_nsec(), m1.ctime_nsec()), (m2.ino(), m2.mtime_nsec(), m2.ctime_nsec()));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "x\n");
+    assert!(out.contains("ensure: skipped (unless holds)"), "{out}");
+}
+
+#[test]
+fn quoting_and_test_lines() {
+    assert_eq!(sq("abc"), "abc");
+    assert_eq!(sq("a b"), "'a b'");
+    assert_eq!(sq("it's"), r"'it'\''s'");
+    assert_eq!(sq(""), "''");
+    let t = TestCommand {
+        description: "python".into(),
+        run: "python3 --version".into(),
+        expect_rc: 0,
+        contains: Some("Python 3".into()),
+    };
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("set -e\n{}", test_line(&TestCommand {
+            description: "false".into(),
+            run: "false".into(),
+            expect_rc: 1,
+            contains: None,
+        })))
+        .status()
+        .unwrap();
+    assert!(ok.success(), "an expected non-zero exit passes under set -e");
+    let bad = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("set -e\n{}\necho after", test_line(&TestCommand {
+            description: "t".into(),
+            run: "true".into(),
+            expect_rc: 0,
+            contains: Some("nothing".into()),
+        })))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("in-bake test failed: t: output does not contain 'nothing'"));
+    assert!(!String::from_utf8_lossy(&bad.stdout).contains("after"));
+    assert!(test_line(&t).contains("grep -qF -- 'Python 3'"));
+}
