@@ -114,7 +114,9 @@ fn builds_lists_both_builds_newest_first_with_marks_and_the_resolver_names_them(
     assert_eq!(app.len(), 2, "app follows web");
     // marks: tools stays pinned to the first web build; a release; a revocation
     t.ok(&["release", "app", "--build", &app[1], "--model", "prod"]);
-    t.ok(&["revoke", &app[0], "--reason", "old"]);
+    // the commands take a build by a hash prefix as by its full id
+    let app_old_prefix: String = hash_part(&app[0]).chars().take(10).collect();
+    t.ok(&["revoke", &app_old_prefix, "--reason", "old"]);
 
     let out = t.ok(&["builds"]);
     for header in ["deb12@sim", "web@sim", "app@sim", "tools@sim"] {
@@ -224,6 +226,19 @@ fn builds_lists_both_builds_newest_first_with_marks_and_the_resolver_names_them(
         resolve_build(&lineage, &name0, all).unwrap().build_id,
         base[0]
     );
+    // the command refuses the ambiguous prefix in one clear answer and changes nothing
+    let revocations = std::fs::read(t.root.join("meta-state/revocations.yaml")).ok();
+    let (code, _, err) = t.csis(&["revoke", &prefix]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("names 2 recorded builds"), "{err}");
+    assert_eq!(
+        std::fs::read(t.root.join("meta-state/revocations.yaml")).ok(),
+        revocations
+    );
+    let (code, _, err) = t.csis(&["dispose", "image", &prefix[..7]]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("too short"), "{err}");
+    assert_eq!(t.ids("deb12").len(), 2, "nothing disposed");
     let e = resolve_build(&lineage, "no-such-build", all).unwrap_err();
     assert!(matches!(e, BuildRefError::NotFound { .. }));
     assert!(!e.to_string().contains('\n'), "{e}");

@@ -17,7 +17,7 @@ pub enum DisposeCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Build ids to dispose (each must be recorded in lineage).
+    /// Builds to dispose: full ids, unique hash prefixes (8+) or names (each recorded in lineage).
     pub ids: Vec<String>,
     /// Only builds on this runtime (required with --all).
     #[arg(long, value_name = "RT")]
@@ -51,7 +51,18 @@ pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
     } else if args.retention {
         Selection::Retention
     } else {
-        Selection::Ids(args.ids.clone())
+        let runtime = args
+            .runtime
+            .as_deref()
+            .map(|r| cx.runtime_name(r).unwrap_or_else(|| r.to_string()));
+        let mut ids = Vec::with_capacity(args.ids.len());
+        for id in &args.ids {
+            match super::build_id(&cx, id, runtime.as_deref())? {
+                Ok(id) => ids.push(id),
+                Err(code) => return Ok(code),
+            }
+        }
+        Selection::Ids(ids)
     };
     let json = args.json;
     let each = |e: &DisposeEvent| {

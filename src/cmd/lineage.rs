@@ -63,7 +63,14 @@ pub fn run(global: &GlobalArgs, cmd: LineageCommand) -> Result<ExitCode> {
     };
     match cmd {
         LineageCommand::Relabel(a) => {
-            let r = csis_ops::lineage::relabel(&cx, &rt, &a.builds, a.dry_run)?;
+            let mut builds = Vec::with_capacity(a.builds.len());
+            for b in &a.builds {
+                match super::build_id(&cx, b, Some(&rt))? {
+                    Ok(id) => builds.push(id),
+                    Err(code) => return Ok(code),
+                }
+            }
+            let r = csis_ops::lineage::relabel(&cx, &rt, &builds, a.dry_run)?;
             if a.json {
                 crate::render::json(&r)?;
             } else {

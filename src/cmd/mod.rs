@@ -36,3 +36,30 @@ pub(crate) fn open(
 ) -> anyhow::Result<csis_ops::Context> {
     csis_ops::Context::open(&global.tree(), access, say_waiting)
 }
+
+/// A build as a person names it (the full id, a unique prefix of at least 8
+/// characters of its hash, or its name) turned into its full id, within
+/// `runtime` when one is given. A reference that names several builds, or
+/// is too short to name one, is refused here in one line (exit 1); one that
+/// names none is passed on unchanged, so the operation refuses it with its
+/// own report.
+pub(crate) fn build_id(
+    cx: &csis_ops::Context,
+    query: &str,
+    runtime: Option<&str>,
+) -> anyhow::Result<Result<String, std::process::ExitCode>> {
+    use csis_cache::build_ref::{resolve_build, BuildRefError, BuildScope};
+    let (lineage, _) = cx.records()?;
+    let scope = BuildScope {
+        series: None,
+        runtime,
+    };
+    Ok(match resolve_build(&lineage, query, scope) {
+        Ok(rec) => Ok(rec.build_id.clone()),
+        Err(BuildRefError::NotFound { .. }) => Ok(query.to_string()),
+        Err(e) => {
+            eprintln!("refused: {e}");
+            Err(std::process::ExitCode::from(csis_ops::exit::FAILURE))
+        }
+    })
+}

@@ -42,11 +42,18 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(exit::CANNOT_ANSWER));
     }
     let cx = super::open(global, Access::writing_unless(args.dry_run))?;
+    let build = match &args.build {
+        Some(b) => match super::build_id(&cx, b, args.runtime.as_deref())? {
+            Ok(id) => Some(id),
+            Err(code) => return Ok(code),
+        },
+        None => None,
+    };
     let report = csis_ops::release::release(
         &cx,
         &ReleaseArgs {
             image: args.image,
-            build: args.build,
+            build,
             model: args.model,
             note: args.note,
             runtime: args.runtime,

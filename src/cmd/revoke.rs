@@ -9,7 +9,7 @@ use crate::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The build id to revoke.
+    /// The build to revoke: its full id, a unique hash prefix (8+), or its name.
     pub build: String,
     /// Also revoke every recorded build that descends from it.
     #[arg(long)]
@@ -31,9 +31,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         Access::writing_unless(args.dry_run),
         super::say_waiting,
     )?;
+    let build = match super::build_id(&cx, &args.build, None)? {
+        Ok(id) => id,
+        Err(code) => return Ok(code),
+    };
     let r = csis_ops::revoke::revoke(
         &cx,
-        &args.build,
+        &build,
         args.descendants,
         args.reason.as_deref(),
         args.dry_run,
