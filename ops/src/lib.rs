@@ -22,6 +22,7 @@ pub mod build;
 pub mod context;
 pub mod dispose;
 pub mod exit;
+pub mod graph;
 pub mod inspect;
 pub mod lineage;
 pub mod noop;
