@@ -20,13 +20,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The load options every command uses: overlays and undeclares from the
-/// global flags, the process environment (and `CSIS_CONFIG_IDENTITY`).
-pub fn load_options(global: &GlobalArgs) -> csis_rules::LoadOptions {
-    global.tree().load_options()
-}
-
-pub use crate::render::print_human;
 
 #[derive(Serialize)]
 struct JsonDiag<'a> {
@@ -53,7 +46,7 @@ fn to_json(d: &Diagnostic) -> JsonDiag<'_> {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let opts = load_options(global);
+    let opts = global.tree().load_options();
     let (tree, mut diags) = match csis_rules::load(&global.dir, &opts) {
         Ok(t) => {
             let w = t.warnings.clone();
@@ -75,7 +68,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         let v: Vec<JsonDiag> = diags.iter().map(to_json).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_human(&diags);
+        crate::render::print_human(&diags);
         for s in &skipped {
             eprintln!("skipped online check: {s}");
         }

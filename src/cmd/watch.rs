@@ -127,7 +127,7 @@ fn current_plan(
     before: Counts,
 ) -> anyhow::Result<Plan> {
     if let Err(diags) = inc.tree() {
-        crate::cmd::validate::print_human(diags);
+        crate::render::print_human(diags);
         let errors = diags.iter().filter(|d| d.is_error()).count();
         anyhow::bail!("the tree does not load ({errors} error(s))");
     }
@@ -169,7 +169,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let root = global.dir.clone();
     let mut snap = snapshot(&root);
     let t0 = Instant::now();
-    let mut inc = Incremental::new(&root, &crate::cmd::validate::load_options(global));
+    let mut inc = Incremental::new(&root, &global.tree().load_options());
     let mut last: Option<Plan> = None;
     match current_plan(&mut inc, &root, &args.patterns, t0, Counts::default()) {
         Ok(p) => {
