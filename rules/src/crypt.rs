@@ -27,7 +27,7 @@ pub struct Identities {
     /// Where they came from (for messages).
     pub source: String,
     /// The key of the tokens that stand for what these identities decrypt
-    /// (derived from the identity material: see [`crate::secret`]).
+    /// (the same for every identity: see [`crate::secret::default_key`]).
     pub token_key: [u8; 32],
 }
 
@@ -56,7 +56,7 @@ impl Identities {
             return Ok(Identities {
                 ids,
                 source: "CSIS_CONFIG_IDENTITY (a key)".into(),
-                token_key: crate::secret::key_from(v.as_bytes()),
+                token_key: crate::secret::default_key(),
             });
         }
         let p = Path::new(v);
@@ -73,22 +73,20 @@ impl Identities {
                     "CSIS_CONFIG_IDENTITY {v}: the directory holds no *.age-identity file"
                 ));
             }
-            let mut material = Vec::new();
             for f in files {
                 ids.extend(read_identity_file(&f)?);
-                material.extend(std::fs::read(&f).unwrap_or_default());
             }
             return Ok(Identities {
                 ids,
                 source: format!("CSIS_CONFIG_IDENTITY directory {v}"),
-                token_key: crate::secret::key_from(&material),
+                token_key: crate::secret::default_key(),
             });
         }
         if p.is_file() {
             return Ok(Identities {
                 ids: read_identity_file(p)?,
                 source: format!("CSIS_CONFIG_IDENTITY file {v}"),
-                token_key: crate::secret::key_from(&std::fs::read(p).unwrap_or_default()),
+                token_key: crate::secret::default_key(),
             });
         }
         Err(format!(

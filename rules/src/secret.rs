@@ -2,8 +2,8 @@
 //! `ENV` lookup produced. Each is registered here the moment it is produced
 //! (at decryption; at the end of rendering for the environment values the
 //! templates read) and gets a token, `<secret:HEX16>`, where HEX16 is a
-//! keyed blake3 of the plaintext (keyed with a key derived from the tree's
-//! age identity, else from a fixed context), so that:
+//! salted scrypt of the plaintext (the same salt for every tree and every
+//! identity: see [`default_key`]), so that:
 //!
 //! - everything csis writes or prints about the tree goes through
 //!   [`redact`] / [`redact_json`]: the bake inputs (so records, journals,
@@ -37,9 +37,10 @@ struct Registry {
 
 static REGISTRY: RwLock<Registry> = RwLock::new(Registry { values: Vec::new() });
 
-/// The key of tokens made without an identity (environment values of a
-/// tree with no age identity): a token still changes with the value, but
-/// anyone can compute it.
+/// The salt of every token: one for every tree and every identity, so that
+/// holders of different identities (a developer, CI) and a rotation of the
+/// recipients see the same tokens, hence the same fingerprints; only a new
+/// plaintext moves them.
 pub fn default_key() -> [u8; 32] {
     blake3::derive_key("csis secret token v1 (no identity)", b"")
 }
@@ -50,10 +51,15 @@ pub fn key_from(material: &[u8]) -> [u8; 32] {
     blake3::derive_key("csis secret token v1", material)
 }
 
-/// The token of `plain` under `key`.
+/// The token of `plain` under `key`: scrypt (2^12 x 8: about 4 MiB and a
+/// few milliseconds) of the plaintext salted with the key, so a token found
+/// in a record costs a guesser that much per guess, not one blake3 call.
 pub fn token(plain: &str, key: &[u8; 32]) -> String {
-    let h = blake3::keyed_hash(key, plain.as_bytes());
-    format!("{TOKEN_PREFIX}{}>", &h.to_hex()[..16])
+    let mut out = [0u8; 8];
+    let params = scrypt::Params::new(12, 8, 1, out.len()).expect("valid scrypt parameters");
+    scrypt::scrypt(plain.as_bytes(), key, &params, &mut out).expect("8 bytes is a valid output");
+    let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{TOKEN_PREFIX}{hex}>")
 }
 
 /// Register a secret value; returns its token. Empty values are ignored.
