@@ -50,6 +50,18 @@ fn import_base(reference: &str, work: &Path) {
         }
     }
     std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    // The tree declares a debian base: give busybox the tools the base
+    // recipe's admin-user step uses there (a useradd, /etc/sudoers.d).
+    for d in ["usr/sbin", "etc/sudoers.d", "home"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let useradd = root.join("usr/sbin/useradd");
+    std::fs::write(
+        &useradd,
+        "#!/bin/sh\n# useradd [-m] [-s SHELL] NAME: an account with a home (busybox-static has no adduser)\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&useradd, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
     let tar = work.join("rootfs.tar");
     let st = Std::new("tar")

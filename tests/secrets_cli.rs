@@ -621,10 +621,12 @@ fn json_documents_are_stable() {
     insta::assert_json_snapshot!("public_safe_tree", v);
 }
 
-/// Fingerprints hash the decrypted value: encrypting a recipe's field, and
-/// rotating it, re-bakes nothing; changing the plaintext does.
+/// A secret enters a fingerprint as its token (the same for every identity):
+/// encrypting a clear field moves the fingerprint once (the records then
+/// hold the token), rotating the recipients and identities moves nothing,
+/// a new plaintext does.
 #[test]
-fn encrypting_and_rotating_move_no_fingerprint() {
+fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     let a = identity();
     let b = identity();
     let dir = tempfile::tempdir().unwrap();
@@ -664,7 +666,11 @@ fn encrypting_and_rotating_move_no_fingerprint() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(std::fs::read_to_string(&images).unwrap().contains("- run: \"ENC[age:"));
-    assert_eq!(plan(&a), clear);
+    // the bake's inputs now hold the value's token, not its plaintext: the
+    // one bake that encrypting costs
+    let sealed = plan(&a);
+    assert_ne!(sealed, clear);
+    let clear = sealed;
 
     set_recipients(dir.path(), &[&b]);
     let out = csis(dir.path())

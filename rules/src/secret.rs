@@ -55,10 +55,10 @@ pub fn key_from(material: &[u8]) -> [u8; 32] {
 /// few milliseconds) of the plaintext salted with the key, so a token found
 /// in a record costs a guesser that much per guess, not one blake3 call.
 pub fn token(plain: &str, key: &[u8; 32]) -> String {
-    let mut out = [0u8; 8];
+    let mut out = [0u8; 16];
     let params = scrypt::Params::new(12, 8, 1, out.len()).expect("valid scrypt parameters");
-    scrypt::scrypt(plain.as_bytes(), key, &params, &mut out).expect("8 bytes is a valid output");
-    let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
+    scrypt::scrypt(plain.as_bytes(), key, &params, &mut out).expect("16 bytes is a valid output");
+    let hex: String = out[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{TOKEN_PREFIX}{hex}>")
 }
 

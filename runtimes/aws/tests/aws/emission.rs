@@ -114,6 +114,21 @@ pub fn request(
     }
 }
 
+/// The base recipe of a vendor-parented bake of `family` (what `csis build`
+/// sends for an OS builder): the admin user, the session agent, no update.
+fn base_recipe(family: &str) -> csis_runtime::recipe::Recipe {
+    csis_runtime::recipe::Recipe {
+        base: Some(csis_runtime::recipe::BaseRecipe {
+            os_type: family.into(),
+            family: family.into(),
+            architecture: "x86_64".into(),
+            admin_user: "csisadmin".into(),
+            ..Default::default()
+        }),
+        image: None,
+    }
+}
+
 fn vendor(id: &str, owner: &str, family: &str, root: Option<&str>) -> BakeParent {
     let mut facts = BTreeMap::from([("family".to_string(), family.to_string())]);
     if let Some(r) = root {
@@ -126,6 +141,20 @@ fn vendor(id: &str, owner: &str, family: &str, root: Option<&str>) -> BakeParent
         creation_date: None,
         facts,
     })
+}
+
+/// Copy a directory the emitter wrote (the local modification bundle).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let t = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_tree(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
 }
 
 fn blocks(body: &Body) -> Vec<Block> {
@@ -266,6 +295,7 @@ async fn v2_golden_debian_base_and_deferred_instance_image() {
     );
     req.machine_type = Some("t3.medium".into());
     req.package_manager = Some("apt".into());
+    req.recipe = base_recipe("debian");
     rt.emit(&req).await.unwrap();
     let g = std::fs::read_to_string(golden.join("base-image/pckr-ebs-ans/image-generation/block-000/pckr-ebs-ans-image-generation-source-my-deb-11-block-000.pkr.hcl")).unwrap();
     assert_same_source(&source_file(d.path(), "my-deb-11"), &g);
@@ -512,16 +542,34 @@ async fn the_build_block_steps_tests_and_manifest() {
         "web",
         "aws-main",
         "web-1",
-        vendor("ami-1", "amazon", "rhel", None),
+        BakeParent::Build {
+            series: "base".into(),
+            build_id: "ami-0base00000000000a".into(),
+        },
         tags(&[("csis_series", "web")]),
         d.path(),
     );
     req.bake_user = Some("ec2-user".into());
+    // an image bake (its parent a csis build): the modifications, the
+    // local bundle, the verification
+    req.recipe = csis_runtime::recipe::Recipe {
+        base: None,
+        image: Some(csis_runtime::recipe::ImageRecipe {
+            group: None,
+            bundle: Vec::new(),
+        }),
+    };
+    let tree = d.path().join("tree");
+    std::fs::create_dir_all(tree.join("scripts")).unwrap();
+    std::fs::create_dir_all(tree.join("playbooks")).unwrap();
+    std::fs::write(tree.join("scripts/a.sh"), "echo a\n").unwrap();
+    std::fs::write(tree.join("playbooks/site.yml"), "- hosts: all\n").unwrap();
+    req.tree_root = tree.clone();
     req.steps = vec![
         BakeStep::Shell {
             name: "base-tools".into(),
             inline: vec!["echo ${HOME} %{x}".into()],
-            scripts: vec![PathBuf::from("/tree/scripts/a.sh")],
+            scripts: vec![tree.join("scripts/a.sh")],
             ensure: Some(Ensure {
                 packages: vec!["git".into()],
                 services: vec!["chronyd".into()],
@@ -532,7 +580,7 @@ async fn the_build_block_steps_tests_and_manifest() {
         },
         BakeStep::Ansible {
             name: "site".into(),
-            playbooks: vec![PathBuf::from("/tree/playbooks/site.yml")],
+            playbooks: vec![tree.join("playbooks/site.yml")],
             extra_arguments: vec!["-e".into(), "x=1".into()],
             binary: "ansible-playbook".into(),
             extra_vars: Default::default(),
@@ -573,9 +621,12 @@ async fn the_build_block_steps_tests_and_manifest() {
         text.contains("echo $${HOME} %%{x}"),
         "interpolation escaped:\n{text}"
     );
-    assert!(text.contains("# debug session mechanism (ssm)"));
+    assert!(
+        !text.contains("# debug session mechanism (ssm)"),
+        "the session agent is baked into base images only"
+    );
     assert!(text.contains("# before anything else: the build machine settles (aws-main)"));
-    assert!(text.contains("# in-bake verification for base image web: 4 assertion(s)"));
+    assert!(text.contains("# in-bake verification for instance image web: 2 assertion(s)"), "{text}");
     let body = hcl::parse(&text).unwrap();
     let build = blocks(&body).remove(0);
     let provs: Vec<(String, String)> = build
@@ -592,11 +643,14 @@ async fn the_build_block_steps_tests_and_manifest() {
         provs,
         [
             ("provisioner".into(), "shell".into()), // settle
-            ("provisioner".into(), "shell".into()), // scripts
-            ("provisioner".into(), "shell".into()),
+            ("provisioner".into(), "shell".into()), // base-tools: scripts
+            ("provisioner".into(), "shell".into()), // base-tools: inline and ensure
+            ("provisioner".into(), "shell".into()), // site: the ansible interpreter
             ("provisioner".into(), "ansible".into()),
-            ("provisioner".into(), "shell".into()),
-            ("provisioner".into(), "shell".into()),
+            ("provisioner".into(), "shell".into()), // the local bundle: prepare
+            ("provisioner".into(), "file".into()),  // the local bundle: upload
+            ("provisioner".into(), "shell".into()), // the local bundle: install
+            ("provisioner".into(), "shell".into()), // verification
             ("post-processor".into(), "manifest".into()),
         ]
     );
@@ -607,7 +661,8 @@ async fn the_build_block_steps_tests_and_manifest() {
         .unwrap();
     assert_eq!(
         attrs(ansible)["playbook_file"],
-        hcl::Expression::String("/tree/playbooks/site.yml".into())
+        hcl::Expression::String("playbooks/site.yml".into()),
+        "relative to the tree, as the original emits it"
     );
     assert!(
         !attrs(ansible).contains_key("user"),
@@ -789,6 +844,10 @@ async fn debian_packer_validates_the_root() {
         if name == "plugins.pkr.hcl" {
             continue;
         }
+        if f.is_dir() {
+            copy_tree(&f, &check.join(&name));
+            continue;
+        }
         let mut text = std::fs::read_to_string(&f).unwrap();
         if let Some(start) = text.find("data \"amazon-ami\"") {
             let end = start + text[start..].find("\n}\n").unwrap() + 3;
@@ -834,7 +893,7 @@ async fn settle_and_agent_provisioners_match_the_original() {
     let gprovs: Vec<&Block> = gbuild.body.blocks().collect();
     let d = tempfile::tempdir().unwrap();
     let rt = AwsRuntime::new(standard_aws());
-    let req = request(
+    let mut req = request(
         "el10",
         "aws-main",
         "el10-1",
@@ -842,6 +901,7 @@ async fn settle_and_agent_provisioners_match_the_original() {
         tags(&[]),
         d.path(),
     );
+    req.recipe = base_recipe("rhel");
     rt.emit(&req).await.unwrap();
     let m =
         hcl::parse(&std::fs::read_to_string(d.path().join("build-el10.pkr.hcl")).unwrap()).unwrap();
