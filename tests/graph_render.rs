@@ -125,7 +125,10 @@ fn folded_json_dot_mermaid_mark_due_nodes_reasons_and_edge_kinds() {
             .unwrap_or_else(|| panic!("no edge {from} -> {to}"))
             .clone()
     };
-    assert_eq!(edge("//images/web@sim", "//images/app@sim")["kind"], "follow");
+    assert_eq!(
+        edge("//images/web@sim", "//images/app@sim")["kind"],
+        "follow"
+    );
     assert_eq!(
         edge("//images/web@sim", "//images/app-pinned@sim")["kind"],
         "pinned"
@@ -146,8 +149,7 @@ fn folded_json_dot_mermaid_mark_due_nodes_reasons_and_edge_kinds() {
     assert!(mm.contains("linkStyle"));
 
     // --all-nodes: today's full view, one node per step
-    let all: Value =
-        serde_json::from_str(&graph(d, &["--format", "json", "--all-nodes"])).unwrap();
+    let all: Value = serde_json::from_str(&graph(d, &["--format", "json", "--all-nodes"])).unwrap();
     assert_eq!(all["folded"], false);
     assert_eq!(all["nodes"].as_array().unwrap().len(), 24);
     assert!(all["nodes"]
@@ -187,7 +189,11 @@ fn chromium_run(browser: &str, file: &Path, height: f64, args: &[String]) -> Str
         .arg(format!("file://{}", file.display()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -225,10 +231,20 @@ fn page_is_self_contained_and_renders_the_basic_tree() {
     let t = tree("basic");
     let d = t.path();
     let file = d.join("graph.html");
-    ok(d, &["graph", "--format", "html", "-o", file.to_str().unwrap()]);
+    ok(
+        d,
+        &["graph", "--format", "html", "-o", file.to_str().unwrap()],
+    );
     let html = std::fs::read_to_string(&file).unwrap();
     // no network: nothing loaded from elsewhere
-    for bad in ["https://", "<script src", "<link", "src=", "@import", "url(http"] {
+    for bad in [
+        "https://",
+        "<script src",
+        "<link",
+        "src=",
+        "@import",
+        "url(http",
+    ] {
         assert!(!html.contains(bad), "{bad} appears");
     }
     let Some(browser) = chromium() else {
@@ -247,13 +263,26 @@ fn page_is_self_contained_and_renders_the_basic_tree() {
         .iter()
         .map(|r| r["text"].as_str().unwrap())
         .collect();
-    assert_eq!(reasons.iter().filter(|r| *r == &"due: no build yet").count(), 7);
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| *r == &"due: no build yet")
+            .count(),
+        7
+    );
 
     // converged: nothing due
     assert_eq!(build(d, &[]).0, 0);
-    ok(d, &["graph", "--format", "html", "-o", file.to_str().unwrap()]);
+    ok(
+        d,
+        &["graph", "--format", "html", "-o", file.to_str().unwrap()],
+    );
     let m = measurements(&dump_dom(browser, &file));
-    assert!(m["nodes"].as_array().unwrap().iter().all(|n| n["due"] == false));
+    assert!(m["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["due"] == false));
     assert!(m["reasons"].as_array().unwrap().is_empty());
 }
 
@@ -424,7 +453,10 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
 
     // The page, in Chromium at 1400 x 900.
     let file = d.join("graph.html");
-    ok(d, &["graph", "--format", "html", "-o", file.to_str().unwrap()]);
+    ok(
+        d,
+        &["graph", "--format", "html", "-o", file.to_str().unwrap()],
+    );
     let Some(browser) = chromium() else {
         eprintln!("chromium not installed: checked the json and svg only");
         return;
@@ -453,7 +485,12 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
     let nodes = m["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 52, "50 images and 2 OS builders");
     for n in nodes {
-        assert!(inside(&n["box"]), "{} lies outside the window: {}", n["id"], n["box"]);
+        assert!(
+            inside(&n["box"]),
+            "{} lies outside the window: {}",
+            n["id"],
+            n["box"]
+        );
         // below the page's header
         assert!(n["box"]["y"].as_f64().unwrap() >= m["canvas"]["y"].as_f64().unwrap());
         // and not under the legend
@@ -485,16 +522,21 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
             card["x"].as_f64().unwrap(),
         );
         assert!(
-            rx >= cx && rx + reason["box"]["w"].as_f64().unwrap() <= cx + card["w"].as_f64().unwrap() + 0.5,
+            rx >= cx
+                && rx + reason["box"]["w"].as_f64().unwrap()
+                    <= cx + card["w"].as_f64().unwrap() + 0.5,
             "{id}: the reason overflows its card"
         );
         assert!(reason["px"].as_f64().unwrap() >= 7.0, "{id}: {reason}");
     }
     // the changed field of python is on the page, without hovering
-    assert!(m["reasons"].as_array().unwrap().iter().any(|r| r["id"]
-        == "//images/python@sim"
-        && r["text"] == "(playbooks/python.yml)"
-        && r["visible"] == true));
+    assert!(m["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["id"] == "//images/python@sim"
+            && r["text"] == "(playbooks/python.yml)"
+            && r["visible"] == true));
     // pinned and follow edges look different
     let (f, p) = (&m["edges"]["follow"], &m["edges"]["pinned"]);
     assert!(!f.is_null() && !p.is_null(), "{}", m["edges"]);
@@ -504,10 +546,7 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
 
     // A click opens the plan entry (`#node=` does the same at load): the
     // fingerprint, inputs, dependencies, the command and the folded steps.
-    let url = format!(
-        "{}#node=//images/python@sim",
-        file.display()
-    );
+    let url = format!("{}#node=//images/python@sim", file.display());
     let m = measurements(&dump_dom(browser, Path::new(&url)));
     let panel = m["panel"].as_str().expect("the panel is open");
     let fp = node(&v, "//images/python@sim")["entry"]["fingerprint"]
@@ -537,5 +576,9 @@ fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
         let shown = id.contains("web-") && n["due"] == true;
         assert_eq!(n["dim"] == false, shown, "{id}");
     }
-    assert!(m["nodes"].as_array().unwrap().iter().any(|n| n["dim"] == false));
+    assert!(m["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["dim"] == false));
 }

@@ -61,7 +61,11 @@ fn import_base(reference: &str, work: &Path) {
         "#!/bin/sh\n# useradd [-m] [-s SHELL] NAME: an account with a home (busybox-static has no adduser)\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
     )
     .unwrap();
-    std::fs::set_permissions(&useradd, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        &useradd,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
     let tar = work.join("rootfs.tar");
     let st = Std::new("tar")

@@ -28,7 +28,10 @@ fn an_adopted_build_keeps_the_run_id_of_the_run_that_baked_it() {
     assert_eq!(code, 0, "{ev:?}");
     let after = lineage(d);
     let adopted = after.head("worker", "sim").unwrap();
-    assert_eq!(adopted.build_id, worker.build_id, "adopted, not baked again");
+    assert_eq!(
+        adopted.build_id, worker.build_id,
+        "adopted, not baked again"
+    );
     assert_eq!(
         adopted.run.as_deref(),
         Some(baked_by.as_str()),
@@ -53,5 +56,8 @@ fn a_journal_that_cannot_be_written_stops_the_build_at_the_first_record() {
         .filter(|e| e.to_string().contains("records cannot be written"))
         .count();
     assert!(refused > 0, "the later bakes are refused: {ev:?}");
-    assert_eq!(baked, 1, "one bake ran (and could not be recorded), no more");
+    assert_eq!(
+        baked, 1,
+        "one bake ran (and could not be recorded), no more"
+    );
 }

@@ -85,7 +85,12 @@ fn with_stdin(mut c: Command, input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -110,7 +115,12 @@ fn loaded_keys(root: &Path, id: &Id) -> Result<Vec<String>, String> {
         },
     )
     .map(|t| t.config.config.admin_public_keys.0.clone())
-    .map_err(|d| d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))
+    .map_err(|d| {
+        d.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
 }
 
 fn validate(root: &Path, identity: Option<&str>) -> Output {
@@ -138,8 +148,14 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     let out = encrypt_keys(dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("cfg/zz-keys.yml:5:7: config.admin_public_keys[0]: encrypted"), "{stdout}");
-    assert!(stdout.contains("cfg/zz-keys.yml:6:7: config.admin_public_keys[1]: encrypted"), "{stdout}");
+    assert!(
+        stdout.contains("cfg/zz-keys.yml:5:7: config.admin_public_keys[0]: encrypted"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cfg/zz-keys.yml:6:7: config.admin_public_keys[1]: encrypted"),
+        "{stdout}"
+    );
 
     let written = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
     assert!(!written.contains("AAAAC3"), "plaintext left: {written}");
@@ -152,7 +168,10 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
         if i == 4 {
             assert!(l.starts_with("    - ENC[age:") && l.ends_with(']'), "{l}");
         } else if i == 5 {
-            assert!(l.starts_with("    - \"ENC[age:") && l.ends_with("]\""), "{l}");
+            assert!(
+                l.starts_with("    - \"ENC[age:") && l.ends_with("]\""),
+                "{l}"
+            );
         } else {
             assert_eq!(l, o);
         }
@@ -163,14 +182,24 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
     let no = validate(dir.path(), None);
     assert_eq!(no.status.code(), Some(1));
-    assert!(text(&no.stderr).contains("admin_public_keys[0]"), "{}", text(&no.stderr));
-    assert_eq!(loaded_keys(dir.path(), &a).unwrap(), vec![KEY.to_string(), KEY2.to_string()]);
+    assert!(
+        text(&no.stderr).contains("admin_public_keys[0]"),
+        "{}",
+        text(&no.stderr)
+    );
+    assert_eq!(
+        loaded_keys(dir.path(), &a).unwrap(),
+        vec![KEY.to_string(), KEY2.to_string()]
+    );
 
     // a second run leaves the markers as they are
     let again = encrypt_keys(dir.path());
     assert_eq!(again.status.code(), Some(0));
     assert!(text(&again.stdout).contains("already encrypted"));
-    assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), written);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(),
+        written
+    );
 
     // decrypt --file with the wrong identity writes nothing
     let b = identity();
@@ -182,7 +211,10 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), written);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(),
+        written
+    );
 
     // decrypt --file is the inverse: the values come back in clear, the rest as it was
     let out = csis(dir.path())
@@ -194,7 +226,10 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let clear = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
-    assert_eq!(clear, keys_yaml().replace(&format!("- {KEY}"), &format!("- \"{KEY}\"")));
+    assert_eq!(
+        clear,
+        keys_yaml().replace(&format!("- {KEY}"), &format!("- \"{KEY}\""))
+    );
     assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
 
     // a field the file does not hold is an error, and nothing changes
@@ -205,7 +240,11 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
         .output()
         .unwrap();
     assert_eq!(none.status.code(), Some(1));
-    assert!(text(&none.stderr).contains("no field named `nope`"), "{}", text(&none.stderr));
+    assert!(
+        text(&none.stderr).contains("no field named `nope`"),
+        "{}",
+        text(&none.stderr)
+    );
 }
 
 #[test]
@@ -217,7 +256,10 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     let out = with_stdin(c, "hunter2-long-secret\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let marker = text(&out.stdout).trim().to_string();
-    assert!(marker.starts_with("ENC[age:") && marker.ends_with(']'), "{marker}");
+    assert!(
+        marker.starts_with("ENC[age:") && marker.ends_with(']'),
+        "{marker}"
+    );
     assert!(!marker.contains("hunter2"));
 
     // the marker is what the loader opens: put it in the tree
@@ -226,7 +268,10 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
         format!("config:\n  admin_public_keys: {marker}\n"),
     )
     .unwrap();
-    assert_eq!(loaded_keys(dir.path(), &a).unwrap(), vec!["hunter2-long-secret".to_string()]);
+    assert_eq!(
+        loaded_keys(dir.path(), &a).unwrap(),
+        vec!["hunter2-long-secret".to_string()]
+    );
 
     // decrypt with the identity as a key string, and as a file
     let out = csis(dir.path())
@@ -241,7 +286,12 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     let mut c = csis(dir.path());
     c.args(["decrypt", "-"]).env("CSIS_CONFIG_IDENTITY", &idf);
     let out = with_stdin(c, &format!("{marker}\n"));
-    assert_eq!(text(&out.stdout), "hunter2-long-secret\n", "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "hunter2-long-secret\n",
+        "{}",
+        text(&out.stderr)
+    );
 
     // the wrong identity, no identity, not a marker
     let b = identity();
@@ -252,9 +302,16 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
-    let out = csis(dir.path()).args(["decrypt", &marker]).output().unwrap();
+    let out = csis(dir.path())
+        .args(["decrypt", &marker])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("no identity"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no identity"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = csis(dir.path())
         .args(["decrypt", "plain"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
@@ -271,12 +328,20 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     assert!(j["marker"].as_str().unwrap().starts_with("ENC[age:"));
 
     // no recipients: refused
-    std::fs::write(dir.path().join("cfg/zz-encryption.yml"), "encryption:\n  recipients: []\n").unwrap();
+    std::fs::write(
+        dir.path().join("cfg/zz-encryption.yml"),
+        "encryption:\n  recipients: []\n",
+    )
+    .unwrap();
     let mut c = csis(dir.path());
     c.args(["encrypt", "-"]);
     let out = with_stdin(c, "x");
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("encryption.recipients is empty"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("encryption.recipients is empty"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -296,7 +361,8 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
         "plain": "passes through",
     });
     let mut c = csis(dir.path());
-    c.args(["decrypt", "--json"]).env("CSIS_CONFIG_IDENTITY", &a.secret);
+    c.args(["decrypt", "--json"])
+        .env("CSIS_CONFIG_IDENTITY", &a.secret);
     let out = with_stdin(c, &query.to_string());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // one flat JSON object of strings on one line
@@ -314,14 +380,16 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
 
     // a non-string value, a marker the identity does not open: exit 1, reason on stderr, nothing on stdout
     let mut c = csis(dir.path());
-    c.args(["decrypt", "--json"]).env("CSIS_CONFIG_IDENTITY", &a.secret);
+    c.args(["decrypt", "--json"])
+        .env("CSIS_CONFIG_IDENTITY", &a.secret);
     let out = with_stdin(c, r#"{"n": 3}"#);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("`n`"), "{}", text(&out.stderr));
     let b = identity();
     let mut c = csis(dir.path());
-    c.args(["decrypt", "--json"]).env("CSIS_CONFIG_IDENTITY", &b.secret);
+    c.args(["decrypt", "--json"])
+        .env("CSIS_CONFIG_IDENTITY", &b.secret);
     let out = with_stdin(c, &query.to_string());
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
@@ -337,8 +405,14 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     std::fs::create_dir_all(dir.path().join("overlays")).unwrap();
     let mut c = csis(dir.path());
     c.args(["encrypt", "-"]);
-    let m = text(&with_stdin(c, "overlay-secret-value").stdout).trim().to_string();
-    std::fs::write(dir.path().join("overlays/o.yml"), format!("config:\n  token: {m}  # keep\n")).unwrap();
+    let m = text(&with_stdin(c, "overlay-secret-value").stdout)
+        .trim()
+        .to_string();
+    std::fs::write(
+        dir.path().join("overlays/o.yml"),
+        format!("config:\n  token: {m}  # keep\n"),
+    )
+    .unwrap();
 
     // the recipients change: B replaces A
     set_recipients(dir.path(), &[&b]);
@@ -351,9 +425,20 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("3 encrypted value(s) do not open; nothing written"), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("cfg/zz-keys.yml:5:7: config.admin_public_keys[0]"), "{}", text(&out.stderr));
-    assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), before);
+    assert!(
+        text(&out.stderr).contains("3 encrypted value(s) do not open; nothing written"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("cfg/zz-keys.yml:5:7: config.admin_public_keys[0]"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(),
+        before
+    );
 
     // dry run: lists, writes nothing
     let out = csis(dir.path())
@@ -365,11 +450,22 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["dry_run"], true);
     assert_eq!(j["markers"], 3);
-    let files: Vec<&str> = j["files"].as_array().unwrap().iter().map(|f| f["file"].as_str().unwrap()).collect();
+    let files: Vec<&str> = j["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
     assert_eq!(files, vec!["cfg/zz-keys.yml", "overlays/o.yml"]);
-    assert_eq!(j["files"][0]["markers"][1]["field"], "config.admin_public_keys[1]");
+    assert_eq!(
+        j["files"][0]["markers"][1]["field"],
+        "config.admin_public_keys[1]"
+    );
     assert_eq!(j["files"][0]["markers"][1]["line"], 6);
-    assert_eq!(std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap(),
+        before
+    );
 
     // the rotation
     let out = csis(dir.path())
@@ -379,16 +475,28 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(!all.contains("AAAAC3") && !all.contains("overlay-secret"), "plaintext printed: {all}");
-    assert!(all.contains("re-encrypted 3 marker(s) in 2 file(s) to 1 recipient(s)"), "{all}");
+    assert!(
+        !all.contains("AAAAC3") && !all.contains("overlay-secret"),
+        "plaintext printed: {all}"
+    );
+    assert!(
+        all.contains("re-encrypted 3 marker(s) in 2 file(s) to 1 recipient(s)"),
+        "{all}"
+    );
 
     // B opens everything now, A nothing; the rest of the files is kept
-    assert_eq!(loaded_keys(dir.path(), &b).unwrap(), vec![KEY.to_string(), KEY2.to_string()]);
+    assert_eq!(
+        loaded_keys(dir.path(), &b).unwrap(),
+        vec![KEY.to_string(), KEY2.to_string()]
+    );
     assert!(loaded_keys(dir.path(), &a).is_err());
     assert_eq!(validate(dir.path(), Some(&b.secret)).status.code(), Some(0));
     let after = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
     assert_ne!(after, before);
-    assert!(after.contains("  admin_public_keys:   # both\n") && after.contains("  other_setting: stays   # in clear\n"));
+    assert!(
+        after.contains("  admin_public_keys:   # both\n")
+            && after.contains("  other_setting: stays   # in clear\n")
+    );
     let o = std::fs::read_to_string(dir.path().join("overlays/o.yml")).unwrap();
     assert!(o.ends_with("]  # keep\n") && !o.contains(&m), "{o}");
     let out = csis(dir.path())
@@ -409,7 +517,9 @@ fn mask_prints_an_add_mask_line_per_value() {
     let short = text(&with_stdin(c, "abc").stdout).trim().to_string();
     let mut c = csis(dir.path());
     c.args(["encrypt", "-"]);
-    let multi = text(&with_stdin(c, "first-line-secret\nsecond-line-50%").stdout).trim().to_string();
+    let multi = text(&with_stdin(c, "first-line-secret\nsecond-line-50%").stdout)
+        .trim()
+        .to_string();
     std::fs::write(
         dir.path().join("cfg/zz-more.yml"),
         format!("config:\n  m1: {short}\n  m2: {multi}\n  m3: {short}\n"),
@@ -432,7 +542,11 @@ fn mask_prints_an_add_mask_line_per_value() {
     ];
     want.sort();
     assert_eq!(lines, want);
-    assert!(text(&out.stderr).contains("1 shorter than 8 not masked"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("1 shorter than 8 not masked"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = csis(dir.path())
         .args(["mask", "--min", "2", "--json"])
@@ -442,7 +556,10 @@ fn mask_prints_an_add_mask_line_per_value() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["markers"], 5);
     assert_eq!(j["values"].as_array().unwrap().len(), 5);
-    assert!(j["values"].as_array().unwrap().contains(&serde_json::json!("abc")));
+    assert!(j["values"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("abc")));
 
     // no identity: an error, not an empty mask
     let out = csis(dir.path()).arg("mask").output().unwrap();
@@ -476,11 +593,22 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
     let out = public_safe(dir.path(), &[], None);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("cfg/zz-leak.yml:3:18: config.deploy_key_id: an AWS access key id (aws-access-key-id)"), "{stdout}");
-    assert!(stdout.contains("cfg/zz-leak.yml:4:10: config.owner: an e-mail address (email)"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "cfg/zz-leak.yml:3:18: config.deploy_key_id: an AWS access key id (aws-access-key-id)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cfg/zz-leak.yml:4:10: config.owner: an e-mail address (email)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("state.tfstate:"), "{stdout}");
     let all = format!("{stdout}{}", text(&out.stderr));
-    assert!(!all.contains(aws) && !all.contains("jane.doe"), "the flagged text printed: {all}");
+    assert!(
+        !all.contains(aws) && !all.contains("jane.doe"),
+        "the flagged text printed: {all}"
+    );
 
     // the tree's own plaintext, in clear elsewhere, is found when the identity opens the markers
     std::fs::write(dir.path().join("NOTES.md"), format!("the key is {KEY}\n")).unwrap();
@@ -492,9 +620,17 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["file"].as_str().unwrap().to_string(), f["rule"].as_str().unwrap().to_string()))
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_string(),
+                f["rule"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert!(rules.contains(&("NOTES.md".into(), "plaintext".into())), "{rules:?}");
+    assert!(
+        rules.contains(&("NOTES.md".into(), "plaintext".into())),
+        "{rules:?}"
+    );
     assert!(!text(&out.stdout).contains("AAAAC3"));
 
     // allowed by decision: a substring and paths
@@ -511,7 +647,11 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
 
     // --config names another allow list (here an empty one): the findings return
     std::fs::write(dir.path().join("other.yml"), "public_safe:\n  allow: []\n").unwrap();
-    let out = public_safe(dir.path(), &["--config", dir.path().join("other.yml").to_str().unwrap()], None);
+    let out = public_safe(
+        dir.path(),
+        &["--config", dir.path().join("other.yml").to_str().unwrap()],
+        None,
+    );
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -537,23 +677,41 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
     git(dir.path(), &["init", "-q"]);
     git(dir.path(), &["add", "-A"]);
     // the fixture's admin keys are in clear, but SSH public keys are no secret
-    let out = public_safe(dir.path(), &["--staged", "--tree", dir.path().to_str().unwrap()], None);
+    let out = public_safe(
+        dir.path(),
+        &["--staged", "--tree", dir.path().to_str().unwrap()],
+        None,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
-    assert!(text(&out.stderr).contains("0 finding(s) in 12 staged file(s)"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("0 finding(s) in 12 staged file(s)"),
+        "{}",
+        text(&out.stderr)
+    );
     git(dir.path(), &["commit", "-qm", "base"]);
     let out = public_safe(dir.path(), &["--staged"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 
     let tok = "ghp_abcdefghijklmnopqrstuvwxyzABCDEF012345";
-    std::fs::write(dir.path().join("scripts/deploy.sh"), format!("#!/bin/sh\nexport GH={tok}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("scripts/deploy.sh"),
+        format!("#!/bin/sh\nexport GH={tok}\n"),
+    )
+    .unwrap();
     // not staged yet: the index is clean
-    assert_eq!(public_safe(dir.path(), &["--staged"], None).status.code(), Some(0));
+    assert_eq!(
+        public_safe(dir.path(), &["--staged"], None).status.code(),
+        Some(0)
+    );
     git(dir.path(), &["add", "scripts/deploy.sh"]);
     // fixed in the work tree but not in the index: the index is what counts
     std::fs::write(dir.path().join("scripts/deploy.sh"), "#!/bin/sh\n").unwrap();
     let out = public_safe(dir.path(), &["--staged"], None);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(text(&out.stdout), "scripts/deploy.sh:2:11: a GitHub token (github-token)\n");
+    assert_eq!(
+        text(&out.stdout),
+        "scripts/deploy.sh:2:11: a GitHub token (github-token)\n"
+    );
     assert!(!text(&out.stdout).contains(tok));
     assert_eq!(public_safe(dir.path(), &[], None).status.code(), Some(0));
 }
@@ -561,19 +719,37 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
 #[test]
 fn completions_and_man_describe_the_new_commands() {
     let dir = tempfile::tempdir().unwrap();
-    let out = csis(dir.path()).args(["completions", "bash"]).output().unwrap();
+    let out = csis(dir.path())
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let s = text(&out.stdout);
-    assert!(s.contains("public-safe") && s.contains("reencrypt") && s.contains("_csis"), "{}", &s[..200.min(s.len())]);
-    let out = csis(dir.path()).args(["completions", "zsh", "--json"]).output().unwrap();
+    assert!(
+        s.contains("public-safe") && s.contains("reencrypt") && s.contains("_csis"),
+        "{}",
+        &s[..200.min(s.len())]
+    );
+    let out = csis(dir.path())
+        .args(["completions", "zsh", "--json"])
+        .output()
+        .unwrap();
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["shell"], "zsh");
     assert!(j["script"].as_str().unwrap().contains("#compdef csis"));
 
     let out = csis(dir.path()).arg("man").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).contains(".TH csis 1"), "{}", text(&out.stdout));
-    let out = csis(dir.path()).args(["man", "--dir"]).arg(dir.path().join("man")).output().unwrap();
+    assert!(
+        text(&out.stdout).contains(".TH csis 1"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = csis(dir.path())
+        .args(["man", "--dir"])
+        .arg(dir.path().join("man"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(dir.path().join("man/csis.1").is_file());
     assert!(dir.path().join("man/csis-public-safe.1").is_file());
@@ -588,13 +764,23 @@ fn json_documents_are_stable() {
     let dir = tree(&[&a]);
     std::fs::write(
         dir.path().join("cfg/zz-keys.yml"),
-        format!("{}  port: 22\n  empty: \"\"\n  more:\n    admin_public_keys: []\n", keys_yaml()),
+        format!(
+            "{}  port: 22\n  empty: \"\"\n  more:\n    admin_public_keys: []\n",
+            keys_yaml()
+        ),
     )
     .unwrap();
     let out = csis(dir.path())
         .args(["encrypt", "--json", "--file"])
         .arg(dir.path().join("cfg/zz-keys.yml"))
-        .args(["--field", "admin_public_keys", "--field", "port", "--field", "empty"])
+        .args([
+            "--field",
+            "admin_public_keys",
+            "--field",
+            "port",
+            "--field",
+            "empty",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -630,7 +816,10 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     let a = identity();
     let b = identity();
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"), dir.path());
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
+        dir.path(),
+    );
     set_recipients(dir.path(), &[&a]);
     let plan = |id: &Id| -> Vec<(String, String)> {
         let out = csis(dir.path())
@@ -644,7 +833,12 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|n| (n["label"].as_str().unwrap().to_string(), n["fingerprint"].as_str().unwrap().to_string()))
+            .map(|n| {
+                (
+                    n["label"].as_str().unwrap().to_string(),
+                    n["fingerprint"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     };
     // an in-bake test command enters the bake's fingerprint
@@ -665,7 +859,9 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(std::fs::read_to_string(&images).unwrap().contains("- run: \"ENC[age:"));
+    assert!(std::fs::read_to_string(&images)
+        .unwrap()
+        .contains("- run: \"ENC[age:"));
     // the bake's inputs now hold the value's token, not its plaintext: the
     // one bake that encrypting costs
     let sealed = plan(&a);

@@ -287,7 +287,10 @@ fn no_secret_is_written_or_printed_in_clear() {
     // The docker runtime is unreachable (port 1): its errors name the
     // address, with the password as a token.
     let (_, out) = run(dir, &s, &["validate"]);
-    assert!(out.contains("<secret:"), "the docker address is named, redacted: {out}");
+    assert!(
+        out.contains("<secret:"),
+        "the docker address is named, redacted: {out}"
+    );
     run(dir, &s, &["validate", "--json"]);
     let (_, out) = run(dir, &s, &["runtime", "describe", "dock"]);
     assert!(out.contains("<secret:"), "{out}");

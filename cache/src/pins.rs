@@ -116,7 +116,8 @@ impl Pins {
             if self.image_pin(series, rt).is_some() {
                 continue;
             }
-            self.images.insert(image_key(series, rt), parent.to_string());
+            self.images
+                .insert(image_key(series, rt), parent.to_string());
             out.push(format!(
                 "pins.yaml lacked the pin of {series} on {rt}: restored to {parent}, the parent of its head build {}",
                 head.build_id

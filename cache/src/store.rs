@@ -459,7 +459,9 @@ impl Recorder {
         if let Some(f) = &st.failure {
             return Err(CacheError::Parse {
                 path: self.journal.clone(),
-                message: format!("an earlier record could not be written ({f}); nothing more is recorded"),
+                message: format!(
+                    "an earlier record could not be written ({f}); nothing more is recorded"
+                ),
             });
         }
         if st.lineage.find(&record.build_id).is_some() {

@@ -33,7 +33,10 @@ fn an_alias_bomb_in_lineage_or_pins_is_refused_naming_the_file() {
         };
         let msg = err.to_string();
         assert!(msg.contains(file), "{msg}");
-        assert!(msg.contains("aliases expand") || msg.contains("alias"), "{msg}");
+        assert!(
+            msg.contains("aliases expand") || msg.contains("alias"),
+            "{msg}"
+        );
         assert!(msg.contains(&format!("{file}:")), "names a line: {msg}");
         let light = load_light(&m, &LocalDir::of_tree(t.path()))
             .map(|_| ())
@@ -71,14 +74,25 @@ fn a_bad_journal_line_is_skipped_reported_and_kept_and_later_records_survive() {
     let mut text = journal_line(&rec("b1", "base", "rt", "vendor"));
     text.push_str("{\"record\": {\"this is\": \"not a record\"\n");
     for i in 2..6 {
-        text.push_str(&journal_line(&rec(&format!("b{i}"), "base", "rt", "vendor")));
+        text.push_str(&journal_line(&rec(
+            &format!("b{i}"),
+            "base",
+            "rt",
+            "vendor",
+        )));
     }
     // A torn last line (a kill mid-append) is no problem to report.
     text.push_str("{\"record\": {\"build_id\": \"b9");
     std::fs::write(&j, &text).unwrap();
     let m = MetaState::of_tree(t.path());
     let r = Recorder::open(m.clone(), &j).unwrap();
-    let ids: Vec<String> = m.lineage().unwrap().builds.iter().map(|b| b.build_id.clone()).collect();
+    let ids: Vec<String> = m
+        .lineage()
+        .unwrap()
+        .builds
+        .iter()
+        .map(|b| b.build_id.clone())
+        .collect();
     assert_eq!(ids, ["b1", "b2", "b3", "b4", "b5"]);
     let problems = r.journal_problems();
     assert_eq!(problems.len(), 1, "{problems:?}");
@@ -129,7 +143,11 @@ fn lost_pins_are_rebuilt_from_the_parents_lineage_names() {
             r.journal_problems()
         );
         r.flush().unwrap();
-        assert_eq!(m.pins().unwrap().image_pin("web", "rt"), Some("os1"), "{damage}");
+        assert_eq!(
+            m.pins().unwrap().image_pin("web", "rt"),
+            Some("os1"),
+            "{damage}"
+        );
     }
 }
 
@@ -147,7 +165,9 @@ fn a_journal_that_cannot_be_written_refuses_every_later_record() {
     // Even once the journal could be written again, nothing more is
     // recorded in this run: the first failure stops it.
     std::fs::remove_dir(&j).unwrap();
-    let e = r.record(rec("b2", "base", "rt", "vendor"), None).unwrap_err();
+    let e = r
+        .record(rec("b2", "base", "rt", "vendor"), None)
+        .unwrap_err();
     assert!(e.to_string().contains("earlier record"), "{e}");
 }
 
@@ -175,9 +195,14 @@ fn strict_fails_when_nothing_was_checked_and_the_report_says_so() {
     assert!(rep.strict_fails(), "unavailable fails --strict");
     assert!(!rep.has_hard(), "but is no drift");
     assert!(
-        rep.notes.iter().any(|n| n.starts_with("nothing was checked")),
+        rep.notes
+            .iter()
+            .any(|n| n.starts_with("nothing was checked")),
         "{:?}",
         rep.notes
     );
-    assert!(rep.lines().iter().any(|l| l.contains("nothing was checked")));
+    assert!(rep
+        .lines()
+        .iter()
+        .any(|l| l.contains("nothing was checked")));
 }

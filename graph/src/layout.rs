@@ -675,7 +675,9 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
         place_layer(l, &mut cy, true);
     }
     // Normalise to a top at 0.
-    let top = (0..nv).map(|v| cy[v] - h(v) / 2.0).fold(f64::INFINITY, f64::min);
+    let top = (0..nv)
+        .map(|v| cy[v] - h(v) / 2.0)
+        .fold(f64::INFINITY, f64::min);
     for y in cy.iter_mut() {
         *y -= top;
     }
@@ -737,7 +739,10 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
     let mut lane_x = std::collections::HashMap::new();
     for (&u, &(l, lane)) in &lane_of {
         let n = lanes_in[l] as f64;
-        lane_x.insert(u, block_right[l] + gap_w[l] * (lane as f64 + 1.0) / (n + 1.0));
+        lane_x.insert(
+            u,
+            block_right[l] + gap_w[l] * (lane as f64 + 1.0) / (n + 1.0),
+        );
     }
     let mut rect = vec![
         Rect {
@@ -784,7 +789,11 @@ fn place(p: &Proper, order: &[Vec<usize>], rows_max: usize, opt: &Options) -> Pl
 /// The orthogonal route of one proper edge `u -> v`.
 fn route(pl: &Placed, u: usize, v: usize) -> Vec<(f64, f64)> {
     let (ru, rv) = (pl.rect[u], pl.rect[v]);
-    let lane = pl.lane_x.get(&u).copied().unwrap_or((ru.right() + rv.x) / 2.0);
+    let lane = pl
+        .lane_x
+        .get(&u)
+        .copied()
+        .unwrap_or((ru.right() + rv.x) / 2.0);
     let mut pts = vec![(ru.right(), ru.cy())];
     let last_col = pl.col[u] + 1 >= pl.columns[pl.layer[u]];
     if last_col {
@@ -900,7 +909,11 @@ mod tests {
         transpose(&p2, &mut order);
         assert_eq!(total_crossings(&p2, &order), 0);
         // the whole layout of a crossed input comes out uncrossed
-        let l = layout(&boxes(6), &[(0, 5), (1, 4), (2, 3), (0, 4), (2, 4)], &Options::default());
+        let l = layout(
+            &boxes(6),
+            &[(0, 5), (1, 4), (2, 3), (0, 4), (2, 4)],
+            &Options::default(),
+        );
         assert_eq!(l.crossings, 0);
         no_overlaps(&l);
     }

@@ -820,7 +820,9 @@ pub fn html(g: &Graph) -> String {
 }
 
 fn esc_dot(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The lines of a node for the text formats.
@@ -906,8 +908,16 @@ pub fn mermaid(g: &Graph) -> String {
         .map(|(i, n)| (n.id.as_str(), i))
         .collect();
     for (i, n) in g.nodes.iter().enumerate() {
-        let lines: Vec<String> = text_lines(n, g.now).iter().map(|l| esc_mermaid(l)).collect();
-        let _ = writeln!(o, "  n{i}[\"<b>{}</b><br/>{}\"]", lines[0], lines[1..].join("<br/>"));
+        let lines: Vec<String> = text_lines(n, g.now)
+            .iter()
+            .map(|l| esc_mermaid(l))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  n{i}[\"<b>{}</b><br/>{}\"]",
+            lines[0],
+            lines[1..].join("<br/>")
+        );
     }
     let mut link = 0usize;
     let mut pinned_links = Vec::new();
@@ -1087,7 +1097,11 @@ mod tests {
         let mut g = sample();
         g.nodes[2].series = "</script><script>alert(1)</script>".into();
         let h = html(&g);
-        assert_eq!(h.matches("<script").count(), 2, "only the data and the page script");
+        assert_eq!(
+            h.matches("<script").count(),
+            2,
+            "only the data and the page script"
+        );
         assert!(!h.contains("src="));
         assert!(!h.contains("https://"));
         let v: serde_json::Value = serde_json::from_str(

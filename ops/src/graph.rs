@@ -111,15 +111,12 @@ fn due_of(n: &PlannedNode, parent: Option<&str>) -> Option<g::Due> {
         }
         Some(Reason::DepMoved { from, to, .. }) => (
             format!("parent {parent} has a newer build"),
-            vec![format!(
-                "{} -> {}",
-                g::short_id(from),
-                g::short_id(to)
-            )],
+            vec![format!("{} -> {}", g::short_id(from), g::short_id(to))],
         ),
-        Some(Reason::DepDue { label, .. }) => {
-            (format!("parent {} re-bakes", label_series(label)), Vec::new())
-        }
+        Some(Reason::DepDue { label, .. }) => (
+            format!("parent {} re-bakes", label_series(label)),
+            Vec::new(),
+        ),
         Some(Reason::InputsChanged { .. }) if !n.changes.is_empty() => (
             "inputs changed".to_string(),
             n.changes.iter().map(changed_field).collect(),
@@ -162,9 +159,10 @@ fn inputs_summary(v: &serde_json::Value) -> Vec<String> {
                 let names: Vec<String> = a
                     .iter()
                     .map(|m| {
-                        let files = m.get("files").and_then(Value::as_array).map(|f| {
-                            f.iter().filter_map(named).collect::<Vec<_>>().join(", ")
-                        });
+                        let files = m
+                            .get("files")
+                            .and_then(Value::as_array)
+                            .map(|f| f.iter().filter_map(named).collect::<Vec<_>>().join(", "));
                         let name = named(m).unwrap_or_else(|| "?".into());
                         match files.filter(|f| !f.is_empty()) {
                             Some(f) => format!("{name} [{f}]"),
@@ -237,7 +235,9 @@ pub fn gather(
     let released = |series: &str, rt: &str, head: Option<&str>| -> Vec<String> {
         let mut out = Vec::new();
         for (model, images) in &rec.releases.current {
-            let Some(b) = images.get(series) else { continue };
+            let Some(b) = images.get(series) else {
+                continue;
+            };
             let on_rt = runtime_of
                 .get(b.as_str())
                 .is_some_and(|r| r.is_none_or(|r| r == rt));
@@ -317,11 +317,16 @@ pub fn gather(
         if with_build {
             node.build = head.map(build_of);
             node.released = released(&series, rt, head.map(|h| h.build_id.as_str()));
-            node.revoked = revoked.get(&(series.as_str(), rt)).cloned().unwrap_or_default();
+            node.revoked = revoked
+                .get(&(series.as_str(), rt))
+                .cloned()
+                .unwrap_or_default();
             node.tested = head.and_then(|h| rec.tests.result(&h.build_id));
             // pinned behind the parent's head
             if let Some((p, g::EdgeKind::Pinned)) = &parent {
-                if let (Some(pin), Some(ph)) = (rec.pins.image_pin(&series, rt), rec.lineage.head(p, rt)) {
+                if let (Some(pin), Some(ph)) =
+                    (rec.pins.image_pin(&series, rt), rec.lineage.head(p, rt))
+                {
                     if pin != ph.build_id {
                         node.behind = Some(g::Behind {
                             pinned: pin.to_string(),
@@ -350,8 +355,10 @@ pub fn gather(
     let mut pinned_children: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for n in &nodes {
         if let (Some(p), Some(rt)) = (&n.parent, &n.runtime) {
-            if matches!(parent_of(tree, &n.series, "image"), Some((_, g::EdgeKind::Pinned)))
-                && rec.pins.image_pin(&n.series, rt).is_some()
+            if matches!(
+                parent_of(tree, &n.series, "image"),
+                Some((_, g::EdgeKind::Pinned))
+            ) && rec.pins.image_pin(&n.series, rt).is_some()
                 && n.build.is_some()
             {
                 pinned_children
@@ -376,10 +383,14 @@ pub fn gather(
     let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
     for n in &plan.nodes {
         let to = node_group[&n.label.to_string()];
-        let Some(id) = graph.find(&n.label) else { continue };
+        let Some(id) = graph.find(&n.label) else {
+            continue;
+        };
         for (d, dep) in graph.deps(id) {
             let dl = graph.node(d).label().to_string();
-            let Some(&from) = node_group.get(&dl) else { continue };
+            let Some(&from) = node_group.get(&dl) else {
+                continue;
+            };
             if from == to {
                 continue;
             }

@@ -50,7 +50,10 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         online_checks: "the daemon answering",
         fields: |rt| match &rt.kind {
             RuntimeKind::Docker(d) => TypeFields {
-                host: d.host.as_deref().map(|h| csis_rules::secret::redact(h).into_owned()),
+                host: d
+                    .host
+                    .as_deref()
+                    .map(|h| csis_rules::secret::redact(h).into_owned()),
                 context: d.context.clone(),
                 repository: Some(d.repository_for(&rt.name)),
                 ..Default::default()

@@ -306,11 +306,17 @@ fn yaml_files_checked(dir: &Path, recursive: bool, root: &Path) -> (Vec<PathBuf>
         }
     } else {
         match std::fs::read_dir(dir) {
-            Err(e) => diags.push(Diagnostic::plain(&display(dir), format!("cannot read: {e}"))),
+            Err(e) => diags.push(Diagnostic::plain(
+                &display(dir),
+                format!("cannot read: {e}"),
+            )),
             Ok(rd) => {
                 for e in rd {
                     match e {
-                        Err(e) => diags.push(Diagnostic::plain(&display(dir), format!("cannot read: {e}"))),
+                        Err(e) => diags.push(Diagnostic::plain(
+                            &display(dir),
+                            format!("cannot read: {e}"),
+                        )),
                         Ok(e) => {
                             let p = e.path();
                             if !is_yaml(&p) {
@@ -643,9 +649,11 @@ impl Loader<'_> {
                     .as_ref()
                     .is_some_and(|l: &Loc| l.file.path.ends_with("/_config.yml"))
                 && (node.loc.file.path.ends_with("/_config.yml")
-                    || node
-                        .as_map()
-                        .is_some_and(|m| m.iter().any(|e| !BUILDER_LISTS.contains(&e.key.as_str()) && e.key != "executables")))
+                    || node.as_map().is_some_and(|m| {
+                        m.iter().any(|e| {
+                            !BUILDER_LISTS.contains(&e.key.as_str()) && e.key != "executables"
+                        })
+                    }))
             {
                 config_map = Some(node.loc.clone());
             }
@@ -1699,9 +1707,10 @@ impl Loader<'_> {
                     if e.kind() != std::io::ErrorKind::NotFound
                         || path.symlink_metadata().is_ok() =>
                 {
-                    self
-                    .d
-                    .push(Diagnostic::plain(&format!("{dir}/"), format!("cannot read: {e}")))
+                    self.d.push(Diagnostic::plain(
+                        &format!("{dir}/"),
+                        format!("cannot read: {e}"),
+                    ))
                 }
                 _ => {}
             }

@@ -73,7 +73,8 @@ pub fn register(plain: &str, key: &[u8; 32]) -> Option<String> {
     }
     let t = token(plain, key);
     r.values.push((plain.to_string(), t.clone()));
-    r.values.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    r.values
+        .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
     Some(t)
 }
 

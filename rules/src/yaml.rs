@@ -616,9 +616,24 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                     loc: marker_loc(file, &span),
                 };
                 if anchor > 0 {
-                    anchors.insert(anchor, (node.clone(), Size { nodes: 1, height: 0 }));
+                    anchors.insert(
+                        anchor,
+                        (
+                            node.clone(),
+                            Size {
+                                nodes: 1,
+                                height: 0,
+                            },
+                        ),
+                    );
                 }
-                grow(&mut stack, Size { nodes: 1, height: 0 });
+                grow(
+                    &mut stack,
+                    Size {
+                        nodes: 1,
+                        height: 0,
+                    },
+                );
                 push(&mut stack, &mut root, node);
             }
             Event::SequenceStart(_, anchor, _) | Event::MappingStart(_, anchor, _) => {
@@ -631,7 +646,10 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                     ));
                 }
                 let loc = marker_loc(file, &span);
-                let size = Size { nodes: 1, height: 0 };
+                let size = Size {
+                    nodes: 1,
+                    height: 0,
+                };
                 stack.push(if matches!(event, Event::SequenceStart(..)) {
                     Frame::Seq {
                         items: Vec::new(),
@@ -825,7 +843,10 @@ pub fn decode_utf8(label: &str, bytes: Vec<u8>) -> Result<String, Diagnostic> {
         let column = good.rsplit('\n').next().unwrap_or("").chars().count() + 1;
         let mut d = Diagnostic::plain(
             label,
-            format!("not UTF-8 text: invalid byte 0x{:02x} at byte offset {at}", bytes[at]),
+            format!(
+                "not UTF-8 text: invalid byte 0x{:02x} at byte offset {at}",
+                bytes[at]
+            ),
         );
         d.line = line as u32;
         d.column = column as u32;
@@ -849,8 +870,8 @@ pub fn parse_file_w(
         .unwrap_or(path)
         .to_string_lossy()
         .replace('\\', "/");
-    let bytes =
-        std::fs::read(path).map_err(|e| Diagnostic::plain(&display, format!("cannot read: {e}")))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Diagnostic::plain(&display, format!("cannot read: {e}")))?;
     let text = decode_utf8(&display, bytes)?;
     let file = Arc::new(SourceFile {
         path: display,

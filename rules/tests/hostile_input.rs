@@ -43,7 +43,10 @@ fn opts() -> LoadOptions {
 
 fn errors_of(dir: &Path) -> Vec<Diagnostic> {
     match load(dir, &opts()) {
-        Ok(t) => panic!("the tree loaded ({} images); expected refusals", t.images.len()),
+        Ok(t) => panic!(
+            "the tree loaded ({} images); expected refusals",
+            t.images.len()
+        ),
         Err(d) => d.into_iter().filter(|d| d.is_error()).collect(),
     }
 }
@@ -55,7 +58,10 @@ fn find<'a>(d: &'a [Diagnostic], loc: &str, path: &str, msg: &str) -> &'a Diagno
         .unwrap_or_else(|| {
             panic!(
                 "no diagnostic {loc}: {path}: ..{msg}..; got:\n{}",
-                d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n")
+                d.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
             )
         })
 }
@@ -77,7 +83,12 @@ fn an_undecryptable_marker_with_non_ascii_text_is_reported_not_a_panic() {
     )
     .unwrap();
     let d = errors_of(dir.path());
-    let x = find(&d, "images/zz.yaml:7:15", "images[0].config.secret", "cannot decrypt");
+    let x = find(
+        &d,
+        "images/zz.yaml:7:15",
+        "images[0].config.secret",
+        "cannot decrypt",
+    );
     assert!(x.message.contains("ENC[age:ÄÖÜäöüßéèêëï...]"), "{x}");
 }
 
@@ -152,7 +163,12 @@ fn a_template_loop_runs_out_of_fuel_at_its_field() {
     .unwrap();
     let t = Instant::now();
     let d = errors_of(dir.path());
-    find(&d, "images/zz.yaml:6:18", "images[0].description", "steps to render");
+    find(
+        &d,
+        "images/zz.yaml:6:18",
+        "images[0].description",
+        "steps to render",
+    );
     assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
 }
 
@@ -161,13 +177,16 @@ fn a_template_that_renders_too_much_text_is_refused_at_its_field() {
     let dir = valid_tree();
     std::fs::write(
         dir.path().join("images/zz.yaml"),
-        image_file(
-            "    description: \"{{ 'x' * 3000000 }}\"\n",
-        ),
+        image_file("    description: \"{{ 'x' * 3000000 }}\"\n"),
     )
     .unwrap();
     let d = errors_of(dir.path());
-    find(&d, "images/zz.yaml:6:18", "images[0].description", "renders to more than");
+    find(
+        &d,
+        "images/zz.yaml:6:18",
+        "images[0].description",
+        "renders to more than",
+    );
 }
 
 #[test]
@@ -287,7 +306,8 @@ fn images_as_a_dangling_link_or_an_unreadable_directory_is_refused() {
     if !readable {
         let d = result.expect_err("an unreadable images/ is refused");
         assert!(
-            d.iter().any(|x| x.is_error() && x.message.contains("cannot read")),
+            d.iter()
+                .any(|x| x.is_error() && x.message.contains("cannot read")),
             "{d:?}"
         );
     }

@@ -52,7 +52,8 @@ fn an_update_policy_the_family_cannot_honour_is_refused() {
         "{e:?}"
     );
     assert!(
-        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].update.exclude:")),
+        e.iter()
+            .any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].update.exclude:")),
         "{e:?}"
     );
 }
@@ -65,11 +66,15 @@ fn okta_on_docker_and_unknown_types_are_refused() {
         "{e:?}"
     );
     assert!(
-        e.iter().any(|l| l.contains("os_builders[0].identity_types[1]: unknown identity type `kerberos`")),
+        e.iter()
+            .any(|l| l
+                .contains("os_builders[0].identity_types[1]: unknown identity type `kerberos`")),
         "{e:?}"
     );
     assert!(
-        e.iter().any(|l| l.starts_with("cfg/zz-more-os.yml:7: os_builders[0].storage_types[0]: unknown storage type `tape`")),
+        e.iter().any(|l| l.starts_with(
+            "cfg/zz-more-os.yml:7: os_builders[0].storage_types[0]: unknown storage type `tape`"
+        )),
         "{e:?}"
     );
 }

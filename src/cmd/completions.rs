@@ -57,7 +57,10 @@ pub fn man(_global: &GlobalArgs, args: ManArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             written.sort();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "written": written }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "written": written }))?
+                );
             } else {
                 for w in &written {
                     println!("{w}");
@@ -68,7 +71,12 @@ pub fn man(_global: &GlobalArgs, args: ManArgs) -> anyhow::Result<ExitCode> {
             let mut out = Vec::new();
             clap_mangen::Man::new(cmd).render(&mut out)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "page": String::from_utf8(out)? }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "page": String::from_utf8(out)? })
+                    )?
+                );
             } else {
                 use std::io::Write;
                 std::io::stdout().write_all(&out)?;

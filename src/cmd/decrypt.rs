@@ -25,7 +25,12 @@ pub struct Args {
     pub value: Option<String>,
     /// A YAML file to DECRYPT in place (repeatable), the inverse of `encrypt
     /// --file`: the markers of each --field are written in clear.
-    #[arg(long = "file", value_name = "FILE", requires = "fields", conflicts_with = "json")]
+    #[arg(
+        long = "file",
+        value_name = "FILE",
+        requires = "fields",
+        conflicts_with = "json"
+    )]
     pub files: Vec<std::path::PathBuf>,
     /// A field NAME whose markers are written in clear in each --file (repeatable).
     #[arg(long = "field", value_name = "NAME", requires = "files")]
@@ -55,7 +60,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         for f in &args.files {
-            let r = markers::decrypt_fields(f, &global.dir, &args.fields, &ids, true).map_err(anyhow::Error::msg)?;
+            let r = markers::decrypt_fields(f, &global.dir, &args.fields, &ids, true)
+                .map_err(anyhow::Error::msg)?;
             for at in &r.decrypted {
                 println!("{at}: written in clear");
             }
@@ -67,12 +73,18 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.json {
         let mut input = String::new();
-        std::io::stdin().take(STDIN_LIMIT + 1).read_to_string(&mut input)?;
+        std::io::stdin()
+            .take(STDIN_LIMIT + 1)
+            .read_to_string(&mut input)?;
         if input.len() as u64 > STDIN_LIMIT {
             eprintln!("error: the query on stdin is larger than 16 MiB: refused");
             return Ok(ExitCode::from(1));
         }
-        let query: serde_json::Value = match serde_json::from_str(if input.trim().is_empty() { "{}" } else { &input }) {
+        let query: serde_json::Value = match serde_json::from_str(if input.trim().is_empty() {
+            "{}"
+        } else {
+            &input
+        }) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("error: the query on stdin is not JSON: {e}");

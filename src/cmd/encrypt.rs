@@ -15,7 +15,11 @@ pub struct Args {
     /// A value to encrypt, or `-` to read it from stdin (one trailing newline
     /// dropped; prefer `-`: an argument shows in the process list and the
     /// shell's history). Omit with --file.
-    #[arg(value_name = "VALUE", conflicts_with = "files", required_unless_present = "files")]
+    #[arg(
+        value_name = "VALUE",
+        conflicts_with = "files",
+        required_unless_present = "files"
+    )]
     pub value: Option<String>,
     /// A YAML file to encrypt in place (repeatable); everything but the
     /// encrypted values stays byte for byte.
@@ -66,11 +70,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     // every file checked before any is written
     for f in &args.files {
-        markers::encrypt_fields(f, &global.dir, &args.fields, &to, false).map_err(anyhow::Error::msg)?;
+        markers::encrypt_fields(f, &global.dir, &args.fields, &to, false)
+            .map_err(anyhow::Error::msg)?;
     }
     let mut reports = Vec::new();
     for f in &args.files {
-        reports.push(markers::encrypt_fields(f, &global.dir, &args.fields, &to, true).map_err(anyhow::Error::msg)?);
+        reports.push(
+            markers::encrypt_fields(f, &global.dir, &args.fields, &to, true)
+                .map_err(anyhow::Error::msg)?,
+        );
     }
     if args.json {
         let j = serde_json::json!({ "recipients": to.len(), "files": reports });

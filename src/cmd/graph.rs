@@ -55,4 +55,3 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-

@@ -41,7 +41,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         (v, s, p.markers)
     };
     if args.json {
-        let j = serde_json::json!({ "values": values, "markers": count, "shorter_than_min": short });
+        let j =
+            serde_json::json!({ "values": values, "markers": count, "shorter_than_min": short });
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         for v in &values {

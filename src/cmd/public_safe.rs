@@ -32,7 +32,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let dir = args.tree.clone().unwrap_or_else(|| global.dir.clone());
     let allow = match &args.config {
         Some(c) => secrets::allow_of_file(c).map_err(anyhow::Error::msg)?,
-        None if dir.join("cfg").is_dir() => secrets::raw_settings(&dir).map_err(anyhow::Error::msg)?.allow,
+        None if dir.join("cfg").is_dir() => {
+            secrets::raw_settings(&dir)
+                .map_err(anyhow::Error::msg)?
+                .allow
+        }
         None => Vec::new(),
     };
     // the tree's own plaintexts, when the identity opens them
@@ -78,8 +82,16 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             report.scanned,
             report.source,
             report.allowed,
-            if report.ok() { "" } else { " (allow a value by decision there, never by bypassing the check)" }
+            if report.ok() {
+                ""
+            } else {
+                " (allow a value by decision there, never by bypassing the check)"
+            }
         );
     }
-    Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -37,10 +37,17 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let verb = if report.dry_run { "would re-encrypt" } else { "re-encrypted" };
+    let verb = if report.dry_run {
+        "would re-encrypt"
+    } else {
+        "re-encrypted"
+    };
     for f in &report.files {
         for m in &f.markers {
-            let before = m.stanzas_before.map(|n| format!(" (was {n} recipient(s))")).unwrap_or_default();
+            let before = m
+                .stanzas_before
+                .map(|n| format!(" (was {n} recipient(s))"))
+                .unwrap_or_default();
             println!("{}: {verb}{before}", m.at);
         }
     }

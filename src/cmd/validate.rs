@@ -20,7 +20,6 @@ pub struct Args {
     pub json: bool,
 }
 
-
 #[derive(Serialize)]
 struct JsonDiag<'a> {
     file: &'a str,

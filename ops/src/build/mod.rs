@@ -717,11 +717,13 @@ impl BuildState {
             required_plugins: spec
                 .required_plugins
                 .iter()
-                .map(|(name, version, source)| csis_runtime::recipe::RequiredPlugin {
-                    name: name.clone(),
-                    version: version.clone(),
-                    source: source.clone(),
-                })
+                .map(
+                    |(name, version, source)| csis_runtime::recipe::RequiredPlugin {
+                        name: name.clone(),
+                        version: version.clone(),
+                        source: source.clone(),
+                    },
+                )
                 .collect(),
             tags,
             tree_root: root,

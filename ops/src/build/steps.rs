@@ -49,7 +49,12 @@ pub fn recipe_of(spec: &BakeSpec) -> csis_runtime::recipe::Recipe {
                     .unwrap_or_default(),
                 packages: b.update.packages.clone(),
                 exclude: b.update.exclude.clone(),
-                pin: b.update.pin.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                pin: b
+                    .update
+                    .pin
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             },
             admin_user: b.admin_user.clone(),
             admin_public_keys: b.admin_public_keys.clone(),

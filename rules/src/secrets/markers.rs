@@ -25,7 +25,11 @@ pub struct MarkerAt {
 
 impl std::fmt::Display for MarkerAt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.field)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.field
+        )
     }
 }
 
@@ -66,7 +70,8 @@ pub struct YamlFile {
 impl YamlFile {
     pub fn read(path: &Path, root: &Path) -> Result<YamlFile, String> {
         let display = display_path(path, root);
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
         YamlFile::from_text(path, display, text)
     }
 
@@ -108,22 +113,35 @@ impl YamlFile {
         let mut pos = 0usize;
         for (s, marker) in &sorted {
             if s.offset < pos || s.offset + s.len > self.text.len() {
-                return Err(format!("{}: overlapping rewrites at {}", self.display, s.path));
+                return Err(format!(
+                    "{}: overlapping rewrites at {}",
+                    self.display, s.path
+                ));
             }
             let (start, end, with) = replacement(&self.text, s, marker);
             if start < pos {
-                return Err(format!("{}: overlapping rewrites at {}", self.display, s.path));
+                return Err(format!(
+                    "{}: overlapping rewrites at {}",
+                    self.display, s.path
+                ));
             }
             out.push_str(&self.text[pos..start]);
             out.push_str(&with);
             pos = end;
         }
         out.push_str(&self.text[pos..]);
-        let again = YamlFile::from_text(&self.path, self.display.clone(), out)
-            .map_err(|e| format!("{}: the rewritten file does not parse ({e}); nothing written", self.display))?;
+        let again = YamlFile::from_text(&self.path, self.display.clone(), out).map_err(|e| {
+            format!(
+                "{}: the rewritten file does not parse ({e}); nothing written",
+                self.display
+            )
+        })?;
         let back = again.scalars();
         for (s, marker) in &sorted {
-            if !back.iter().any(|b| b.path == s.path && b.string.as_deref() == Some(marker.as_str())) {
+            if !back
+                .iter()
+                .any(|b| b.path == s.path && b.string.as_deref() == Some(marker.as_str()))
+            {
                 return Err(format!(
                     "{}:{}: `{}` does not read back as written after the rewrite; nothing written",
                     self.display, s.line, s.path
@@ -143,12 +161,23 @@ fn walk(
     seen: &mut HashSet<usize>,
     out: &mut Vec<Scalar>,
 ) {
-    let starts = |c: char| text.get(node.loc.offset as usize..).is_some_and(|t| t.starts_with(c));
+    let starts = |c: char| {
+        text.get(node.loc.offset as usize..)
+            .is_some_and(|t| t.starts_with(c))
+    };
     match &node.value {
         Value::Map(entries) => {
             let flow = in_flow || starts('{');
             for e in entries {
-                walk(&e.value, &join_path(path, &e.key), Some(&e.key), flow, text, seen, out);
+                walk(
+                    &e.value,
+                    &join_path(path, &e.key),
+                    Some(&e.key),
+                    flow,
+                    text,
+                    seen,
+                    out,
+                );
             }
         }
         Value::Seq(items) => {
@@ -198,7 +227,10 @@ fn replacement(text: &str, s: &Scalar, marker: &str) -> (usize, usize, String) {
             None => (line, ""),
         };
         let code = code.trim_end();
-        let tok_start = code.rfind(|c: char| c.is_whitespace()).map(|p| p + 1).unwrap_or(0);
+        let tok_start = code
+            .rfind(|c: char| c.is_whitespace())
+            .map(|p| p + 1)
+            .unwrap_or(0);
         let tok = &code[tok_start..];
         let is_block = head.len() < before.len()
             && before[head.len()..].contains('\n')
@@ -289,7 +321,11 @@ pub fn encrypt_fields(
     };
     let mut edits: Vec<(&Scalar, String)> = Vec::new();
     for s in &scalars {
-        if !s.owner.as_ref().is_some_and(|o| fields.iter().any(|f| f == o)) {
+        if !s
+            .owner
+            .as_ref()
+            .is_some_and(|o| fields.iter().any(|f| f == o))
+        {
             continue;
         }
         let at = f.at(s);
@@ -313,11 +349,18 @@ pub fn encrypt_fields(
             }),
         }
     }
-    if report.encrypted.is_empty() && report.already_encrypted.is_empty() && report.skipped.is_empty() {
+    if report.encrypted.is_empty()
+        && report.already_encrypted.is_empty()
+        && report.skipped.is_empty()
+    {
         return Err(format!(
             "{}: no field named {} holds a value",
             f.display,
-            fields.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+            fields
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if !edits.is_empty() {
@@ -360,7 +403,10 @@ pub fn decrypt_fields(
         written: false,
     };
     let mut edits: Vec<(&Scalar, String)> = Vec::new();
-    for s in scalars.iter().filter(|s| s.owner.as_ref().is_some_and(|o| fields.contains(o))) {
+    for s in scalars
+        .iter()
+        .filter(|s| s.owner.as_ref().is_some_and(|o| fields.contains(o)))
+    {
         let at = f.at(s);
         if s.is_marker() {
             let plain = ids
@@ -376,7 +422,11 @@ pub fn decrypt_fields(
         return Err(format!(
             "{}: no field named {} holds a value",
             f.display,
-            fields.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+            fields
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if !edits.is_empty() {
@@ -432,7 +482,11 @@ impl std::fmt::Display for ReencryptError {
         match self {
             ReencryptError::Other(s) => f.write_str(s),
             ReencryptError::Unopened(v) => {
-                write!(f, "{} encrypted value(s) do not open; nothing written", v.len())?;
+                write!(
+                    f,
+                    "{} encrypted value(s) do not open; nothing written",
+                    v.len()
+                )?;
                 for (at, why) in v {
                     write!(f, "\n  {at}: {why}")?;
                 }
@@ -545,7 +599,12 @@ pub struct Plaintexts {
 
 impl std::fmt::Debug for Plaintexts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Plaintexts({} values from {} markers)", self.values.len(), self.markers)
+        write!(
+            f,
+            "Plaintexts({} values from {} markers)",
+            self.values.len(),
+            self.markers
+        )
     }
 }
 
@@ -608,7 +667,10 @@ impl Plaintexts {
 /// A GitHub Actions `::add-mask::` line for `value`, with the workflow
 /// command data escaping (`%`, CR, LF) the runner undoes.
 pub fn add_mask_line(value: &str) -> String {
-    let v = value.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    let v = value
+        .replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A");
     format!("::add-mask::{v}")
 }
 
@@ -622,7 +684,8 @@ mod tests {
 
     #[test]
     fn spans_cover_plain_quoted_and_block_scalars() {
-        let text = "a: plain # c\nb: \"dq\"\nc: 'sq'\nd: |\n  one\n  two\ne: [x, \"y\"]\nf:\n  - el\n";
+        let text =
+            "a: plain # c\nb: \"dq\"\nc: 'sq'\nd: |\n  one\n  two\ne: [x, \"y\"]\nf:\n  - el\n";
         let f = file(text);
         let s = f.scalars();
         let span = |p: &str| {
@@ -638,7 +701,14 @@ mod tests {
         assert_eq!(span("f[0]"), "el");
         assert!(s.iter().find(|s| s.path == "e[1]").unwrap().in_flow);
         assert!(!s.iter().find(|s| s.path == "f[0]").unwrap().in_flow);
-        assert_eq!(s.iter().find(|s| s.path == "f[0]").unwrap().owner.as_deref(), Some("f"));
+        assert_eq!(
+            s.iter()
+                .find(|s| s.path == "f[0]")
+                .unwrap()
+                .owner
+                .as_deref(),
+            Some("f")
+        );
     }
 
     #[test]
@@ -649,7 +719,12 @@ mod tests {
         let pick = |p: &str| s.iter().find(|s| s.path == p).unwrap();
         let m = "ENC[age:QUJD+/=]".to_string();
         let out = f
-            .rewritten(&[(pick("a"), m.clone()), (pick("b"), m.clone()), (pick("d"), m.clone()), (pick("e[0]"), m.clone())])
+            .rewritten(&[
+                (pick("a"), m.clone()),
+                (pick("b"), m.clone()),
+                (pick("d"), m.clone()),
+                (pick("e[0]"), m.clone()),
+            ])
             .unwrap();
         assert_eq!(
             out,
@@ -665,9 +740,16 @@ mod tests {
         let pick = |p: &str| s.iter().find(|s| s.path == p).unwrap();
         let m = "ENC[age:QUJD]".to_string();
         let out = f
-            .rewritten(&[(pick("d"), m.clone()), (pick("l[0]"), m.clone()), (pick("z"), m.clone())])
+            .rewritten(&[
+                (pick("d"), m.clone()),
+                (pick("l[0]"), m.clone()),
+                (pick("z"), m.clone()),
+            ])
             .unwrap();
-        assert_eq!(out, "d: ENC[age:QUJD]  # why\nl:\n  - ENC[age:QUJD]\n  - x\nz: ENC[age:QUJD]");
+        assert_eq!(
+            out,
+            "d: ENC[age:QUJD]  # why\nl:\n  - ENC[age:QUJD]\n  - x\nz: ENC[age:QUJD]"
+        );
     }
 
     #[test]
@@ -685,7 +767,10 @@ mod tests {
         let out = f
             .rewritten(&[(&s[0], "it's \"x\": y\n#z".into()), (&s[1], "plain".into())])
             .unwrap();
-        assert_eq!(out, "a: \"it's \\\"x\\\": y\\n#z\"  # c\nb:\n  - \"plain\"\n");
+        assert_eq!(
+            out,
+            "a: \"it's \\\"x\\\": y\\n#z\"  # c\nb:\n  - \"plain\"\n"
+        );
     }
 
     #[test]
@@ -699,7 +784,11 @@ mod tests {
     #[test]
     fn mask_values_split_lines_and_skip_short_ones() {
         let p = Plaintexts {
-            values: vec!["short".into(), "line-one-long\r\nline-two-long\n".into(), "100%-secret".into()],
+            values: vec![
+                "short".into(),
+                "line-one-long\r\nline-two-long\n".into(),
+                "100%-secret".into(),
+            ],
             markers: 3,
         };
         let (v, short) = p.mask_values(8);

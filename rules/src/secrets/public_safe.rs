@@ -194,11 +194,12 @@ fn prose_or_test(rel: &str) -> bool {
     matches!(ext, "md" | "rst" | "txt" | "adoc")
         || name.starts_with("test_")
         || name.contains("_test.")
-        || lower
-            .split('/')
-            .rev()
-            .skip(1)
-            .any(|c| matches!(c, "docs" | "doc" | "tests" | "test" | "testdata" | "fixtures"))
+        || lower.split('/').rev().skip(1).any(|c| {
+            matches!(
+                c,
+                "docs" | "doc" | "tests" | "test" | "testdata" | "fixtures"
+            )
+        })
 }
 
 /// An address of a reserved or non-public domain (RFC 2606, RFC 6761), or a
@@ -211,7 +212,10 @@ fn example_address(addr: &str) -> bool {
         .any(|d| domain == *d || domain.ends_with(&format!(".{d}")));
     let tld = domain.rsplit('.').next().unwrap_or("");
     public_example
-        || matches!(tld, "example" | "test" | "invalid" | "localhost" | "local" | "internal")
+        || matches!(
+            tld,
+            "example" | "test" | "invalid" | "localhost" | "local" | "internal"
+        )
         || domain.ends_with("users.noreply.github.com")
         || local == "git"
 }
@@ -256,7 +260,12 @@ pub struct Scanner {
 
 impl std::fmt::Debug for Scanner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Scanner(allow {}, known {})", self.allow.len(), self.known.len())
+        write!(
+            f,
+            "Scanner(allow {}, known {})",
+            self.allow.len(),
+            self.known.len()
+        )
     }
 }
 
@@ -284,13 +293,19 @@ impl Scanner {
             allow: subs,
             allow_paths: paths.build().map_err(|e| e.to_string())?,
             allow_names: names.build().map_err(|e| e.to_string())?,
-            known: known.iter().filter(|k| k.chars().count() >= 8).cloned().collect(),
+            known: known
+                .iter()
+                .filter(|k| k.chars().count() >= 8)
+                .cloned()
+                .collect(),
         })
     }
 
     fn path_allowed(&self, rel: &str) -> bool {
         let name = rel.rsplit('/').next().unwrap_or(rel);
-        self.allow_paths.is_match(rel) || self.allow_names.is_match(name) || self.allow_names.is_match(rel)
+        self.allow_paths.is_match(rel)
+            || self.allow_names.is_match(name)
+            || self.allow_names.is_match(rel)
     }
 
     fn text_allowed(&self, flagged: &str) -> bool {
@@ -315,12 +330,18 @@ impl Scanner {
         };
         if refused_name(rel) {
             found.push((
-                whole("refused-name", "a plan, state, tfvars, .envrc, PEM or key file (refused by name)"),
+                whole(
+                    "refused-name",
+                    "a plan, state, tfvars, .envrc, PEM or key file (refused by name)",
+                ),
                 rel.to_string(),
             ));
         }
         if bytes.len() > MAX_SCAN_BYTES {
-            found.push((whole("too-large", "a file too large to scan"), rel.to_string()));
+            found.push((
+                whole("too-large", "a file too large to scan"),
+                rel.to_string(),
+            ));
         } else if !bytes[..bytes.len().min(8000)].contains(&0) {
             let text = String::from_utf8_lossy(bytes);
             self.scan_text(rel, &text, &mut found);
@@ -343,12 +364,21 @@ impl Scanner {
             // known plaintexts, before blanking (a plaintext may look like anything)
             for k in &self.known {
                 if let Some(pos) = line.find(k.as_str()) {
-                    hits.push((i, line_start + pos, "plaintext", "a value the tree carries encrypted, in clear", k.clone()));
+                    hits.push((
+                        i,
+                        line_start + pos,
+                        "plaintext",
+                        "a value the tree carries encrypted, in clear",
+                        k.clone(),
+                    ));
                 }
             }
             let mut blanked = line.to_string();
             for b in blanks() {
-                let spans: Vec<(usize, usize)> = b.find_iter(&blanked).map(|m| (m.start(), m.end())).collect();
+                let spans: Vec<(usize, usize)> = b
+                    .find_iter(&blanked)
+                    .map(|m| (m.start(), m.end()))
+                    .collect();
                 for (s, e) in spans {
                     blanked.replace_range(s..e, &" ".repeat(e - s));
                 }
@@ -381,7 +411,8 @@ impl Scanner {
             .map(|h| (h.1, h.1 + h.4.len()))
             .collect();
         hits.retain(|h| {
-            !matches!(h.2, "email" | "long-token") || !hard.iter().any(|(s, e)| h.1 < *e && *s < h.1 + h.4.len())
+            !matches!(h.2, "email" | "long-token")
+                || !hard.iter().any(|(s, e)| h.1 < *e && *s < h.1 + h.4.len())
         });
         let yaml = (rel.ends_with(".yml") || rel.ends_with(".yaml"))
             .then(|| YamlFile::from_text(Path::new(rel), rel.to_string(), text.to_string()).ok())
@@ -459,7 +490,16 @@ fn nul_list(bytes: &[u8]) -> Vec<String> {
 /// every file, skipping `.git/`, `.csis/` and `target/`.
 pub fn tree_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
     if in_git(dir) {
-        let out = git(dir, &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?;
+        let out = git(
+            dir,
+            &[
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ],
+        )?;
         let mut v: Vec<String> = nul_list(&out);
         v.sort();
         v.dedup();
@@ -477,7 +517,9 @@ pub fn tree_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
         .sort_by_file_name()
         .into_iter()
         .filter_entry(|e| {
-            e.depth() == 0 || !(e.file_type().is_dir() && matches!(e.file_name().to_str(), Some(".git" | ".csis" | "target")))
+            e.depth() == 0
+                || !(e.file_type().is_dir()
+                    && matches!(e.file_name().to_str(), Some(".git" | ".csis" | "target")))
         })
     {
         let e = e.map_err(|e| e.to_string())?;
@@ -497,7 +539,8 @@ pub fn scan_tree(dir: &Path, scanner: &Scanner) -> Result<ScanReport, SourceErro
     for (rel, p) in tree_files(dir).map_err(SourceError::Other)? {
         let bytes = match std::fs::metadata(&p) {
             Ok(m) if m.len() as usize > MAX_SCAN_BYTES => vec![0u8; MAX_SCAN_BYTES + 1],
-            _ => std::fs::read(&p).map_err(|e| SourceError::Other(format!("{rel}: cannot read: {e}")))?,
+            _ => std::fs::read(&p)
+                .map_err(|e| SourceError::Other(format!("{rel}: cannot read: {e}")))?,
         };
         scanner.scan(&rel, &bytes, &mut report);
     }
@@ -515,22 +558,39 @@ pub fn scan_staged(dir: &Path, scanner: &Scanner) -> Result<ScanReport, SourceEr
             dir.display()
         )));
     }
-    let top = String::from_utf8_lossy(&git(dir, &["rev-parse", "--show-toplevel"]).map_err(SourceError::Other)?)
-        .trim()
-        .to_string();
+    let top = String::from_utf8_lossy(
+        &git(dir, &["rev-parse", "--show-toplevel"]).map_err(SourceError::Other)?,
+    )
+    .trim()
+    .to_string();
     let top = PathBuf::from(top);
-    let prefix = String::from_utf8_lossy(&git(dir, &["rev-parse", "--show-prefix"]).map_err(SourceError::Other)?)
-        .trim()
-        .to_string();
-    let names = git(&top, &["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT"])
-        .map_err(SourceError::Other)?;
+    let prefix = String::from_utf8_lossy(
+        &git(dir, &["rev-parse", "--show-prefix"]).map_err(SourceError::Other)?,
+    )
+    .trim()
+    .to_string();
+    let names = git(
+        &top,
+        &[
+            "diff",
+            "--cached",
+            "--name-only",
+            "-z",
+            "--diff-filter=ACMRT",
+        ],
+    )
+    .map_err(SourceError::Other)?;
     let mut report = ScanReport {
         source: "staged".into(),
         ..Default::default()
     };
     for path in nul_list(&names) {
-        let bytes = git(&top, &["cat-file", "blob", &format!(":{path}")]).map_err(SourceError::Other)?;
-        let rel = path.strip_prefix(prefix.as_str()).unwrap_or(&path).to_string();
+        let bytes =
+            git(&top, &["cat-file", "blob", &format!(":{path}")]).map_err(SourceError::Other)?;
+        let rel = path
+            .strip_prefix(prefix.as_str())
+            .unwrap_or(&path)
+            .to_string();
         scanner.scan(&rel, &bytes, &mut report);
     }
     Ok(report)
@@ -554,12 +614,21 @@ mod tests {
 
     #[test]
     fn hard_rules_fire_everywhere_and_name_the_field() {
-        let key = format!("AGE-SECRET-KEY-1{}", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L".repeat(2).get(..58).unwrap());
+        let key = format!(
+            "AGE-SECRET-KEY-1{}",
+            "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+                .repeat(2)
+                .get(..58)
+                .unwrap()
+        );
         let text = format!("---\nconfig:\n  note: fine\n  token: {key}\n");
         let r = scan("cfg/x.yml", &text, &[]);
         assert_eq!(rules_of(&r), vec!["age-identity"]);
         let f = &r.findings[0];
-        assert_eq!((f.line, f.column, f.field.as_deref()), (Some(4), Some(10), Some("config.token")));
+        assert_eq!(
+            (f.line, f.column, f.field.as_deref()),
+            (Some(4), Some(10), Some("config.token"))
+        );
         assert!(!f.to_string().contains(&key));
         // in prose too
         let r = scan("docs/x.md", &format!("here: {key}\n"), &[]);
@@ -577,7 +646,10 @@ mod tests {
         assert!(scan("README.md", text, &[]).ok());
         assert!(scan("tests/fixtures/u.yaml", text, &[]).ok());
         let tok = "q8Zr4TkP2mXv9WbN7cHs3LdF6gJy1UeA5oQiRt0K";
-        assert_eq!(rules_of(&scan("cfg/a.yml", &format!("k: {tok}\n"), &[])), vec!["long-token"]);
+        assert_eq!(
+            rules_of(&scan("cfg/a.yml", &format!("k: {tok}\n"), &[])),
+            vec!["long-token"]
+        );
         // a 40-hex commit id and a path are not tokens
         assert!(scan("cfg/a.yml", "k: 3f786850e387550fdab836ed7e6dc881de23001b\np: /usr/lib/x86_64-linux-gnu/libSomethingVeryLong2.so\n", &[]).ok());
     }
@@ -585,7 +657,11 @@ mod tests {
     #[test]
     fn ciphertext_recipients_and_ssh_keys_are_blanked() {
         let text = "r: age1hl95vsankapyxyyejhdejmywuwc4ddvpjmflj0hf0y8xjtuk3vystd9ang\nk: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\ne: ENC[age:YWdlLWVuY3J5cHRpb24ub3JnL3YxCi0+IFgyNTUxOSBldi90NSswangvWFNJSWFSK2RWdjB2TjJF]\n";
-        assert!(scan("cfg/a.yml", text, &[]).ok(), "{:?}", scan("cfg/a.yml", text, &[]));
+        assert!(
+            scan("cfg/a.yml", text, &[]).ok(),
+            "{:?}",
+            scan("cfg/a.yml", text, &[])
+        );
     }
 
     #[test]
@@ -595,9 +671,16 @@ mod tests {
         let r = scan("cfg/a.yml", text, &[".IAM.gserviceaccount.com"]);
         assert!(r.ok());
         assert_eq!(r.allowed, 1);
-        let r = scan("secrets/.age-identity", "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6M\n", &["path:.age-identity"]);
+        let r = scan(
+            "secrets/.age-identity",
+            "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6M\n",
+            &["path:.age-identity"],
+        );
         assert!(r.ok());
-        assert_eq!(rules_of(&scan("x/plan.tfplan", "", &[])), vec!["refused-name"]);
+        assert_eq!(
+            rules_of(&scan("x/plan.tfplan", "", &[])),
+            vec!["refused-name"]
+        );
         assert!(scan("x/plan.tfplan", "", &["path:x/*.tfplan"]).ok());
     }
 
@@ -605,7 +688,11 @@ mod tests {
     fn known_plaintexts_are_found_without_being_shown() {
         let s = Scanner::new(&[], &["correct horse battery".into(), "short".into()]).unwrap();
         let mut r = ScanReport::default();
-        s.scan("notes.md", b"it was: correct horse battery staple\nshort\n", &mut r);
+        s.scan(
+            "notes.md",
+            b"it was: correct horse battery staple\nshort\n",
+            &mut r,
+        );
         assert_eq!(rules_of(&r), vec!["plaintext"]);
         assert_eq!(r.findings[0].line, Some(1));
         assert!(!format!("{:?}{}", r, r.findings[0]).contains("horse"));

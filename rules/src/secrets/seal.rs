@@ -32,7 +32,10 @@ impl Recipients {
         let mut keys = Vec::with_capacity(list.len());
         for (i, r) in list.iter().enumerate() {
             let k: age::x25519::Recipient = r.trim().parse().map_err(|e| {
-                format!("encryption.recipients[{i}] `{}` is not an age X25519 public key: {e}", r.trim())
+                format!(
+                    "encryption.recipients[{i}] `{}` is not an age X25519 public key: {e}",
+                    r.trim()
+                )
             })?;
             keys.push(k);
         }
@@ -49,8 +52,9 @@ impl Recipients {
 
     /// Encrypt `plaintext` to every recipient; the marker.
     pub fn encrypt(&self, plaintext: &str) -> Result<String, String> {
-        let enc = age::Encryptor::with_recipients(self.keys.iter().map(|k| k as &dyn age::Recipient))
-            .map_err(|e| format!("cannot encrypt: {e}"))?;
+        let enc =
+            age::Encryptor::with_recipients(self.keys.iter().map(|k| k as &dyn age::Recipient))
+                .map_err(|e| format!("cannot encrypt: {e}"))?;
         let mut ct = Vec::with_capacity(plaintext.len() + 256);
         let mut w = enc
             .wrap_output(&mut ct)
@@ -80,7 +84,12 @@ pub fn stanza_count(marker: &str) -> Option<usize> {
         return None;
     }
     // age adds a random "grease" stanza; recipients are the X25519 ones
-    Some(header.lines().filter(|l| l.starts_with("-> X25519 ")).count())
+    Some(
+        header
+            .lines()
+            .filter(|l| l.starts_with("-> X25519 "))
+            .count(),
+    )
 }
 
 #[cfg(test)]
@@ -97,11 +106,13 @@ mod tests {
         assert!(crate::crypt::is_marker(&m), "{m}");
         assert_eq!(stanza_count(&m), Some(2));
         for id in [&a, &b] {
-            let ids = crate::crypt::Identities::from_setting(id.to_string().expose_secret()).unwrap();
+            let ids =
+                crate::crypt::Identities::from_setting(id.to_string().expose_secret()).unwrap();
             assert_eq!(ids.decrypt(&m).unwrap(), "s3cret value");
         }
         let other = age::x25519::Identity::generate();
-        let ids = crate::crypt::Identities::from_setting(other.to_string().expose_secret()).unwrap();
+        let ids =
+            crate::crypt::Identities::from_setting(other.to_string().expose_secret()).unwrap();
         assert!(ids.decrypt(&m).is_err());
     }
 

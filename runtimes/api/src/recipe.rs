@@ -187,7 +187,10 @@ pub enum StepKind {
     /// A directory of the emission (`rel`, ending in `/`) copied to `destination`.
     Upload { rel: String, destination: String },
     /// The in-bake verification: `set -e` and one line per assertion.
-    Verify { lines: Vec<String>, assertions: usize },
+    Verify {
+        lines: Vec<String>,
+        assertions: usize,
+    },
 }
 
 /// One step of a bake.
@@ -300,7 +303,10 @@ pub fn settle_lines(t: &Target) -> Vec<String> {
     ];
     v.extend(t.settle.iter().cloned());
     v.push("# the step runner: a step that fails on a held package database is run again (never in the image: /run is a tmpfs)".into());
-    v.push(format!("{} >/dev/null <<'CSIS_STEP'", t.su("tee /run/csis-step")));
+    v.push(format!(
+        "{} >/dev/null <<'CSIS_STEP'",
+        t.su("tee /run/csis-step")
+    ));
     v.extend(
         [
             r#"#!/bin/sh"#,
@@ -417,7 +423,10 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
             }
             for (p, ver) in &u.pin {
                 v.push(retry(
-                    &format!("{apt} install -y --allow-downgrades {}", sq(&format!("{p}={ver}"))),
+                    &format!(
+                        "{apt} install -y --allow-downgrades {}",
+                        sq(&format!("{p}={ver}"))
+                    ),
                     &update,
                 ));
             }
@@ -455,7 +464,10 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
                     "arm64" | "aarch64" => "aarch64",
                     _ => "x86_64",
                 };
-                v.push("# subscription-managed systems get their repos enabled; RHUI/PAYG images skip".into());
+                v.push(
+                    "# subscription-managed systems get their repos enabled; RHUI/PAYG images skip"
+                        .into(),
+                );
                 v.push(format!(
                     "if {sm} identity >/dev/null 2>&1; then {sm} refresh; {sm} repos --disable='*'; {sm} repos --enable='rhel-{major}-for-{arch}-baseos-rpms' --enable='rhel-{major}-for-{arch}-appstream-rpms' --enable='codeready-builder-for-rhel-{major}-{arch}-rpms'; else echo 'not subscription-registered (RHUI image): using vendor repos as-is'; fi",
                     sm = t.su("subscription-manager")
@@ -464,7 +476,11 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
             let dnf = t.su("dnf");
             let clean = format!("{dnf} clean all");
             v.push(clean.clone());
-            let excl: String = u.exclude.iter().map(|e| format!(" --exclude={e}")).collect();
+            let excl: String = u
+                .exclude
+                .iter()
+                .map(|e| format!(" --exclude={e}"))
+                .collect();
             match u.policy.as_str() {
                 "security" => v.push(retry(&format!("{dnf} -y update --security{excl}"), &clean)),
                 "full" => v.push(retry(&format!("{dnf} -y update{excl}"), &clean)),
@@ -472,8 +488,15 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
             }
             if !u.packages.is_empty() {
                 let ps: Vec<String> = u.packages.iter().map(|p| sq(p)).collect();
-                let verb = if u.policy == "packages" { "update" } else { "install" };
-                v.push(retry(&format!("{dnf} -y {verb}{excl} {}", ps.join(" ")), &clean));
+                let verb = if u.policy == "packages" {
+                    "update"
+                } else {
+                    "install"
+                };
+                v.push(retry(
+                    &format!("{dnf} -y {verb}{excl} {}", ps.join(" ")),
+                    &clean,
+                ));
             }
             for (p, ver) in &u.pin {
                 v.push(retry(
@@ -483,7 +506,10 @@ pub fn update_lines(t: &Target, b: &BaseRecipe) -> Option<Vec<String>> {
             }
         }
     }
-    v.extend(packages_txt_lines(t, package_manager_of(&b.os_type, &b.family)));
+    v.extend(packages_txt_lines(
+        t,
+        package_manager_of(&b.os_type, &b.family),
+    ));
     Some(v)
 }
 
@@ -590,7 +616,8 @@ fn identity_verify_lines(p: &IdentityPrereq) -> Vec<String> {
     match p.identity_type.as_str() {
         "okta" => vec![
             "# verify: OPA agent present and dormant".into(),
-            "command -v sftd >/dev/null 2>&1 || test -x /usr/sbin/sftd || test -x /usr/bin/sftd".into(),
+            "command -v sftd >/dev/null 2>&1 || test -x /usr/sbin/sftd || test -x /usr/bin/sftd"
+                .into(),
             "! systemctl is-enabled sftd >/dev/null 2>&1".into(),
             "test ! -e /var/lib/sftd/enrollment.token".into(),
         ],
@@ -625,7 +652,10 @@ pub fn storage_step(t: &Target, b: &BaseRecipe, p: &StoragePrereq) -> Step {
                     t.su("DEBIAN_FRONTEND=noninteractive apt-get")
                 )
             } else {
-                format!("rpm -q nfs-utils >/dev/null 2>&1 || {}", t.su("dnf -y install nfs-utils"))
+                format!(
+                    "rpm -q nfs-utils >/dev/null 2>&1 || {}",
+                    t.su("dnf -y install nfs-utils")
+                )
             },
         ],
         _ => vec![format!(
@@ -668,7 +698,11 @@ pub fn ensure_lines(t: &Target, e: &Ensure) -> Vec<String> {
     }
     for f in &e.files {
         let path = sq_always(&f.path);
-        let mode = if f.mode.is_empty() { "0644" } else { f.mode.as_str() };
+        let mode = if f.mode.is_empty() {
+            "0644"
+        } else {
+            f.mode.as_str()
+        };
         let bare = mode.trim_start_matches('0');
         let bare = if bare.is_empty() { "0" } else { bare };
         v.push(format!(
@@ -805,7 +839,10 @@ fn activation_verify_lines(g: &GroupActivation) -> Vec<String> {
     let mut v = Vec::new();
     if g.identity_type == "okta" {
         v.push(format!("# verify: activated for group '{}'", g.group));
-        v.push(format!("grep -q 'tx.group: {}' /etc/sft/sftd.yaml", g.group));
+        v.push(format!(
+            "grep -q 'tx.group: {}' /etc/sft/sftd.yaml",
+            g.group
+        ));
         v.push("systemctl is-enabled sftd >/dev/null 2>&1".into());
     }
     if g.posix || g.identity_type == "posix" {
@@ -862,7 +899,9 @@ fn rel_of(tree_root: &Path, p: &Path, dir: &str) -> String {
         Ok(r) => r.display().to_string(),
         Err(_) => format!(
             "{dir}/{}",
-            p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
+            p.file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
         ),
     }
 }
@@ -876,8 +915,16 @@ fn base64(b: &[u8]) -> String {
             | u32::from(*c.get(2).unwrap_or(&0));
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -887,7 +934,10 @@ fn yaml_scalar(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-        && !matches!(s, "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "~")
+        && !matches!(
+            s,
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "~"
+        )
         && s.parse::<f64>().is_err();
     if plain {
         s.to_string()
@@ -934,7 +984,9 @@ fn bundle_files(
     let mut manifest = format!("image: {}\nmods:\n", yaml_scalar(image));
     for (i, step) in req.steps.iter().enumerate() {
         let (name, sources, inline): (&str, Vec<&PathBuf>, Vec<String>) = match step {
-            BakeStep::Ansible { name, playbooks, .. } => (name, playbooks.iter().collect(), Vec::new()),
+            BakeStep::Ansible {
+                name, playbooks, ..
+            } => (name, playbooks.iter().collect(), Vec::new()),
             BakeStep::Shell {
                 name,
                 scripts,
@@ -963,7 +1015,10 @@ fn bundle_files(
         let dir = format!("{:02}-{}", i + 1, m.name);
         let mut names = Vec::new();
         for p in &sources {
-            let f = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+            let f = p
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default();
             files.push(EmittedFile {
                 rel: format!("{root}/{dir}/{f}"),
                 content: read(p)?,
@@ -976,7 +1031,10 @@ fn bundle_files(
             BakeStep::Ansible { .. } => {
                 run_sh.push_str("command -v ansible-playbook >/dev/null 2>&1 || { echo 'ansible-playbook not present on this image; cannot re-run' >&2; exit 3; }\n");
                 for n in &names {
-                    run_sh.push_str(&format!("ansible-playbook -i localhost, -c local {}\n", sq_always(n)));
+                    run_sh.push_str(&format!(
+                        "ansible-playbook -i localhost, -c local {}\n",
+                        sq_always(n)
+                    ));
                 }
             }
             BakeStep::Shell { .. } => {
@@ -1004,7 +1062,11 @@ fn bundle_files(
             content: run_sh.into_bytes(),
             mode: 0o755,
         });
-        let ty = if m.builder.is_empty() { m.operation.clone() } else { m.builder.clone() };
+        let ty = if m.builder.is_empty() {
+            m.operation.clone()
+        } else {
+            m.builder.clone()
+        };
         manifest.push_str(&format!(
             "- content_hash: {}\n  dir: {}\n  idempotent: {}\n  name: {}\n  operation: {}\n  type: {}\n",
             yaml_scalar(&m.content_hash),
@@ -1016,7 +1078,10 @@ fn bundle_files(
         ));
         let mut own = format!("content_hash: {}\nfiles:\n", yaml_scalar(&m.content_hash));
         if names.is_empty() {
-            own = format!("content_hash: {}\nfiles: []\n", yaml_scalar(&m.content_hash));
+            own = format!(
+                "content_hash: {}\nfiles: []\n",
+                yaml_scalar(&m.content_hash)
+            );
         }
         for n in &names {
             own.push_str(&format!("- {}\n", yaml_scalar(n)));
@@ -1070,7 +1135,10 @@ fn shell(lines: Vec<String>) -> StepKind {
 /// The ordered steps of a bake (emission.md §2.1), for one runtime.
 pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
     let mut steps = vec![Step {
-        comment: format!("before anything else: the build machine settles ({})", t.runtime),
+        comment: format!(
+            "before anything else: the build machine settles ({})",
+            t.runtime
+        ),
         kind: StepKind::Shell {
             lines: settle_lines(t),
             runner: false,
@@ -1252,7 +1320,11 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
             comment: String::new(),
             kind: StepKind::Shell {
                 lines: vec![
-                    format!("{} && {}", t.su("rm -rf /opt/csis/mods"), t.su("mkdir -p /opt/csis")),
+                    format!(
+                        "{} && {}",
+                        t.su("rm -rf /opt/csis/mods"),
+                        t.su("mkdir -p /opt/csis")
+                    ),
                     t.su("mv /tmp/csis-mods /opt/csis/mods"),
                     format!(
                         "{} && {} && {}",

@@ -240,12 +240,18 @@ pub fn settle_commands(runtime: &str, ssm: bool) -> Vec<String> {
         runtime: runtime.into(),
         sudo: true,
         systemd: true,
-        settle: if ssm { ssm_settle_lines(runtime) } else { Vec::new() },
+        settle: if ssm {
+            ssm_settle_lines(runtime)
+        } else {
+            Vec::new()
+        },
         session_agent: None,
     })
 }
 
-pub use csis_packer::{attr, is_ident, key, obj, packer_fmt, render, s, strs, traversal, write_if_changed};
+pub use csis_packer::{
+    attr, is_ident, key, obj, packer_fmt, render, s, strs, traversal, write_if_changed,
+};
 
 /// The data label: `<image>_<runtime>`.
 pub fn data_label(image: &str, runtime: &str) -> String {
@@ -402,7 +408,11 @@ pub fn build_body(p: &SourcePlan, req: &BakeRequest) -> Result<(Body, Vec<String
             .add_attribute(attr("strip_path", Expression::Bool(true)))
             .build(),
     );
-    Ok((Body::builder().add_block(b.build()).build(), comments, lowered))
+    Ok((
+        Body::builder().add_block(b.build()).build(),
+        comments,
+        lowered,
+    ))
 }
 
 /// `packer { required_plugins { ... } }`: as the image builder declares
@@ -417,7 +427,11 @@ pub fn plugins_body(req: &BakeRequest) -> Body {
         source: format!("github.com/hashicorp/{name}"),
     };
     let mut v = vec![plugin("amazon")];
-    if req.steps.iter().any(|s| matches!(s, BakeStep::Ansible { .. })) {
+    if req
+        .steps
+        .iter()
+        .any(|s| matches!(s, BakeStep::Ansible { .. }))
+    {
         v.push(plugin("ansible"));
     }
     csis_packer::plugins_body(&v)

@@ -38,7 +38,6 @@ fn root_path(file: &str) -> hcl::Expression {
     ))))
 }
 
-
 /// `LABEL k="v"` with the value quoted the way a Dockerfile reads it.
 fn label_change(k: &str, v: &str) -> String {
     let q = v.replace('\\', "\\\\").replace('"', "\\\"");
@@ -174,7 +173,11 @@ pub fn render(
     if !env.is_empty() {
         ansible_attributes.push((
             "ansible_env_vars".to_string(),
-            hcl::Expression::Array(env.iter().map(|e| hcl::Expression::from(e.as_str())).collect()),
+            hcl::Expression::Array(
+                env.iter()
+                    .map(|e| hcl::Expression::from(e.as_str()))
+                    .collect(),
+            ),
         ));
     }
     let (provisioners, comments) = csis_packer::provisioners(
@@ -293,9 +296,8 @@ async fn emit_with(
         } else {
             0o644
         };
-        csis_runtime::recipe::write_if_changed(&path, &content, mode).map_err(|e| {
-            RuntimeError::Failed(format!("{}: {}: {e}", req.label, path.display()))
-        })?;
+        csis_runtime::recipe::write_if_changed(&path, &content, mode)
+            .map_err(|e| RuntimeError::Failed(format!("{}: {}: {e}", req.label, path.display())))?;
         out.push(path);
     }
     Ok(out)
@@ -395,4 +397,3 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
             .unwrap_or(req.tests.len()),
     })
 }
-

@@ -19,9 +19,9 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeParent, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts,
-    Inventory, LogSink, OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage,
-    Result, Runtime, RuntimeError, SessionResult, VolumeFacts, LINEAGE_PREFIX,
+    BakeOutcome, BakeParent, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts, Inventory,
+    LogSink, OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result,
+    Runtime, RuntimeError, SessionResult, VolumeFacts, LINEAGE_PREFIX,
 };
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -860,7 +860,11 @@ impl DockerRuntime {
                 RuntimeError::Failed(format!(
                     "bake {}: step {n} ({}) {what}",
                     req.label,
-                    if step.comment.is_empty() { "bundle" } else { step.comment.as_str() }
+                    if step.comment.is_empty() {
+                        "bundle"
+                    } else {
+                        step.comment.as_str()
+                    }
                 ))
             };
             match &step.kind {
@@ -946,10 +950,7 @@ impl DockerRuntime {
                             vec![
                                 "/bin/sh".into(),
                                 "-c".into(),
-                                format!(
-                                    "{} || exit 201\nsh {path}",
-                                    stage_command(&path)
-                                ),
+                                format!("{} || exit 201\nsh {path}", stage_command(&path)),
                             ],
                             Some("0"),
                             vec![],
@@ -1048,7 +1049,13 @@ impl DockerRuntime {
         // a mod's `config:` (extra vars as JSON) is not logged: it may hold decrypted values
         let shown: Vec<String> = args
             .iter()
-            .map(|a| if a.starts_with('{') { "<config>".to_string() } else { a.clone() })
+            .map(|a| {
+                if a.starts_with('{') {
+                    "<config>".to_string()
+                } else {
+                    a.clone()
+                }
+            })
             .collect();
         req.log.line(&format!("$ {}", shown.join(" ")));
         let mut cmd = tokio::process::Command::new(&args[0]);

@@ -13,7 +13,15 @@ use csis_runtime::{BakeParent, BakeStep, Ensure, EnsureCommand, EnsureFile, Runt
 
 async fn run_in(rt_image: &str, cmd: &str) -> (i32, String) {
     let o = std::process::Command::new("docker")
-        .args(["run", "--rm", "--entrypoint", "/bin/sh", rt_image, "-c", cmd])
+        .args([
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/bin/sh",
+            rt_image,
+            "-c",
+            cmd,
+        ])
         .output()
         .unwrap();
     (
@@ -40,7 +48,14 @@ async fn debian_base_and_child_bake_what_the_tree_declares() {
     let log = Arc::new(Lines::default());
     let emit = tempfile::tempdir().unwrap();
     let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRecipeTestKeyRecipeTestKeyRecipeTestKey00 op@x";
-    let mut base = request(&rt, "deb", vendor(&img), vec![], vec![test_cmd("id -u csisadmin", None)], log.clone());
+    let mut base = request(
+        &rt,
+        "deb",
+        vendor(&img),
+        vec![],
+        vec![test_cmd("id -u csisadmin", None)],
+        log.clone(),
+    );
     base.emit_dir = emit.path().join("base");
     base.package_manager = Some("apt".into());
     base.recipe = Recipe {
@@ -77,8 +92,17 @@ async fn debian_base_and_child_bake_what_the_tree_declares() {
     assert!(out.contains(key), "{out}");
     assert!(out.contains("csisadmin ALL=(ALL) NOPASSWD:ALL"), "{out}");
     assert!(out.contains("600 csisadmin"), "{out}");
-    assert!(out.contains("tzdata="), "packages.txt lists the packages: {out}");
-    assert!(log.all().iter().any(|l| l.contains("==> step 2: OS update for base image deb (policy=packages, packages=['tzdata']")), "{:#?}", log.all());
+    assert!(
+        out.contains("tzdata="),
+        "packages.txt lists the packages: {out}"
+    );
+    assert!(
+        log.all().iter().any(|l| l.contains(
+            "==> step 2: OS update for base image deb (policy=packages, packages=['tzdata']"
+        )),
+        "{:#?}",
+        log.all()
+    );
 
     // the child: a playbook reading its config, ensure (twice), the bundle
     let tree = tempfile::tempdir().unwrap();
@@ -130,9 +154,7 @@ async fn debian_base_and_child_bake_what_the_tree_declares() {
             // the same declaration again: the second run changes nothing
             BakeStep::Shell {
                 name: "second".into(),
-                inline: vec![
-                    "before=$(stat -c '%Y %Z %i' /etc/team-node.conf)".into(),
-                ],
+                inline: vec!["before=$(stat -c '%Y %Z %i' /etc/team-node.conf)".into()],
                 scripts: vec![],
                 ensure: None,
                 env: vec![],
@@ -187,11 +209,21 @@ async fn debian_base_and_child_bake_what_the_tree_declares() {
     .await;
     assert_eq!(rc, 0, "{out}");
     assert!(out.starts_with("worker\n640\nless-ok\n"), "{out}");
-    assert!(out.contains("image: node\nmods:\n- content_hash: h1\n  dir: 01-role\n"), "{out}");
+    assert!(
+        out.contains("image: node\nmods:\n- content_hash: h1\n  dir: 01-role\n"),
+        "{out}"
+    );
     assert!(out.contains("01-role\n02-first\n03-second\n"), "{out}");
     assert!(out.contains("py-ok"), "{out}");
     // the bundle was emitted beside the bake
-    assert!(emit.path().join("node/csis-mods/node/01-role/role.yml").exists());
+    assert!(emit
+        .path()
+        .join("node/csis-mods/node/01-role/role.yml")
+        .exists());
     // the config value never reaches the log in clear
-    assert!(!log.all().iter().any(|l| l.contains("\"node_role\"")), "{:#?}", log.all());
+    assert!(
+        !log.all().iter().any(|l| l.contains("\"node_role\"")),
+        "{:#?}",
+        log.all()
+    );
 }

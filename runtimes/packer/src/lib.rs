@@ -142,15 +142,16 @@ pub fn provisioners(steps: &[Step], o: &ProvisionerOptions) -> (Vec<Block>, Vec<
                 for (k, v) in &o.ansible_attributes {
                     b = b.add_attribute(attr(k, v.clone()));
                 }
-                b.add_attribute(attr("extra_arguments", strs(&args))).build()
+                b.add_attribute(attr("extra_arguments", strs(&args)))
+                    .build()
             }
             StepKind::Upload { rel, destination } => start("file")
                 .add_attribute(attr("source", s(rel)))
                 .add_attribute(attr("destination", s(destination)))
                 .build(),
-            StepKind::Verify { lines, .. } => {
-                start("shell").add_attribute(attr("inline", strs(lines))).build()
-            }
+            StepKind::Verify { lines, .. } => start("shell")
+                .add_attribute(attr("inline", strs(lines)))
+                .build(),
         };
         blocks.push(block);
         comments.push(comment.join("\n# "));
@@ -323,4 +324,3 @@ pub fn write_if_changed(path: &std::path::Path, content: &str) -> Result<bool> {
     csis_runtime::recipe::write_if_changed(path, content.as_bytes(), 0o644)
         .map_err(|e| RuntimeError::Failed(format!("cannot write {}: {e}", path.display())))
 }
-

@@ -178,7 +178,11 @@ mod tests {
         let fake = d.join(format!("csis-fake-packer-{}.sh", std::process::id()));
         // a packer that takes SIGINT to mean "clean up and leave"
         std::fs::write(&fake, "#!/bin/sh\ntrap 'echo interrupted; exit 1' INT\necho started\nwhile :; do sleep 0.1; done\n").unwrap();
-        std::process::Command::new("chmod").args(["+x"]).arg(&fake).status().unwrap();
+        std::process::Command::new("chmod")
+            .args(["+x"])
+            .arg(&fake)
+            .status()
+            .unwrap();
         #[derive(Default)]
         struct L(std::sync::Mutex<Vec<String>>);
         impl LogSink for L {
@@ -210,7 +214,10 @@ mod tests {
         })
         .await;
         assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
-        assert!(log.0.lock().unwrap().iter().any(|l| l == "interrupted"), "packer got SIGINT and cleaned up");
+        assert!(
+            log.0.lock().unwrap().iter().any(|l| l == "interrupted"),
+            "packer got SIGINT and cleaned up"
+        );
         let _ = std::fs::remove_file(&fake);
     }
 }

@@ -116,14 +116,18 @@ fn base_image_steps_in_the_original_order() {
     assert!(lines.contains(
         &"sudo dnf -y update --security --exclude=kernel* || { sudo dnf clean all; sudo dnf -y update --security --exclude=kernel*; }".to_string()
     ));
-    assert!(lines.iter().any(|l| l.contains("tee /var/lib/csis/packages.txt")));
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("tee /var/lib/csis/packages.txt")));
     assert!(lines[1].contains("--enable='codeready-builder-for-rhel-10-x86_64-rpms'"));
     let StepKind::Verify { lines, assertions } = &l.steps[6].kind else {
         panic!()
     };
     assert_eq!(lines[0], "set -e");
     assert_eq!(*assertions, 7);
-    assert!(lines.contains(&"sudo grep -q -- AAAAkey /home/csisadmin/.ssh/authorized_keys".to_string()));
+    assert!(
+        lines.contains(&"sudo grep -q -- AAAAkey /home/csisadmin/.ssh/authorized_keys".to_string())
+    );
     assert_eq!(l.assertions, 7);
 }
 
@@ -162,7 +166,10 @@ fn apt_policies_hold_excludes_and_retry() {
     assert!(all.contains("apt-mark hold"), "{all}");
     assert!(all.contains("apt-mark unhold"), "{all}");
     assert!(all.contains("-y upgrade || {"), "{all}");
-    assert!(all.contains("install -y --allow-downgrades tzdata=2024a-0"), "{all}");
+    assert!(
+        all.contains("install -y --allow-downgrades tzdata=2024a-0"),
+        "{all}"
+    );
     assert!(all.contains("install -y curl"), "{all}");
     assert!(v.last().unwrap().contains("/var/lib/csis/packages.txt"));
 }
@@ -198,8 +205,14 @@ fn image_steps_mods_activation_bundle_verification() {
     assert_eq!(c[3], "modification site");
     assert_eq!(c[4], "identity activation for owning group 'team' (okta)");
     assert!(c[5].starts_with("local modification bundle for node -> /opt/csis/mods"));
-    assert!(c.last().unwrap().starts_with("in-bake verification for instance image node: 5 assertion(s)"));
-    let StepKind::Ansible { extra_arguments, .. } = &l.steps[2].kind else {
+    assert!(c
+        .last()
+        .unwrap()
+        .starts_with("in-bake verification for instance image node: 5 assertion(s)"));
+    let StepKind::Ansible {
+        extra_arguments, ..
+    } = &l.steps[2].kind
+    else {
         panic!()
     };
     assert_eq!(
@@ -223,7 +236,11 @@ fn image_steps_mods_activation_bundle_verification() {
     ] {
         assert!(rels.contains(&want), "{want} in {rels:?}");
     }
-    let m = l.files.iter().find(|f| f.rel == "csis-mods/node/MANIFEST.yaml").unwrap();
+    let m = l
+        .files
+        .iter()
+        .find(|f| f.rel == "csis-mods/node/MANIFEST.yaml")
+        .unwrap();
     let m = String::from_utf8(m.content.clone()).unwrap();
     assert!(m.starts_with("image: node\nmods:\n- content_hash:"), "{m}");
     assert!(m.contains("  dir: 02-site\n"), "{m}");
@@ -270,7 +287,10 @@ fn ensure_twice_changes_nothing_the_second_time() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     let out = run();
     let m2 = std::fs::metadata(&f).unwrap();
-    assert_eq!((m1.ino(), m1.mtime_nsec(), m1.ctime_nsec()), (m2.ino(), m2.mtime_nsec(), m2.ctime_nsec()));
+    assert_eq!(
+        (m1.ino(), m1.mtime_nsec(), m1.ctime_nsec()),
+        (m2.ino(), m2.mtime_nsec(), m2.ctime_nsec())
+    );
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "x\n");
     assert!(out.contains("ensure: skipped (unless holds)"), "{out}");
 }
@@ -289,27 +309,37 @@ fn quoting_and_test_lines() {
     };
     let ok = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("set -e\n{}", test_line(&TestCommand {
-            description: "false".into(),
-            run: "false".into(),
-            expect_rc: 1,
-            contains: None,
-        })))
+        .arg(format!(
+            "set -e\n{}",
+            test_line(&TestCommand {
+                description: "false".into(),
+                run: "false".into(),
+                expect_rc: 1,
+                contains: None,
+            })
+        ))
         .status()
         .unwrap();
-    assert!(ok.success(), "an expected non-zero exit passes under set -e");
+    assert!(
+        ok.success(),
+        "an expected non-zero exit passes under set -e"
+    );
     let bad = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("set -e\n{}\necho after", test_line(&TestCommand {
-            description: "t".into(),
-            run: "true".into(),
-            expect_rc: 0,
-            contains: Some("nothing".into()),
-        })))
+        .arg(format!(
+            "set -e\n{}\necho after",
+            test_line(&TestCommand {
+                description: "t".into(),
+                run: "true".into(),
+                expect_rc: 0,
+                contains: Some("nothing".into()),
+            })
+        ))
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("in-bake test failed: t: output does not contain 'nothing'"));
+    assert!(String::from_utf8_lossy(&bad.stderr)
+        .contains("in-bake test failed: t: output does not contain 'nothing'"));
     assert!(!String::from_utf8_lossy(&bad.stdout).contains("after"));
     assert!(test_line(&t).contains("grep -qF -- 'Python 3'"));
 }

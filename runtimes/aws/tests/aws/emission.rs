@@ -626,7 +626,10 @@ async fn the_build_block_steps_tests_and_manifest() {
         "the session agent is baked into base images only"
     );
     assert!(text.contains("# before anything else: the build machine settles (aws-main)"));
-    assert!(text.contains("# in-bake verification for instance image web: 2 assertion(s)"), "{text}");
+    assert!(
+        text.contains("# in-bake verification for instance image web: 2 assertion(s)"),
+        "{text}"
+    );
     let body = hcl::parse(&text).unwrap();
     let build = blocks(&body).remove(0);
     let provs: Vec<(String, String)> = build

@@ -271,7 +271,8 @@ async fn an_unreachable_cloud_is_one_aws_error() {
     assert_eq!(f.len(), 1);
     // The endpoint and the runtime are named; the credentials are not blamed.
     assert!(
-        f[0].message.starts_with("AWS runtime aws-down: the endpoint http://127.0.0.1:9 cannot be reached"),
+        f[0].message
+            .starts_with("AWS runtime aws-down: the endpoint http://127.0.0.1:9 cannot be reached"),
         "{}",
         f[0].message
     );
