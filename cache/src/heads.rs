@@ -164,6 +164,9 @@ fn light_pins(images: BTreeMap<String, String>) -> Pins {
 /// the journal are whole); the pins hold only `images`. Use
 /// [`MetaState::load_with_journal`] for anything else.
 pub fn load_light(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins), CacheError> {
+    if meta.is_remote() {
+        return meta.load_with_journal(&local.journal());
+    }
     let dir = local.dir();
     let lpath = meta.dir().join(LINEAGE_FILE);
     let mut lineage = match read_source(&lpath)? {

@@ -15,8 +15,10 @@
 //! record of a series on a runtime.
 
 mod atomic;
+pub mod lease;
 pub mod lineage;
 mod lock;
+pub mod objstore;
 pub mod pins;
 pub mod plan;
 pub mod releases;
@@ -25,6 +27,7 @@ pub mod build_ref;
 pub mod drift;
 pub mod heads;
 pub mod release_rules;
+pub mod remote;
 pub mod retention;
 pub mod revocations;
 pub mod runid;
@@ -59,6 +62,10 @@ pub enum CacheError {
     #[error("{}: cannot read: {message}", path.display())]
     Parse { path: PathBuf, message: String },
     /// Another process holds the tree lock (the CLI exits 75 with `--no-wait`).
+    /// The meta-state store failed (or a conditional write lost a race
+    /// that retrying cannot win).
+    #[error("meta-state store {url}: {message}")]
+    Store { url: String, message: String },
     #[error("the tree is locked by another csis process ({}{})", path.display(), if holder.is_empty() { String::new() } else { format!(", {holder}") })]
     Locked { path: PathBuf, holder: String },
 }

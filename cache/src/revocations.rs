@@ -194,10 +194,13 @@ pub fn planning_view(
 
 // ---- small helpers for meta-state files this crate's lineage operations own ----
 
-pub(crate) fn read_meta_file<T: serde::de::DeserializeOwned + Default>(
+pub(crate) fn read_meta_file<T: serde::de::DeserializeOwned + Serialize + Default>(
     meta: &MetaState,
     file: &str,
 ) -> Result<T, CacheError> {
+    if meta.is_remote() {
+        return meta.read(file);
+    }
     let path = meta.dir().join(file);
     match std::fs::read_to_string(&path) {
         Ok(text) => yamlio::from_text(&path.to_string_lossy(), &text)
@@ -212,6 +215,9 @@ pub(crate) fn write_meta_file<T: Serialize>(
     file: &str,
     value: &T,
 ) -> Result<bool, CacheError> {
+    if meta.is_remote() {
+        return meta.write(file, value);
+    }
     let path = meta.dir().join(file);
     let text = yamlio::to_text(value).map_err(|message| CacheError::Parse {
         path: path.clone(),

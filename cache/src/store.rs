@@ -3,7 +3,7 @@
 //! succeeds.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -12,27 +12,51 @@ use crate::atomic::write_atomic;
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
 use crate::releases::Releases;
+use crate::remote::Remote;
 use crate::{yamlio, CacheError};
 
 pub const LINEAGE_FILE: &str = "lineage.yaml";
 pub const PINS_FILE: &str = "pins.yaml";
 pub const RELEASES_FILE: &str = "releases.yaml";
 
-/// The `meta-state/` directory of a tree (committed by users).
+/// The records of a tree: its `meta-state/` directory (committed by
+/// users), or the object store its `meta_state:` (or `--meta-state`) names
+/// ([`crate::remote`]).
 #[derive(Debug, Clone)]
 pub struct MetaState {
     dir: PathBuf,
     /// `.csis/parsed/`: each file's parsed form as JSON, keyed by the blake3
     /// of its text (a no-op build of a large tree reads JSON, not YAML).
     parsed: Option<PathBuf>,
+    /// The store when the records are remote (or why it could not be opened).
+    remote: Option<Result<Arc<Remote>, String>>,
 }
 
 impl MetaState {
-    /// `<tree root>/meta-state` (parsed copies cached in `<tree root>/.csis/parsed/`).
+    /// The records of the tree at `root`: `<root>/meta-state` (parsed
+    /// copies cached in `<root>/.csis/parsed/`), or its store.
     pub fn of_tree(root: &Path) -> Self {
+        let mut m = MetaState::local_of_tree(root);
+        match crate::remote::remote_for(root) {
+            Ok(None) => {}
+            Ok(Some(r)) => {
+                m.remote = Some(Ok(r));
+                m.parsed = None;
+            }
+            Err(e) => {
+                m.remote = Some(Err(e));
+                m.parsed = None;
+            }
+        }
+        m
+    }
+
+    /// `<root>/meta-state` whatever store the tree names (`csis state pull/push`).
+    pub fn local_of_tree(root: &Path) -> Self {
         MetaState {
             dir: root.join("meta-state"),
             parsed: Some(root.join(".csis").join("parsed")),
+            remote: None,
         }
     }
 
@@ -41,7 +65,46 @@ impl MetaState {
         MetaState {
             dir: dir.into(),
             parsed: None,
+            remote: None,
         }
+    }
+
+    /// Are the records on an object store?
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// The store's URL, or `local`.
+    pub fn location(&self) -> String {
+        match &self.remote {
+            None => "local".into(),
+            Some(Ok(r)) => r.store.url().to_string(),
+            Some(Err(e)) => e.clone(),
+        }
+    }
+
+    /// The object store (for leases), when remote.
+    pub fn store(&self) -> Result<Option<Arc<crate::objstore::Store>>, CacheError> {
+        Ok(self.remote()?.map(|r| r.store.clone()))
+    }
+
+    pub(crate) fn remote(&self) -> Result<Option<&Arc<Remote>>, CacheError> {
+        match &self.remote {
+            None => Ok(None),
+            Some(Ok(r)) => Ok(Some(r)),
+            Some(Err(e)) => Err(CacheError::Store {
+                url: String::new(),
+                message: e.clone(),
+            }),
+        }
+    }
+
+    /// Lineage and pins in one read.
+    pub fn lineage_and_pins(&self) -> Result<(Lineage, Pins), CacheError> {
+        if let Some(r) = self.remote()? {
+            return r.load();
+        }
+        Ok((self.lineage()?, self.pins()?))
     }
 
     pub fn dir(&self) -> &Path {
@@ -78,7 +141,22 @@ impl MetaState {
         serde_json::from_slice(&bytes[nl + 1..]).ok()
     }
 
-    fn read<T: DeserializeOwned + Serialize + Default>(&self, file: &str) -> Result<T, CacheError> {
+    pub(crate) fn read<T: DeserializeOwned + Serialize + Default>(
+        &self,
+        file: &str,
+    ) -> Result<T, CacheError> {
+        if let Some(r) = self.remote()? {
+            let label = format!("{}/{file}", r.store.url());
+            return match r.read_text(file)? {
+                None => Ok(T::default()),
+                Some(text) => {
+                    yamlio::from_text(&label, &text).map_err(|message| CacheError::Parse {
+                        path: PathBuf::from(label.clone()),
+                        message,
+                    })
+                }
+            };
+        }
         let path = self.dir.join(file);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -95,12 +173,15 @@ impl MetaState {
         }
     }
 
-    fn write<T: Serialize>(&self, file: &str, value: &T) -> Result<bool, CacheError> {
+    pub(crate) fn write<T: Serialize>(&self, file: &str, value: &T) -> Result<bool, CacheError> {
         let path = self.dir.join(file);
         let text = yamlio::to_text(value).map_err(|message| CacheError::Parse {
             path: path.clone(),
             message,
         })?;
+        if let Some(r) = self.remote()? {
+            return r.write_text(file, &text);
+        }
         let changed = write_atomic(&path, text.as_bytes()).map_err(|e| CacheError::io(&path, e))?;
         if changed {
             self.store_parsed(file, text.as_bytes(), value);
@@ -110,9 +191,15 @@ impl MetaState {
 
     /// `lineage.yaml` (empty when absent).
     pub fn lineage(&self) -> Result<Lineage, CacheError> {
+        if let Some(r) = self.remote()? {
+            return Ok(r.load()?.0);
+        }
         self.read(LINEAGE_FILE)
     }
     pub fn pins(&self) -> Result<Pins, CacheError> {
+        if let Some(r) = self.remote()? {
+            return Ok(r.load()?.1);
+        }
         self.read(PINS_FILE)
     }
     pub fn releases(&self) -> Result<Releases, CacheError> {
@@ -121,6 +208,15 @@ impl MetaState {
     /// `lineage.yaml` and `pins.yaml` with the journal of an interrupted
     /// build merged in (what the next build will write): use this to plan.
     pub fn load_with_journal(&self, journal: &Path) -> Result<(Lineage, Pins), CacheError> {
+        if self.is_remote() {
+            // Journals of runs on a store are replayed into it by the next
+            // recorder (see [`Recorder::open`]).
+            let (l, mut p) = self.lineage_and_pins()?;
+            for line in p.restore_from_lineage(&l) {
+                eprintln!("warning: {line}");
+            }
+            return Ok((l, p));
+        }
         let mut l = self.lineage()?;
         let mut p = self.pins()?;
         replay_journal(journal, &mut l, &mut p);
@@ -131,10 +227,18 @@ impl MetaState {
     }
 
     /// Write `lineage.yaml` atomically; false when unchanged.
+    /// On a store: conditional on what this process read (an error, and
+    /// nothing written, when another runner changed the records since).
     pub fn save_lineage(&self, l: &Lineage) -> Result<bool, CacheError> {
+        if let Some(r) = self.remote()? {
+            return r.save(Some(l), None);
+        }
         self.write(LINEAGE_FILE, l)
     }
     pub fn save_pins(&self, p: &Pins) -> Result<bool, CacheError> {
+        if let Some(r) = self.remote()? {
+            return r.save(None, Some(p));
+        }
         self.write(PINS_FILE, p)
     }
     pub fn save_releases(&self, r: &Releases) -> Result<bool, CacheError> {
@@ -287,6 +391,9 @@ pub struct Recorder {
     meta: MetaState,
     journal: PathBuf,
     state: Mutex<RecState>,
+    /// On a store: this process's own journal, locked while it lives (a
+    /// journal nobody holds is a dead run's, replayed by the next recorder).
+    _journal_lock: Option<std::fs::File>,
 }
 
 #[derive(Debug)]
@@ -342,9 +449,30 @@ impl Recorder {
     /// ([`crate::LocalDir::journal`]). A journal left by an interrupted build
     /// is merged and written out at once.
     pub fn open(meta: MetaState, journal: impl Into<PathBuf>) -> Result<Self, CacheError> {
+        let mut journal: PathBuf = journal.into();
+        let mut journal_lock = None;
+        if meta.is_remote() {
+            // Many runs share one `.csis/` on a store: one journal each.
+            let dir = remote_journal_dir(&journal);
+            std::fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
+            replay_orphan_journals(&meta, &dir)?;
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            journal = dir.join(format!("{}-{nanos}.journal", std::process::id()));
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&journal)
+                .map_err(|e| CacheError::io(&journal, e))?;
+            fs4::FileExt::lock(&f).map_err(|e| CacheError::io(&journal, e))?;
+            journal_lock = Some(f);
+        }
         let r = Recorder {
+            _journal_lock: journal_lock,
             meta,
-            journal: journal.into(),
+            journal,
             state: Mutex::new(RecState {
                 loaded: false,
                 lineage: Lineage::default(),
@@ -370,8 +498,7 @@ impl Recorder {
         if st.loaded {
             return Ok(st);
         }
-        let mut lineage = self.meta.lineage()?;
-        let mut pins = self.meta.pins()?;
+        let (mut lineage, mut pins) = self.meta.lineage_and_pins()?;
         let (replayed, problems, rejected) =
             replay_journal_checked(&self.journal, &mut lineage, &mut pins);
         let mut problems = problems;
@@ -410,6 +537,19 @@ impl Recorder {
 
     fn write_out(&self, st: &mut RecState) -> Result<(), CacheError> {
         let t0 = std::time::Instant::now();
+        if let Some(r) = self.meta.remote()? {
+            // Every record went to the store as it was made; what the
+            // journal holds (a record whose write failed) goes now.
+            let (entries, _, _) = read_journal(&self.journal);
+            for e in entries {
+                push_entry(r, &e)?;
+            }
+            truncate(&self.journal);
+            st.pending = 0;
+            st.last_write = Some(std::time::Instant::now());
+            st.last_write_cost = t0.elapsed();
+            return Ok(());
+        }
         let lpath = self.meta.dir().join(LINEAGE_FILE);
         let text = st.lineage_text().map_err(|message| CacheError::Parse {
             path: lpath.clone(),
@@ -487,6 +627,20 @@ impl Recorder {
             st.failure = Some(e.to_string());
             return Err(e);
         }
+        // 2. the store, when remote: one conditional write of the series' object
+        if let Some(r) = self.meta.remote()? {
+            if let Err(e) = push_entry(r, &entry) {
+                st.failure = Some(e.to_string());
+                return Err(e);
+            }
+            truncate(&self.journal);
+            let run = record.run.clone();
+            st.lineage.add_build(record);
+            let op = pin
+                .as_ref()
+                .and_then(|p| apply_pin(&mut st.pins, p, run.as_deref()));
+            return Ok(op);
+        }
         // 2. memory
         let run = record.run.clone();
         st.lineage.add_build(record);
@@ -545,8 +699,25 @@ impl Recorder {
     /// `retention::forget_build`) and write both files at once. What the
     /// journal holds is written out first, so the journal is empty when
     /// `f` drops a record and a replay can never bring it back.
-    pub fn update<T>(&self, f: impl FnOnce(&mut Lineage, &mut Pins) -> T) -> Result<T, CacheError> {
+    ///
+    /// On a store, `f` runs on the records as they are now (another
+    /// runner's included) and its changes are written conditionally; on a
+    /// lost race `f` runs again on what won (so `f` must be idempotent).
+    pub fn update<T>(
+        &self,
+        mut f: impl FnMut(&mut Lineage, &mut Pins) -> T,
+    ) -> Result<T, CacheError> {
         let mut st = self.loaded()?;
+        if let Some(r) = self.meta.remote()? {
+            if journal_nonempty(&self.journal) {
+                self.write_out(&mut st)?;
+            }
+            let (out, l, p) = crate::remote::transact(&r.store, None, &mut f)?;
+            st.lineage = l;
+            st.pins = p;
+            st.fragments.clear();
+            return Ok(out);
+        }
         if st.pending > 0 || journal_nonempty(&self.journal) {
             self.write_out(&mut st)?;
         }
@@ -562,6 +733,25 @@ impl Recorder {
             .map_err(|message| CacheError::Parse { path, message })?;
         self.write_out(st)?;
         Ok(out)
+    }
+
+    /// Read the records again (on a store: what other runners recorded
+    /// since). Locally the recorder already holds everything.
+    pub fn refresh(&self) -> Result<(), CacheError> {
+        if !self.meta.is_remote() {
+            return Ok(());
+        }
+        let mut st = self.loaded()?;
+        let (l, p) = self.meta.lineage_and_pins()?;
+        st.lineage = l;
+        st.pins = p;
+        st.fragments.clear();
+        Ok(())
+    }
+
+    /// Are the records on an object store?
+    pub fn is_remote(&self) -> bool {
+        self.meta.is_remote()
     }
 
     /// The build id of the series head on a runtime, as recorded so far.
@@ -608,4 +798,83 @@ fn append_sync(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(bytes)?;
     f.sync_data()
+}
+
+/// `.csis/lineage.journal.d/`: the journals of runs on a store.
+fn remote_journal_dir(journal: &Path) -> PathBuf {
+    let mut d = journal.as_os_str().to_owned();
+    d.push(".d");
+    PathBuf::from(d)
+}
+
+fn truncate(p: &Path) {
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(p) {
+        let _ = f.set_len(0);
+        let _ = f.sync_all();
+    }
+}
+
+/// Write one journal entry to the store: the record into its series'
+/// object and the pin move, conditionally, retried on a lost race.
+fn push_entry(r: &Remote, e: &JournalEntry) -> Result<(), CacheError> {
+    let mut keys = vec![crate::remote::series_key(&e.record.series)];
+    if let Some(p) = &e.pin {
+        let k = crate::remote::series_key(&p.image);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let run = e.record.run.clone();
+    crate::remote::transact(&r.store, Some(&keys), |l, p| {
+        l.add_build(e.record.clone());
+        if let Some(pin) = &e.pin {
+            apply_pin(p, pin, run.as_deref());
+        }
+    })?;
+    Ok(())
+}
+
+/// Replay the journals of runs that died (no process holds their lock)
+/// into the store, then remove them.
+fn replay_orphan_journals(meta: &MetaState, dir: &Path) -> Result<(), CacheError> {
+    let Some(r) = meta.remote()? else {
+        return Ok(());
+    };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for ent in rd.flatten() {
+        let path = ent.path();
+        if path.extension().is_none_or(|x| x != "journal") {
+            continue;
+        }
+        let Ok(f) = std::fs::OpenOptions::new().append(true).open(&path) else {
+            continue;
+        };
+        match fs4::FileExt::try_lock(&f) {
+            Ok(()) => {}
+            Err(_) => continue, // a live run's
+        }
+        let (entries, problems, rejected) = read_journal(&path);
+        for p in problems {
+            eprintln!("warning: {p}");
+        }
+        for e in &entries {
+            push_entry(r, e)?;
+        }
+        if !rejected.is_empty() {
+            append_sync(&rejected_path(&path), rejected.as_bytes())
+                .map_err(|e| CacheError::io(&rejected_path(&path), e))?;
+        }
+        if !entries.is_empty() {
+            eprintln!(
+                "note: {} record(s) of an interrupted run written to {} from {}",
+                entries.len(),
+                r.store.url(),
+                path.display()
+            );
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    Ok(())
 }

@@ -210,12 +210,117 @@ pub struct IaConfig {
     /// Run settings; see [`ConfigKeys`]. Loaded separately (unknown keys are carried).
     #[serde(default, skip_deserializing)]
     pub config: ConfigKeys,
+    /// Where the records live (issue 14): `local` (`meta-state/`, the
+    /// default), `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///path`.
+    /// The global `--meta-state URL` overrides it.
+    #[serde(default)]
+    pub meta_state: Option<MetaStateSpec>,
     /// Accepted, unused.
     #[serde(default)]
     pub working_directory: Option<String>,
     /// Accepted, unused.
     #[serde(default)]
     pub last_updated: Option<String>,
+}
+
+/// Where a tree's records live: `meta_state:` in `cfg/_config.yml`, or
+/// `--meta-state URL`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MetaStateSpec {
+    /// `meta-state/` of the tree (committed by users).
+    #[default]
+    Local,
+    /// `s3://bucket[/prefix]`
+    S3 { bucket: String, prefix: String },
+    /// `gs://bucket[/prefix]`
+    Gs { bucket: String, prefix: String },
+    /// `file:///absolute/path`: a directory used as an object store.
+    File { path: String },
+}
+
+impl MetaStateSpec {
+    /// Parse `local`, `s3://bucket/prefix`, `gs://bucket/prefix` or
+    /// `file:///path`; the error says what is accepted.
+    pub fn parse(s: &str) -> Result<MetaStateSpec, String> {
+        let t = s.trim();
+        if t.is_empty() || t == "local" {
+            return Ok(MetaStateSpec::Local);
+        }
+        let bucket = |rest: &str| -> Result<(String, String), String> {
+            let (b, p) = rest.split_once('/').unwrap_or((rest, ""));
+            let ok = !b.is_empty()
+                && b.len() <= 222
+                && b.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._".contains(c));
+            if !ok {
+                return Err(format!("`{t}`: `{b}` is not a bucket name"));
+            }
+            let p = p.trim_matches('/');
+            if p.split('/').any(|seg| seg == "." || seg == "..")
+                || p.contains("//")
+                || p.chars().any(|c| c.is_control())
+            {
+                return Err(format!("`{t}`: `{p}` is not a key prefix"));
+            }
+            Ok((b.to_string(), p.to_string()))
+        };
+        if let Some(rest) = t.strip_prefix("s3://") {
+            let (bucket, prefix) = bucket(rest)?;
+            return Ok(MetaStateSpec::S3 { bucket, prefix });
+        }
+        if let Some(rest) = t.strip_prefix("gs://") {
+            let (bucket, prefix) = bucket(rest)?;
+            return Ok(MetaStateSpec::Gs { bucket, prefix });
+        }
+        if let Some(rest) = t.strip_prefix("file://") {
+            if !rest.starts_with('/') || rest.len() < 2 {
+                return Err(format!(
+                    "`{t}`: a file URL names an absolute path (file:///path)"
+                ));
+            }
+            return Ok(MetaStateSpec::File {
+                path: rest.trim_end_matches('/').to_string(),
+            });
+        }
+        Err(format!(
+            "`{t}` is not a meta-state store: use local, s3://bucket/prefix, gs://bucket/prefix or file:///path"
+        ))
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self, MetaStateSpec::Local)
+    }
+}
+
+impl std::fmt::Display for MetaStateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |b: &str, p: &str| {
+            if p.is_empty() {
+                b.to_string()
+            } else {
+                format!("{b}/{p}")
+            }
+        };
+        match self {
+            MetaStateSpec::Local => write!(f, "local"),
+            MetaStateSpec::S3 { bucket, prefix } => write!(f, "s3://{}", join(bucket, prefix)),
+            MetaStateSpec::Gs { bucket, prefix } => write!(f, "gs://{}", join(bucket, prefix)),
+            MetaStateSpec::File { path } => write!(f, "file://{path}"),
+        }
+    }
+}
+
+impl Serialize for MetaStateSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for MetaStateSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        MetaStateSpec::parse(&s).map_err(serde::de::Error::custom)
+    }
 }
 
 fn default_generation_directory() -> String {

@@ -1,0 +1,412 @@
+//! Leases (issue 14): instead of one tree lock, a build on a shared store
+//! takes a lease per (series, runtime) it bakes, disposes or releases.
+//!
+//! A lease is the object `leases/<series>@<runtime>.json` holding its
+//! owner (run id), host, pid, when it expires and the builds it covers (the
+//! parents its bakes stand on). It is created with If-None-Match (the one
+//! holder), renewed with If-Match on its version every third of its term
+//! while the build runs, and deleted when the build ends. A lease whose
+//! term passed (its owner died, or hung) is taken over with If-Match on the
+//! version read, and the taker says so. The term is
+//! [`lease_seconds`]: `CSIS_LEASE_SECONDS` (default 120).
+//!
+//! Retention never disposes a build that another runner's live lease
+//! covers ([`covered_by_others`]).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::objstore::{Cond, Store, StoreError, Version};
+use crate::remote::segment;
+use crate::CacheError;
+
+pub const LEASE_DIR: &str = "leases";
+/// The environment variable setting a lease's term in seconds.
+pub const LEASE_ENV: &str = "CSIS_LEASE_SECONDS";
+
+/// A lease's term: `CSIS_LEASE_SECONDS`, default 120 s, at least 1.
+pub fn lease_seconds() -> f64 {
+    std::env::var(LEASE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+        .unwrap_or(120.0)
+        .max(1.0)
+}
+
+/// The object of a lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseDoc {
+    pub series: String,
+    pub runtime: String,
+    /// The run id of the build holding it.
+    pub owner: String,
+    pub host: String,
+    pub pid: u32,
+    /// Seconds since the epoch.
+    pub acquired: f64,
+    pub expires: f64,
+    /// Builds this run stands on (parents of its bakes): not disposed by others.
+    #[serde(default)]
+    pub covers: Vec<String>,
+}
+
+impl LeaseDoc {
+    pub fn holder(&self) -> String {
+        format!("{}:{} (run {})", self.host, self.pid, self.owner)
+    }
+}
+
+/// `leases/<series>@<runtime>.json`
+pub fn lease_key(series: &str, runtime: &str) -> String {
+    format!(
+        "{LEASE_DIR}/{}.json",
+        segment(&format!("{series}@{runtime}"))
+    )
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// This machine's name (`/etc/hostname`, `HOSTNAME`, else `localhost`).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// What taking the leases said (for the user).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum LeaseEvent {
+    /// Held by another live runner: waiting.
+    Waiting { key: String, holder: String },
+    /// Its term had passed: taken over.
+    TakenOver {
+        key: String,
+        holder: String,
+        expired: f64,
+    },
+}
+
+impl LeaseEvent {
+    pub fn message(&self) -> String {
+        match self {
+            LeaseEvent::Waiting { key, holder } => {
+                format!("waiting for the lease of {key}, held by {holder}")
+            }
+            LeaseEvent::TakenOver {
+                key,
+                holder,
+                expired,
+            } => format!(
+                "took over the lease of {key} from {holder}: it expired {:.0} s ago (its owner stopped renewing it)",
+                (now() - expired).max(0.0)
+            ),
+        }
+    }
+}
+
+/// Leases held by this process; renewed by a thread while alive, deleted
+/// when dropped.
+pub struct Leases {
+    store: Arc<Store>,
+    owner: String,
+    host: String,
+    term: f64,
+    held: Arc<Mutex<BTreeMap<String, (LeaseDoc, Version)>>>,
+    stop: Arc<AtomicBool>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+    /// Renewals that found the lease taken by someone else.
+    lost: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for Leases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Leases({:?})", self.keys())
+    }
+}
+
+fn err(store: &Store, e: StoreError) -> CacheError {
+    CacheError::Store {
+        url: store.url().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl Leases {
+    /// No lease yet; `owner` is the run id.
+    pub fn new(store: Arc<Store>, owner: &str) -> Leases {
+        let term = lease_seconds();
+        let held: Arc<Mutex<BTreeMap<String, (LeaseDoc, Version)>>> = Default::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let lost: Arc<Mutex<Vec<String>>> = Default::default();
+        let renewer = {
+            let (store, held, stop, lost) =
+                (store.clone(), held.clone(), stop.clone(), lost.clone());
+            std::thread::Builder::new()
+                .name("csis-lease".into())
+                .spawn(move || renew_loop(&store, &held, &stop, &lost, term))
+                .ok()
+        };
+        Leases {
+            store,
+            owner: owner.to_string(),
+            host: host_name(),
+            term,
+            held,
+            stop,
+            renewer,
+            lost,
+        }
+    }
+
+    /// The keys held (`series@runtime`).
+    pub fn keys(&self) -> Vec<(String, String)> {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|(d, _)| (d.series.clone(), d.runtime.clone()))
+            .collect()
+    }
+
+    pub fn holds(&self, series: &str, runtime: &str) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&lease_key(series, runtime))
+    }
+
+    /// Leases a renewal found taken by another runner (our term had passed).
+    pub fn lost(&self) -> Vec<String> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn doc(&self, series: &str, runtime: &str, covers: &[String]) -> LeaseDoc {
+        let t = now();
+        LeaseDoc {
+            series: series.into(),
+            runtime: runtime.into(),
+            owner: self.owner.clone(),
+            host: self.host.clone(),
+            pid: std::process::id(),
+            acquired: t,
+            expires: t + self.term,
+            covers: covers.to_vec(),
+        }
+    }
+
+    /// Take the lease of each `(series, runtime)` (in sorted order, so two
+    /// runners never wait on each other in a cycle), covering `covers`.
+    /// `wait = false`: [`CacheError::Locked`] at the first one another live
+    /// runner holds (and the ones taken so far are kept: drop to release).
+    /// Returns what happened on the way (waits, take-overs).
+    pub fn acquire(
+        &self,
+        keys: &[(String, String)],
+        covers: &BTreeMap<(String, String), Vec<String>>,
+        wait: bool,
+        on_event: &dyn Fn(&LeaseEvent),
+    ) -> Result<Vec<LeaseEvent>, CacheError> {
+        let mut keys = keys.to_vec();
+        keys.sort();
+        keys.dedup();
+        let mut events = Vec::new();
+        let poll = Duration::from_millis(
+            std::env::var("CSIS_LEASE_POLL_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(250),
+        );
+        for (series, runtime) in keys {
+            let key = lease_key(&series, &runtime);
+            if self
+                .held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&key)
+            {
+                continue;
+            }
+            let cov = covers
+                .get(&(series.clone(), runtime.clone()))
+                .cloned()
+                .unwrap_or_default();
+            let mut told_wait = false;
+            loop {
+                let doc = self.doc(&series, &runtime, &cov);
+                let bytes = serde_json::to_vec(&doc).expect("lease serializes");
+                match self.store.put(&key, bytes.clone(), Cond::Create) {
+                    Ok(v) => {
+                        self.held
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(key.clone(), (doc, v));
+                        break;
+                    }
+                    Err(StoreError::Conflict) => {}
+                    Err(e) => return Err(err(&self.store, e)),
+                }
+                // Held: by whom, until when?
+                let Some((b, v)) = self.store.get(&key).map_err(|e| err(&self.store, e))? else {
+                    continue; // released meanwhile: try again
+                };
+                let other: Option<LeaseDoc> = serde_json::from_slice(&b).ok();
+                let (holder, expires) = other
+                    .as_ref()
+                    .map(|o| (o.holder(), o.expires))
+                    .unwrap_or_else(|| ("an unreadable lease".into(), 0.0));
+                if expires < now() {
+                    match self.store.put(&key, bytes, Cond::Match(v)) {
+                        Ok(v) => {
+                            let e = LeaseEvent::TakenOver {
+                                key: format!("{series}@{runtime}"),
+                                holder,
+                                expired: expires,
+                            };
+                            on_event(&e);
+                            events.push(e);
+                            self.held
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(key.clone(), (doc, v));
+                            break;
+                        }
+                        Err(StoreError::Conflict) => continue, // another taker won
+                        Err(e) => return Err(err(&self.store, e)),
+                    }
+                }
+                if !wait {
+                    return Err(CacheError::Locked {
+                        path: std::path::PathBuf::from(format!("{}/{key}", self.store.url())),
+                        holder: format!("lease of {series}@{runtime} held by {holder}"),
+                    });
+                }
+                if !told_wait {
+                    let e = LeaseEvent::Waiting {
+                        key: format!("{series}@{runtime}"),
+                        holder,
+                    };
+                    on_event(&e);
+                    events.push(e);
+                    told_wait = true;
+                }
+                std::thread::sleep(poll);
+            }
+        }
+        Ok(events)
+    }
+
+    /// Let every lease go (also done on drop).
+    pub fn release_all(&self) {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
+        for (key, (doc, _)) in held {
+            // Delete only our own: a lease taken over after our term passed
+            // is the taker's now.
+            if let Ok(Some((b, _))) = self.store.get(&key) {
+                if serde_json::from_slice::<LeaseDoc>(&b)
+                    .is_ok_and(|d| d.owner == doc.owner && d.pid == doc.pid)
+                {
+                    let _ = self.store.delete(&key);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Leases {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.renewer.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        self.release_all();
+    }
+}
+
+fn renew_loop(
+    store: &Store,
+    held: &Mutex<BTreeMap<String, (LeaseDoc, Version)>>,
+    stop: &AtomicBool,
+    lost: &Mutex<Vec<String>>,
+    term: f64,
+) {
+    let every = Duration::from_secs_f64((term / 3.0).max(0.2));
+    loop {
+        std::thread::park_timeout(every);
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let snapshot: Vec<(String, LeaseDoc, Version)> = held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, (d, v))| (k.clone(), d.clone(), v.clone()))
+            .collect();
+        for (key, mut doc, v) in snapshot {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            doc.expires = now() + term;
+            let bytes = serde_json::to_vec(&doc).expect("lease serializes");
+            match store.put(&key, bytes, Cond::Match(v)) {
+                Ok(v) => {
+                    if let Some(e) = held.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key) {
+                        *e = (doc, v);
+                    }
+                }
+                Err(StoreError::Conflict) => {
+                    held.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    lost.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+                }
+                Err(_) => {} // try again next time
+            }
+        }
+    }
+}
+
+/// Every lease on the store (key -> lease), expired ones included.
+pub fn list(store: &Store) -> Result<BTreeMap<String, LeaseDoc>, CacheError> {
+    let mut out = BTreeMap::new();
+    for k in store.list(LEASE_DIR).map_err(|e| err(store, e))? {
+        if let Some((b, _)) = store.get(&k).map_err(|e| err(store, e))? {
+            if let Ok(d) = serde_json::from_slice::<LeaseDoc>(&b) {
+                out.insert(k, d);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds that a live lease of another runner (not run `owner`) covers:
+/// build id -> holder. Retention keeps them.
+pub fn covered_by_others(
+    store: &Store,
+    owner: &str,
+) -> Result<BTreeMap<String, String>, CacheError> {
+    let t = now();
+    let mut out = BTreeMap::new();
+    for d in list(store)?.into_values() {
+        if d.owner == owner || d.expires < t {
+            continue;
+        }
+        for b in &d.covers {
+            out.insert(b.clone(), d.holder());
+        }
+    }
+    Ok(out)
+}
