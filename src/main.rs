@@ -45,6 +45,14 @@ pub struct GlobalArgs {
     /// Remove a declaration for this invocation: `kind:name` (repeatable).
     #[arg(long = "undeclare", global = true, value_name = "KIND:NAME")]
     pub undeclare: Vec<String>,
+    /// Where the records live, overriding `meta_state:` in cfg/_config.yml:
+    /// `local` (meta-state/), `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///path`.
+    #[arg(long = "meta-state", global = true, value_name = "URL", env = "CSIS_META_STATE", value_parser = parse_meta_state)]
+    pub meta_state: Option<csis_rules::model::MetaStateSpec>,
+}
+
+fn parse_meta_state(s: &str) -> Result<csis_rules::model::MetaStateSpec, String> {
+    csis_rules::model::MetaStateSpec::parse(s)
 }
 
 impl GlobalArgs {
@@ -113,6 +121,7 @@ pub enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let global = cli.global;
+    csis_cache::remote::set_override(global.meta_state.clone());
     let result = match cli.command {
         Command::Validate(args) => cmd::validate::run(&global, args),
         Command::Runtime(c) => cmd::runtime::run(&global, c),

@@ -55,7 +55,7 @@ pub fn set_tree_spec(root: &Path, spec: MetaStateSpec) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(HashMap::new)
-        .insert(root.to_path_buf(), spec);
+        .insert(canonical(root), spec);
 }
 
 /// The store a tree's records live in: `--meta-state`, else the loaded
@@ -69,11 +69,15 @@ pub fn spec_for(root: &Path) -> MetaStateSpec {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_ref()
-        .and_then(|m| m.get(root).cloned())
+        .and_then(|m| m.get(&canonical(root)).cloned())
     {
         return s;
     }
     peek_config(root).unwrap_or_default()
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn peek_config(root: &Path) -> Option<MetaStateSpec> {

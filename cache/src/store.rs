@@ -99,6 +99,43 @@ impl MetaState {
         }
     }
 
+    /// `csis state push`: add every record of `lineage` the store lacks and
+    /// set the pins of `pins` (image, instance and pending pins; moves not
+    /// yet there are appended), conditionally, retried on a lost race.
+    /// Returns how many records were added.
+    pub fn push_records(&self, lineage: &Lineage, pins: &Pins) -> Result<usize, CacheError> {
+        let Some(r) = self.remote()? else {
+            return Err(CacheError::Store {
+                url: "local".into(),
+                message: "the records are local: there is no store to push to".into(),
+            });
+        };
+        let (added, _, _) = crate::remote::transact(&r.store, None, |l, p| {
+            let mut added = 0;
+            for b in &lineage.builds {
+                if l.add_build(b.clone()) {
+                    added += 1;
+                }
+            }
+            p.images
+                .extend(pins.images.iter().map(|(k, v)| (k.clone(), v.clone())));
+            p.instances
+                .extend(pins.instances.iter().map(|(k, v)| (k.clone(), v.clone())));
+            p.pending_replacements.extend(
+                pins.pending_replacements
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            for m in &pins.upgrades {
+                if !p.upgrades.contains(m) {
+                    p.upgrades.push(m.clone());
+                }
+            }
+            added
+        })?;
+        Ok(added)
+    }
+
     /// Lineage and pins in one read.
     pub fn lineage_and_pins(&self) -> Result<(Lineage, Pins), CacheError> {
         if let Some(r) = self.remote()? {

@@ -55,7 +55,12 @@ pub fn load_tree(
     dir: &std::path::Path,
     opts: &csis_rules::LoadOptions,
 ) -> anyhow::Result<csis_rules::Tree> {
-    csis_rules::load(dir, opts).map_err(|diagnostics| NotLoaded { diagnostics }.into())
+    let tree = csis_rules::load(dir, opts).map_err(|diagnostics| NotLoaded { diagnostics })?;
+    // Where its records live (`meta_state:`), for every MetaState of it.
+    let spec = tree.config.meta_state.clone().unwrap_or_default();
+    csis_cache::remote::set_tree_spec(tree.root(), spec.clone());
+    csis_cache::remote::set_tree_spec(dir, spec);
+    Ok(tree)
 }
 
 /// Which tree, and how to load it: the directory, overlay files and

@@ -310,3 +310,98 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     }
     Ok(ImportReport { dry_run, adopted })
 }
+
+/// What `csis state pull` / `csis state push` moved.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StateSync {
+    /// `pull` (store -> meta-state/) or `push` (meta-state/ -> store).
+    pub direction: &'static str,
+    /// The store's URL.
+    pub store: String,
+    /// Records in the source.
+    pub records: usize,
+    /// Records the destination did not have.
+    pub added: usize,
+    /// The files (or objects) written.
+    pub written: Vec<String>,
+}
+
+fn shared_store(root: &Path) -> Result<MetaState> {
+    let m = MetaState::of_tree(root);
+    if !m.is_remote() {
+        anyhow::bail!(
+            "the records of this tree are local (meta-state/): name a store with --meta-state URL or `meta_state:` in cfg/_config.yml"
+        );
+    }
+    Ok(m)
+}
+
+/// `csis state pull`: write the store's records into `meta-state/` (the
+/// original's `lineage.yaml`, `pins.yaml`, `releases.yaml`,
+/// `revocations.yaml`), e.g. to keep a git copy for review. Replaces them.
+pub fn pull(root: &Path) -> Result<StateSync> {
+    let store = shared_store(root)?;
+    let local = MetaState::local_of_tree(root);
+    let _lock = LocalDir::of_tree(root).lock(true, |_| {})?;
+    let (l, p) = store.lineage_and_pins()?;
+    let before = local.lineage().map(|x| x.builds.len()).unwrap_or(0);
+    let mut written = Vec::new();
+    if local.save_lineage(&l)? {
+        written.push(csis_cache::LINEAGE_FILE.to_string());
+    }
+    if local.save_pins(&p)? {
+        written.push(csis_cache::PINS_FILE.to_string());
+    }
+    if local.save_releases(&store.releases()?)? {
+        written.push(csis_cache::RELEASES_FILE.to_string());
+    }
+    if Revocations::load(&store)?.save(&local)? {
+        written.push("revocations.yaml".to_string());
+    }
+    Ok(StateSync {
+        direction: "pull",
+        store: store.location(),
+        records: l.builds.len(),
+        added: l.builds.len().saturating_sub(before),
+        written,
+    })
+}
+
+/// `csis state push`: add the records of `meta-state/` (with a journal
+/// left by an interrupted local build) to the store, to migrate a tree to
+/// it. Records the store has are kept; pins are set; `releases.yaml` and
+/// `revocations.yaml` replace the store's when the local ones hold anything
+/// (conditionally on what was read).
+pub fn push(root: &Path) -> Result<StateSync> {
+    let store = shared_store(root)?;
+    let local = MetaState::local_of_tree(root);
+    let _lock = LocalDir::of_tree(root).lock(true, |_| {})?;
+    csis_cache::Recorder::open(local.clone(), LocalDir::of_tree(root).journal())?;
+    let (l, p) = local.load_with_journal(&LocalDir::of_tree(root).journal())?;
+    let added = store.push_records(&l, &p)?;
+    let mut written = Vec::new();
+    if added > 0 {
+        written.push("series/".to_string());
+    }
+    let rel = local.releases()?;
+    if !rel.releases.is_empty() || !rel.current.is_empty() {
+        let _ = store.releases()?;
+        if store.save_releases(&rel)? {
+            written.push(csis_cache::RELEASES_FILE.to_string());
+        }
+    }
+    let revs = Revocations::load(&local)?;
+    if !revs.revocations.is_empty() {
+        let _ = Revocations::load(&store)?;
+        if revs.save(&store)? {
+            written.push("revocations.yaml".to_string());
+        }
+    }
+    Ok(StateSync {
+        direction: "push",
+        store: store.location(),
+        records: l.builds.len(),
+        added,
+        written,
+    })
+}

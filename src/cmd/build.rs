@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
-use csis_cache::{CacheError, LocalDir};
+use csis_cache::{CacheError, LocalDir, MetaState};
 use csis_engine::Event;
 use csis_ops::build::{BuildOptions, BuildOutcome};
 use csis_ops::exit;
@@ -33,7 +33,7 @@ pub struct Args {
     /// JSON lines: `{"event":"started"|"finished"|"skipped"|"failed"|"not_run",...}`, then a summary.
     #[arg(long)]
     pub json: bool,
-    /// When another csis holds the tree lock, exit 75 at once instead of waiting.
+    /// When another csis holds the tree lock (or, on a shared store, a lease this build needs), exit 75 at once instead of waiting.
     #[arg(long)]
     pub no_wait: bool,
     /// Do not run the state query (reality vs records) before baking.
@@ -43,15 +43,22 @@ pub struct Args {
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let local = LocalDir::of_tree(&global.dir);
-    let _lock = match local.lock(!args.no_wait, |holder| {
-        eprintln!("waiting for another csis to release the tree lock ({holder})");
-    }) {
-        Ok(l) => l,
-        Err(e @ CacheError::Locked { .. }) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(exit::LOCKED));
+    // Records on a shared store: leases per (series, runtime) instead of
+    // the tree lock (csis_ops::build takes them).
+    let shared = MetaState::of_tree(&global.dir).is_remote();
+    let _lock = if shared {
+        None
+    } else {
+        match local.lock(!args.no_wait, |holder| {
+            eprintln!("waiting for another csis to release the tree lock ({holder})");
+        }) {
+            Ok(l) => Some(l),
+            Err(e @ CacheError::Locked { .. }) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(exit::LOCKED));
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e.into()),
     };
     let renderer = Renderer::new(args.json);
     let opts = BuildOptions {
@@ -61,6 +68,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         force_bake: args.force_bake,
         fail_fast: args.fail_fast,
         no_state_query: args.no_state_query,
+        no_wait: args.no_wait,
     };
     let outcome = csis_ops::build::run(&global.tree(), &opts, Arc::new(renderer.clone()))?;
     match &outcome {
@@ -71,6 +79,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
             renderer.raw_json_lines(&replay.events_json);
             renderer.event(&Event::Summary(replay.summary.clone()));
         }
+        BuildOutcome::Locked(why) => eprintln!("error: {why}"),
         BuildOutcome::HardDrift(hard) => {
             for l in hard {
                 eprintln!("hard drift: {l}");

@@ -1,4 +1,5 @@
-//! `csis state query [--strict] [--json]` and `csis state import [--dry-run] [--json]`.
+//! `csis state query [--strict] [--json]`, `csis state import [--dry-run] [--json]`,
+//! `csis state pull [--json]` and `csis state push [--json]`.
 
 use std::process::ExitCode;
 
@@ -13,6 +14,17 @@ pub enum StateCommand {
     Query(QueryArgs),
     /// Adopt foreign images (tagged as csis's, not recorded) into lineage from their tags.
     Import(ImportArgs),
+    /// Copy the records from the shared store (`--meta-state` / `meta_state:`) into meta-state/.
+    Pull(SyncArgs),
+    /// Add the records of meta-state/ to the shared store (`--meta-state` / `meta_state:`).
+    Push(SyncArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// Print the report as JSON (`{direction, store, records, added, written}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -37,6 +49,8 @@ pub struct ImportArgs {
 
 pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
     match cmd {
+        StateCommand::Pull(a) => sync(csis_ops::state::pull(&global.dir)?, a.json),
+        StateCommand::Push(a) => sync(csis_ops::state::push(&global.dir)?, a.json),
         StateCommand::Query(a) => {
             let cx = super::open(global, Access::Read)?;
             let q = csis_ops::state::query(&cx)?;
@@ -73,4 +87,27 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn sync(r: csis_ops::state::StateSync, json: bool) -> Result<ExitCode> {
+    if json {
+        crate::render::json(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (from, to) = match r.direction {
+        "pull" => (r.store.as_str(), "meta-state/"),
+        _ => ("meta-state/", r.store.as_str()),
+    };
+    println!(
+        "{}: {} records in {from}, {} new in {to}; written: {}",
+        r.direction,
+        r.records,
+        r.added,
+        if r.written.is_empty() {
+            "nothing (already the same)".to_string()
+        } else {
+            r.written.join(", ")
+        }
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -48,6 +48,9 @@ pub struct BuildOptions {
     pub fail_fast: bool,
     /// Skip the state query before baking.
     pub no_state_query: bool,
+    /// On a shared store: exit 75 at once when another runner holds a
+    /// lease this build needs, instead of waiting.
+    pub no_wait: bool,
 }
 
 /// Where a build's progress goes (the binary renders it).
@@ -72,6 +75,8 @@ pub enum BuildOutcome {
     Replayed(crate::noop::Replay),
     /// The state query found hard drift: nothing ran.
     HardDrift(Vec<String>),
+    /// `--no-wait`, and another runner holds a lease this build needs.
+    Locked(String),
     /// The run happened.
     Ran {
         summary: Summary,
@@ -88,6 +93,7 @@ impl BuildOutcome {
         match self {
             BuildOutcome::Replayed(_) => exit::SUCCESS,
             BuildOutcome::HardDrift(_) => exit::FAILURE,
+            BuildOutcome::Locked(_) => exit::LOCKED,
             BuildOutcome::Ran {
                 interrupted: true, ..
             } => exit::INTERRUPTED,
@@ -106,16 +112,51 @@ pub fn run(
     reporter: Arc<dyn Reporter>,
 ) -> Result<BuildOutcome> {
     let local = LocalDir::of_tree(&tree.dir);
-    // A build of an unchanged tree answers from its no-op stamp (noop.rs).
-    let stamp = crate::noop::NoopStamp::for_build(tree, args);
+    // A build of an unchanged tree answers from its no-op stamp (noop.rs),
+    // unless the records are on a shared store (other runners change them
+    // without touching this tree).
+    let shared = csis_cache::MetaState::of_tree(&tree.dir).is_remote();
+    let stamp = if shared {
+        None
+    } else {
+        crate::noop::NoopStamp::for_build(tree, args)
+    };
     if let Some(replay) = stamp.as_ref().and_then(|s| s.replay()) {
         return Ok(BuildOutcome::Replayed(replay));
     }
-    let session = crate::session::open(&tree.dir, &tree.load_options())?;
+    let mut session = crate::session::open(&tree.dir, &tree.load_options())?;
     let sel = session.select(&args.patterns)?;
-    let mut plan = session.plan(&sel, &ForceBake::parse(&args.force_bake))?;
+    let force = ForceBake::parse(&args.force_bake);
+    let mut plan = session.plan(&sel, &force)?;
     for w in &session.compiled.warnings {
         reporter.note(&format!("warning: {w}"));
+    }
+    let run_id = csis_cache::run_id_now();
+    // On a shared store: a lease per (series, runtime) this build bakes,
+    // releases or disposes, then the plan again on the records as they are
+    // now (a runner that held one of them may have baked it meanwhile).
+    let store = session.meta.store()?;
+    let mut leases: Option<csis_cache::lease::Leases> = None;
+    if let Some(store) = store.as_ref().filter(|_| !args.dry_run) {
+        let l = csis_cache::lease::Leases::new(store.clone(), &run_id);
+        loop {
+            let (keys, covers) = lease_keys(&session, &plan);
+            if keys.iter().all(|(s, r)| l.holds(s, r)) {
+                break;
+            }
+            let note = |e: &csis_cache::lease::LeaseEvent| reporter.note(&e.message());
+            match l.acquire(&keys, &covers, !args.no_wait, &note) {
+                Ok(_) => {}
+                Err(e @ csis_cache::CacheError::Locked { .. }) => {
+                    return Ok(BuildOutcome::Locked(e.to_string()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            session = crate::session::open(&tree.dir, &tree.load_options())?;
+            let sel = session.select(&args.patterns)?;
+            plan = session.plan(&sel, &force)?;
+        }
+        leases = Some(l);
     }
     if args.dry_run {
         // Plan + emit only.
@@ -159,7 +200,8 @@ pub fn run(
     opts = opts.cancel_token(cancel.clone());
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
-    if !args.dry_run && plan.nodes.iter().any(|n| n.due && n.kind == "bake") {
+    if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == "bake") {
+        // (On a shared store other runs may be writing their logs here.)
         prune_run_logs(&local, KEPT_RUN_LOGS);
     }
     let state = Arc::new(BuildState {
@@ -167,7 +209,8 @@ pub fn run(
         runtimes,
         recorder,
         local,
-        run_id: csis_cache::run_id_now(),
+        store,
+        run_id,
         resolved: Mutex::new(HashMap::new()),
         built: Mutex::new(HashMap::new()),
         images: tokio::sync::Mutex::new(HashMap::new()),
@@ -231,6 +274,21 @@ pub fn run(
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     // Everything recorded is in the journal already; write the files now.
     state.recorder.flush()?;
+    if let Some(l) = leases.take() {
+        for key in l.lost() {
+            reporter.note(&format!(
+                "warning: the lease {key} was taken over by another runner while this build held it (it was not renewed in time)"
+            ));
+        }
+        drop(l);
+    }
+    if let Some(store) = &state.store {
+        reporter.note(&format!(
+            "meta-state store {}: {} requests",
+            store.url(),
+            csis_cache::remote::total_requests()
+        ));
+    }
     if let Some(stamp) = &stamp {
         stamp.record(&state.session, &plan, &capture, &report.summary);
     }
@@ -264,11 +322,64 @@ pub fn run(
     })
 }
 
+/// The leases a plan needs: (series, runtime) of every due bake, release
+/// and dispose node, and per key the parent builds its bake stands on.
+#[allow(clippy::type_complexity)]
+fn lease_keys(
+    session: &Session,
+    plan: &Plan,
+) -> (
+    Vec<(String, String)>,
+    BTreeMap<(String, String), Vec<String>>,
+) {
+    let c = &session.compiled;
+    let mut keys = Vec::new();
+    let mut covers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for n in plan.nodes.iter().filter(|n| n.due) {
+        match c.spec(n.id) {
+            NodeSpec::Bake(spec) => {
+                let key = (spec.series.clone(), spec.runtime.clone());
+                if let ParentSpec::Image {
+                    series,
+                    pinned_build,
+                    ..
+                } = &spec.parent
+                {
+                    let parent = pinned_build.clone().or_else(|| {
+                        session
+                            .lineage
+                            .head(series, &spec.runtime)
+                            .map(|b| b.build_id.clone())
+                    });
+                    if let Some(p) = parent {
+                        covers.entry(key.clone()).or_default().push(p);
+                    }
+                }
+                keys.push(key);
+            }
+            NodeSpec::Release { bake, .. } => {
+                if let Some(spec) = c.bake_spec(*bake) {
+                    keys.push((spec.series.clone(), spec.runtime.clone()));
+                }
+            }
+            NodeSpec::Dispose {
+                series, runtime, ..
+            } => keys.push((series.clone(), runtime.clone())),
+            _ => {}
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    (keys, covers)
+}
+
 struct BuildState {
     session: Session,
     runtimes: BTreeMap<String, DynRuntime>,
     recorder: Recorder,
     local: LocalDir,
+    /// The shared store, when the records are remote (leases live there).
+    store: Option<Arc<csis_cache::objstore::Store>>,
     run_id: String,
     /// resolve node -> vendor image found this run.
     resolved: Mutex<HashMap<NodeId, ResolvedImage>>,
@@ -453,6 +564,9 @@ impl BuildState {
             return Ok(NodeOutput::none());
         };
         let _meta = self.meta_lock.lock().await;
+        if self.store.is_some() {
+            self.recorder.refresh().map_err(NodeError::new)?;
+        }
         // The series' records as recorded so far (this run's bakes included).
         let lineage = self
             .recorder
@@ -508,7 +622,17 @@ impl BuildState {
             return Ok(NodeOutput::none());
         }
         let _meta = self.meta_lock.lock().await;
-        let (lineage, pins) = self
+        // On a shared store: the records as they are now (what other
+        // runners recorded since this run read them), and what their
+        // leases cover (the parents their bakes stand on).
+        let covered = match &self.store {
+            Some(store) => {
+                self.recorder.refresh().map_err(NodeError::new)?;
+                csis_cache::lease::covered_by_others(store, &self.run_id).map_err(NodeError::new)?
+            }
+            None => BTreeMap::new(),
+        };
+        let (lineage, mut pins) = self
             .recorder
             .read(|l, p| {
                 let l = records_of(l, series, Some(runtime));
@@ -529,6 +653,13 @@ impl BuildState {
                 (l, pins)
             })
             .map_err(NodeError::new)?;
+        // A build another runner's lease covers is kept as an instance pin is.
+        for (build, holder) in covered {
+            if lineage.builds.iter().any(|b| b.build_id == build) {
+                pins.instances
+                    .insert(format!("lease of {holder} on {build}"), build);
+            }
+        }
         let rt = self.runtime(runtime)?.clone();
         let runtime_of = |name: &str| {
             if name == runtime {

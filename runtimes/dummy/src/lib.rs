@@ -16,7 +16,12 @@
 //!   `*`), read when the runtime is constructed; an entry `release:series`
 //!   makes the release mark of that series fail instead;
 //! - the store: `.csis/dummy/<runtime>.json` (counter, images with their
-//!   tags, releases), so it behaves like an image store across invocations.
+//!   tags, releases), so it behaves like an image store across invocations;
+//!   `store: PATH` on the runtime entry puts it elsewhere (relative to the
+//!   tree, or absolute), so separate checkouts share one simulated runtime
+//!   the way runners share a cloud. Every read and change holds an
+//!   exclusive lock of `<runtime>.lock`, so concurrent processes never lose
+//!   each other's changes.
 //!
 //! Build ids are `dummy-<first 12 hex of csis_fingerprint>-<counter>`, the
 //! counter being per store, so two bakes never share an id.
@@ -238,7 +243,26 @@ impl DummyRuntime {
     /// The store as it is now.
     pub fn store(&self) -> DummyStore {
         let mut m = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = self.store_lock();
         self.loaded(&mut m).clone()
+    }
+
+    /// The store's lock (`<runtime>.lock`, an exclusive `flock`), held while
+    /// the files are read or changed: runs in separate processes (and
+    /// checkouts sharing one `store:`) never lose each other's changes.
+    fn store_lock(&self) -> Option<StoreLock> {
+        let path = self.store_path().with_extension("lock");
+        if let Some(d) = path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        fs4::FileExt::lock(&f).ok()?;
+        Some(StoreLock(f))
     }
 
     fn loaded<'a>(&self, m: &'a mut Mem) -> &'a mut DummyStore {
@@ -255,6 +279,7 @@ impl DummyRuntime {
     /// Apply the change `f` decides, log it, and compact when cheap.
     fn update<T>(&self, f: impl FnOnce(&DummyStore) -> (Option<Op>, T)) -> Result<T> {
         let mut m = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = self.store_lock();
         let path = self.store_path();
         let fail = |e: std::io::Error| RuntimeError::Failed(format!("{}: {e}", path.display()));
         let (op, out) = f(self.loaded(&mut m));
@@ -340,9 +365,19 @@ fn append_line(path: &Path, op: &Op) -> std::io::Result<()> {
         .write_all(&line)
 }
 
+/// A held store lock (released when dropped).
+struct StoreLock(std::fs::File);
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        let _ = fs4::FileExt::unlock(&self.0);
+    }
+}
+
 impl Drop for DummyRuntime {
     fn drop(&mut self) {
         let mut m = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = self.store_lock();
         // Compact only what we know is current: if another instance changed
         // the files since, leave them (readers replay the log).
         if m.log_lines > 0 && m.seen == Some(file_sig(&self.store_path())) {
