@@ -47,7 +47,7 @@ pub struct GlobalArgs {
     pub undeclare: Vec<String>,
     /// Where the records live, overriding `meta_state:` in cfg/_config.yml:
     /// `local` (meta-state/), `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///path`.
-    #[arg(long = "meta-state", global = true, value_name = "URL", env = "CSIS_META_STATE", value_parser = parse_meta_state)]
+    #[arg(long = "meta-state", global = true, value_name = "URL", value_parser = parse_meta_state)]
     pub meta_state: Option<csis_rules::model::MetaStateSpec>,
 }
 

@@ -276,14 +276,14 @@ pub fn run(
     state.recorder.flush()?;
     if let Some(l) = leases.take() {
         for key in l.lost() {
-            reporter.note(&format!(
+            state.renderer.note(&format!(
                 "warning: the lease {key} was taken over by another runner while this build held it (it was not renewed in time)"
             ));
         }
         drop(l);
     }
     if let Some(store) = &state.store {
-        reporter.note(&format!(
+        state.renderer.note(&format!(
             "meta-state store {}: {} requests",
             store.url(),
             csis_cache::remote::total_requests()
