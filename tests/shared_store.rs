@@ -32,7 +32,8 @@ fn moto_url() -> String {
 fn create_bucket(name: &str) {
     let url = moto_url();
     let hostport = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(hostport).expect("moto answers (runtimes/aws/tests/moto.sh)");
+    let mut s =
+        std::net::TcpStream::connect(hostport).expect("moto answers (runtimes/aws/tests/moto.sh)");
     write!(
         s,
         "PUT /{name} HTTP/1.1\r\nHost: {hostport}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -40,7 +41,10 @@ fn create_bucket(name: &str) {
     .unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "create bucket {name}: {resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200"),
+        "create bucket {name}: {resp}"
+    );
 }
 
 fn s3_env(c: &mut std::process::Command) {
@@ -165,10 +169,18 @@ impl Shared {
     /// The records on the store.
     fn lineage(&self) -> csis_cache::Lineage {
         let out = self.run(&["builds", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // `state pull` writes the store's records into meta-state/: read them there.
         let out = self.run(&["state", "pull", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         csis_cache::MetaState::at(self.dir().join("meta-state"))
             .lineage()
             .unwrap()
@@ -227,7 +239,10 @@ fn check(sh: &Shared, outs: &[Output], expect: &BTreeMap<String, usize>) {
         "no build reported by two runners: {seen:?}"
     );
     let counts = bake_counts(sh.dir());
-    assert_eq!(&counts, expect, "bakes per series (the dummy runtime's count)");
+    assert_eq!(
+        &counts, expect,
+        "bakes per series (the dummy runtime's count)"
+    );
     let mut recorded: BTreeMap<String, usize> = BTreeMap::new();
     for b in &lineage.builds {
         *recorded.entry(b.series.clone()).or_insert(0) += 1;
@@ -303,11 +318,19 @@ fn suite(s3: bool) {
     }
     assert!(started, "the victim took its lease");
     let busy = sh.run(&["build", "--json", "--no-wait", "//images/a0"]);
-    assert_eq!(busy.status.code(), Some(75), "--no-wait on a held lease: {}", String::from_utf8_lossy(&busy.stderr));
+    assert_eq!(
+        busy.status.code(),
+        Some(75),
+        "--no-wait on a held lease: {}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
     assert!(String::from_utf8_lossy(&busy.stderr).contains("a0@sim"));
     victim.kill().unwrap(); // SIGKILL
     victim.wait().unwrap();
-    assert!(store.get(&key).unwrap().is_some(), "a killed runner leaves its lease");
+    assert!(
+        store.get(&key).unwrap().is_some(),
+        "a killed runner leaves its lease"
+    );
     set_runtime_seconds(sh.dir(), 0.3);
     let next = sh.run(&["build", "--json", "//images/a0"]);
     let err = String::from_utf8_lossy(&next.stderr).to_string();
@@ -332,9 +355,14 @@ fn concurrent_builds_on_a_file_store() {
 fn state_push_and_pull() {
     let t = tree("basic");
     let d = t.path();
-    let out = csis(d).args(["build", "--json", "//os/..."]).output().unwrap();
+    let out = csis(d)
+        .args(["build", "--json", "//os/..."])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let local = csis_cache::MetaState::at(d.join("meta-state")).lineage().unwrap();
+    let local = csis_cache::MetaState::at(d.join("meta-state"))
+        .lineage()
+        .unwrap();
     assert_eq!(local.builds.len(), 2);
     let store = tempfile::tempdir().unwrap();
     let url = format!("file://{}", store.path().display());
@@ -342,7 +370,11 @@ fn state_push_and_pull() {
         .args(["--meta-state", &url, "state", "push", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["added"], 2);
     // A second push adds nothing.
@@ -357,7 +389,11 @@ fn state_push_and_pull() {
         .args(["--meta-state", &url, "plan", "--json", "//os/..."])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let p: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(due_bakes(p["nodes"].as_array().unwrap()).is_empty(), "{p}");
     // pull into a fresh copy of the tree
@@ -366,7 +402,11 @@ fn state_push_and_pull() {
         .args(["--meta-state", &url, "state", "pull", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pulled = csis_cache::MetaState::at(t2.path().join("meta-state"))
         .lineage()
         .unwrap();

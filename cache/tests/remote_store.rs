@@ -1,0 +1,188 @@
+//! The records on an object store (a `file://` store here; the moto S3
+//! runs are in the binary's tests/shared_store.rs): conditional writes,
+//! concurrent recorders that never lose each other's records, leases.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use csis_cache::lease::{lease_key, LeaseDoc, LeaseEvent, Leases};
+use csis_cache::objstore::{Cond, Store, StoreError};
+use csis_cache::{BuildRecord, CacheError, MetaState, PinBinding, Recorder};
+use csis_rules::model::MetaStateSpec;
+
+fn file_store() -> (tempfile::TempDir, MetaStateSpec, Store) {
+    let t = tempfile::tempdir().unwrap();
+    let spec = MetaStateSpec::parse(&format!("file://{}", t.path().display())).unwrap();
+    let s = Store::open(&spec).unwrap().unwrap();
+    (t, spec, s)
+}
+
+#[test]
+fn specs_parse_and_refuse() {
+    assert_eq!(MetaStateSpec::parse("local").unwrap(), MetaStateSpec::Local);
+    assert_eq!(
+        MetaStateSpec::parse("s3://team-bucket/csis/records/").unwrap(),
+        MetaStateSpec::S3 {
+            bucket: "team-bucket".into(),
+            prefix: "csis/records".into()
+        }
+    );
+    assert_eq!(
+        MetaStateSpec::parse("gs://b").unwrap().to_string(),
+        "gs://b"
+    );
+    for bad in [
+        "s3://",
+        "s3://Bad_Bucket/x",
+        "s3://b/../x",
+        "file://relative",
+        "ftp://x",
+        "http://x",
+    ] {
+        assert!(MetaStateSpec::parse(bad).is_err(), "{bad} is refused");
+    }
+}
+
+#[test]
+fn writes_are_conditional() {
+    let (_t, _, s) = file_store();
+    let v1 = s.put("k.json", b"1".to_vec(), Cond::Create).unwrap();
+    assert!(matches!(
+        s.put("k.json", b"2".to_vec(), Cond::Create),
+        Err(StoreError::Conflict)
+    ));
+    let v2 = s
+        .put("k.json", b"2".to_vec(), Cond::Match(v1.clone()))
+        .unwrap();
+    // The version read before the last write no longer matches.
+    assert!(matches!(
+        s.put("k.json", b"3".to_vec(), Cond::Match(v1)),
+        Err(StoreError::Conflict)
+    ));
+    s.put("k.json", b"3".to_vec(), Cond::Match(v2)).unwrap();
+    assert_eq!(s.get("k.json").unwrap().unwrap().0, b"3");
+    assert!(s.requests() >= 6);
+}
+
+fn rec(id: &str, series: &str, run: &str) -> BuildRecord {
+    let mut r = BuildRecord::new(id, series, "sim");
+    r.parent = Some("vendor".into());
+    r.run = Some(run.into());
+    r
+}
+
+/// Eight recorders (as eight runners would) record into the same series
+/// and pin the same child at once: every record is there afterwards.
+#[test]
+fn concurrent_recorders_lose_nothing() {
+    let (_t, spec, _) = file_store();
+    csis_cache::remote::set_override(Some(spec));
+    let trees: Vec<tempfile::TempDir> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
+    std::thread::scope(|sc| {
+        for (w, t) in trees.iter().enumerate() {
+            sc.spawn(move || {
+                let meta = MetaState::of_tree(t.path());
+                assert!(meta.is_remote());
+                let r = Recorder::open(meta, t.path().join(".csis/lineage.journal")).unwrap();
+                for i in 0..15 {
+                    let series = if i % 2 == 0 { "shared" } else { "child" };
+                    let pin = (series == "child").then(|| PinBinding {
+                        image: "child".into(),
+                        runtime: "sim".into(),
+                        parent_build: format!("p-{w}-{i}"),
+                    });
+                    r.record(rec(&format!("b-{w}-{i}"), series, &format!("run{w}")), pin)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let meta = MetaState::of_tree(trees[0].path());
+    let (l, p) = meta.lineage_and_pins().unwrap();
+    assert_eq!(l.builds.len(), 8 * 15, "every record of every writer");
+    let moves = p.upgrades.iter().filter(|m| m.name == "child").count();
+    assert!(moves >= 8, "pin moves of every writer kept: {moves}");
+    assert!(p.images.contains_key("child@sim"));
+
+    // A disposal through one recorder, while the records changed under it.
+    let r = Recorder::open(meta.clone(), trees[0].path().join(".csis/lineage.journal")).unwrap();
+    let _ = r.lineage();
+    Recorder::open(meta.clone(), trees[1].path().join(".csis/lineage.journal"))
+        .unwrap()
+        .record(rec("late", "shared", "late"), None)
+        .unwrap();
+    r.update(|l, p| csis_cache::retention::forget_build(l, p, "b-0-0", None))
+        .unwrap();
+    let l = meta.lineage().unwrap();
+    assert!(
+        l.find("late").is_some(),
+        "what another runner recorded survives"
+    );
+    assert!(l.find("b-0-0").is_none());
+
+    // A whole-file save from a stale read is refused, never overwrites.
+    let stale = meta.lineage().unwrap();
+    Recorder::open(meta.clone(), trees[2].path().join(".csis/lineage.journal"))
+        .unwrap()
+        .record(rec("later", "shared", "later"), None)
+        .unwrap();
+    let mut changed = stale.clone();
+    changed.builds.retain(|b| b.build_id != "b-1-0");
+    let e = meta.save_lineage(&changed).unwrap_err();
+    assert!(matches!(e, CacheError::Store { .. }), "{e}");
+    assert!(meta.lineage().unwrap().find("later").is_some());
+    csis_cache::remote::set_override(None);
+}
+
+#[test]
+fn leases_exclude_wait_and_take_over() {
+    let (_t, _, s) = file_store();
+    let s = Arc::new(s);
+    let a = Leases::new(s.clone(), "run-a");
+    let b = Leases::new(s.clone(), "run-b");
+    let key = ("img".to_string(), "sim".to_string());
+    let covers = BTreeMap::from([(key.clone(), vec!["parent-1".to_string()])]);
+    a.acquire(&[key.clone()], &covers, false, &|_| {}).unwrap();
+    let e = b.acquire(&[key.clone()], &BTreeMap::new(), false, &|_| {});
+    assert!(matches!(e, Err(CacheError::Locked { .. })));
+    let covered = csis_cache::lease::covered_by_others(&s, "run-b").unwrap();
+    assert_eq!(covered.keys().collect::<Vec<_>>(), ["parent-1"]);
+    assert!(csis_cache::lease::covered_by_others(&s, "run-a")
+        .unwrap()
+        .is_empty());
+    drop(a);
+    assert!(
+        s.get(&lease_key("img", "sim")).unwrap().is_none(),
+        "released on drop"
+    );
+    b.acquire(&[key.clone()], &BTreeMap::new(), false, &|_| {})
+        .unwrap();
+    drop(b);
+
+    // A dead owner's lease whose term passed is taken over, and said so.
+    let dead = LeaseDoc {
+        series: "img".into(),
+        runtime: "sim".into(),
+        owner: "run-dead".into(),
+        host: "elsewhere".into(),
+        pid: 1,
+        acquired: 0.0,
+        expires: 1.0,
+        covers: vec![],
+    };
+    s.put(
+        &lease_key("img", "sim"),
+        serde_json::to_vec(&dead).unwrap(),
+        Cond::Create,
+    )
+    .unwrap();
+    let c = Leases::new(s.clone(), "run-c");
+    let events = c.acquire(&[key], &BTreeMap::new(), false, &|_| {}).unwrap();
+    assert!(
+        matches!(&events[..], [LeaseEvent::TakenOver { holder, .. }] if holder.contains("run-dead")),
+        "{events:?}"
+    );
+    assert!(events[0]
+        .message()
+        .contains("took over the lease of img@sim"));
+}
