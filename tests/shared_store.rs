@@ -417,3 +417,29 @@ fn state_push_and_pull() {
     };
     assert_eq!(ids(&pulled), ids(&local));
 }
+
+/// A `meta_state:` that names no store is refused at load with its file
+/// and line; so is a bad `--meta-state`.
+#[test]
+fn a_bad_store_is_refused() {
+    let t = tree("basic");
+    let cfg = t.path().join("cfg/_config.yml");
+    let c = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{c}meta_state: ftp://nope\n")).unwrap();
+    let out = csis(t.path())
+        .args(["validate", "--offline"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cfg/_config.yml:2") && err.contains("is not a meta-state store"),
+        "{err}"
+    );
+    let out = csis(t.path())
+        .args(["--meta-state", "s3://", "plan"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a bucket name"));
+}
