@@ -382,7 +382,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let dry = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
     assert_eq!(
         py("images", None).unwrap().as_object().unwrap().len(),
-        7,
+        8,
         "{dry}"
     );
     let out = t.ok(&["dispose", "image", "--retention"]);
