@@ -257,7 +257,10 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign:")).collect();
     assert_eq!(foreign.len(), 1, "{out}");
     assert!(foreign[0].contains(&id("f1")), "{out}");
-    assert!(!out.contains(&id("o1")), "another tree's AMI is not judged: {out}");
+    assert!(
+        !out.contains(&id("o1")),
+        "another tree's AMI is not judged: {out}"
+    );
     assert!(!out.contains("unavailable: instances/aws-moto"), "{out}");
     assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
 
@@ -420,7 +423,10 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         .unwrap();
     assert_eq!(rec.parent, Some(id("b2")));
     assert_eq!(rec.input_fingerprint.as_deref(), Some(&fp('9')[..16]));
-    assert!(!out.contains(&id("o1")), "another tree's AMI is never adopted: {out}");
+    assert!(
+        !out.contains(&id("o1")),
+        "another tree's AMI is never adopted: {out}"
+    );
     assert!(t.meta().lineage().unwrap().find(&id("o1")).is_none());
     let (code, out, _) = t.csis(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
