@@ -121,3 +121,122 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
     out.push_str(&format!("{due} of {bakes} bake(s) due\n"));
     out
 }
+
+/// A Markdown table cell: one line, `|` escaped, at most `max` characters.
+fn md_cell(s: &str, max: usize) -> String {
+    let one: String = s
+        .replace('\r', "")
+        .replace('\n', " ")
+        .replace('|', "\\|")
+        .replace('`', "'");
+    if one.chars().count() > max {
+        let cut: String = one.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        one
+    }
+}
+
+/// The plan as a Markdown table for a pull-request comment: one row per
+/// bake (image, runtime, due, reason, the fields that changed), due ones
+/// first, then a count line.
+pub fn plan_markdown(plan: &Plan) -> String {
+    let bakes: Vec<&PlannedNode> = plan.nodes.iter().filter(|n| n.kind == "bake").collect();
+    let due = bakes.iter().filter(|n| n.due).count();
+    let mut out = String::from("### csis plan\n\n");
+    out.push_str(&format!("{due} of {} bake(s) due\n\n", bakes.len()));
+    if bakes.is_empty() {
+        return out;
+    }
+    out.push_str("| image | runtime | due | reason | change |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    let rows = bakes
+        .iter()
+        .filter(|n| n.due)
+        .chain(bakes.iter().filter(|n| !n.due));
+    for n in rows {
+        let changes = if n.changes.is_empty() {
+            String::new()
+        } else {
+            let shown: Vec<String> = n.changes.iter().take(5).map(|c| c.to_string()).collect();
+            let more = n.changes.len().saturating_sub(5);
+            let mut s = shown
+                .iter()
+                .map(|c| format!("`{}`", md_cell(c, 120)))
+                .collect::<Vec<_>>()
+                .join("<br>");
+            if more > 0 {
+                s.push_str(&format!("<br>(+{more} more)"));
+            }
+            s
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            md_cell(n.series.as_deref().unwrap_or(n.label.name()), 80),
+            md_cell(n.runtime.as_deref().unwrap_or(""), 60),
+            if n.due { "**yes**" } else { "no" },
+            md_cell(&n.reason, 160),
+            changes
+        ));
+    }
+    out
+}
+
+/// A GitHub Actions workflow command's data (`%`, CR, LF escaped).
+fn gh_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A workflow command's property value (also `:` and `,`).
+fn gh_prop(s: &str) -> String {
+    gh_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// Diagnostics as GitHub Actions annotations, one line each:
+/// `::error file=F,line=L,col=C,title=PATH::MESSAGE` (`::warning` for a
+/// warning; the message redacted as everywhere).
+pub fn github_annotations(diags: &[Diagnostic]) -> String {
+    let mut out = String::new();
+    for d in diags {
+        let level = if d.is_error() { "error" } else { "warning" };
+        let mut props = Vec::new();
+        if !d.file.is_empty() {
+            props.push(format!("file={}", gh_prop(&d.file)));
+        }
+        if d.line > 0 {
+            props.push(format!("line={}", d.line));
+            if d.column > 0 {
+                props.push(format!("col={}", d.column));
+            }
+        }
+        if !d.path.is_empty() {
+            props.push(format!("title={}", gh_prop(&d.path)));
+        }
+        let props = if props.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", props.join(","))
+        };
+        out.push_str(&format!(
+            "::{level}{props}::{}\n",
+            gh_data(&csis_rules::secret::redact(&d.message))
+        ));
+    }
+    out
+}
+
+/// The due bakes as `::notice` workflow commands (one line each).
+pub fn plan_github(plan: &Plan) -> String {
+    let mut out = String::new();
+    for n in plan.nodes.iter().filter(|n| n.kind == "bake" && n.due) {
+        out.push_str(&format!(
+            "::notice title={}::{} due: {}\n",
+            gh_prop(&n.label.to_string()),
+            gh_data(&n.label.to_string()),
+            gh_data(&n.reason)
+        ));
+    }
+    out
+}

@@ -180,7 +180,18 @@ const BUILDS: &[(&str, &str, &str, &str, char)] = &[
     ("w3", "web", "b2", "2026_10_05t00_00_00_000000", 'f'),
     // never recorded: foreign
     ("f1", "web", "b2", "2026_10_06t00_00_00_000000", '9'),
+    // another tree's (another csis_config) in the same account: never this tree's
+    ("o1", "web", "b2", "2026_10_07t00_00_00_000000", '8'),
 ];
+
+/// The config id of a seeded AMI: the fixture tree's, or another tree's.
+fn config_of(key: &str) -> &'static str {
+    if key == "o1" {
+        "another-tree"
+    } else {
+        "ops-aws"
+    }
+}
 
 #[test]
 fn aws_dispose_retention_release_foreign_import_on_moto() {
@@ -202,6 +213,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         let spec = json!({ *key: {
             "name": format!("{series}-{key}"),
             "tags": {
+                "csis_config": config_of(key),
                 "csis_series": series, "csis_parent": parent_id, "csis_run": run,
                 "csis_fingerprint": fp(*c)[..16].to_string(),
                 "csis_identity_types": "", "csis_storage_types": ""
@@ -224,7 +236,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let t = Tree { _tmp: tmp, root };
     // lineage records for all but the foreign one
     let mut l = csis_cache::Lineage::default();
-    for (key, series, parent, run, c) in BUILDS.iter().filter(|b| b.0 != "f1") {
+    for (key, series, parent, run, c) in BUILDS.iter().filter(|b| b.0 != "f1" && b.0 != "o1") {
         let mut r = BuildRecord::new(ids[*key].clone(), *series, "aws-moto");
         r.parent = Some(if *parent == "vendor" {
             "vendor".into()
@@ -245,6 +257,10 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign:")).collect();
     assert_eq!(foreign.len(), 1, "{out}");
     assert!(foreign[0].contains(&id("f1")), "{out}");
+    assert!(
+        !out.contains(&id("o1")),
+        "another tree's AMI is not judged: {out}"
+    );
     assert!(!out.contains("unavailable: instances/aws-moto"), "{out}");
     assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
 
@@ -369,7 +385,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let dry = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
     assert_eq!(
         py("images", None).unwrap().as_object().unwrap().len(),
-        7,
+        8,
         "{dry}"
     );
     let out = t.ok(&["dispose", "image", "--retention"]);
@@ -386,7 +402,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         assert!(images.get(id(gone)).is_none(), "{gone} still registered");
         assert!(t.meta().lineage().unwrap().find(&id(gone)).is_none());
     }
-    for kept in ["w1", "w3", "b2", "f1"] {
+    for kept in ["w1", "w3", "b2", "f1", "o1"] {
         assert!(images.get(id(kept)).is_some(), "{kept} was deregistered");
     }
     let pos = |k: &str| out.find(&format!("disposed {}", id(k))).unwrap();
@@ -407,6 +423,11 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         .unwrap();
     assert_eq!(rec.parent, Some(id("b2")));
     assert_eq!(rec.input_fingerprint.as_deref(), Some(&fp('9')[..16]));
+    assert!(
+        !out.contains(&id("o1")),
+        "another tree's AMI is never adopted: {out}"
+    );
+    assert!(t.meta().lineage().unwrap().find(&id("o1")).is_none());
     let (code, out, _) = t.csis(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
 }

@@ -6,6 +6,9 @@ pub const SUCCESS: u8 = 0;
 pub const FAILURE: u8 = 1;
 /// Could not answer: bad usage, a runtime that cannot be asked, nothing to check.
 pub const CANNOT_ANSWER: u8 = 2;
+/// `csis plan --detailed-exitcode`: the plan has something due (as
+/// Terraform's `plan -detailed-exitcode`: 0 nothing due, 1 an error, 2 due).
+pub const DUE: u8 = 2;
 /// Another csis holds the tree lock and `--no-wait` was given (EX_TEMPFAIL).
 pub const LOCKED: u8 = 75;
 /// Stopped by Ctrl-C.

@@ -107,7 +107,7 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
             return Ok(report);
         }
     };
-    let view: RuntimeView = cx.block_on(view_of(&name, Ok(&rt)));
+    let view: RuntimeView = cx.block_on(view_of(&name, Ok(&rt), &tree.config.id));
     let images = match &view.images {
         Ok(i) => i.clone(),
         Err(e) => {

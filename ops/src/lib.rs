@@ -29,6 +29,7 @@ pub mod noop;
 pub mod release;
 pub mod revoke;
 pub mod session;
+pub mod shards;
 pub mod state;
 pub mod validate;
 pub mod wiring;

@@ -202,3 +202,9 @@ fn planning_view(revs: &Revocations, lineage: Lineage, pins: Pins) -> (Lineage, 
     }
     csis_cache::planning_view(&lineage, &pins, revs)
 }
+
+/// Is anything due in the plan (a bake, a release, a dispose)? What
+/// `csis plan --detailed-exitcode` answers with 2.
+pub fn anything_due(plan: &Plan) -> bool {
+    plan.nodes.iter().any(|n| n.due)
+}

@@ -94,8 +94,10 @@ pub fn why(e: &RuntimeError) -> String {
     }
 }
 
-/// Ask one runtime for its images and instances.
-pub async fn view_of(name: &str, rt: Result<&DynRuntime, String>) -> RuntimeView {
+/// Ask one runtime for its images and instances. Images another tree baked
+/// (their `csis_config` names another config id than `config`, this
+/// tree's) are not this tree's to judge: left out, never foreign.
+pub async fn view_of(name: &str, rt: Result<&DynRuntime, String>, config: &str) -> RuntimeView {
     let rt = match rt {
         Ok(r) => r,
         Err(e) => {
@@ -111,6 +113,7 @@ pub async fn view_of(name: &str, rt: Result<&DynRuntime, String>) -> RuntimeView
         .await
         .map(|v| {
             v.into_iter()
+                .filter(|i| !csis_runtime::of_other_tree(&i.tags, config))
                 .map(|i| SeenImage {
                     build_id: i.build_id,
                     name: i.name,
@@ -156,7 +159,11 @@ pub fn views(tree: &Tree, only: Option<&str>) -> Result<Vec<RuntimeView>> {
             continue;
         }
         let rt = crate::wiring::runtime(tree, &name).map_err(|e| format!("{e:#}"));
-        let v = tokio.block_on(view_of(&name, rt.as_ref().map_err(Clone::clone)));
+        let v = tokio.block_on(view_of(
+            &name,
+            rt.as_ref().map_err(Clone::clone),
+            &tree.config.id,
+        ));
         out.push(v);
     }
     Ok(out)

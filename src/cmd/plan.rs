@@ -1,5 +1,6 @@
-//! `csis plan [PATTERNS] [--json] [--explain] [--force-bake X]`: say, for
-//! every selected node, whether it is due and why. Changes nothing.
+//! `csis plan [PATTERNS] [--json] [--explain] [--force-bake X]
+//! [--format text|json|markdown|github] [--detailed-exitcode] [--shards N]`:
+//! say, for every selected node, whether it is due and why. Changes nothing.
 
 use std::process::ExitCode;
 
@@ -7,13 +8,33 @@ use csis_rules::compile::ForceBake;
 
 use crate::GlobalArgs;
 
+/// How the plan is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per bake (and per due release/dispose), for people.
+    Text,
+    /// The stable JSON document (as `--json`).
+    Json,
+    /// A Markdown table for a pull-request comment: image, runtime, due,
+    /// reason, the changed fields.
+    Markdown,
+    /// GitHub Actions workflow commands: `::error file=..,line=..,col=..::`
+    /// for each error of a tree that does not load, `::warning` for its
+    /// warnings, `::notice` for each due bake.
+    Github,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Labels or patterns (`//...`, `//images/...`, `//images/dask@rt`, `@rt`); default `//...`.
     pub patterns: Vec<String>,
-    /// Print `{"nodes":[{label, kind, series, runtime, fingerprint, due, reason, code, deps}]}`.
+    /// Print `{"nodes":[{label, kind, series, runtime, fingerprint, due, reason, code, deps}]}`
+    /// (the same as `--format json`).
     #[arg(long)]
     pub json: bool,
+    /// How to print the plan.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
     /// For a due bake, show which inputs changed, field by field.
     #[arg(long)]
     pub explain: bool,
@@ -23,25 +44,63 @@ pub struct Args {
     /// Show every node (resolve, emit, retag...), not only bakes and due nodes.
     #[arg(long)]
     pub all: bool,
+    /// Exit 0 when nothing is due, 2 when something is due, 1 on an error
+    /// (as Terraform's `plan -detailed-exitcode`).
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Split the due bakes into N groups that respect the DAG, for a CI
+    /// matrix: `{shards, due, groups: [{index, bakes, patterns, waits_on}]}`
+    /// (JSON; `--json` or not).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub shards: Option<u16>,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let s = crate::session::open(global)?;
+    let format = if args.json { Format::Json } else { args.format };
+    let s = match crate::session::open(global) {
+        Ok(s) => s,
+        Err(e) => {
+            if format == Format::Github {
+                if let Some(nl) = e.downcast_ref::<csis_ops::NotLoaded>() {
+                    print!("{}", crate::render::github_annotations(&nl.diagnostics));
+                }
+            }
+            return Err(e);
+        }
+    };
     let sel = s.select(&args.patterns)?;
     let plan = s.plan(&sel, &ForceBake::parse(&args.force_bake))?;
-    if args.json {
-        crate::render::write_plan_json(&plan, args.explain, std::io::stdout().lock())?;
+    if let Some(n) = args.shards {
+        let split = csis_ops::shards::split(&s.compiled.graph, &plan, n as usize);
+        crate::render::json(&split)?;
     } else {
-        for w in &s.compiled.warnings {
-            eprintln!("warning: {w}");
+        match format {
+            Format::Json => {
+                crate::render::write_plan_json(&plan, args.explain, std::io::stdout().lock())?
+            }
+            Format::Text => {
+                for w in &s.compiled.warnings {
+                    eprintln!("warning: {w}");
+                }
+                print!(
+                    "{}",
+                    crate::render::plan_text(&plan, args.explain, args.all)
+                );
+            }
+            Format::Markdown => print!("{}", crate::render::plan_markdown(&plan)),
+            Format::Github => {
+                print!("{}", crate::render::github_annotations(&s.tree.warnings));
+                print!("{}", crate::render::plan_github(&plan));
+            }
         }
-        print!(
-            "{}",
-            crate::render::plan_text(&plan, args.explain, args.all)
-        );
     }
+    let code = if args.detailed_exitcode && csis_ops::session::anything_due(&plan) {
+        csis_ops::exit::DUE
+    } else {
+        csis_ops::exit::SUCCESS
+    };
     // The process ends here: leave the tree and graph to the exit rather
     // than free them piece by piece.
     std::mem::forget((s, sel, plan));
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(code))
 }

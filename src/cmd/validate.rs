@@ -1,4 +1,4 @@
-//! `csis validate [--offline] [--json]`: load the tree, report every error
+//! `csis validate [--offline] [--json] [--format text|json|github]`: load the tree, report every error
 //! and warning together (miette with spans, or JSON), then run the online
 //! checks (executables and their version floors, each runtime's
 //! `check_online` hook) unless `--offline`.
@@ -18,6 +18,19 @@ pub struct Args {
     /// Print the diagnostics as JSON: `[{file, line, column, path, message, severity}]`.
     #[arg(long)]
     pub json: bool,
+    /// How to print the diagnostics: `text` (miette, with spans), `json`
+    /// (as `--json`), or `github` (Actions annotations,
+    /// `::error file=F,line=L,col=C,title=FIELD::MESSAGE`, on stdout).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// How validate prints its diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Github,
 }
 
 #[derive(Serialize)]
@@ -63,7 +76,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags.len() - errors;
-    if args.json {
+    if args.format == Format::Github && !args.json {
+        print!("{}", crate::render::github_annotations(&diags));
+        for s in &skipped {
+            println!("::notice title=skipped online check::{s}");
+        }
+    } else if args.json || args.format == Format::Json {
         let v: Vec<JsonDiag> = diags.iter().map(to_json).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

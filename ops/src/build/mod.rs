@@ -801,6 +801,12 @@ impl BuildState {
         let caps: Capabilities =
             serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
         let mut tags = spec.tags.clone();
+        // The tree's config id on every image and bake machine: what tells
+        // this tree's builds from another tree's in one account or daemon.
+        tags.insert(
+            csis_runtime::CONFIG_TAG.into(),
+            self.session.tree.config.id.clone(),
+        );
         tags.insert("csis_series".into(), spec.series.clone());
         tags.insert("csis_parent".into(), parent_id);
         tags.insert("csis_run".into(), self.run_id.clone());
@@ -889,12 +895,18 @@ impl BuildState {
         };
         let same =
             |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
+        // Another tree's build (another config id, or none) is never adopted.
         images
             .iter()
             .filter(|img| {
-                ["csis_series", "csis_parent", "csis_fingerprint"]
-                    .iter()
-                    .all(|k| same(k, img))
+                [
+                    csis_runtime::CONFIG_TAG,
+                    "csis_series",
+                    "csis_parent",
+                    "csis_fingerprint",
+                ]
+                .iter()
+                .all(|k| same(k, img))
             })
             .find(|img| self.recorder.find(&img.build_id).is_none())
             .map(|img| {

@@ -24,6 +24,20 @@ pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 /// Prefix of every lineage tag/label csis stamps (`csis_series`, ...).
 pub const LINEAGE_PREFIX: &str = "csis_";
 
+/// The tag/label naming the tree (its `cfg/_config.yml` `id`) that baked an
+/// image or runs a bake machine: every image and bake machine carries it.
+pub const CONFIG_TAG: &str = "csis_config";
+
+/// Does an image with these lineage tags belong to another tree than the
+/// one whose config id is `config`? An image without the tag (made before
+/// csis stamped it, or by hand) belongs to no other tree: it stays visible
+/// (a foreign image to adopt or dispose), but is never adopted silently.
+pub fn of_other_tree(tags: &BTreeMap<String, String>, config: &str) -> bool {
+    tags.get(CONFIG_TAG).is_some_and(|c| c != config)
+}
+
+pub mod owner;
+
 /// Why a hook did not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

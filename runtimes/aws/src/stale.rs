@@ -42,10 +42,10 @@ pub const BAKE_OWNER_VAR: &str = "csis_bake_owner";
 
 /// The `run_tags` / `run_volume_tags` of a bake, without the owner (which
 /// the source reads from `var.csis_bake_owner`): `csis_bake`, then
-/// `csis_series` and `csis_run` when the bake has them.
+/// `csis_config`, `csis_series` and `csis_run` when the bake has them.
 pub fn run_tags(runtime: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
     let mut out = vec![(BAKE_TAG.to_string(), runtime.to_string())];
-    for k in ["csis_series", "csis_run"] {
+    for k in [csis_runtime::CONFIG_TAG, "csis_series", "csis_run"] {
         if let Some(v) = tags.get(k) {
             out.push((k.to_string(), v.clone()));
         }
@@ -53,63 +53,7 @@ pub fn run_tags(runtime: &str, tags: &BTreeMap<String, String>) -> Vec<(String, 
     out
 }
 
-/// This host's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`).
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// The owner mark of this process.
-pub fn bake_owner() -> String {
-    format!("{}:{}", host_name(), std::process::id())
-}
-
-/// Is the owner `<host>:<pid>` alive? `None` when it is another host's (or
-/// unreadable): this host cannot tell.
-pub fn owner_alive(owner: &str, this_host: &str) -> Option<bool> {
-    let (host, pid) = owner.rsplit_once(':')?;
-    let pid: u32 = pid.parse().ok()?;
-    if host != this_host {
-        return None;
-    }
-    if pid == std::process::id() {
-        return Some(true);
-    }
-    let proc = std::path::Path::new("/proc");
-    if !proc.join("self").exists() {
-        return None;
-    }
-    Some(proc.join(pid.to_string()).exists())
-}
-
-/// A run id (`2026_11_30t06_26_25_779098`) as a time.
-pub fn run_time(run: &str) -> Option<SystemTime> {
-    let p: Vec<&str> = run.split(['_', 't', 'T']).collect();
-    if p.len() < 6 {
-        return None;
-    }
-    let n = |i: usize| p[i].parse::<i64>().ok();
-    let (y, mo, d, h, mi, s) = (n(0)?, n(1)?, n(2)?, n(3)?, n(4)?, n(5)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return None;
-    }
-    // days from civil (Howard Hinnant)
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs)
-        .ok()
-        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
-}
+pub use csis_runtime::owner::{bake_owner, host_name, owner_alive, run_time};
 
 /// The verdict on one resource's tags (and creation time, when EC2 gives one).
 pub fn is_stale(

@@ -298,15 +298,26 @@ pub fn tag_in_repository<'a>(repo_tag: &'a str, repository: &str) -> Option<&'a 
     (normalize_repo_tag(repo) == normalize_repo_tag(repository)).then_some(tag)
 }
 
-/// The bake container's name: `csis-bake-<runtime>-<image>`, made a valid
-/// container name (`[a-zA-Z0-9][a-zA-Z0-9_.-]+`).
-pub fn bake_container_name(runtime: &str, image: &str) -> String {
+/// The bake container's name: `csis-bake-<runtime>-<image>-<run id>`
+/// (without a run id, `csis-bake-<runtime>-<image>`), made a valid
+/// container name (`[a-zA-Z0-9][a-zA-Z0-9_.-]+`). Per run, so that two
+/// builds of one series on one daemon (two checkouts, two CI jobs) never
+/// share a container.
+pub fn bake_container_name(runtime: &str, image: &str, run: Option<&str>) -> String {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| if is_tag_char(c) { c } else { '-' })
             .collect()
     };
-    format!("{}{}", bake_container_prefix(runtime), clean(image))
+    match run.filter(|r| !r.is_empty()) {
+        Some(r) => format!(
+            "{}{}-{}",
+            bake_container_prefix(runtime),
+            clean(image),
+            clean(r)
+        ),
+        None => format!("{}{}", bake_container_prefix(runtime), clean(image)),
+    }
 }
 
 /// The prefix every bake container of `runtime` starts with.
@@ -499,11 +510,15 @@ mod tests {
     #[test]
     fn bake_container_names() {
         assert_eq!(
-            bake_container_name("docker-local", "web"),
+            bake_container_name("docker-local", "web", None),
             "csis-bake-docker-local-web"
         );
-        assert_eq!(bake_container_name("d l", "a/b"), "csis-bake-d-l-a-b");
-        assert!(bake_container_name("d", "x").starts_with(&bake_container_prefix("d")));
+        assert_eq!(
+            bake_container_name("docker-local", "web", Some("2026_11_30t06_26_25_779098")),
+            "csis-bake-docker-local-web-2026_11_30t06_26_25_779098"
+        );
+        assert_eq!(bake_container_name("d l", "a/b", None), "csis-bake-d-l-a-b");
+        assert!(bake_container_name("d", "x", Some("r")).starts_with(&bake_container_prefix("d")));
     }
 
     #[test]

@@ -24,7 +24,8 @@ use hcl::structure::{Attribute, Block, Body};
 
 use crate::names;
 use crate::runtime::{
-    blanked_keys, remove_container_forced, ContainerGuard, DockerRuntime, BLANKED_LABEL, NAME_LABEL,
+    blanked_keys, ContainerGuard, DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL, BLANKED_LABEL,
+    NAME_LABEL, REPOSITORY_LABEL,
 };
 
 fn image_of(req: &BakeRequest) -> String {
@@ -104,7 +105,11 @@ pub fn render(
 ) -> Result<(String, Vec<(String, Vec<u8>)>)> {
     let settings = rt.settings();
     let image = image_of(req);
-    let container = names::bake_container_name(&settings.name, &image);
+    let container = names::bake_container_name(
+        &settings.name,
+        &image,
+        req.tags.get("csis_run").map(String::as_str),
+    );
     let made = names::image_name_as_made(&req.final_name);
     if let Some(p) = names::image_name_problem(&req.final_name) {
         return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
@@ -115,6 +120,10 @@ pub fn render(
     changes.extend(ctx.blank.iter().map(|k| label_change(k, "")));
     changes.push(label_change(BLANKED_LABEL, &ctx.blank.join(",")));
     changes.push(label_change(NAME_LABEL, &made));
+    changes.push(label_change(REPOSITORY_LABEL, rt.repository()));
+    // the container's own marks are not the image's (a commit merges them in)
+    changes.push(label_change(BAKE_LABEL, ""));
+    changes.push(label_change(BAKE_OWNER_LABEL, ""));
     // run_command's --entrypoint=/bin/sh keeps the container up; the image gets none
     // (`ENTRYPOINT []` would keep the container's; `[""]` is the daemon's "none")
     changes.push(r#"ENTRYPOINT [""]"#.to_string());
@@ -132,6 +141,14 @@ pub fn render(
         "--tmpfs".into(),
         "/run:rw,exec,nosuid,nodev,mode=755".into(),
     ];
+    // the bake container's marks: the runtime, its owner (this csis), the
+    // config id, series and run (clean_stale_bakes removes it only when
+    // its owner is gone)
+    let mut marks: Vec<(String, String)> = rt.bake_labels(Some(req)).into_iter().collect();
+    marks.sort();
+    for (k, v) in marks {
+        run.extend(["--label".into(), format!("{k}={v}")]);
+    }
     if let Some(m) = settings
         .machine_type(req.machine_type.as_deref())
         .map_err(RuntimeError::Refused)?
@@ -316,7 +333,11 @@ pub use csis_packer::process::without_packer_block;
 pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result<BakeOutcome> {
     let d = rt.docker().await?.clone();
     let made = names::image_name_as_made(&req.final_name);
-    let container = names::bake_container_name(&rt.settings().name, &image_of(req));
+    let container = names::bake_container_name(
+        &rt.settings().name,
+        &image_of(req),
+        req.tags.get("csis_run").map(String::as_str),
+    );
     // The parent is on the daemon now: its labels and the disk limit are known.
     let (parent_id, blank) = parent_on_daemon(rt, req).await?.ok_or_else(|| {
         RuntimeError::Refused(format!(
@@ -351,11 +372,8 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     }
     let manifest = req.emit_dir.join("manifest.json");
     let _ = tokio::fs::remove_file(&manifest).await;
-    if remove_container_forced(&d, &container).await.is_err() {
-        return Err(RuntimeError::Failed(format!(
-            "{}: a stale bake container {container} cannot be removed",
-            req.label
-        )));
+    if let Err(e) = rt.remove_left_behind(&container).await {
+        return Err(RuntimeError::Failed(format!("{}: {e}", req.label)));
     }
     let guard = ContainerGuard::new(d.clone(), container.clone());
     let env: std::collections::BTreeMap<String, String> =

@@ -38,6 +38,13 @@ use crate::version;
 
 /// Label carrying the final name as made (outside the `csis_` lineage prefix).
 pub const NAME_LABEL: &str = "csis.name";
+/// A bake container's mark: the runtime whose bake it is.
+pub const BAKE_LABEL: &str = "csis.bake";
+/// A bake container's owner: `<host>:<pid>` of the csis that runs it.
+pub const BAKE_OWNER_LABEL: &str = "csis.bake_owner";
+/// The repository a committed build belongs to (found again untagged, when
+/// a kill came between `docker commit` and its tag).
+pub const REPOSITORY_LABEL: &str = "csis.repository";
 /// Label listing the parent's lineage labels a bake blanked (labels are
 /// inherited and cannot be removed); `query_images` leaves them out.
 pub const BLANKED_LABEL: &str = "csis.blanked";
@@ -162,6 +169,25 @@ fn listed_blanked(labels: &HashMap<String, String>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Is this bake container left behind by a csis that is gone? Its owner
+/// label names a process of this host that is not running, or (another
+/// host's, or a container without an owner label) it was created more than
+/// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
+fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
+    let owner = c.labels.as_ref().and_then(|l| l.get(BAKE_OWNER_LABEL));
+    let created = c
+        .created
+        .and_then(|t| u64::try_from(t).ok())
+        .map(|t| std::time::UNIX_EPOCH + Duration::from_secs(t));
+    csis_runtime::owner::is_left_behind(
+        owner.map(String::as_str),
+        created,
+        std::time::SystemTime::now(),
+        csis_runtime::owner::STALE_AFTER,
+        &csis_runtime::owner::host_name(),
+    )
 }
 
 /// An image no tag names (`<none>:<none>` is how older daemons list none).
@@ -698,6 +724,7 @@ impl DockerRuntime {
             .unwrap_or_default();
         let body = |size: Option<String>| ContainerCreateBody {
             image: Some(image.to_string()),
+            labels: Some(self.bake_labels(None)),
             entrypoint: Some(vec![]),
             cmd: Some(vec!["true".into()]),
             network_disabled: Some(true),
@@ -707,11 +734,12 @@ impl DockerRuntime {
             }),
             ..Default::default()
         };
-        // Named like a bake container: one a killed csis leaves is removed by
-        // the next clean_stale_bakes (only a series named `.disk-probe` would share it).
+        // Named like a bake container, per process and marked with its owner:
+        // one a killed csis leaves is removed by the next clean_stale_bakes.
         let probe = format!(
-            "{}.disk-probe",
-            names::bake_container_prefix(&self.settings.name)
+            "{}.disk-probe-{}",
+            names::bake_container_prefix(&self.settings.name),
+            std::process::id()
         );
         let create = |size: Option<String>| {
             let opts = CreateContainerOptionsBuilder::default()
@@ -785,6 +813,61 @@ impl DockerRuntime {
             .await
             .map_err(|e| self.map_err("list images", e))?;
         Ok(list.into_iter().map(|i| (i.id.clone(), i)).collect())
+    }
+
+    /// The labels of a bake container: this runtime's bake mark, the owner
+    /// (`<host>:<pid>`), and the bake's config id, series and run.
+    pub(crate) fn bake_labels(&self, req: Option<&BakeRequest>) -> HashMap<String, String> {
+        let mut l = HashMap::from([
+            (BAKE_LABEL.to_string(), self.settings.name.clone()),
+            (
+                BAKE_OWNER_LABEL.to_string(),
+                csis_runtime::owner::bake_owner(),
+            ),
+        ]);
+        if let Some(req) = req {
+            for k in [csis_runtime::CONFIG_TAG, "csis_series", "csis_run"] {
+                if let Some(v) = req.tags.get(k) {
+                    l.insert(k.to_string(), v.clone());
+                }
+            }
+        }
+        l
+    }
+
+    /// Remove the bake container `name` when it is left behind (its owner
+    /// is gone on this host, or it is another host's and older than a
+    /// day); `Ok(false)` when there is none. A live owner's container is
+    /// never removed: that is an error naming its owner.
+    pub(crate) async fn remove_left_behind(&self, name: &str) -> Result<bool> {
+        let d = self.docker().await?;
+        let list = self
+            .containers(HashMap::from([(
+                "name".to_string(),
+                vec![name.to_string()],
+            )]))
+            .await?;
+        let Some(c) = list.into_iter().find(|c| {
+            c.names
+                .iter()
+                .flatten()
+                .any(|n| n.trim_start_matches('/') == name)
+        }) else {
+            return Ok(false);
+        };
+        if !left_behind(&c) {
+            return Err(RuntimeError::Failed(format!(
+                "bake container {name} belongs to a running csis ({}): not removed",
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(BAKE_OWNER_LABEL))
+                    .map(String::as_str)
+                    .unwrap_or("owner unknown")
+            )));
+        }
+        remove_container_forced(d, name)
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("removing stale bake container {name}: {e}")))
     }
 
     async fn containers(
@@ -1120,6 +1203,7 @@ impl DockerRuntime {
         }
         let body = ContainerCreateBody {
             image: Some(parent.to_string()),
+            labels: Some(self.bake_labels(Some(req))),
             // a vendor ENTRYPOINT would wrap the keepalive: reset it (an empty list, not none)
             entrypoint: Some(vec![]),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
@@ -1162,6 +1246,10 @@ impl DockerRuntime {
         }
         labels.insert(BLANKED_LABEL.to_string(), blanked.join(","));
         labels.insert(NAME_LABEL.to_string(), made.to_string());
+        labels.insert(REPOSITORY_LABEL.to_string(), self.repository.clone());
+        // the container's own marks are not the image's (a commit merges them in)
+        labels.insert(BAKE_LABEL.to_string(), String::new());
+        labels.insert(BAKE_OWNER_LABEL.to_string(), String::new());
         let opts = CommitContainerOptionsBuilder::default()
             .container(container)
             .pause(true)
@@ -1462,7 +1550,11 @@ impl Runtime for DockerRuntime {
         }
         let d = self.docker().await?.clone();
         let made = names::image_name_as_made(&req.final_name);
-        let container = names::bake_container_name(&self.settings.name, &req.series);
+        let container = names::bake_container_name(
+            &self.settings.name,
+            &req.series,
+            req.tags.get("csis_run").map(String::as_str),
+        );
         let parent = Self::parent_ref(req);
         let parent_img = match self.inspect_image_opt(&parent).await? {
             Some(i) => i,
@@ -1485,18 +1577,13 @@ impl Runtime for DockerRuntime {
             },
         };
         let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
-        // A container of this name is a leftover of a killed bake (one image bakes once at a time).
-        match remove_container_forced(&d, &container).await {
+        // A container of this run's name is a leftover only when its owner is gone.
+        match self.remove_left_behind(&container).await {
             Ok(true) => req.log.line(&format!(
                 "==> removing stale bake container {container} (left by an interrupted csis)"
             )),
             Ok(false) => {}
-            Err(_) => {
-                return Err(RuntimeError::Failed(format!(
-                    "{}: a stale bake container {container} cannot be removed",
-                    req.label
-                )))
-            }
+            Err(e) => return Err(RuntimeError::Failed(format!("{}: {e}", req.label))),
         }
         req.log
             .line(&format!("==> bake container {container} from {parent}"));
@@ -1554,6 +1641,7 @@ impl Runtime for DockerRuntime {
         for c in list {
             let Some(name) = c
                 .names
+                .clone()
                 .unwrap_or_default()
                 .into_iter()
                 .map(|n| n.trim_start_matches('/').to_string())
@@ -1561,6 +1649,11 @@ impl Runtime for DockerRuntime {
             else {
                 continue;
             };
+            // Another csis's live bake (another checkout, another CI job on
+            // this daemon) keeps its container.
+            if !left_behind(&c) {
+                continue;
+            }
             remove_container_forced(d, &name).await.map_err(|e| {
                 RuntimeError::Failed(format!("removing stale bake container {name}: {e}"))
             })?;
@@ -1621,13 +1714,22 @@ impl Runtime for DockerRuntime {
             .await
             .map_err(|e| self.map_err("list images", e))?;
         let mut out = Vec::new();
-        for img in list {
+        let parents: std::collections::HashSet<&str> =
+            list.iter().map(|i| i.parent_id.as_str()).collect();
+        for img in &list {
             let ours: Vec<&str> = img
                 .repo_tags
                 .iter()
                 .filter_map(|rt| names::tag_in_repository(rt, &self.repository))
                 .collect();
-            if ours.is_empty() {
+            // A build committed and never tagged (csis was killed between
+            // `docker commit` and the tag): it is this repository's by its
+            // label, and no child stands on it (a disposed build kept for a
+            // child's layers is untagged too, and no build any more).
+            let untagged_build = is_untagged(img)
+                && img.labels.get(REPOSITORY_LABEL) == Some(&self.repository)
+                && !parents.contains(img.id.as_str());
+            if ours.is_empty() && !untagged_build {
                 continue;
             }
             let blanked = listed_blanked(&img.labels);

@@ -30,11 +30,28 @@ fn resolve_req(query: serde_json::Value, image_id: Option<&str>) -> ResolveReque
 }
 
 async fn create_container(d: &bollard::Docker, name: &str, image: &str, start: bool) {
+    create_labelled(d, name, image, start, &[]).await
+}
+
+/// A container with labels (a bake container's owner mark, ...).
+async fn create_labelled(
+    d: &bollard::Docker,
+    name: &str,
+    image: &str,
+    start: bool,
+    labels: &[(&str, &str)],
+) {
     let opts = CreateContainerOptionsBuilder::default().name(name).build();
     d.create_container(
         Some(opts),
         ContainerCreateBody {
             image: Some(image.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             host_config: Some(bollard::models::HostConfig {
                 init: Some(true),
@@ -646,8 +663,24 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
     let d = need_daemon!();
     let base_img = busybox_image(&d).await;
     let (rt, cleanup) = runtime("stale");
-    let stale = format!("{}web", cleanup.container_prefix);
-    create_container(&d, &stale, &base_img, true).await;
+    let host = csis_runtime::owner::host_name();
+    // an owner that cannot be alive on this host (above any pid_max)
+    let dead = format!("{host}:4294967294");
+    let stale = format!("{}web-2026_01_01t00_00_00_000000", cleanup.container_prefix);
+    create_labelled(&d, &stale, &base_img, true, &[("csis.bake_owner", &dead)]).await;
+    // another csis's live bake on this daemon (pid 1 is alive), and a young
+    // container of the prefix with no owner: neither is removed by its name
+    let live = format!("{}web-2026_01_01t00_00_00_000001", cleanup.container_prefix);
+    create_labelled(
+        &d,
+        &live,
+        &base_img,
+        true,
+        &[("csis.bake_owner", &format!("{host}:1"))],
+    )
+    .await;
+    let unowned = format!("{}web", cleanup.container_prefix);
+    create_container(&d, &unowned, &base_img, true).await;
     let other = format!("csis-test-other-{}", rand_suffix());
     cleanup.extra_containers.lock().unwrap().push(other.clone());
     create_container(&d, &other, &base_img, false).await;
@@ -659,10 +692,29 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         vec![other.clone()],
         "not ours: kept"
     );
+    assert_eq!(
+        containers_named(&d, &live).await,
+        vec![live.clone()],
+        "a live owner's: kept"
+    );
+    assert!(
+        containers_named(&d, &unowned).await.contains(&unowned),
+        "no owner, younger than a day: kept"
+    );
     assert!(rt.clean_stale_bakes().await.unwrap().is_empty());
-    // a bake finding its own name taken removes the leftover and says so
-    let leftover = format!("{}lo", cleanup.container_prefix);
-    create_container(&d, &leftover, &base_img, true).await;
+    for c in [&live, &unowned] {
+        d.remove_container(
+            c,
+            Some(
+                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                    .force(true)
+                    .build(),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    // a bake finding its own name taken by a dead owner's container removes it and says so
     let log = Arc::new(Lines::default());
     let req = request(
         &rt,
@@ -672,6 +724,15 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         vec![],
         log.clone(),
     );
+    let leftover = format!("{}lo-{}", cleanup.container_prefix, req.tags["csis_run"]);
+    create_labelled(
+        &d,
+        &leftover,
+        &base_img,
+        true,
+        &[("csis.bake_owner", &dead)],
+    )
+    .await;
     rt.bake(&req).await.unwrap();
     assert!(
         log.all()
@@ -1315,8 +1376,10 @@ async fn disk_size_is_applied_or_the_bake_says_why_not() {
     assert!(containers_named(&d, &_cleanup.container_prefix)
         .await
         .is_empty());
-    let probe = format!("{}.disk-probe", _cleanup.container_prefix);
-    create_container(&d, &probe, &base_img, false).await;
+    // (a probe is per process, with its owner: one whose owner is gone)
+    let probe = format!("{}.disk-probe-4294967294", _cleanup.container_prefix);
+    let dead = format!("{}:4294967294", csis_runtime::owner::host_name());
+    create_labelled(&d, &probe, &base_img, false, &[("csis.bake_owner", &dead)]).await;
     assert_eq!(rt.clean_stale_bakes().await.unwrap(), vec![probe]);
 }
 

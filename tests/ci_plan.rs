@@ -1,0 +1,362 @@
+//! What CI needs of `csis plan` and the config id, through the real binary
+//! on the dummy runtime: `--detailed-exitcode` (0 nothing due, 2 due, 1 an
+//! error), `--format markdown` (a pull-request comment), `--format github`
+//! (annotations for a tree that does not load, on `plan` and `validate`),
+//! `--shards N` (the due bakes split into groups that respect the DAG), and
+//! two trees sharing one simulated runtime (`store:`) that never adopt or
+//! judge each other's builds (`csis_config`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use csis_cache::MetaState;
+use serde_json::Value;
+
+/// `(series, parent)`: two OS builders and chains of images on them.
+const IMAGES: &[(&str, &str)] = &[
+    ("a1", "deb12"),
+    ("a2", "a1"),
+    ("a3", "a2"),
+    ("b1", "deb12"),
+    ("b2", "b1"),
+    ("c1", "deb12"),
+    ("d1", "deb13"),
+];
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A tree with config id `id` whose dummy runtime keeps its images in `store`.
+fn tree(root: &Path, id: &str, store: &Path) {
+    write(root, "cfg/_config.yml", &format!("id: {id}\n"));
+    write(
+        root,
+        "cfg/runtime-builders.yml",
+        &format!(
+            "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n    store: {:?}\n",
+            store.display().to_string()
+        ),
+    );
+    write(
+        root,
+        "cfg/image-builders.yml",
+        "image_builders:\n  - name: sim-bake\n    type: dummy\n    runtime: sim\n    is_default: true\n",
+    );
+    write(
+        root,
+        "cfg/mod-builders.yml",
+        "mod_builders:\n  - name: bash\n    type: bash-remote\n    is_default: true\n",
+    );
+    let mut os = String::from("os_builders:\n");
+    for (name, v) in [("deb12", "12"), ("deb13", "13")] {
+        os.push_str(&format!(
+            "  - name: {name}\n    type: debian\n    family: debian\n    family_version: \"{v}\"\n    runtimes:\n      - image_builder: sim-bake\n"
+        ));
+    }
+    write(root, "cfg/os-builders.yml", &os);
+    let mut images = String::from("images:\n");
+    for (name, parent) in IMAGES {
+        images.push_str(&format!(
+            "  - name: {name}\n    source_image: {parent}\n    parent_policy: follow\n    runtimes: [{{image_builder: sim-bake}}]\n    modifications:\n      - name: m-{name}\n        script: [\"echo {name}\"]\n"
+        ));
+    }
+    write(root, "images/images.yaml", &images);
+}
+
+struct Tree {
+    root: PathBuf,
+}
+
+impl Tree {
+    fn csis(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::cargo_bin("csis")
+            .unwrap()
+            .arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .env_remove("CSIS_DUMMY_FAIL")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.csis(args);
+        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
+        out
+    }
+    fn build_ids(&self) -> BTreeMap<String, String> {
+        MetaState::of_tree(&self.root)
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .map(|b| (b.series, b.build_id))
+            .collect()
+    }
+}
+
+fn one_tree(id: &str) -> (tempfile::TempDir, Tree) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("tree");
+    tree(&root, id, &tmp.path().join("store"));
+    (tmp, Tree { root })
+}
+
+/// The series of a bake label (`//images/a2@sim:bake` -> `a2`).
+fn series_of(label: &str) -> String {
+    let path = label.split('@').next().unwrap();
+    path.rsplit('/').next().unwrap().to_string()
+}
+
+fn parent_of(series: &str) -> Option<&'static str> {
+    IMAGES.iter().find(|(s, _)| *s == series).map(|(_, p)| *p)
+}
+
+#[test]
+fn detailed_exitcode_says_whether_anything_is_due() {
+    let (_tmp, t) = one_tree("ci-plan");
+    let (code, out, err) = t.csis(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 2, "due on a fresh tree:\n{out}\n{err}");
+    assert!(out.contains("9 of 9 bake(s) due"), "{out}");
+    // without the flag, a plan with due bakes exits 0
+    assert_eq!(t.csis(&["plan"]).0, 0);
+    t.ok(&["build", "--json"]);
+    let (code, out, _) = t.csis(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "nothing due after the build:\n{out}");
+    // an error is 1, never 0 or 2
+    write(&t.root, "images/broken.yaml", "images:\n  - name: [\n");
+    let (code, _, err) = t.csis(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 1, "{err}");
+}
+
+#[test]
+fn markdown_plan_is_a_table_with_the_changed_fields() {
+    let (_tmp, t) = one_tree("ci-md");
+    t.ok(&["build", "--json"]);
+    // change b1's script: b1 and b2 are due, with b1's changed field named
+    let text = std::fs::read_to_string(t.root.join("images/images.yaml")).unwrap();
+    std::fs::write(
+        t.root.join("images/images.yaml"),
+        text.replace("echo b1", "echo b1 | tr b B"),
+    )
+    .unwrap();
+    let md = t.ok(&["plan", "--format", "markdown"]);
+    assert!(md.contains("2 of 9 bake(s) due"), "{md}");
+    assert!(
+        md.contains("| image | runtime | due | reason | change |\n|---|---|---|---|---|\n"),
+        "{md}"
+    );
+    let row = |s: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {s} |")))
+            .unwrap_or_else(|| panic!("no row for {s}:\n{md}"))
+            .to_string()
+    };
+    let b1 = row("b1");
+    assert!(b1.contains("| sim | **yes** |"), "{b1}");
+    assert!(b1.contains("mods[0]"), "the changed field: {b1}");
+    // the pipe of the new script line is escaped inside its cell
+    assert!(b1.contains("\\|"), "{b1}");
+    assert_eq!(b1.matches(" | ").count(), 4, "five cells: {b1}");
+    assert!(row("b2").contains("| **yes** |"));
+    assert!(row("a1").contains("| no |"));
+    // due rows come first
+    let pos = |s: &str| md.find(&format!("| {s} |")).unwrap();
+    assert!(pos("b2") < pos("a1"), "{md}");
+}
+
+#[test]
+fn github_annotations_name_file_line_and_column() {
+    let (_tmp, t) = one_tree("ci-gh");
+    write(
+        &t.root,
+        "cfg/runtime-builders.yml",
+        "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n    bake_secnds: 1\n",
+    );
+    for args in [
+        &["validate", "--offline", "--format", "github"][..],
+        &["plan", "--format", "github"][..],
+    ] {
+        let (code, out, err) = t.csis(args);
+        assert_eq!(code, 1, "{args:?}: {out}\n{err}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("::error "))
+            .unwrap_or_else(|| panic!("{args:?}: no annotation:\n{out}\n{err}"));
+        assert!(
+            line.starts_with("::error file=cfg/runtime-builders.yml,line=6,col=5,"),
+            "{line}"
+        );
+        assert!(
+            line.contains("::") && line.contains("bake_secnds"),
+            "{line}"
+        );
+    }
+    // a tree that loads: no error annotation, the due bakes as notices
+    write(
+        &t.root,
+        "cfg/runtime-builders.yml",
+        "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n",
+    );
+    let out = t.ok(&["plan", "--format", "github"]);
+    assert!(!out.contains("::error"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("::notice ")).count(),
+        9,
+        "{out}"
+    );
+}
+
+#[test]
+fn shards_hold_whole_chains_or_wait_on_a_lower_group() {
+    let (_tmp, t) = one_tree("ci-shards");
+    for n in [1usize, 2, 3, 4, 12] {
+        let out = t.ok(&["plan", "--shards", &n.to_string(), "--json"]);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(v["shards"], n);
+        assert_eq!(v["due"], 9);
+        let groups = v["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), n, "{out}");
+        let mut group_of: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, g) in groups.iter().enumerate() {
+            assert_eq!(g["index"], i);
+            let bakes: Vec<&str> = g["bakes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_str().unwrap())
+                .collect();
+            let patterns: Vec<&str> = g["patterns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_str().unwrap())
+                .collect();
+            assert_eq!(bakes.len(), patterns.len());
+            for (b, p) in bakes.iter().zip(&patterns) {
+                assert_eq!(*b, format!("{p}:bake"), "{out}");
+                assert!(
+                    group_of.insert(series_of(b), i).is_none(),
+                    "{b} twice: {out}"
+                );
+            }
+            for w in g["waits_on"].as_array().unwrap() {
+                assert!(
+                    w.as_u64().unwrap() < i as u64,
+                    "waits on a lower group: {out}"
+                );
+            }
+        }
+        assert_eq!(group_of.len(), 9, "every due bake once: {out}");
+        // a bake's parent is in its group or in a group it waits on
+        for (series, g) in &group_of {
+            let Some(parent) = parent_of(series) else {
+                continue;
+            };
+            let pg = group_of[parent];
+            let waits: BTreeSet<u64> = groups[*g]["waits_on"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_u64().unwrap())
+                .collect();
+            assert!(
+                pg == *g || waits.contains(&(pg as u64)),
+                "{series} in {g}, its parent {parent} in {pg}, not awaited: {out}"
+            );
+        }
+        if n >= 2 {
+            let used = groups
+                .iter()
+                .filter(|g| !g["bakes"].as_array().unwrap().is_empty())
+                .count();
+            assert!(used >= 2, "the work is spread: {out}");
+        }
+        if n == 1 {
+            assert!(groups[0]["waits_on"].as_array().unwrap().is_empty());
+        }
+    }
+    // nothing due: N empty groups
+    t.ok(&["build", "--json"]);
+    let v: Value = serde_json::from_str(&t.ok(&["plan", "--shards", "3"])).unwrap();
+    assert_eq!(v["due"], 0);
+    assert!(v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["bakes"].as_array().unwrap().is_empty()));
+    // out of range
+    assert_eq!(t.csis(&["plan", "--shards", "0"]).0, 2);
+}
+
+#[test]
+fn two_trees_on_one_runtime_keep_their_own_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("shared-store");
+    let a = Tree {
+        root: tmp.path().join("a"),
+    };
+    let b = Tree {
+        root: tmp.path().join("b"),
+    };
+    tree(&a.root, "team-a", &store);
+    tree(&b.root, "team-b", &store);
+    // the same inputs: the same fingerprints (the config id is no input)
+    let fps = |t: &Tree| -> Vec<(String, String)> {
+        let v: Value = serde_json::from_str(&t.ok(&["plan", "--json"])).unwrap();
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "bake")
+            .map(|n| {
+                (
+                    n["label"].as_str().unwrap().to_string(),
+                    n["fingerprint"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fps(&a), fps(&b));
+    a.ok(&["build", "--json"]);
+    let out = b.ok(&["build", "--json"]);
+    assert!(!out.contains("recovered"), "{out}");
+    let (ia, ib) = (a.build_ids(), b.build_ids());
+    assert_eq!(ia.len(), 9);
+    assert_eq!(ib.len(), 9);
+    for (series, id) in &ia {
+        assert_ne!(
+            ib.get(series),
+            Some(id),
+            "{series}: tree b adopted tree a's build"
+        );
+    }
+    // neither sees the other's builds as foreign
+    for t in [&a, &b] {
+        let (code, out, err) = t.csis(&["state", "query", "--strict"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(!out.contains("foreign"), "{out}");
+    }
+    // an image of this tree that lost its record is still adopted
+    let l = MetaState::of_tree(&b.root).lineage().unwrap();
+    let mut cut = l.clone();
+    cut.builds.retain(|r| r.series != "d1");
+    MetaState::of_tree(&b.root).save_lineage(&cut).unwrap();
+    let (code, out, _) = b.csis(&["state", "query"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.matches(": foreign").count(), 1, "{out}");
+    assert!(out.contains(&ib["d1"]), "{out}");
+    let out = b.ok(&["state", "import"]);
+    assert!(
+        out.contains(&format!("adopted {} (d1 on sim", ib["d1"])),
+        "{out}"
+    );
+}

@@ -1,0 +1,449 @@
+//! One Docker daemon shared by several trees (two checkouts, two CI jobs),
+//! through the real `csis` binary (skipped, loudly, without a daemon; a
+//! failure under `CSIS_REQUIRE_DOCKER`):
+//!
+//! - two builds of the same series at once, from two trees with the same
+//!   runtime name: each bakes in its own container
+//!   (`csis-bake-<runtime>-<series>-<run id>`, owner and config id as
+//!   labels), neither removes the other's live container, both succeed and
+//!   each records its own builds;
+//! - an image committed but never tagged (a kill between `docker commit`
+//!   and the tag) is reported foreign by `state query`, listed by `empty`,
+//!   adopted by `state import` and removed by `dispose`; a tree of another
+//!   config id on the same repository does not see it (nor the builds).
+//!
+//! The base image is a busybox root filesystem imported with `docker
+//! import` (no registry); everything is named after this test and removed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+use std::time::{Duration, Instant};
+
+use csis_cache::MetaState;
+
+fn docker(args: &[&str]) -> Option<String> {
+    let out = Std::new("docker").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn daemon() -> bool {
+    docker(&["version", "--format", "{{.Server.Version}}"]).is_some()
+        && ["/bin/busybox", "/usr/bin/busybox"]
+            .iter()
+            .any(|p| Path::new(p).exists())
+}
+
+fn skip() -> bool {
+    if daemon() {
+        return false;
+    }
+    assert!(
+        std::env::var_os("CSIS_REQUIRE_DOCKER").is_none(),
+        "no Docker daemon or no busybox binary here, and CSIS_REQUIRE_DOCKER is set"
+    );
+    eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
+    true
+}
+
+/// Import a busybox root filesystem (with the useradd and sudoers.d the
+/// debian base recipe uses) as `reference`.
+fn import_base(reference: &str, work: &Path) {
+    let root = work.join("rootfs");
+    for d in [
+        "bin",
+        "tmp",
+        "etc/sudoers.d",
+        "root",
+        "run",
+        "usr/sbin",
+        "home",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let bb = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    std::fs::copy(bb, root.join("bin/busybox")).unwrap();
+    let list = Std::new(root.join("bin/busybox"))
+        .arg("--list")
+        .output()
+        .unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        let l = root.join("bin").join(applet);
+        if !l.exists() {
+            std::os::unix::fs::symlink("busybox", l).unwrap();
+        }
+    }
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let useradd = root.join("usr/sbin/useradd");
+    std::fs::write(
+        &useradd,
+        "#!/bin/sh\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &useradd,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let tar = work.join("rootfs.tar");
+    assert!(Std::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    let st = Std::new("docker")
+        .arg("import")
+        .arg(&tar)
+        .arg(reference)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A tree with config id `id`: OS builder `base` on `@BASE@`, image `web`
+/// whose modification runs `web_script`.
+fn tree(root: &Path, id: &str, repo: &str, base: &str, web_script: &str) {
+    write(
+        root,
+        "cfg/_config.yml",
+        &format!("id: {id}\nexecutables:\n  - name: docker\n    binary: docker\n"),
+    );
+    write(
+        root,
+        "cfg/runtime-builders.yml",
+        &format!(
+            "runtime_builders:\n  - name: docker-shared\n    type: docker\n    is_default: true\n    executable: docker\n    repository: \"{repo}\"\n    default_machine_type: small\n    machine_types:\n      small: {{ cpus: 1, memory: 512m }}\n"
+        ),
+    );
+    write(
+        root,
+        "cfg/image-builders.yml",
+        "image_builders:\n  - name: native\n    type: docker\n    is_default: true\n    runtime: docker-shared\n",
+    );
+    write(
+        root,
+        "cfg/mod-builders.yml",
+        "mod_builders:\n  - name: bash\n    type: bash-remote\n    is_default: true\n",
+    );
+    write(
+        root,
+        "cfg/os-builders.yml",
+        &format!(
+            "os_builders:\n  - name: base\n    type: debian\n    family: debian\n    family_version: \"12\"\n    is_default: true\n    runtimes:\n      - image_builder: native\n        query:\n          native:\n            image: \"{base}\"\n"
+        ),
+    );
+    write(
+        root,
+        "images/images.yaml",
+        &format!(
+            "images:\n  - name: web\n    source_image: base\n    parent_policy: follow\n    runtimes: [{{image_builder: native}}]\n    modifications:\n      - name: web-file\n        script: [{web_script:?}]\n"
+        ),
+    );
+}
+
+fn csis(root: &Path, args: &[&str]) -> Std {
+    let mut c = Std::new(assert_cmd::cargo::cargo_bin("csis"));
+    c.arg("-C").arg(root).args(args);
+    c
+}
+
+fn run(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = csis(root, args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(root: &Path, args: &[&str]) -> String {
+    let (code, out, err) = run(root, args);
+    assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
+    out
+}
+
+fn ids(root: &Path, series: &str) -> Vec<String> {
+    MetaState::of_tree(root)
+        .lineage()
+        .unwrap()
+        .builds
+        .into_iter()
+        .filter(|b| b.series == series)
+        .map(|b| b.build_id)
+        .collect()
+}
+
+/// Removes the test's containers, repository and base image, even on panic.
+struct Cleanup {
+    repos: Vec<String>,
+    base: String,
+    container_prefix: String,
+    /// Only bake containers of these config ids are this test's.
+    configs: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(names) = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("name={}", self.container_prefix),
+            "--format",
+            "{{.Names}}",
+        ]) {
+            for n in names.lines().filter(|l| !l.is_empty()) {
+                if self.configs.contains(&label(n, "csis_config")) {
+                    let _ = docker(&["rm", "-f", n]);
+                }
+            }
+        }
+        // every image with these repositories' label, tagged or not
+        for repo in &self.repos {
+            for _ in 0..12 {
+                let Some(ids) = docker(&[
+                    "images",
+                    "-aq",
+                    "--filter",
+                    &format!("label=csis.repository={repo}"),
+                ]) else {
+                    break;
+                };
+                let ids: BTreeSet<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
+                if ids.is_empty() {
+                    break;
+                }
+                for id in ids {
+                    let _ = docker(&["rmi", "-f", id]);
+                }
+            }
+        }
+        let _ = docker(&["rmi", "-f", &self.base]);
+    }
+}
+
+fn setup(tag: &str, configs: &[&str]) -> (tempfile::TempDir, String, String, Cleanup) {
+    let suffix = format!("{:08x}", std::process::id() ^ 0x5ade_0000);
+    let repo = format!("csis-ci-test/{tag}{suffix}");
+    let base = format!("csis-ci-test/base-{tag}:{suffix}");
+    let cleanup = Cleanup {
+        repos: vec![repo.clone(), format!("{repo}-a"), format!("{repo}-b")],
+        base: base.clone(),
+        container_prefix: "csis-bake-docker-shared-".into(),
+        configs: configs.iter().map(|c| c.to_string()).collect(),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    import_base(&base, tmp.path());
+    (tmp, repo, base, cleanup)
+}
+
+/// The live bake containers of `web` on the runtime, of these config ids.
+fn web_bake_containers(configs: &[&str]) -> Vec<String> {
+    docker(&[
+        "ps",
+        "--filter",
+        "name=csis-bake-docker-shared-web-",
+        "--format",
+        "{{.Names}}",
+    ])
+    .map(|s| {
+        s.lines()
+            .filter(|l| !l.is_empty())
+            .filter(|c| configs.contains(&label(c, "csis_config").as_str()))
+            .map(str::to_string)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn label(container: &str, key: &str) -> String {
+    docker(&[
+        "inspect",
+        "--format",
+        &format!("{{{{index .Config.Labels \"{key}\"}}}}"),
+        container,
+    ])
+    .unwrap_or_default()
+}
+
+#[test]
+fn two_builds_of_one_series_on_one_daemon_at_once() {
+    if skip() {
+        return;
+    }
+    let configs = ["shared-a", "shared-b"];
+    let (tmp, repo, base, cleanup) = setup("shared", &configs);
+    // web's bake waits until the test has seen both bake containers live
+    let gate = "while [ ! -e /tmp/csis-go ]; do sleep 0.2; done; echo web > /web.txt";
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    // the same runtime name (so the same bake container prefix), each its
+    // own repository (one repository shared by two trees would share the
+    // final names' tags too: not what this test is about)
+    tree(&a, "shared-a", &format!("{repo}-a"), &base, gate);
+    tree(&b, "shared-b", &format!("{repo}-b"), &base, gate);
+    let mut pa = csis(&a, &["build", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pb = csis(&b, &["build", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // a generous bound for two base bakes on a shared machine; the events
+    // we wait on are the two containers, not a time
+    let t0 = Instant::now();
+    let live = loop {
+        let live = web_bake_containers(&configs);
+        if live.len() >= 2 {
+            break live;
+        }
+        let exited = pa.try_wait().unwrap().is_some() || pb.try_wait().unwrap().is_some();
+        if exited || t0.elapsed() > Duration::from_secs(900) {
+            let _ = pa.kill();
+            let _ = pb.kill();
+            let oa = pa.wait_with_output().unwrap();
+            let ob = pb.wait_with_output().unwrap();
+            panic!(
+                "never saw two live web bake containers ({live:?})\na: {}\n{}\nb: {}\n{}",
+                String::from_utf8_lossy(&oa.stdout),
+                String::from_utf8_lossy(&oa.stderr),
+                String::from_utf8_lossy(&ob.stdout),
+                String::from_utf8_lossy(&ob.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // each container is its own run's, marked with its owner and config id
+    let seen: BTreeSet<String> = live.iter().map(|c| label(c, "csis_config")).collect();
+    assert_eq!(
+        seen,
+        BTreeSet::from(["shared-a".to_string(), "shared-b".to_string()]),
+        "{live:?}"
+    );
+    let owners: BTreeSet<String> = live.iter().map(|c| label(c, "csis.bake_owner")).collect();
+    assert_eq!(owners.len(), 2, "{owners:?}");
+    for o in &owners {
+        let pid: u32 = o.rsplit_once(':').unwrap().1.parse().unwrap();
+        assert!(pid == pa.id() || pid == pb.id(), "{o}");
+    }
+    for c in &live {
+        assert!(
+            docker(&["exec", c, "touch", "/tmp/csis-go"]).is_some(),
+            "{c}"
+        );
+    }
+    let oa = pa.wait_with_output().unwrap();
+    let ob = pb.wait_with_output().unwrap();
+    for (name, o) in [("a", &oa), ("b", &ob)] {
+        assert!(
+            o.status.success(),
+            "build {name} failed:\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let (wa, wb) = (ids(&a, "web"), ids(&b, "web"));
+    assert_eq!((wa.len(), wb.len()), (1, 1));
+    assert_ne!(wa, wb, "each tree records its own web build");
+    assert_ne!(ids(&a, "base"), ids(&b, "base"));
+    // each tree's records agree with the daemon
+    for t in [&a, &b] {
+        let (code, out, err) = run(t, &["state", "query", "--strict"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(!out.contains("foreign"), "{out}");
+    }
+    // nothing of either bake is left behind
+    assert!(web_bake_containers(&configs).is_empty());
+    drop(cleanup);
+}
+
+#[test]
+fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
+    if skip() {
+        return;
+    }
+    let (tmp, repo, base, cleanup) = setup("untagged", &["untagged"]);
+    let root = tmp.path().join("tree");
+    tree(&root, "untagged", &repo, &base, "echo web > /web.txt");
+    ok(&root, &["build", "--json"]);
+    let web = ids(&root, "web").pop().unwrap();
+    assert_eq!(
+        run(&root, &["state", "query", "--strict"]).0,
+        0,
+        "no drift after the build"
+    );
+    // what a kill between `docker commit` and its tag leaves: an image with
+    // the bake's labels (inherited from the container) and no tag
+    let c = format!("csis-ci-test-untagged-{:08x}", std::process::id());
+    assert!(docker(&["create", "--name", &c, &web, "true"]).is_some());
+    let untagged = docker(&["commit", &c]).expect("docker commit");
+    let _ = docker(&["rm", "-f", &c]);
+    assert_eq!(
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{len .RepoTags}}",
+            &untagged
+        ])
+        .as_deref(),
+        Some("0")
+    );
+    // state query: foreign (it has lineage labels), and --strict fails
+    let (code, out, _) = run(&root, &["state", "query"]);
+    assert_eq!(code, 0, "{out}");
+    let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign")).collect();
+    assert_eq!(foreign.len(), 1, "{out}");
+    assert!(foreign[0].contains(&untagged), "{out}");
+    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 1);
+    // empty lists it among the leftovers
+    let (code, out, _) = run(&root, &["empty", "--runtime", "docker-shared", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&untagged), "{out}");
+    // a tree with another config id does not see it at all
+    let other = tmp.path().join("other");
+    tree(&other, "someone-else", &repo, &base, "echo web > /web.txt");
+    let (code, out, _) = run(&other, &["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains(&untagged), "{out}");
+    // state import adopts it; dispose removes it from the daemon
+    let out = ok(&root, &["state", "import"]);
+    assert!(
+        out.contains(&format!("adopted {untagged} (web on docker-shared")),
+        "{out}"
+    );
+    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
+    let out = ok(&root, &["dispose", "image", &untagged]);
+    assert!(out.contains(&format!("disposed {untagged}")), "{out}");
+    assert!(
+        docker(&["image", "inspect", &untagged]).is_none(),
+        "still there"
+    );
+    assert!(!ids(&root, "web").contains(&untagged));
+    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
+    drop(cleanup);
+    let _: PathBuf = root;
+}
