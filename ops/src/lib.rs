@@ -23,6 +23,7 @@ pub mod context;
 pub mod dispose;
 pub mod exit;
 pub mod graph;
+pub mod image_test;
 pub mod inspect;
 pub mod lineage;
 pub mod noop;
@@ -30,6 +31,7 @@ pub mod release;
 pub mod revoke;
 pub mod session;
 pub mod state;
+pub mod upgrade;
 pub mod validate;
 pub mod wiring;
 

@@ -29,8 +29,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let s = crate::session::open(global)?;
     let sel = s.select(&args.patterns)?;
     let plan = s.plan(&sel, &ForceBake::parse(&args.force_bake))?;
+    let behind = csis_ops::upgrade::behind(&s, &plan);
     if args.json {
-        crate::render::write_plan_json(&plan, args.explain, std::io::stdout().lock())?;
+        crate::render::write_plan_json(&plan, args.explain, &behind, std::io::stdout().lock())?;
     } else {
         for w in &s.compiled.warnings {
             eprintln!("warning: {w}");
@@ -39,6 +40,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             "{}",
             crate::render::plan_text(&plan, args.explain, args.all)
         );
+        for b in &behind {
+            println!("note: {}", b.message());
+        }
     }
     // The process ends here: leave the tree and graph to the exit rather
     // than free them piece by piece.
