@@ -581,5 +581,26 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     let pins = t.pins();
     assert_eq!(pins.instances[&cname], w[1]);
     assert_eq!(pins.pending_replacements[&cname], w[1]);
+
+    // csis builds: the tested marks; --check asks the daemon.
+    let rows: Value = serde_json::from_str(&t.ok(&["builds", "--json"])).unwrap();
+    let row = |rows: &Value, id: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["build_id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(row(&rows, &w[1])["tested"], true);
+    assert_eq!(row(&rows, &b[0])["tested"], false);
+    assert!(row(&rows, &p2[1]).get("tested").is_none());
+    assert!(row(&rows, &w[1]).get("on_runtime").is_none());
+    assert!(docker(&["rmi", "-f", &b[0]]).is_some());
+    let rows: Value = serde_json::from_str(&t.ok(&["builds", "--check", "--json"])).unwrap();
+    assert_eq!(row(&rows, &w[1])["on_runtime"], true);
+    assert_eq!(row(&rows, &b[0])["on_runtime"], false);
+    let text = t.ok(&["builds", "bad", "--check"]);
+    assert!(text.contains("tested(FAILED) gone"), "{text}");
     drop(cleanup);
 }

@@ -522,3 +522,36 @@ pub fn describe(
             .collect(),
     }))
 }
+
+/// `csis builds --check`: whether each listed build is still on its
+/// runtime (`query_images`, asked once per runtime). A runtime that cannot
+/// be asked leaves its rows `null` and is named in the returned notes.
+pub fn check_builds(cx: &Context, rows: &mut [csis_cache::build_ref::BuildRow]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut held: std::collections::BTreeMap<String, Option<std::collections::BTreeSet<String>>> =
+        std::collections::BTreeMap::new();
+    for r in rows.iter_mut() {
+        let Some(rt) = r.runtime.clone() else {
+            r.on_runtime = Some(None);
+            continue;
+        };
+        let ids = held.entry(rt.clone()).or_insert_with(|| {
+            let answer = match cx.runtime_name(&rt) {
+                None => Err(format!("runtime {rt} is not declared in this tree")),
+                Some(name) => cx
+                    .runtime(&name)
+                    .map_err(|e| format!("{e:#}"))
+                    .and_then(|r| cx.block_on(r.query_images()).map_err(|e| e.to_string())),
+            };
+            match answer {
+                Ok(images) => Some(images.into_iter().map(|i| i.build_id).collect()),
+                Err(e) => {
+                    notes.push(format!("{rt}: cannot check its builds: {e}"));
+                    None
+                }
+            }
+        });
+        r.on_runtime = Some(ids.as_ref().map(|ids| ids.contains(&r.build_id)));
+    }
+    notes
+}
