@@ -576,11 +576,21 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     let mut pins = t.pins();
     pins.instances.insert(cname.clone(), w[0].clone());
     t.meta().save_pins(&pins).unwrap();
+    let (_, out, _) = t.csis(&["state", "query"]);
+    assert!(
+        out.contains(&format!(
+            "instance {cname}@{RT}: changed: booted {}, pinned to {}",
+            w[1], w[0]
+        )),
+        "{out}"
+    );
     let out = t.ok(&["upgrade", "instance", &cname]);
     assert!(out.contains(&format!("pin {} -> {}", w[0], w[1])), "{out}");
     let pins = t.pins();
     assert_eq!(pins.instances[&cname], w[1]);
     assert_eq!(pins.pending_replacements[&cname], w[1]);
+    let (_, out, _) = t.csis(&["state", "query"]);
+    assert!(!out.contains(&format!("instance {cname}@{RT}: changed")), "{out}");
 
     // csis builds: the tested marks; --check asks the daemon.
     let rows: Value = serde_json::from_str(&t.ok(&["builds", "--json"])).unwrap();
