@@ -73,6 +73,9 @@ pub enum Command {
     /// Inspect runtimes.
     #[command(subcommand)]
     Runtime(cmd::runtime::RuntimeCommand),
+    /// Verify a launched instance and record the verdict (`verify instance`).
+    #[command(subcommand)]
+    Verify(cmd::verify::VerifyCommand),
     /// Write a small working tree to start from.
     Init(cmd::init::Args),
     /// Say, for every selected node, whether it is due and why.
@@ -95,6 +98,11 @@ pub enum Command {
     Revoke(cmd::revoke::Args),
     /// List the recorded builds per series and runtime, newest first, with their marks.
     Builds(cmd::builds::Args),
+    /// Move one pin: an image's parent pin, or an instance's.
+    #[command(subcommand)]
+    Upgrade(cmd::upgrade::UpgradeCommand),
+    /// Run an image's post-bake tests on one build (default: its head) and record them.
+    Test(cmd::test::Args),
     /// Repair tags from records (`relabel`) or records from the tree (`restamp`).
     #[command(subcommand)]
     Lineage(cmd::lineage::LineageCommand),
@@ -124,7 +132,28 @@ fn main() -> ExitCode {
     csis_cache::remote::set_override(global.meta_state.clone());
     let result = match cli.command {
         Command::Validate(args) => cmd::validate::run(&global, args),
+        // `runtime verify-instance` is an alias of `verify instance`.
+        Command::Runtime(cmd::runtime::RuntimeCommand::VerifyInstance {
+            runtime,
+            instance,
+            expect,
+            mounts,
+            timeout,
+            json,
+        }) => cmd::verify::instance(
+            &global,
+            cmd::verify::InstanceArgs {
+                runtime,
+                instance,
+                expect,
+                mounts,
+                timeout,
+                record_only: false,
+                json,
+            },
+        ),
         Command::Runtime(c) => cmd::runtime::run(&global, c),
+        Command::Verify(c) => cmd::verify::run(&global, c),
         Command::Init(args) => cmd::init::run(&global, args),
         Command::Plan(args) => cmd::plan::run(&global, args),
         Command::Build(args) => cmd::build::run(&global, args),
@@ -135,6 +164,8 @@ fn main() -> ExitCode {
         Command::Release(args) => cmd::release::run(&global, args),
         Command::Revoke(args) => cmd::revoke::run(&global, args),
         Command::Builds(args) => cmd::builds::run(&global, args),
+        Command::Test(args) => cmd::test::run(&global, args),
+        Command::Upgrade(c) => cmd::upgrade::run(&global, c),
         Command::Lineage(c) => cmd::lineage::run(&global, c),
         Command::Empty(args) => cmd::empty::run(&global, args),
         Command::Preflight(args) => cmd::preflight::run(&global, args),

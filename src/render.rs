@@ -18,10 +18,13 @@ pub fn print_human(diags: &[Diagnostic]) {
 }
 
 /// The plan as the stable JSON document, written as it is serialized (no
-/// document in memory: a plan of 60,000 nodes is tens of megabytes).
+/// document in memory: a plan of 60,000 nodes is tens of megabytes), with
+/// the pinned images that are current but behind their parent's head (a
+/// `behind` key, only when there is one).
 pub fn write_plan_json(
     plan: &Plan,
     explain: bool,
+    behind: &[csis_ops::upgrade::Behind],
     out: impl std::io::Write,
 ) -> std::io::Result<()> {
     use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
@@ -65,9 +68,13 @@ pub fn write_plan_json(
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let mut ser = serde_json::Serializer::pretty(&mut out);
-    let mut doc = ser.serialize_map(Some(1)).map_err(std::io::Error::other)?;
+    let mut doc = ser.serialize_map(None).map_err(std::io::Error::other)?;
     doc.serialize_entry("nodes", &Nodes(plan, explain))
         .map_err(std::io::Error::other)?;
+    if !behind.is_empty() {
+        doc.serialize_entry("behind", behind)
+            .map_err(std::io::Error::other)?;
+    }
     SerializeMap::end(doc).map_err(std::io::Error::other)?;
     out.write_all(b"\n")?;
     out.flush()

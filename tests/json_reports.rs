@@ -202,6 +202,13 @@ impl Redact {
                     .map(|(k, x)| {
                         let x = match k.as_str() {
                             "elapsed_ms" | "created" | "age_days" => Value::from(0),
+                            "time" if x.is_string() => Value::String("[time]".into()),
+                            // `csis-test-<runtime>-<series>-<pid>`
+                            "instance"
+                                if x.as_str().is_some_and(|s| s.starts_with("csis-test-")) =>
+                            {
+                                Value::String("[test-machine]".into())
+                            }
                             "previous" | "current" | "csis_fingerprint" | "fingerprint"
                                 if x.is_string() =>
                             {
@@ -302,4 +309,37 @@ fn lineage_operation_json() {
     let (code, v) = t.json(&["dispose", "image", "nosuch", "--json"]);
     assert_eq!(code, 1, "a build that is not recorded is refused");
     insta::assert_json_snapshot!("dispose_refused", v);
+}
+
+#[test]
+fn after_the_bake_json() {
+    let t = Tree::new();
+    let (code, _) = t.csis(&["build", "--json"]);
+    assert_eq!(code, 0);
+    let (code, v) = t.json(&["test", "tools", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("test_tested", v);
+    let (code, v) = t.json(&["test", "web", "--json"]);
+    assert_eq!(code, 1, "web declares no post-bake tests");
+    insta::assert_json_snapshot!("test_refused", v);
+    let (code, v) = t.json(&["upgrade", "image", "tools", "--json"]);
+    assert_eq!(code, 1, "tools is pinned to web's head already");
+    insta::assert_json_snapshot!("upgrade_already_pinned", v);
+    let (code, _) = t.csis(&["build", "--json", "--force-bake", "web"]);
+    assert_eq!(code, 0);
+    let (code, v) = t.json(&["plan", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("plan_behind", v["behind"]);
+    let (code, v) = t.json(&["upgrade", "image", "tools", "--dry-run", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("upgrade_dry_run", v);
+    let (code, v) = t.json(&["upgrade", "image", "tools", "--to", "nosuchbuild", "--json"]);
+    assert_eq!(code, 1);
+    insta::assert_json_snapshot!("upgrade_refused", v);
+    let (code, v) = t.json(&["upgrade", "image", "tools", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("upgrade_moved", v);
+    let (code, v) = t.json(&["verify", "instance", "sim", "vm1", "--json"]);
+    assert_eq!(code, 2, "no pin for vm1: the runtime cannot answer");
+    insta::assert_json_snapshot!("verify_instance_no_pin", v);
 }

@@ -410,6 +410,11 @@ fn release_rules_and_declared() {
     t.build(&[]);
     let tools = t.ids("tools")[0].clone();
     let app = t.ids("app")[0].clone();
+    // the build ran tools' post-bake tests (the dummy's commands pass) and
+    // recorded them; without that record, no release
+    let it = csis_cache::release_rules::ImageTests::load(&t.meta()).unwrap();
+    assert_eq!(it.result(&tools), Some(true));
+    std::fs::remove_file(t.root.join("meta-state/image-tests.yaml")).unwrap();
     // tools declares post-bake tests and require_image_tests defaults to true
     let (code, _, err) = t.csis(&["release", "tools"]);
     assert_eq!(code, 1);

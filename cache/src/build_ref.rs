@@ -229,6 +229,21 @@ pub struct BuildRow {
     pub pinned_by: Vec<String>,
     pub revoked: bool,
     pub revoked_reason: Option<String>,
+    /// Its post-bake tests (`meta-state/image-tests.yaml`): passed, failed,
+    /// or absent when none is recorded ([`mark_tested`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tested: Option<bool>,
+    /// `csis builds --check`: whether the runtime still has it (absent
+    /// without `--check`, null when the runtime cannot answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_runtime: Option<Option<bool>>,
+}
+
+/// Set each row's `tested` mark from the post-bake records.
+pub fn mark_tested(rows: &mut [BuildRow], tests: &crate::release_rules::ImageTests) {
+    for r in rows {
+        r.tested = tests.result(&r.build_id);
+    }
 }
 
 /// Does a series name match a `csis builds` pattern: a glob when it has
@@ -324,6 +339,8 @@ pub fn list_builds(
                 pinned_by,
                 revoked: rev.is_some(),
                 revoked_reason: rev.and_then(|v| v.reason.clone()),
+                tested: None,
+                on_runtime: None,
             },
         ));
     }

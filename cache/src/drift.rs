@@ -15,7 +15,9 @@
 //!
 //! Pin rule: a pin naming a build lineage does not record is **missing** and
 //! hard. Instances (where the runtime lists them): one running a revoked
-//! build is drift `revoked`; a stopped one is a note.
+//! build is drift `revoked`; one booted from another build than its pin is
+//! `changed` (a note when a pending replacement onto the pin explains it);
+//! a stopped one is a note.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -369,6 +371,32 @@ pub fn judge(
                     if i.power == "stopped" {
                         notes.insert(format!("instance {name}@{rt}: switched off; not drift"));
                     }
+                    // The booted image against the instance's pin.
+                    let pin = records
+                        .pins
+                        .instances
+                        .get(&name)
+                        .or_else(|| records.pins.instances.get(&i.id));
+                    if let Some(pin) = pin.filter(|p| p.as_str() != img) {
+                        let pending = records
+                            .pins
+                            .pending_replacements
+                            .get(&name)
+                            .is_some_and(|p| p == pin);
+                        if pending {
+                            notes.insert(format!(
+                                "instance {name}@{rt}: booted {img}, pinned to {pin}: the pending replacement explains it"
+                            ));
+                        } else {
+                            drift.push(Drift {
+                                kind: "instance".into(),
+                                name: format!("{name}@{rt}"),
+                                drift: "changed".into(),
+                                detail: format!("booted {img}, pinned to {pin}"),
+                                hard: false,
+                            });
+                        }
+                    }
                 }
             }
         }
@@ -700,6 +728,40 @@ mod tests {
         assert!(rep.drift[0].detail.contains("cve-2"));
         assert!(!rep.has_hard() && !rep.strict_fails());
         assert_eq!(rep.summary["revoked"], 1);
+    }
+
+    #[test]
+    fn an_instance_booted_from_another_build_than_its_pin_is_changed() {
+        let mut f = fx();
+        f.p.instances.insert("vm".into(), "w1".into());
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let inst = |image: &str| RuntimeView {
+            runtime: "rt".into(),
+            images: Ok(imgs.clone()),
+            instances: Some(Ok(vec![SeenInstance {
+                id: "c1".into(),
+                name: Some("vm".into()),
+                image: Some(image.into()),
+                power: "running".into(),
+            }])),
+        };
+        assert!(run(&f, vec![inst("w1")]).drift.is_empty());
+        let rep = run(&f, vec![inst("b1")]);
+        assert_eq!(rep.drift.len(), 1);
+        assert_eq!(
+            (rep.drift[0].drift.as_str(), rep.drift[0].name.as_str()),
+            ("changed", "vm@rt")
+        );
+        assert_eq!(rep.drift[0].detail, "booted b1, pinned to w1");
+        assert!(!rep.has_hard());
+        // an upgrade waiting for its replacement explains it
+        f.p.pending_replacements.insert("vm".into(), "w1".into());
+        let rep = run(&f, vec![inst("b1")]);
+        assert!(rep.drift.is_empty());
+        assert!(rep
+            .notes
+            .iter()
+            .any(|n| n.contains("booted b1, pinned to w1: the pending replacement explains it")));
     }
 
     #[test]

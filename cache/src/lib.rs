@@ -33,6 +33,7 @@ pub mod revocations;
 pub mod runid;
 pub mod stamp;
 mod store;
+pub mod verifications;
 mod yamlio;
 
 use std::path::{Path, PathBuf};

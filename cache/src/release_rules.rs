@@ -28,11 +28,23 @@ pub struct ImageTests {
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ImageTestRecord {
     pub ok: bool,
     #[serde(default)]
     pub run: Option<String>,
+    /// The test machine (container name, instance id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// When the tests ran (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// One per check: `{name, ok, detail, ...}` (csis adds `command`,
+    /// `exit_code`, `evidence`: the last lines of output).
+    #[serde(default, deserialize_with = "crate::null_as_default")]
+    pub checks: Vec<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
@@ -40,6 +52,20 @@ pub struct ImageTestRecord {
 impl ImageTests {
     pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
         read_meta_file(meta, IMAGE_TESTS_FILE)
+    }
+    /// Write it atomically; false when unchanged.
+    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
+        crate::revocations::write_meta_file(meta, IMAGE_TESTS_FILE, self)
+    }
+    /// Record the latest post-bake result of a build (read, replace, write).
+    pub fn record(
+        meta: &MetaState,
+        build_id: &str,
+        rec: ImageTestRecord,
+    ) -> Result<(), CacheError> {
+        let mut all = ImageTests::load(meta)?;
+        all.builds.insert(build_id.to_string(), rec);
+        all.save(meta).map(drop)
     }
     /// Some(ok) when a post-bake record exists for the build.
     pub fn result(&self, build_id: &str) -> Option<bool> {
@@ -318,8 +344,7 @@ mod tests {
             "a2".into(),
             ImageTestRecord {
                 ok: false,
-                run: None,
-                extra: Default::default(),
+                ..Default::default()
             },
         );
         let recs_f = ReleaseRecords {

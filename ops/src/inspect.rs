@@ -347,6 +347,8 @@ pub struct VerifyReport {
     pub expected_build: String,
     pub ok: bool,
     pub checks: Vec<csis_runtime::VerifyCheck>,
+    /// Written to `meta-state/verifications.yaml` (a context opened to write).
+    pub recorded: bool,
 }
 
 /// Why `verify_instance` has no report.
@@ -360,8 +362,10 @@ pub enum VerifyRefusal {
     Failed { reason: String },
 }
 
-/// `csis runtime verify-instance`: the instance against `expect` (default:
-/// its pin, the journal merged).
+/// `csis verify instance` (and its alias `csis runtime verify-instance`):
+/// the instance against `expect` (default: its pin, the journal merged).
+/// With a context opened to write, the verdict (each check with its last
+/// 20 lines of evidence) is appended to `meta-state/verifications.yaml`.
 pub fn verify_instance(
     cx: &Context,
     runtime: &str,
@@ -397,13 +401,45 @@ pub fn verify_instance(
             }))
         }
     };
-    Ok(Ok(VerifyReport {
+    let mut checks = checks;
+    for c in &mut checks {
+        let n = c.evidence.len();
+        c.evidence = c
+            .evidence
+            .drain(n.saturating_sub(EVIDENCE_LINES)..)
+            .map(|l| csis_rules::secret::redact(&l).into_owned())
+            .collect();
+    }
+    let report = VerifyReport {
         runtime: name,
         instance: instance.into(),
         expected_build: expected,
         ok: checks.iter().all(|c| c.ok),
         checks,
-    }))
+        recorded: cx.access() == crate::Access::Write,
+    };
+    if report.recorded {
+        csis_cache::verifications::Verifications::append(&cx.meta, report.entry())?;
+    }
+    Ok(Ok(report))
+}
+
+/// How many lines of evidence a verification keeps per check.
+pub const EVIDENCE_LINES: usize = 20;
+
+impl VerifyReport {
+    /// The entry `meta-state/verifications.yaml` keeps.
+    pub fn entry(&self) -> serde_json::Value {
+        serde_json::json!({
+            "instance": self.instance,
+            "runtime": self.runtime,
+            "expected_build": self.expected_build,
+            "ok": self.ok,
+            "run": csis_cache::run_id_now(),
+            "time": crate::image_test::now_rfc3339(),
+            "checks": self.checks,
+        })
+    }
 }
 
 /// `csis runtime describe`: one runtime, its type, address, defaults, and
@@ -485,4 +521,37 @@ pub fn describe(
             .map(|i| i.display.clone())
             .collect(),
     }))
+}
+
+/// `csis builds --check`: whether each listed build is still on its
+/// runtime (`query_images`, asked once per runtime). A runtime that cannot
+/// be asked leaves its rows `null` and is named in the returned notes.
+pub fn check_builds(cx: &Context, rows: &mut [csis_cache::build_ref::BuildRow]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut held: std::collections::BTreeMap<String, Option<std::collections::BTreeSet<String>>> =
+        std::collections::BTreeMap::new();
+    for r in rows.iter_mut() {
+        let Some(rt) = r.runtime.clone() else {
+            r.on_runtime = Some(None);
+            continue;
+        };
+        let ids = held.entry(rt.clone()).or_insert_with(|| {
+            let answer = match cx.runtime_name(&rt) {
+                None => Err(format!("runtime {rt} is not declared in this tree")),
+                Some(name) => cx
+                    .runtime(&name)
+                    .map_err(|e| format!("{e:#}"))
+                    .and_then(|r| cx.block_on(r.query_images()).map_err(|e| e.to_string())),
+            };
+            match answer {
+                Ok(images) => Some(images.into_iter().map(|i| i.build_id).collect()),
+                Err(e) => {
+                    notes.push(format!("{rt}: cannot check its builds: {e}"));
+                    None
+                }
+            }
+        });
+        r.on_runtime = Some(ids.as_ref().map(|ids| ids.contains(&r.build_id)));
+    }
+    notes
 }

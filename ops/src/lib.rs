@@ -23,6 +23,7 @@ pub mod context;
 pub mod dispose;
 pub mod exit;
 pub mod graph;
+pub mod image_test;
 pub mod inspect;
 pub mod lineage;
 pub mod noop;
@@ -31,6 +32,7 @@ pub mod revoke;
 pub mod session;
 pub mod shards;
 pub mod state;
+pub mod upgrade;
 pub mod validate;
 pub mod wiring;
 

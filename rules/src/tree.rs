@@ -760,6 +760,35 @@ impl Tree {
         tests_to_commands(t, os.model.package_manager())
     }
 
+    /// The post-bake tests of an image as commands (`None`: it declares
+    /// no `tests.post_bake`): the same assertions as in-bake tests, for the
+    /// chain root's package manager, then one per declared mount.
+    pub fn post_bake_commands(&self, image: &Image) -> Option<Vec<InBakeTest>> {
+        let p = self.post_bake_tests(image)?;
+        let pm = self
+            .chain_root(image)
+            .map(|o| o.model.package_manager())
+            .unwrap_or("dnf");
+        let t = Tests {
+            files: p.files.clone(),
+            packages: p.packages.clone(),
+            commands: p.commands.clone(),
+            services_enabled: p.services_enabled.clone(),
+            users: p.users.clone(),
+            post_bake: None,
+        };
+        let mut out = tests_to_commands(&t, pm);
+        for m in &p.mounts {
+            out.push(InBakeTest {
+                description: format!("{m} is mounted"),
+                run: format!("grep -qF -- {} /proc/mounts", sh_quote(&format!(" {m} "))),
+                expect_rc: 0,
+                contains: None,
+            });
+        }
+        Some(out)
+    }
+
     /// The post-bake tests of an image (run by `verify instance`).
     pub fn post_bake_tests<'a>(&'a self, image: &'a Image) -> Option<&'a PostBakeTests> {
         image.model.tests.post_bake.as_ref()

@@ -1,7 +1,9 @@
-//! `csis builds [PATTERN] [--runtime RT] [--json]`
+//! `csis builds [PATTERN] [--runtime RT] [--check] [--json]`
 //!
 //! The recorded builds per series and runtime, newest first, with their
-//! short id, name, parent, age and marks (head, released, pinned, revoked).
+//! short id, name, parent, age and marks (head, released, pinned, tested,
+//! revoked; with `--check`, `gone` when the runtime no longer has it, asked
+//! through `csis_ops::inspect::check_builds`).
 //! Read-only: reads `meta-state/` (with the journal of an interrupted build
 //! merged in) and takes no lock. The rows come from
 //! `csis_cache::build_ref::list_builds`.
@@ -10,7 +12,8 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use anyhow::Result;
-use csis_cache::build_ref::{list_builds, pattern_problem, BuildRow};
+use csis_cache::build_ref::{list_builds, mark_tested, pattern_problem, BuildRow};
+use csis_cache::release_rules::ImageTests;
 use csis_cache::{LocalDir, MetaState, Revocations};
 
 use crate::GlobalArgs;
@@ -22,6 +25,9 @@ pub struct Args {
     /// Only builds on this runtime.
     #[arg(long, value_name = "RT")]
     pub runtime: Option<String>,
+    /// Ask each runtime whether it still has the build (mark `gone` when not).
+    #[arg(long)]
+    pub check: bool,
     /// Print a JSON array, one object per build (fields in README.md).
     #[arg(long)]
     pub json: bool,
@@ -36,7 +42,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(&global.dir).journal())?;
     let releases = meta.releases()?;
     let revocations = Revocations::load(&meta)?;
-    let rows = list_builds(
+    let mut rows = list_builds(
         &lineage,
         &pins,
         &releases,
@@ -45,6 +51,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         args.runtime.as_deref(),
         SystemTime::now(),
     );
+    mark_tested(&mut rows, &ImageTests::load(&meta)?);
+    if args.check {
+        let cx = csis_ops::Context::open(&global.tree(), csis_ops::Access::Read, |_| {})?;
+        for n in csis_ops::inspect::check_builds(&cx, &mut rows) {
+            eprintln!("note: {n}");
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -90,6 +103,16 @@ fn line(r: &BuildRow) -> String {
     }
     if !r.pinned_by.is_empty() {
         marks.push(format!("pinned({})", r.pinned_by.join(",")));
+    }
+    match r.tested {
+        Some(true) => marks.push("tested".into()),
+        Some(false) => marks.push("tested(FAILED)".into()),
+        None => {}
+    }
+    match r.on_runtime {
+        Some(Some(false)) => marks.push("gone".into()),
+        Some(None) => marks.push("unchecked".into()),
+        _ => {}
     }
     if r.revoked {
         marks.push(match &r.revoked_reason {

@@ -21,7 +21,10 @@ pub mod release;
 pub mod revoke;
 pub mod runtime;
 pub mod state;
+pub mod test;
+pub mod upgrade;
 pub mod validate;
+pub mod verify;
 pub mod watch;
 
 /// What a command says while another csis holds the tree lock.

@@ -70,13 +70,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     };
     let sel = s.select(&args.patterns)?;
     let plan = s.plan(&sel, &ForceBake::parse(&args.force_bake))?;
+    let behind = csis_ops::upgrade::behind(&s, &plan);
     if let Some(n) = args.shards {
         let split = csis_ops::shards::split(&s.compiled.graph, &plan, n as usize);
         crate::render::json(&split)?;
     } else {
         match format {
             Format::Json => {
-                crate::render::write_plan_json(&plan, args.explain, std::io::stdout().lock())?
+                crate::render::write_plan_json(&plan, args.explain, &behind, std::io::stdout().lock())?
             }
             Format::Text => {
                 for w in &s.compiled.warnings {
@@ -86,6 +87,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     "{}",
                     crate::render::plan_text(&plan, args.explain, args.all)
                 );
+                for b in &behind {
+                    println!("note: {}", b.message());
+                }
             }
             Format::Markdown => print!("{}", crate::render::plan_markdown(&plan)),
             Format::Github => {

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use csis_ops::inspect::{Description, VerifyRefusal};
+use csis_ops::inspect::Description;
 use csis_ops::{exit, Access};
 
 use crate::GlobalArgs;
@@ -18,10 +18,9 @@ pub enum RuntimeCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Verify a launched instance (the runtime's `verify_instance`): the
-    /// launch completion marker, the booted image against the expected
-    /// build, the data disks mounted. Exit 0 verified, 1 a check failed,
-    /// 2 the runtime cannot answer.
+    /// The same as `csis verify instance` (which see): verify a launched
+    /// instance and record the verdict in meta-state/verifications.yaml.
+    /// Exit 0 verified, 1 a check failed, 2 the runtime cannot answer.
     VerifyInstance {
         /// The runtime's name or one of its aliases.
         runtime: String,
@@ -56,46 +55,8 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
     };
     let (name, json) = match cmd {
         RuntimeCommand::Describe { name, json } => (name, json),
-        RuntimeCommand::VerifyInstance {
-            runtime,
-            instance,
-            expect,
-            mounts,
-            timeout,
-            json,
-        } => {
-            let answer = csis_ops::inspect::verify_instance(
-                &cx, &runtime, &instance, expect, mounts, timeout,
-            )?;
-            let r = match answer {
-                Ok(r) => r,
-                Err(refusal) => {
-                    if json {
-                        crate::render::json(&refusal)?;
-                    }
-                    let (why, code) = match refusal {
-                        VerifyRefusal::CannotAnswer { reason } => (reason, exit::CANNOT_ANSWER),
-                        VerifyRefusal::Failed { reason } => (reason, exit::FAILURE),
-                    };
-                    eprintln!("verify: {why}");
-                    return Ok(ExitCode::from(code));
-                }
-            };
-            if json {
-                crate::render::json(&r)?;
-            } else {
-                for c in &r.checks {
-                    let mark = if c.ok { "ok  " } else { "FAIL" };
-                    println!("{mark} {}: {}", c.name, c.detail);
-                }
-                let verdict = if r.ok { "verified" } else { "NOT verified" };
-                println!("verify: {} on {}: {verdict}", r.instance, r.runtime);
-            }
-            return Ok(ExitCode::from(if r.ok {
-                exit::SUCCESS
-            } else {
-                exit::FAILURE
-            }));
+        RuntimeCommand::VerifyInstance { .. } => {
+            unreachable!("the binary routes `runtime verify-instance` to `verify instance`")
         }
     };
     let d = match csis_ops::inspect::describe(cx.tree(), &name)? {

@@ -524,6 +524,7 @@ impl BuildState {
                     Err(e) => Err(rt_err(e)),
                 }
             }
+            NodeSpec::Test { bake, tests } => self.test(&cx, bake, &tests).await,
             NodeSpec::Release { bake, model } => self.release(&cx, bake, &model).await,
             NodeSpec::Dispose {
                 series,
@@ -535,6 +536,93 @@ impl BuildState {
                 self.dispose(&cx, &series, &runtime, keep).await
             }
         }
+    }
+
+    /// A post-bake test node (`tests.post_bake`): after its image's retag,
+    /// launch the build this run made, run the declared tests in it, and
+    /// record the outcome in `meta-state/image-tests.yaml` (crate::image_test).
+    /// A failed test fails the node (and so its release); the bake's record
+    /// stays. The machine is removed whatever happens.
+    async fn test(
+        &self,
+        cx: &NodeContext,
+        bake: NodeId,
+        tests: &[csis_rules::tree::InBakeTest],
+    ) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        let spec = self
+            .session
+            .compiled
+            .bake_spec(bake)
+            .cloned()
+            .ok_or_else(|| NodeError::new("test without bake"))?;
+        let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+            cx.log(format!(
+                "{} on {}: no build made in this run, nothing to test",
+                spec.series, spec.runtime
+            ));
+            return Ok(NodeOutput::none());
+        };
+        let rt = self.runtime(&spec.runtime)?.clone();
+        let label = cx.label().to_string();
+        let log_path = run_log(&self.local, &self.run_id, &label);
+        if let Some(d) = log_path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let log = BakeLog {
+            label: label.clone(),
+            file: Mutex::new(File::create(&log_path).ok()),
+            renderer: self.renderer.clone(),
+        };
+        let outcome = crate::image_test::run_post_bake(
+            crate::image_test::PostBake {
+                rt: &rt,
+                runtime: &spec.runtime,
+                series: &spec.series,
+                build_id: &build,
+                tests,
+                run: &self.run_id,
+                cancel: cx.cancel().clone(),
+            },
+            &|line: &str| log.line(line),
+        )
+        .await
+        .map_err(|e| {
+            log.line(&format!("test failed: {e}"));
+            rt_err(e)
+        })?;
+        {
+            let _meta = self.meta_lock.lock().await;
+            crate::image_test::record(&self.session.meta, &outcome).map_err(|e| {
+                NodeError::new(format!(
+                    "the post-bake tests of {build} ran but could not be recorded: {e:#}"
+                ))
+            })?;
+        }
+        let line = outcome.summary();
+        log.line(&line);
+        cx.log(line.clone());
+        if !outcome.ok {
+            let failed: Vec<String> = outcome
+                .checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(|c| format!("{}: {}", c.name, c.detail))
+                .collect();
+            return Err(NodeError::new(format!(
+                "post-bake tests of {build} FAILED ({}); log {}",
+                failed.join("; "),
+                log_path.display()
+            )));
+        }
+        Ok(NodeOutput::new(json!({
+            "build_id": build,
+            "ok": outcome.ok,
+            "checks": outcome.checks.len(),
+            "instance": outcome.instance,
+        })))
     }
 
     /// A release node (core.md §5.4): after its image's retag, release the

@@ -199,6 +199,13 @@ pub enum NodeSpec {
     Retag {
         bake: NodeId,
     },
+    /// The post-bake test of the bake node `bake` (`tests.post_bake`):
+    /// launch the new build, run `tests` in it, record the outcome in
+    /// `meta-state/image-tests.yaml`. Between the retag and the release.
+    Test {
+        bake: NodeId,
+        tests: Vec<InBakeTest>,
+    },
     /// Release placeholder (the lineage-operations work fills it in).
     Release {
         bake: NodeId,
@@ -414,6 +421,7 @@ pub struct Entry {
     parent: ParentLink,
     emit: Arc<Node>,
     retag: Arc<Node>,
+    test: Option<TestNode>,
     release: Option<ReleaseNode>,
     dispose: Option<DisposeNode>,
 }
@@ -481,6 +489,9 @@ impl Entry {
         ));
         out.push(own(&self.emit));
         out.push(own(&self.retag));
+        if let Some((n, _)) = &self.test {
+            out.push(own(n));
+        }
         if let Some((n, _)) = &self.release {
             out.push(own(n));
         }
@@ -500,6 +511,28 @@ fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
 
 /// A release node and its model.
 type ReleaseNode = (Arc<Node>, String);
+/// A post-bake test node and the commands it runs.
+type TestNode = (Arc<Node>, Vec<InBakeTest>);
+
+/// The post-bake test node of an image on a runtime, when it declares
+/// `tests.post_bake`. Its inputs are the commands (what they check enters
+/// its fingerprint, never the bake's); it runs when its bake ran.
+fn test_node(
+    tree: &Tree,
+    image: &crate::tree::Image,
+    target: &Label,
+    runtime: &str,
+) -> Option<TestNode> {
+    let tests = tree.post_bake_commands(image)?;
+    let node = Node::new(target.clone(), "test")
+        .with_policy(RunPolicy::WhenDependencyDue)
+        .with_attr("series", &image.name)
+        .with_attr("runtime", runtime)
+        .with_inputs(crate::secret::redacted(
+            json!({"post_bake": tests_input(&tests)}),
+        ));
+    Some((Arc::new(node), tests))
+}
 /// A dispose node, its `keep` and whether the runtime is ephemeral.
 type DisposeNode = (Arc<Node>, Option<u32>, bool);
 
@@ -663,6 +696,7 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
             parent: ParentLink::Vendor,
             emit: Arc::new(emit),
             retag,
+            test: None,
             release,
             dispose,
         });
@@ -770,6 +804,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             .with_attr("runtime", &rt);
         let keep = tree.retention_keep(image, &rt);
         let (retag, release, dispose) = follow_ups(tree, &target, &image.name, &rt, release, keep);
+        let test = test_node(tree, image, &target, &rt);
         entries.push(Entry {
             runtime: rt,
             resolve: None,
@@ -778,6 +813,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             parent,
             emit: Arc::new(emit),
             retag,
+            test,
             release,
             dispose,
         });
@@ -820,6 +856,12 @@ pub fn finish_image(
         } = &mut e.parent
         {
             *pinned_build = pins.image_pin(&draft.series, &e.runtime);
+            // For the planner's "parent pin moved" (attributes never
+            // enter a fingerprint).
+            if let Some(b) = pinned_build.as_deref() {
+                let n = Arc::make_mut(&mut e.bake);
+                *n = n.clone().with_attr(PINNED_PARENT_ATTR, b);
+            }
             *pinned_fp = pinned_build
                 .as_deref()
                 .and_then(|b| pins.build_fingerprint(b))
@@ -976,9 +1018,16 @@ impl Assembler {
             // Retention runs after the release: a build to release is not
             // disposed first (on an ephemeral runtime the new build would go).
             let mut before_dispose = retag;
+            // The post-bake test runs on the retagged build; the release
+            // waits for it (a failed test leaves the build unreleased).
+            if let Some((node, tests)) = e.test {
+                let t = self.node(node, NodeSpec::Test { bake, tests })?;
+                self.g.add_dep(t, retag, Dep::Order)?;
+                before_dispose = t;
+            }
             if let Some((node, model)) = e.release {
                 let r = self.node(node, NodeSpec::Release { bake, model })?;
-                self.g.add_dep(r, retag, Dep::Order)?;
+                self.g.add_dep(r, before_dispose, Dep::Order)?;
                 before_dispose = r;
             }
             if let Some((node, keep, ephemeral)) = e.dispose {
@@ -1126,8 +1175,25 @@ pub fn refresh_rule() -> impl csis_engine::Rule {
     }
 }
 
+/// The attribute of a pinned image's bake naming the parent build it is
+/// pinned to.
+pub const PINNED_PARENT_ATTR: &str = "pinned_parent";
+
+/// The upgrade rule: a pinned image whose pin names another parent build
+/// than its head was baked from is due (`parent pin moved <from> -> <to>`;
+/// `csis upgrade image` moves a pin).
+pub fn pin_moved_rule() -> impl csis_engine::Rule {
+    |cx: &RuleCx<'_>| {
+        let pin = cx.node.attr(PINNED_PARENT_ATTR)?;
+        let from = cx.record?.deps.get("parent")?;
+        (from != pin)
+            .then(|| Reason::custom("pin-moved", format!("parent pin moved {from} -> {pin}")))
+    }
+}
+
 /// The planner csis uses: forced, no build yet, parent moved (follow),
-/// parent re-bakes this run (follow), inputs changed, update policy.
+/// parent re-bakes this run (follow), parent pin moved (pinned), inputs
+/// changed, update policy.
 pub fn planner(force: &ForceBake) -> Planner<'_> {
     let mut p = Planner::new();
     if !force.is_empty() {
@@ -1136,6 +1202,7 @@ pub fn planner(force: &ForceBake) -> Planner<'_> {
     p.rule(csis_engine::plan::rules::no_record())
         .rule(csis_engine::plan::rules::dep_moved())
         .rule(csis_engine::plan::rules::dep_due())
+        .rule(pin_moved_rule())
         .rule(csis_engine::plan::rules::inputs_changed())
         .rule(refresh_rule())
 }

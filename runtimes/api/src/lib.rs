@@ -294,6 +294,70 @@ pub struct VerifyCheck {
     pub evidence: Vec<String>,
 }
 
+/// What a post-bake test asks of a runtime: launch the new build as a test
+/// machine for a bounded time, marked so that a leftover (its csis killed)
+/// is found and removed by the next build.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TestMachineRequest {
+    /// The build to launch (docker image id, AMI id).
+    pub build_id: String,
+    pub series: String,
+    /// The machine's name (`csis-test-<runtime>-<series>-<pid>`), made
+    /// valid by the runtime.
+    pub name: String,
+    /// Who launched it: `host:pid` (the mark's owner).
+    pub owner: String,
+    /// The machine stops by itself after this many seconds, even if csis
+    /// is killed before it removes it.
+    pub lifetime_s: u64,
+    /// How long to wait until it answers a session command.
+    pub ready_timeout_s: u64,
+}
+
+/// A launched test machine: what `run_session_command` and
+/// `remove_test_machine` take.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TestMachine {
+    /// The container name / instance id.
+    pub id: String,
+    /// The image it booted, as the runtime reports it.
+    pub booted: Option<String>,
+}
+
+/// The label/tag that marks a test machine (value: the runtime's name).
+pub const TEST_MACHINE_MARK: &str = "csis_test_machine";
+/// The label/tag naming a test machine's owner (`host:pid`).
+pub const TEST_MACHINE_OWNER: &str = "csis_owner";
+
+/// This process as a mark's owner: `host:pid`.
+pub fn owner_here() -> String {
+    format!("{}:{}", host_name(), std::process::id())
+}
+
+/// This machine's host name (`/etc/hostname`, `HOSTNAME`, else `localhost`).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Whether the owner `host:pid` of a mark is gone: on this host, no process
+/// with that pid; from another host (or unparsable) we cannot tell, and
+/// the answer is no.
+pub fn owner_gone(owner: &str) -> bool {
+    let Some((host, pid)) = owner.rsplit_once(':') else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    host == host_name() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// One line of `csis preflight`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PreflightLine {
@@ -452,6 +516,20 @@ pub trait Runtime: Send + Sync {
     ) -> Result<SessionResult> {
         let _ = (instance, command, timeout_s);
         Err(self.unsupported("run_session_command"))
+    }
+    /// Launch `req.build_id` as a test machine (docker: a container under
+    /// `--init`; AWS: an instance in the default subnet with the session
+    /// instance profile), marked [`TEST_MACHINE_MARK`] and
+    /// [`TEST_MACHINE_OWNER`], and wait until it answers a session command.
+    /// On failure (or cancellation) whatever was started is removed.
+    async fn launch_test_machine(&self, req: &TestMachineRequest) -> Result<TestMachine> {
+        let _ = req;
+        Err(self.unsupported("launch_test_machine"))
+    }
+    /// Remove a test machine (`Ok(false)`: it was gone already).
+    async fn remove_test_machine(&self, id: &str) -> Result<bool> {
+        let _ = id;
+        Err(self.unsupported("remove_test_machine"))
     }
     /// The deferred verification of a launched instance
     /// (`verify_instance(name, expected_build, expect_mounts, timeout)`): the

@@ -329,6 +329,24 @@ pub fn bake_container_prefix(runtime: &str) -> String {
     format!("csis-bake-{clean}-")
 }
 
+/// The name of a post-bake test container: `csis-test-<runtime>-<series>-<pid>`.
+pub fn test_container_name(runtime: &str, series: &str, pid: u32) -> String {
+    let clean: String = series
+        .chars()
+        .map(|c| if is_tag_char(c) { c } else { '-' })
+        .collect();
+    format!("{}{clean}-{pid}", test_container_prefix(runtime))
+}
+
+/// The prefix of every post-bake test container of a runtime.
+pub fn test_container_prefix(runtime: &str) -> String {
+    let clean: String = runtime
+        .chars()
+        .map(|c| if is_tag_char(c) { c } else { '-' })
+        .collect();
+    format!("csis-test-{clean}-")
+}
+
 /// Is `id` a pin the runtime accepts: `<repository>@sha256:<64 hex>` or an
 /// image id `sha256:<64 hex>`? `Err` carries the seed's refusal.
 pub fn check_image_id_pin(id: &str) -> Result<(), String> {

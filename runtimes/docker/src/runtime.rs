@@ -21,7 +21,8 @@ use bollard::Docker;
 use csis_runtime::{
     BakeOutcome, BakeParent, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts, Inventory,
     LogSink, OnlineFinding, PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result,
-    Runtime, RuntimeError, SessionResult, VolumeFacts, LINEAGE_PREFIX,
+    Runtime, RuntimeError, SessionResult, TestMachine, TestMachineRequest, VerifyCheck,
+    VolumeFacts, LINEAGE_PREFIX, TEST_MACHINE_MARK, TEST_MACHINE_OWNER,
 };
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -296,6 +297,11 @@ impl ContainerGuard {
             name,
             armed: true,
         }
+    }
+
+    /// Keep the container: the caller owns it from now on.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
     }
 
     pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
@@ -1659,8 +1665,123 @@ impl Runtime for DockerRuntime {
             })?;
             removed.push(name);
         }
+        // Post-bake test containers whose csis is gone (killed before it
+        // removed them): marked, and owned by a process that no longer runs.
+        let marked = self
+            .containers(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{TEST_MACHINE_MARK}={}", self.settings.name)],
+            )]))
+            .await?;
+        for c in marked {
+            let labels = c.labels.clone().unwrap_or_default();
+            let gone = labels
+                .get(TEST_MACHINE_OWNER)
+                .is_some_and(|o| csis_runtime::owner_gone(o));
+            if !gone {
+                continue;
+            }
+            let Some(name) = c
+                .names
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.trim_start_matches('/').to_string())
+                .next()
+            else {
+                continue;
+            };
+            match remove_container_forced(d, &name).await {
+                Ok(_) => removed.push(format!("test machine {name}")),
+                Err(e) => {
+                    return Err(RuntimeError::Failed(format!(
+                        "removing stale test container {name}: {e}"
+                    )))
+                }
+            }
+        }
         removed.sort();
         Ok(removed)
+    }
+
+    async fn launch_test_machine(&self, req: &TestMachineRequest) -> Result<TestMachine> {
+        let d = self.docker().await?;
+        let name = req.name.clone();
+        let labels = HashMap::from([
+            (TEST_MACHINE_MARK.to_string(), self.settings.name.clone()),
+            (TEST_MACHINE_OWNER.to_string(), req.owner.clone()),
+        ]);
+        let body = ContainerCreateBody {
+            image: Some(req.build_id.clone()),
+            entrypoint: Some(vec![]),
+            // Bounded: the container stops (and, auto-removed, goes) by
+            // itself after its lifetime, even if csis is killed.
+            cmd: Some(vec!["sleep".into(), req.lifetime_s.max(1).to_string()]),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                init: Some(true),
+                auto_remove: Some(true),
+                network_mode: Some(self.settings.network.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+        d.create_container(Some(opts), body).await.map_err(|e| {
+            self.map_err(
+                &format!("create test container {name} from {}", req.build_id),
+                e,
+            )
+        })?;
+        let guard = ContainerGuard::new(d.clone(), name.clone());
+        d.start_container(
+            &name,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("start test container {name}"), e))?;
+        // It answers when a session command runs in it.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(req.ready_timeout_s.max(1));
+        loop {
+            match self.run_session_command(&name, "true", 10).await {
+                Ok(r) if r.exit_code == 0 => break,
+                Ok(_) | Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(r) => {
+                    let _ = guard.remove().await;
+                    return Err(RuntimeError::Failed(format!(
+                        "test container {name} does not answer: `true` exited {}",
+                        r.exit_code
+                    )));
+                }
+                Err(e) => {
+                    let _ = guard.remove().await;
+                    return Err(RuntimeError::Failed(format!(
+                        "test container {name} does not answer within {}s: {e}",
+                        req.ready_timeout_s
+                    )));
+                }
+            }
+        }
+        let booted = self.query_instance_boot_image(&name).await.ok().flatten();
+        guard.disarm();
+        Ok(TestMachine { id: name, booted })
+    }
+
+    async fn remove_test_machine(&self, id: &str) -> Result<bool> {
+        let d = self.docker().await?;
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match d.remove_container(id, Some(opts)).await {
+            Ok(()) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            // auto-remove already under way
+            Err(e) if is_conflict(&e) => Ok(true),
+            Err(e) => Err(self.map_err(&format!("remove test container {id}"), e)),
+        }
     }
 
     async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
@@ -2055,6 +2176,73 @@ impl Runtime for DockerRuntime {
         }
     }
 
+    /// A container against a build: it runs, it was created from the
+    /// build (`expected` as an image id, a tag or a short id the daemon
+    /// knows), and, when asked, data mounts under `/mnt`.
+    async fn verify_instance(
+        &self,
+        instance: &str,
+        expected_build: &str,
+        expect_mounts: usize,
+        timeout_s: u64,
+    ) -> Result<Vec<VerifyCheck>> {
+        let power = self.query_instance_power_state(instance).await?;
+        if power == PowerState::Absent {
+            return Err(RuntimeError::Refused(format!(
+                "container {instance} does not exist on {}",
+                self.settings.name
+            )));
+        }
+        let mut checks = vec![VerifyCheck {
+            name: "running".into(),
+            ok: power == PowerState::Running,
+            detail: format!("{power:?}").to_lowercase(),
+            evidence: Vec::new(),
+        }];
+        let booted = self.query_instance_boot_image(instance).await?;
+        let expected_id = match self.inspect_image_opt(expected_build).await? {
+            Some(i) => i.id.unwrap_or_else(|| expected_build.to_string()),
+            None => expected_build.to_string(),
+        };
+        let booted_s = booted.clone().unwrap_or_else(|| "?".into());
+        let ok = booted.as_deref() == Some(expected_id.as_str());
+        checks.push(VerifyCheck {
+            name: "booted image".into(),
+            ok,
+            detail: if ok {
+                format!("booted {booted_s}")
+            } else {
+                format!("booted {booted_s}, expected {expected_build}")
+            },
+            evidence: Vec::new(),
+        });
+        if expect_mounts > 0 {
+            let check = match self
+                .run_session_command(instance, "grep ' /mnt/' /proc/mounts", timeout_s.max(10))
+                .await
+            {
+                Ok(r) => {
+                    let lines: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+                    let n = lines.len();
+                    VerifyCheck {
+                        name: "data disks mounted".into(),
+                        ok: n >= expect_mounts,
+                        detail: format!("{n} mount(s) under /mnt, {expect_mounts} declared"),
+                        evidence: last_lines(&lines, 20),
+                    }
+                }
+                Err(e) => VerifyCheck {
+                    name: "data disks mounted".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                    evidence: Vec::new(),
+                },
+            };
+            checks.push(check);
+        }
+        Ok(checks)
+    }
+
     async fn run_session_command(
         &self,
         instance: &str,
@@ -2084,6 +2272,10 @@ impl Runtime for DockerRuntime {
             ))),
         }
     }
+}
+
+fn last_lines(lines: &[String], n: usize) -> Vec<String> {
+    lines[lines.len().saturating_sub(n)..].to_vec()
 }
 
 /// Shared-pointer constructor for the `csis` binary.

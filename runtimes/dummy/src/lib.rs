@@ -14,7 +14,11 @@
 //! - failures: [`DummyConfig::fail_series`], plus the environment variable
 //!   `CSIS_DUMMY_FAIL=series1,series2` (a series name, `series@runtime`, or
 //!   `*`), read when the runtime is constructed; an entry `release:series`
-//!   makes the release mark of that series fail instead;
+//!   makes the release mark of that series fail instead, `test:series`
+//!   makes every command in its post-bake test machines exit 1;
+//! - post-bake tests: a test machine is a name held in memory; a command
+//!   "run" in it exits 0 with no output (the dummy runs nothing), unless
+//!   `test:series` says otherwise;
 //! - the store: `.csis/dummy/<runtime>.json` (counter, images with their
 //!   tags, releases), so it behaves like an image store across invocations;
 //!   `store: PATH` on the runtime entry puts it elsewhere (relative to the
@@ -98,6 +102,8 @@ pub struct BakeAttempt {
 pub struct DummyRuntime {
     cfg: DummyConfig,
     state: Mutex<Mem>,
+    /// Launched test machines: name -> (series, build).
+    test_machines: Mutex<BTreeMap<String, (String, String)>>,
 }
 
 /// The store in memory, with its write-behind: every change is appended to
@@ -221,6 +227,7 @@ impl DummyRuntime {
         }
         DummyRuntime {
             cfg,
+            test_machines: Mutex::new(BTreeMap::new()),
             state: Mutex::new(Mem {
                 store: None,
                 seen: None,
@@ -591,6 +598,67 @@ impl Runtime for DummyRuntime {
         vec![format!(
             "# dummy: mark {build_id} ({series}) released for {model}"
         )]
+    }
+
+    async fn launch_test_machine(
+        &self,
+        req: &csis_runtime::TestMachineRequest,
+    ) -> Result<csis_runtime::TestMachine> {
+        if !self.update(|s| (None, s.images.contains_key(&req.build_id)))? {
+            return Err(RuntimeError::Refused(format!(
+                "image {} is not in the dummy store",
+                req.build_id
+            )));
+        }
+        self.test_machines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(req.name.clone(), (req.series.clone(), req.build_id.clone()));
+        Ok(csis_runtime::TestMachine {
+            id: req.name.clone(),
+            booted: Some(req.build_id.clone()),
+        })
+    }
+
+    async fn remove_test_machine(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .test_machines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some())
+    }
+
+    async fn run_session_command(
+        &self,
+        instance: &str,
+        command: &str,
+        _timeout_s: u64,
+    ) -> Result<csis_runtime::SessionResult> {
+        let series = match self
+            .test_machines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(instance)
+        {
+            Some((series, _)) => series.clone(),
+            None => {
+                return Err(RuntimeError::Refused(format!(
+                    "no machine {instance} on {}",
+                    self.cfg.name
+                )))
+            }
+        };
+        let fails = self.cfg.fail_series.contains(&format!("test:{series}"));
+        Ok(csis_runtime::SessionResult {
+            exit_code: i32::from(fails),
+            stdout: String::new(),
+            stderr: if fails {
+                format!("dummy: `{command}` fails on purpose (test:{series})")
+            } else {
+                String::new()
+            },
+        })
     }
 
     async fn release(&self, build_id: &str, series: &str, model: &str) -> Result<()> {
