@@ -107,6 +107,8 @@ struct Starter {
     root: PathBuf,
     aws: PathBuf,
     net: Value,
+    /// `CSIS_CONFIG_IDENTITY` for the runs (none: unset).
+    identity: Option<PathBuf>,
 }
 
 impl Starter {
@@ -154,6 +156,7 @@ impl Starter {
             root,
             aws,
             net,
+            identity: None,
         })
     }
 
@@ -171,6 +174,7 @@ impl Starter {
             .env_remove("AWS_ACCESS_KEY_ID")
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .env_remove("CSIS_CONFIG_IDENTITY")
+            .envs(self.identity.iter().map(|i| ("CSIS_CONFIG_IDENTITY", i)))
             .output()
             .unwrap();
         (
@@ -350,6 +354,113 @@ fn assert_same_source(mine: &str, golden: &str) {
     }
 }
 
+/// The differences of two build files, block by block and attribute by
+/// attribute: `(where, mine, golden)`, `where` naming the build attribute
+/// or `provisioner N (<comment>).<attribute>`; an `inline` list is compared
+/// line by line.
+fn build_differences(mine: &str, golden: &str) -> Vec<(String, String, String)> {
+    let m = hcl::parse(mine).expect("mine parses");
+    let g = hcl::parse(golden).expect("golden parses");
+    let (mb, gb) = (blocks(&m).remove(0), blocks(&g).remove(0));
+    let mut out = Vec::new();
+    let (ma, ga) = (attrs(&mb), attrs(&gb));
+    for k in ma
+        .keys()
+        .chain(ga.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        if ma.get(k) != ga.get(k) {
+            out.push((
+                format!("build.{k}"),
+                ma.get(k).map(string).unwrap_or_default(),
+                ga.get(k).map(string).unwrap_or_default(),
+            ));
+        }
+    }
+    let comments = |text: &str| -> Vec<String> {
+        // the comment line before each block of the build
+        let mut v = Vec::new();
+        let mut last = String::new();
+        for l in text.lines() {
+            let t = l.trim();
+            if let Some(c) = t.strip_prefix("# ") {
+                last = c.to_string();
+            } else if t.starts_with("provisioner ") || t.starts_with("post-processor ") {
+                v.push(std::mem::take(&mut last));
+            }
+        }
+        v
+    };
+    let (mc, gc) = (comments(mine), comments(golden));
+    let (mp, gp): (Vec<&Block>, Vec<&Block>) =
+        (mb.body.blocks().collect(), gb.body.blocks().collect());
+    if mp.len() != gp.len() {
+        out.push((
+            "provisioners".into(),
+            format!("{} blocks: {mc:?}", mp.len()),
+            format!("{} blocks: {gc:?}", gp.len()),
+        ));
+        return out;
+    }
+    let lines = |e: Option<&hcl::Expression>| -> Vec<String> {
+        match e {
+            Some(hcl::Expression::Array(a)) => a.iter().map(string).collect(),
+            Some(e) => vec![string(e)],
+            None => vec![],
+        }
+    };
+    for (i, (x, y)) in mp.iter().zip(&gp).enumerate() {
+        let what = format!(
+            "provisioner {i} ({})",
+            gc.get(i).cloned().unwrap_or_default()
+        );
+        if x.identifier() != y.identifier() || x.labels() != y.labels() {
+            out.push((
+                what.clone(),
+                format!("{:?}", x.labels()),
+                format!("{:?}", y.labels()),
+            ));
+            continue;
+        }
+        if mc.get(i) != gc.get(i) {
+            out.push((
+                format!("{what}.comment"),
+                mc.get(i).cloned().unwrap_or_default(),
+                gc.get(i).cloned().unwrap_or_default(),
+            ));
+        }
+        let (xa, ya) = (attrs(x), attrs(y));
+        for k in xa
+            .keys()
+            .chain(ya.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            if xa.get(k) == ya.get(k) {
+                continue;
+            }
+            if k == "inline" {
+                let (xl, yl) = (lines(xa.get(k)), lines(ya.get(k)));
+                for j in 0..xl.len().max(yl.len()) {
+                    if xl.get(j) != yl.get(j) {
+                        out.push((
+                            format!("{what}.inline[{j}]"),
+                            xl.get(j).cloned().unwrap_or_default(),
+                            yl.get(j).cloned().unwrap_or_default(),
+                        ));
+                    }
+                }
+            } else {
+                out.push((
+                    format!("{what}.{k}"),
+                    xa.get(k).map(string).unwrap_or_default(),
+                    ya.get(k).map(string).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Every file under `dir`, recursively.
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -438,6 +549,60 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
     assert!(node.contains("\"el10-aws-main*\""), "{node}");
     let g = std::fs::read_to_string(golden.join("instance-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-source-team-node-block-000.pkr.hcl")).unwrap();
     assert_same_source(&node, &g);
+
+    // the build blocks, provisioner by provisioner
+    for (dir, series, gold) in [
+        ("base-image/el10@aws-main", "el10", "base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl"),
+        ("instance-image/team-node@aws-main", "team-node", "instance-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl"),
+    ] {
+        let mine = t.emitted(dir, &format!("build-{series}.pkr.hcl"));
+        let g = std::fs::read_to_string(golden.join(gold)).unwrap();
+        let diffs = build_differences(&mine, &g);
+        let unexplained: Vec<String> = diffs
+            .iter()
+            .filter(|(w, m, g)| deliberate(series, w, m, g).is_none())
+            .map(|(w, m, g)| format!("{series}: {w}\n  mine:   {m}\n  golden: {g}"))
+            .collect();
+        assert!(
+            unexplained.is_empty(),
+            "differences from the original's build block that ARCHITECTURE.md does not list:\n{}",
+            unexplained.join("\n")
+        );
+        // a difference listed once in a while must still be there to be listed
+        assert!(diffs.iter().any(|(w, ..)| w == "build.name"), "{diffs:?}");
+    }
+}
+
+/// The deliberate differences of csis's build blocks from the original's
+/// (ARCHITECTURE.md, "The bake recipe and its one lowering"), with why.
+fn deliberate(series: &str, w: &str, mine: &str, golden: &str) -> Option<&'static str> {
+    if w == "build.name" {
+        return Some("one packer root per bake, named by the image, not per depth block");
+    }
+    if w.contains("in-bake verification") && mine.starts_with("rc=0;") {
+        return Some("a test line honours expect_rc (and names itself) under set -e");
+    }
+    if w.ends_with(".comment") && golden.is_empty() {
+        return Some("every provisioner is preceded by its comment");
+    }
+    if w.ends_with(".extra_arguments") && mine.contains("node_role") {
+        return Some("a modification's config: reaches ansible as extra vars");
+    }
+    if series == "team-node" && w.starts_with("provisioner 4 (") && w.contains(".inline[") {
+        return Some("ensure: checks, then installs or writes; a second run rewrites nothing and resets no mode");
+    }
+    if w.contains("identity activation")
+        && (mine.contains("/etc/pam.d")
+            || golden.contains("/etc/pam.d")
+            || mine == "CSIS_POSIX_ACCOUNTS"
+            || golden == "CSIS_POSIX_ACCOUNTS")
+    {
+        return Some("the login hook makes /etc/pam.d where a machine has none (containers)");
+    }
+    if mine.contains("sudo cp /opt/csis/mods/csis-mods /usr/local/bin/csis-mods") {
+        return Some("csis-mods is put in place with cp and chmod (busybox has no install)");
+    }
+    None
 }
 
 /// A build that bakes runs the online checks `validate` runs for the
@@ -502,4 +667,107 @@ fn a_subnet_typo_is_refused_before_packer_starts() {
         all.contains(typo) && all.contains("abakewouldberefused"),
         "{out}\n{err}"
     );
+}
+
+/// `age-keygen` into `dir`: (identity file, recipient).
+fn keygen(dir: &Path) -> (PathBuf, String) {
+    let key = dir.join("id.age-identity");
+    let out = Std::new("age-keygen")
+        .arg("-o")
+        .arg(&key)
+        .output()
+        .expect("age-keygen (Debian package `age`) is installed");
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&key).unwrap();
+    let recipient = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# public key: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    (key, recipient)
+}
+
+/// `ENC[age:...]` of `plain` for `recipient` (`age`, base64 by python3).
+fn encrypt(recipient: &str, plain: &str) -> String {
+    use std::io::Write;
+    let mut child = Std::new("age")
+        .args(["-r", recipient])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("age is installed");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let b64 = Std::new("base64")
+        .arg("-w0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(&out.stdout)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    format!("ENC[age:{}]", String::from_utf8(b64.stdout).unwrap().trim())
+}
+
+/// A modification's `config:` value that came from an `ENC[age:...]`
+/// marker never lands in clear in the emission: the HCL hands ansible a
+/// 0600 file under `.csis/` (`-e @<file>`) that holds it; nothing under
+/// `generated/` and nothing csis prints holds the plaintext.
+#[test]
+fn a_secret_mod_config_reaches_ansible_through_a_private_file() {
+    let Some(reference) = reference() else {
+        eprintln!("\n*** SKIPPED: ../shared/reference is not there ***\n");
+        return;
+    };
+    let Some(mut t) = Starter::new(&reference) else {
+        return;
+    };
+    const PLAIN: &str = "plain-node-role-3e91c7";
+    let (key, recipient) = keygen(t._tmp.path());
+    replace_in(
+        &t.root.join("images/images.yaml"),
+        &[(
+            "node_role: worker",
+            &format!("node_role: \"{}\"", encrypt(&recipient, PLAIN)),
+        )],
+    );
+    t.identity = Some(key);
+    let (code, out, err) = t.csis(&["build", "--dry-run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!out.contains(PLAIN) && !err.contains(PLAIN), "{out}\n{err}");
+    for p in files(&t.root.join("generated")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+        assert!(
+            !text.contains(PLAIN),
+            "{} holds the secret:\n{text}",
+            p.display()
+        );
+    }
+    // the build block names the file; the file holds the config, 0600
+    let build = t.emitted(
+        "instance-image/team-node@aws-main",
+        "build-team-node.pkr.hcl",
+    );
+    let at = build
+        .split("\"@")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no `-e @<file>` in\n{build}"));
+    let at = PathBuf::from(at);
+    assert!(at.starts_with(t.root.join(".csis")), "{}", at.display());
+    let vars: Value = serde_json::from_slice(&std::fs::read(&at).unwrap()).unwrap();
+    assert_eq!(vars["node_role"], PLAIN);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&at).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", at.display());
 }
