@@ -409,11 +409,17 @@ fn docker_dry_run_emits_a_real_parent() {
     copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker"),
         &root,
-        &[("@BASE@", &base), ("@REPO@", &repo)],
+        // its own runtime name: bake containers (and the clean-up of
+        // leftovers) are per runtime, and the other test bakes beside it
+        &[
+            ("@BASE@", &base),
+            ("@REPO@", &repo),
+            ("docker-ops", "docker-dry"),
+        ],
     );
     std::fs::write(
         root.join("cfg/zz-packer.yml"),
-        "image_builders:\n  - name: pd\n    type: packer-docker\n    runtime: docker-ops\n",
+        "image_builders:\n  - name: pd\n    type: packer-docker\n    runtime: docker-dry\n",
     )
     .unwrap();
     std::fs::write(
@@ -423,7 +429,7 @@ fn docker_dry_run_emits_a_real_parent() {
     .unwrap();
     let t = Tree { _tmp: tmp, root };
     let root_file = |t: &Tree| {
-        let dir = t.root.join("generated/instance-image/pk@docker-ops");
+        let dir = t.root.join("generated/instance-image/pk@docker-dry");
         let f = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .flatten()
