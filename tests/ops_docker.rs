@@ -384,3 +384,75 @@ fn docker_dispose_retention_refusal_foreign_import() {
     assert_eq!(code, 0, "{out}");
     drop(cleanup);
 }
+
+/// `csis build --dry-run` on docker emits real parents: the image on a
+/// `packer-docker` builder whose parent bakes in the same run starts from
+/// the parent's movable tag (`<repository>:<series>`), never a
+/// placeholder; once the parent is recorded, from that build's id.
+#[test]
+fn docker_dry_run_emits_a_real_parent() {
+    if !daemon() || busybox().is_none() {
+        eprintln!("*** SKIPPED: no docker daemon or no busybox ***");
+        return;
+    }
+    let pid = std::process::id();
+    let repo = format!("csis-recipe-dry-{pid}");
+    let base = format!("csis-recipe-dry-base:{pid}");
+    let _cleanup = Cleanup {
+        repo: repo.clone(),
+        base: base.clone(),
+        containers: Vec::new(),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    import_base(&base, tmp.path());
+    let root = tmp.path().join("tree");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker"),
+        &root,
+        // its own runtime name: bake containers (and the clean-up of
+        // leftovers) are per runtime, and the other test bakes beside it
+        &[
+            ("@BASE@", &base),
+            ("@REPO@", &repo),
+            ("docker-ops", "docker-dry"),
+        ],
+    );
+    std::fs::write(
+        root.join("cfg/zz-packer.yml"),
+        "image_builders:\n  - name: pd\n    type: packer-docker\n    runtime: docker-dry\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("images/zz.yaml"),
+        "images:\n  - name: pk\n    source_image: web\n    parent_policy: follow\n    runtimes: [{image_builder: pd}]\n    modifications:\n      - name: pk-file\n        script: [\"echo pk > /pk.txt\"]\n",
+    )
+    .unwrap();
+    let t = Tree { _tmp: tmp, root };
+    let root_file = |t: &Tree| {
+        let dir = t.root.join("generated/instance-image/pk@docker-dry");
+        let f = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".pkr.hcl"))
+            .expect("a packer root");
+        std::fs::read_to_string(f).unwrap()
+    };
+    t.ok(&["build", "--dry-run"]);
+    let hcl = root_file(&t);
+    assert!(
+        hcl.contains(&format!("\"{repo}:web\"")),
+        "the parent's movable tag:\n{hcl}"
+    );
+    assert!(
+        !hcl.contains("series:web\"\n") && !hcl.contains("image  = \"series:"),
+        "{hcl}"
+    );
+    // the parent recorded: the child's emission names its build
+    t.ok(&["build", "//images/web"]);
+    let web = t.ids("web");
+    assert_eq!(web.len(), 1);
+    t.ok(&["build", "--dry-run", "//images/pk"]);
+    let hcl = root_file(&t);
+    assert!(hcl.contains(&web[0]), "the parent build {}:\n{hcl}", web[0]);
+}

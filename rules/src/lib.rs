@@ -18,6 +18,7 @@
 pub mod compile;
 pub mod crypt;
 pub mod diag;
+pub mod groups;
 pub mod incremental;
 pub mod load;
 pub mod model;

@@ -16,6 +16,7 @@ use crate::template::{self, Renderer};
 use crate::tree::*;
 use crate::yaml::{self, join_path, Entry, Loc, Node, Value};
 
+mod groups;
 mod recipe_checks;
 
 /// How to load: the per-invocation changes and the environment.
@@ -85,9 +86,7 @@ const BUILDER_LISTS: &[&str] = &[
 
 /// Builder lists csis reads but does not implement yet, with their label.
 const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
-    ("group_builders", "group builders"),
     ("user_builders", "user builders"),
-    ("storage_builders", "storage builders"),
     ("instance_builders", "instance builders"),
 ];
 
@@ -759,6 +758,18 @@ impl Loader<'_> {
                 });
             }
         }
+        let mut group_builders = Vec::new();
+        for it in lists.shift_remove("group_builders").unwrap_or_default() {
+            if let Some(b) = self.load_group_builder(it) {
+                group_builders.push(b);
+            }
+        }
+        let mut storage_builders = Vec::new();
+        for it in lists.shift_remove("storage_builders").unwrap_or_default() {
+            if let Some(b) = self.load_storage_builder(it) {
+                storage_builders.push(b);
+            }
+        }
         let mut image_builders = Vec::new();
         for it in lists.shift_remove("image_builders").unwrap_or_default() {
             if let Some(b) = self.load_image_builder(it) {
@@ -786,12 +797,21 @@ impl Loader<'_> {
                 images.push(i);
             }
         }
+        let mut groups = Vec::new();
         for (dir, keys) in [
             ("groups", &["groups", "users"][..]),
             ("storages", &["storages"][..]),
             ("instances", &["instances"][..]),
         ] {
             for (key, items) in self.read_collection(dir, keys, &overlays) {
+                if key == "groups" {
+                    for it in items {
+                        if let Some(g) = self.load_group(it) {
+                            groups.push(g);
+                        }
+                    }
+                    continue;
+                }
                 if !items.is_empty() {
                     self.unused.push(UnusedSection {
                         what: key,
@@ -818,6 +838,9 @@ impl Loader<'_> {
             image_builders,
             mod_builders,
             images,
+            group_builders,
+            storage_builders,
+            groups,
             unused: std::mem::take(&mut self.unused),
             warnings: Vec::new(),
             execution: self.execution.clone(),
@@ -829,10 +852,15 @@ impl Loader<'_> {
             ix_ib: Default::default(),
             ix_mb: Default::default(),
             ix_img: Default::default(),
+            ix_gb: Default::default(),
+            ix_stb: Default::default(),
+            ix_grp: Default::default(),
             kids: Default::default(),
         };
         self.resolve(&mut tree);
+        self.resolve_groups(&mut tree);
         self.check_recipe(&tree);
+        self.check_image_groups(&tree);
         tree.template_reads = self.renderer.reads();
         Some(tree)
     }

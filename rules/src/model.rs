@@ -1502,7 +1502,7 @@ pub struct ImageModel {
     pub config: JsonMap,
     /// An OS builder or another image; the chain ends at an OS builder.
     pub source_image: String,
-    /// The owning group (not checked: groups/ is not used by csis yet).
+    /// The owning group (a `groups/` group; activated on the image).
     #[serde(default)]
     pub group: Option<String>,
     #[serde(default)]

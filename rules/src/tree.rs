@@ -399,6 +399,13 @@ pub struct Tree {
     pub image_builders: Vec<ImageBuilder>,
     pub mod_builders: Vec<ModBuilder>,
     pub images: Vec<Image>,
+    /// `group_builders:` (their effect on bakes: identity prerequisites,
+    /// group activation).
+    pub group_builders: Vec<crate::groups::GroupBuilder>,
+    /// `storage_builders:` (their effect on bakes: storage prerequisites).
+    pub storage_builders: Vec<crate::groups::StorageBuilder>,
+    /// `groups/` groups (an image's own group is activated on it).
+    pub groups: Vec<crate::groups::Group>,
     /// Sections read but not used by csis yet.
     pub unused: Vec<UnusedSection>,
     /// Warnings of the load (including one per unused section).
@@ -415,6 +422,9 @@ pub struct Tree {
     pub(crate) ix_ib: Index,
     pub(crate) ix_mb: Index,
     pub(crate) ix_img: Index,
+    pub(crate) ix_gb: Index,
+    pub(crate) ix_stb: Index,
+    pub(crate) ix_grp: Index,
     /// parent (canonical name) -> images built from it
     pub(crate) kids: HashMap<String, Vec<usize>>,
 }
@@ -461,6 +471,55 @@ impl Tree {
     /// An OS builder (base image) by name or alias.
     pub fn os_builder(&self, name: &str) -> Option<&OsBuilder> {
         self.ix_os.get(name).map(|i| &self.os_builders[i])
+    }
+    /// A group builder by name or alias; `default` is the one marked
+    /// `is_default`, else the only one declared.
+    pub fn group_builder(&self, name: &str) -> Option<&crate::groups::GroupBuilder> {
+        match self.ix_gb.get(name) {
+            Some(i) => Some(&self.group_builders[i]),
+            None if normalize_name(name) == "default" && self.group_builders.len() == 1 => {
+                self.group_builders.first()
+            }
+            None => None,
+        }
+    }
+    /// A group of `groups/` by name.
+    pub fn group(&self, name: &str) -> Option<&crate::groups::Group> {
+        self.ix_grp
+            .map
+            .get(&normalize_name(name))
+            .map(|i| &self.groups[*i])
+    }
+    /// The group builder that supplies the base-image prerequisites of an
+    /// identity type: the default group builder when it is of that type,
+    /// else the first declared one of that type.
+    pub fn group_builder_of_type(
+        &self,
+        identity_type: &str,
+    ) -> Option<&crate::groups::GroupBuilder> {
+        let mut of = self
+            .group_builders
+            .iter()
+            .filter(|b| b.identity_type == identity_type);
+        of.clone()
+            .find(|b| b.model.is_default)
+            .or_else(|| of.next())
+    }
+    /// The storage builder of a storage type (`ebs`) on a runtime
+    /// (canonical): the default one when it is of that type, else the
+    /// first declared.
+    pub fn storage_builder_of_type(
+        &self,
+        storage_type: &str,
+        runtime: &str,
+    ) -> Option<&crate::groups::StorageBuilder> {
+        let mut of = self
+            .storage_builders
+            .iter()
+            .filter(|b| b.storage_type == storage_type && b.runtime.as_deref() == Some(runtime));
+        of.clone()
+            .find(|b| b.model.is_default)
+            .or_else(|| of.next())
     }
     pub fn image_builder(&self, name: &str) -> Option<&ImageBuilder> {
         self.ix_ib.get(name).map(|i| &self.image_builders[i])

@@ -125,10 +125,8 @@ fn unused_sections_are_warned_once_each_and_never_errors() {
         [
             "cfg/: not used by csis yet: 1 gcloud runtimes (cfg/)",
             "cfg/: not used by csis yet: 1 gcs state backends (cfg/)",
-            "cfg/: not used by csis yet: 2 storage builders (cfg/)",
             "cfg/: not used by csis yet: 1 instance builders (cfg/)",
             "cfg/: not used by csis yet: 1 packer-gce image builders (cfg/)",
-            "groups/: not used by csis yet: 1 groups (groups/)",
             "groups/: not used by csis yet: 1 users (groups/)",
             "storages/: not used by csis yet: 5 storages (storages/)",
             "instances/: not used by csis yet: 1 instances (instances/)",

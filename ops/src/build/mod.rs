@@ -8,7 +8,7 @@
 
 mod steps;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -158,11 +158,21 @@ pub fn run(
         }
         leases = Some(l);
     }
+    // The bakes due in this run (before a dry run keeps only its emits):
+    // a child emitted while its parent still has to bake finds the parent
+    // by name (`BakeParent::Deferred`).
+    let due_bakes: HashSet<NodeId> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.due && n.kind == "bake")
+        .map(|n| n.id)
+        .collect();
     if args.dry_run {
-        // Plan + emit only.
+        // Plan + emit only; the vendor images are resolved (a read-only
+        // query) so that no emitted file holds a placeholder.
         reporter.dry_run_plan(&plan);
         for n in plan.nodes.iter_mut() {
-            if n.kind != "emit" {
+            if n.kind != "emit" && n.kind != "resolve" {
                 n.due = false;
             }
         }
@@ -212,6 +222,7 @@ pub fn run(
         store,
         run_id,
         resolved: Mutex::new(HashMap::new()),
+        due_bakes,
         built: Mutex::new(HashMap::new()),
         images: tokio::sync::Mutex::new(HashMap::new()),
         renderer: reporter.clone(),
@@ -223,6 +234,34 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // What `validate` checks online, for the runtimes this build touches,
+    // before anything bakes (a subnet typo never reaches packer). A dry
+    // run bakes nothing: it reports what the checks find and goes on.
+    if plan
+        .nodes
+        .iter()
+        .any(|n| n.due && (n.kind == "bake" || n.kind == "emit"))
+    {
+        let diags = rt.block_on(crate::validate::online_checks_of(
+            &state.session.tree,
+            &state.runtimes,
+        ));
+        let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(|d| d.is_error());
+        for w in &warnings {
+            reporter.note(&format!("warning: {w}"));
+        }
+        if !errors.is_empty() {
+            if !args.dry_run {
+                return Err(crate::NotLoaded {
+                    diagnostics: errors,
+                }
+                .into());
+            }
+            for e in &errors {
+                reporter.note(&format!("{e} (a bake would be refused; --dry-run goes on)"));
+            }
+        }
+    }
     let renderer = reporter;
     let report = rt.block_on(async {
         let c = cancel.clone();
@@ -383,6 +422,8 @@ struct BuildState {
     run_id: String,
     /// resolve node -> vendor image found this run.
     resolved: Mutex<HashMap<NodeId, ResolvedImage>>,
+    /// The bake nodes due in this run.
+    due_bakes: HashSet<NodeId>,
     /// bake node -> build id made this run.
     built: Mutex<HashMap<NodeId, String>>,
     /// runtime -> its images, asked once per run (recovery of unrecorded bakes).
@@ -488,7 +529,7 @@ impl BuildState {
                     .cloned()
                     .ok_or_else(|| NodeError::new("emit without bake"))?;
                 let rt = self.runtime(&spec.runtime)?;
-                let parent = self.placeholder_parent(&spec);
+                let parent = self.parent_for_emit(&spec)?;
                 let fp = self.session.fps.get(bake).to_hex();
                 let req = self.request(&spec, parent, fp, None, cx.cancel().clone());
                 let files = rt.emit(&req).await.map_err(rt_err)?;
@@ -801,26 +842,45 @@ impl BuildState {
         Ok(NodeOutput::new(json!({ "disposed": disposed })))
     }
 
-    fn placeholder_parent(&self, spec: &BakeSpec) -> BakeParent {
+    /// The parent an emission names, before the bake: the vendor image the
+    /// resolve node found; the pinned build; a build made earlier in this
+    /// run; for a parent that still bakes in this run, a lookup of its
+    /// newest output by name ([`BakeParent::Deferred`], the original's
+    /// name-pattern query); otherwise the parent's head build. Never a
+    /// placeholder.
+    fn parent_for_emit(&self, spec: &BakeSpec) -> Result<BakeParent, NodeError> {
+        let c = &self.session.compiled;
         match &spec.parent {
-            ParentSpec::Vendor { .. } => BakeParent::Vendor(ResolvedImage {
-                id: "vendor".into(),
-                name: None,
-                owner: None,
-                creation_date: None,
-                facts: BTreeMap::new(),
-            }),
-            ParentSpec::Image { series, .. } => BakeParent::Build {
-                series: series.clone(),
-                build_id: self
-                    .recorder
-                    .head_build(series, &spec.runtime)
-                    .unwrap_or_else(|| format!("series:{series}")),
-            },
-            ParentSpec::Fixed { id } => BakeParent::Build {
-                series: String::new(),
-                build_id: id.clone(),
-            },
+            ParentSpec::Vendor { .. } => Ok(self.parent_for_bake(spec)?.0),
+            ParentSpec::Image {
+                series,
+                bake,
+                policy,
+                pinned_build,
+            } => {
+                let build = |build_id: String| BakeParent::Build {
+                    series: series.clone(),
+                    build_id,
+                };
+                if let (ParentPolicy::Pinned, Some(pin)) = (policy, pinned_build) {
+                    return Ok(build(pin.clone()));
+                }
+                if let Some(id) = self.built.lock().unwrap().get(bake).cloned() {
+                    return Ok(build(id));
+                }
+                if self.due_bakes.contains(bake) {
+                    let name_prefix = c
+                        .bake_spec(*bake)
+                        .map(name_prefix)
+                        .unwrap_or_else(|| series.clone());
+                    return Ok(BakeParent::Deferred {
+                        series: series.clone(),
+                        name_prefix,
+                    });
+                }
+                Ok(self.parent_for_bake(spec)?.0)
+            }
+            ParentSpec::Fixed { .. } => Ok(self.parent_for_bake(spec)?.0),
         }
     }
 
@@ -882,9 +942,12 @@ impl BuildState {
         log: Option<Arc<dyn LogSink>>,
         cancel: CancellationToken,
     ) -> BakeRequest {
+        // As the original tags: `vendor`, the parent build, or `series:<parent>`
+        // while the parent's build is not known (the bake re-emits with it).
         let parent_id = match &parent {
             BakeParent::Vendor(_) => "vendor".to_string(),
             BakeParent::Build { build_id, .. } => build_id.clone(),
+            BakeParent::Deferred { series, .. } => format!("series:{series}"),
         };
         let caps: Capabilities =
             serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
@@ -1109,6 +1172,17 @@ impl BuildState {
             .insert(cx.id(), outcome.build_id.clone());
         log.line(&format!("recorded {}", outcome.build_id));
         Ok(NodeOutput::new(json!({"build_id": outcome.build_id})))
+    }
+}
+
+/// A build's final name without its timestamp: what a child baking in
+/// the same run looks its parent up by (`<os>-<runtime>` for a base image,
+/// `<image>-<image builder>`; emission.md §3.1).
+pub fn name_prefix(spec: &BakeSpec) -> String {
+    if spec.base {
+        format!("{}-{}", spec.display, spec.runtime)
+    } else {
+        format!("{}-{}", spec.display, spec.image_builder)
     }
 }
 

@@ -61,22 +61,33 @@ pub fn recipe_of(spec: &BakeSpec) -> csis_runtime::recipe::Recipe {
             identity: b
                 .identity_types
                 .iter()
-                .map(|t| r::IdentityPrereq {
+                .enumerate()
+                .map(|(i, t)| r::IdentityPrereq {
                     identity_type: t.clone(),
-                    builder: String::new(),
+                    builder: b
+                        .identity_builders
+                        .get(i)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "csis built-in".into()),
                 })
                 .collect(),
             storage: b
                 .storage_types
                 .iter()
-                .map(|t| r::StoragePrereq {
+                .enumerate()
+                .map(|(i, t)| r::StoragePrereq {
                     storage_type: t.clone(),
-                    builder: None,
+                    builder: b.storage_builders.get(i).cloned().flatten(),
                 })
                 .collect(),
         }),
         image: (!spec.base).then(|| r::ImageRecipe {
-            group: None,
+            group: spec.group.as_ref().map(|g| r::GroupActivation {
+                group: g.group.clone(),
+                identity_type: g.identity_type.clone(),
+                posix: g.posix,
+            }),
             bundle: spec
                 .mod_records
                 .iter()

@@ -135,6 +135,8 @@ pub struct BakeSpec {
     pub base_recipe: Option<BaseRecipeSpec>,
     /// The image builder's `required_plugins` (name, version, source).
     pub required_plugins: Vec<(String, String, String)>,
+    /// Images: the group activated on the image.
+    pub group: Option<GroupSpec>,
 }
 
 /// The base-image part of a bake's recipe, as the tree declares it.
@@ -148,6 +150,34 @@ pub struct BaseRecipeSpec {
     pub update: crate::model::UpdatePolicy,
     pub identity_types: Vec<String>,
     pub storage_types: Vec<String>,
+    /// Per declared identity type, the group builder that supplies its
+    /// prerequisites (None: the tree declares no group builder of it).
+    pub identity_builders: Vec<Option<String>>,
+    /// Per declared storage type, its storage builder on this runtime
+    /// (None: no storage builder of it here, a note in the bake).
+    pub storage_builders: Vec<Option<String>>,
+}
+
+/// An image's own group, activated on it (`groups/`, its group builder).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    pub group: String,
+    /// `okta` or `posix`.
+    pub identity_type: String,
+    /// The login hook too (a posix group, or an okta builder naming a
+    /// posix builder).
+    pub posix: bool,
+}
+
+/// The group activation of an image, from its `group:` and the group's builder.
+pub fn group_spec(tree: &Tree, image: &crate::tree::Image) -> Option<GroupSpec> {
+    let g = tree.group(image.model.group.as_deref()?)?;
+    let b = tree.group_builder(g.builder.as_deref()?)?;
+    Some(GroupSpec {
+        group: g.display.clone(),
+        identity_type: b.identity_type.to_string(),
+        posix: b.identity_type == "posix" || b.posix.is_some(),
+    })
 }
 
 fn required_plugins(tree: &Tree, image_builder: &str) -> Vec<(String, String, String)> {
@@ -679,8 +709,24 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
                 update: os.model.effective_update(),
                 identity_types: os.model.identity_types.clone(),
                 storage_types: os.model.storage_types.clone(),
+                identity_builders: os
+                    .model
+                    .identity_types
+                    .iter()
+                    .map(|t| tree.group_builder_of_type(t).map(|b| b.display.clone()))
+                    .collect(),
+                storage_builders: os
+                    .model
+                    .storage_types
+                    .iter()
+                    .map(|t| {
+                        tree.storage_builder_of_type(t, &rt)
+                            .map(|b| b.display.clone())
+                    })
+                    .collect(),
             }),
             required_plugins: required_plugins(tree, &ib),
+            group: None,
         };
         let emit = Node::new(target.clone(), "emit")
             .with_policy(RunPolicy::WhenDependentDue)
@@ -736,6 +782,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
         Parent::Os(o) | Parent::Image(o) => o,
     };
     let secs = dummy_seconds(&image.model.config);
+    let group = group_spec(tree, image);
     let release = image.model.release.as_ref().map(|r| r.model.as_str());
     let mut entries = Vec::new();
     for entry in image.active_runtimes() {
@@ -758,7 +805,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
                 },
             ),
         };
-        let bake_inputs = json!({
+        let mut bake_inputs = json!({
             "recipe": BAKE_RECIPE,
             "series": image.name,
             "parent": parent_input,
@@ -766,6 +813,15 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             "tests": tests_input(&tests),
             "disk_size": disk,
         });
+        // the group activation changes the image (and its verification):
+        // an image with a group hashes it (one without keeps its inputs)
+        if let Some(g) = &group {
+            bake_inputs["group"] = json!({
+                "name": g.group,
+                "identity_type": g.identity_type,
+                "posix": g.posix,
+            });
+        }
         let tags: BTreeMap<String, String> = tree.image_tags(image, entry).into_iter().collect();
         let bake = Node::new(target.clone(), "bake")
             .with_pool(&rt)
@@ -796,6 +852,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             update: None,
             dummy_bake_seconds: secs,
             base_recipe: None,
+            group: group.clone(),
             required_plugins: required_plugins(tree, &ib),
         };
         let emit = Node::new(target.clone(), "emit")

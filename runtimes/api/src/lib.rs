@@ -103,6 +103,17 @@ pub enum BakeParent {
     Vendor(ResolvedImage),
     /// A csis build of the parent series on the same runtime.
     Build { series: String, build_id: String },
+    /// The parent series bakes earlier in this run, so its build is not
+    /// known when the child is emitted: the runtime finds the parent's
+    /// newest output by name (AWS: owners `self`, `name = "<name_prefix>*"`,
+    /// most recent; docker: the parent's movable tag
+    /// `<repository>:<series>`). A bake always gets a [`BakeParent::Build`].
+    Deferred {
+        series: String,
+        /// The parent's final name without its timestamp
+        /// (`<os>-<runtime>` for a base image, `<image>-<image builder>`).
+        name_prefix: String,
+    },
 }
 
 /// Receives a bake's output, line by line: the progress line shows the last

@@ -233,6 +233,40 @@ impl Lowered {
     }
 }
 
+/// Where a modification's `config:` holding a secret is handed to
+/// ansible (`-e @<file>`): `.csis/bake-vars/<bake>/<mod>.json` under the
+/// tree, mode 0600, written (when changed) as the bake is lowered. The
+/// emission names the file, never the value.
+pub fn private_vars(req: &BakeRequest, module: &str, json: &str) -> std::io::Result<PathBuf> {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+            .trim_matches('_')
+            .to_string()
+    };
+    let dir = req
+        .tree_root
+        .join(".csis")
+        .join("bake-vars")
+        .join(clean(&req.label));
+    let path = dir.join(format!("{}.json", clean(module)));
+    std::fs::create_dir_all(&dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    write_if_changed(&path, json.as_bytes(), 0o600)?;
+    Ok(path)
+}
+
 /// Write a file unless it already holds exactly this content (atomic).
 pub fn write_if_changed(path: &Path, content: &[u8], mode: u32) -> std::io::Result<bool> {
     if std::fs::read(path).is_ok_and(|old| old == content) {
@@ -1214,11 +1248,17 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                     ];
                     args.extend(extra_arguments.iter().cloned());
                     if !extra_vars.is_empty() {
-                        args.push("-e".into());
-                        args.push(
+                        let json =
                             serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
-                                .unwrap_or_default(),
-                        );
+                                .unwrap_or_default();
+                        args.push("-e".into());
+                        args.push(if csis_rules::secret::contains(&json) {
+                            // a secret never lands in the emission: ansible
+                            // reads the config from a 0600 file under .csis/
+                            format!("@{}", private_vars(req, name, &json)?.display())
+                        } else {
+                            json
+                        });
                     }
                     for pb in playbooks {
                         let rel = rel_of(&req.tree_root, pb, "playbooks");

@@ -521,7 +521,7 @@ impl AwsRuntime {
                     v.facts.get("root_device_name").cloned(),
                 )
             }
-            BakeParent::Build { build_id, .. } if !build_id.is_empty() => {
+            BakeParent::Build { build_id, .. } => {
                 let img = self.image_by_id_cached(build_id).await.ok().flatten();
                 if let Some(a) = img.as_ref().and_then(|i| i.architecture.as_ref()) {
                     architecture = a.as_str().to_string();
@@ -533,9 +533,9 @@ impl AwsRuntime {
                     img.and_then(|i| i.root_device_name),
                 )
             }
-            BakeParent::Build { .. } => (
+            BakeParent::Deferred { name_prefix, .. } => (
                 AmiLookup::Deferred {
-                    name_prefix: req.prefix.clone(),
+                    name_prefix: name_prefix.clone(),
                     architecture: architecture.clone(),
                 },
                 None,

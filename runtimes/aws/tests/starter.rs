@@ -180,9 +180,9 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
         );
         rt.emit(&mk(
             "team-node",
-            BakeParent::Build {
+            BakeParent::Deferred {
                 series: "el10".into(),
-                build_id: String::new(),
+                name_prefix: "el10-aws-main".into(),
             },
             "el10-aws-main",
         ))

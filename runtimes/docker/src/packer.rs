@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, NullLog, Result, RuntimeError};
+use csis_runtime::{BakeOutcome, BakeRequest, NullLog, Result, RuntimeError};
 use hcl::structure::{Attribute, Block, Body};
 
 use crate::names;
@@ -59,20 +59,13 @@ pub struct EmitContext {
     pub parent_read: bool,
 }
 
-fn parent_of(req: &BakeRequest) -> String {
-    match &req.parent {
-        BakeParent::Vendor(r) => r.id.clone(),
-        BakeParent::Build { build_id, .. } => build_id.clone(),
-    }
-}
-
 /// The parent image's id on the daemon and the lineage labels of it the
 /// bake blanks (`None`: the parent is not on the daemon).
 async fn parent_on_daemon(
     rt: &DockerRuntime,
     req: &BakeRequest,
 ) -> Result<Option<(String, Vec<String>)>> {
-    let parent = parent_of(req);
+    let parent = rt.parent_ref(req);
     Ok(rt.inspect_image_opt(&parent).await?.map(|img| {
         let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
         (img.id.unwrap_or(parent), blanked_keys(&labels, &req.tags))
@@ -114,7 +107,7 @@ pub fn render(
     if let Some(p) = names::image_name_problem(&req.final_name) {
         return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
     }
-    let parent = parent_of(req);
+    let parent = rt.parent_ref(req);
     let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
     // the parent's lineage labels are inherited: blanked as the native commit does
     changes.extend(ctx.blank.iter().map(|k| label_change(k, "")));
@@ -343,7 +336,7 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
         RuntimeError::Refused(format!(
             "{}: parent image '{}' is not on the daemon",
             req.label,
-            parent_of(req)
+            rt.parent_ref(req)
         ))
     })?;
     let ctx = EmitContext {

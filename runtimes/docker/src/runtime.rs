@@ -1280,10 +1280,15 @@ impl DockerRuntime {
         Ok(id)
     }
 
-    fn parent_ref(req: &BakeRequest) -> String {
+    /// What a bake starts from on the daemon: the resolved vendor image, the
+    /// parent build's id, or, for a parent baking earlier in this run, its
+    /// movable tag `<repository>:<series>` (what every bake of a series
+    /// tags its build with, [`BakeRequest::prefix`]).
+    pub fn parent_ref(&self, req: &BakeRequest) -> String {
         match &req.parent {
             BakeParent::Vendor(r) => r.id.clone(),
             BakeParent::Build { build_id, .. } => build_id.clone(),
+            BakeParent::Deferred { series, .. } => self.tag_ref(&names::image_name_as_made(series)),
         }
     }
 
@@ -1561,7 +1566,7 @@ impl Runtime for DockerRuntime {
             &req.series,
             req.tags.get("csis_run").map(String::as_str),
         );
-        let parent = Self::parent_ref(req);
+        let parent = self.parent_ref(req);
         let parent_img = match self.inspect_image_opt(&parent).await? {
             Some(i) => i,
             None => match &req.parent {
@@ -1574,7 +1579,7 @@ impl Runtime for DockerRuntime {
                         ))
                     })?
                 }
-                BakeParent::Build { series, .. } => {
+                BakeParent::Build { series, .. } | BakeParent::Deferred { series, .. } => {
                     return Err(RuntimeError::Refused(format!(
                         "{}: the parent build {parent} of series {series} is not on the daemon",
                         req.label

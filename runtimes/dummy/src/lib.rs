@@ -465,6 +465,7 @@ impl Runtime for DummyRuntime {
         let from = match &req.parent {
             BakeParent::Vendor(v) => v.id.clone(),
             BakeParent::Build { build_id, .. } => build_id.clone(),
+            BakeParent::Deferred { series, .. } => format!("the newest build of {series}"),
         };
         req.log
             .line(&format!("dummy bake of {} from {from}: {secs}s", req.label));

@@ -128,9 +128,9 @@ async fn a_failed_build_is_a_failure_with_packers_output() {
         "web",
         "aws-bake",
         "web-1",
-        BakeParent::Build {
+        BakeParent::Deferred {
             series: "b".into(),
-            build_id: String::new(),
+            name_prefix: "b-aws-bake".into(),
         },
         BTreeMap::new(),
         d.path(),
@@ -151,9 +151,9 @@ async fn a_cancelled_bake_interrupts_packer() {
         "web",
         "aws-bake",
         "web-1",
-        BakeParent::Build {
+        BakeParent::Deferred {
             series: "b".into(),
-            build_id: String::new(),
+            name_prefix: "b-aws-bake".into(),
         },
         BTreeMap::new(),
         d.path(),

@@ -251,18 +251,17 @@ async fn standard_aws_base_and_child_match_the_original() {
     assert_same_source(&source_file(d.path(), "el10"), &g);
 
     let d = tempfile::tempdir().unwrap();
-    let mut req = request(
+    let req = request(
         "team-node",
         "aws-main",
         "team-node-packer-ebs-20261130_062625",
-        BakeParent::Build {
+        BakeParent::Deferred {
             series: "el10".into(),
-            build_id: String::new(),
+            name_prefix: "el10-aws-main".into(),
         },
         lineage("team-node", "series:el10", "c2e4778d1f39f2db"),
         d.path(),
     );
-    req.prefix = "el10-aws-main".into();
     rt.emit(&req).await.unwrap();
     let g = std::fs::read_to_string(golden.join("instance-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-source-team-node-block-000.pkr.hcl")).unwrap();
     assert_same_source(&source_file(d.path(), "team-node"), &g);
@@ -312,13 +311,13 @@ async fn v2_golden_debian_base_and_deferred_instance_image() {
     }
 
     let d = tempfile::tempdir().unwrap();
-    let mut req = request(
+    let req = request(
         "imgfile-basic-cloudflow",
         "aws-east2-runtime",
         "imgfile-basic-cloudflow-some-other-builder-20260826_120000",
-        BakeParent::Build {
+        BakeParent::Deferred {
             series: "imgfile-basic-dask".into(),
-            build_id: String::new(),
+            name_prefix: "imgfile-basic-dask-pckr-ebs-ans".into(),
         },
         tags(&[
             ("cloudflow", "true"),
@@ -332,7 +331,6 @@ async fn v2_golden_debian_base_and_deferred_instance_image() {
         ]),
         d.path(),
     );
-    req.prefix = "imgfile-basic-dask-pckr-ebs-ans".into();
     rt.emit(&req).await.unwrap();
     let mine = source_file(d.path(), "imgfile-basic-cloudflow");
     let g = std::fs::read_to_string(golden.join("instance-image/pckr-ebs-ans/image-generation/block-001/pckr-ebs-ans-image-generation-source-imgfile-basic-cloudflow-block-001.pkr.hcl")).unwrap();
@@ -368,9 +366,9 @@ async fn the_rules_of_the_source() {
         "x",
         "aws-main",
         "x name/with:odd*chars",
-        BakeParent::Build {
+        BakeParent::Deferred {
             series: "p".into(),
-            build_id: String::new(),
+            name_prefix: "p-packer-ebs".into(),
         },
         tags(&[]),
         d.path(),

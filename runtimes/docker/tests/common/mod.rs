@@ -304,7 +304,7 @@ pub fn request(
 ) -> BakeRequest {
     let parent_tag = match &parent {
         BakeParent::Vendor(v) => v.id.clone(),
-        BakeParent::Build { series, .. } => series.clone(),
+        BakeParent::Build { series, .. } | BakeParent::Deferred { series, .. } => series.clone(),
     };
     let run = rand_suffix();
     BakeRequest {

@@ -1,0 +1,239 @@
+//! Group builders, storage builders and groups read into strict models:
+//! what they refuse (unknown keys, types, variables; an OPA group on a
+//! docker runtime; storage on a runtime that cannot keep it), and what they
+//! give a bake (the identity and storage prerequisites' builders, the
+//! image's group activation). The docker example tree with files added,
+//! and the original's standard-aws starter.
+
+use std::path::{Path, PathBuf};
+
+use csis_rules::compile::{compile, GroupSpec, NoPins};
+use csis_rules::{load, LoadOptions, Tree};
+
+fn example_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docker");
+    for e in walkdir::WalkDir::new(&from) {
+        let e = e.unwrap();
+        let dest = dir.path().join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+fn loaded(files: &[(&str, &str)]) -> Result<Tree, Vec<String>> {
+    let dir = example_with(files);
+    load(dir.path(), &LoadOptions::default()).map_err(|d| {
+        d.into_iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("{}:{}: {}: {}", d.file, d.line, d.path, d.message))
+            .collect()
+    })
+}
+
+fn errors(files: &[(&str, &str)]) -> Vec<String> {
+    loaded(files).err().unwrap_or_default()
+}
+
+const BUILDERS: &str = "group_builders:
+  - name: opa
+    type: okta-tf
+    org: example
+    team: ops
+    posix: posix-local
+  - name: posix-local
+    type: posix
+    is_default: true
+";
+
+const GROUPS: &str = "groups:
+  - name: ops
+    type: opa
+    is_root: true
+    members: [alice]
+  - name: devs
+    members: [bob]
+";
+
+fn grouped_image(group: &str) -> String {
+    format!(
+        "images:\n  - name: grouped\n    source_image: debian-12\n    group: {group}\n    runtimes:\n      - image_builder: native\n"
+    )
+}
+
+#[test]
+fn a_posix_group_is_activated_and_names_its_builders() {
+    let img = grouped_image("devs");
+    let t = loaded(&[
+        ("cfg/zz-groups.yml", BUILDERS),
+        ("groups/groups.yaml", GROUPS),
+        ("images/zz.yaml", &img),
+    ])
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    // groups and group builders are no longer "not used by csis yet"
+    assert!(
+        t.unused
+            .iter()
+            .all(|u| u.what != "groups" && u.what != "group builders"),
+        "{:?}",
+        t.unused
+    );
+    assert_eq!(t.groups.len(), 2);
+    assert_eq!(t.groups[1].builder.as_deref(), Some("posix-local"));
+    assert_eq!(
+        t.group_builder("opa").unwrap().posix.as_deref(),
+        Some("posix-local")
+    );
+    let c = compile(&t, &NoPins).unwrap();
+    let spec = c
+        .bake_spec(c.bake_of("grouped", "docker-local").unwrap())
+        .unwrap();
+    assert_eq!(
+        spec.group,
+        Some(GroupSpec {
+            group: "devs".into(),
+            identity_type: "posix".into(),
+            posix: true,
+        })
+    );
+    // the base's posix prerequisites come from the posix group builder
+    let base = c
+        .bake_spec(c.bake_of("debian-12", "docker-local").unwrap())
+        .unwrap();
+    let r = base.base_recipe.as_ref().unwrap();
+    assert_eq!(r.identity_types, vec!["posix".to_string()]);
+    assert_eq!(r.identity_builders, vec![Some("posix-local".to_string())]);
+    // the group enters the image's fingerprint inputs; an image without one keeps its inputs
+    let inputs = c
+        .graph
+        .node(c.bake_of("grouped", "docker-local").unwrap())
+        .inputs()
+        .clone();
+    assert_eq!(inputs["group"]["name"], "devs", "{inputs}");
+    let web = c
+        .graph
+        .node(c.bake_of("web", "docker-local").unwrap())
+        .inputs()
+        .clone();
+    assert!(web.get("group").is_none(), "{web}");
+}
+
+#[test]
+fn an_opa_group_on_a_docker_runtime_is_refused_at_its_line() {
+    let img = grouped_image("ops");
+    let e = errors(&[
+        ("cfg/zz-groups.yml", BUILDERS),
+        ("groups/groups.yaml", GROUPS),
+        ("images/zz.yaml", &img),
+    ]);
+    assert!(
+        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
+            && l.contains(".group: group `ops` is an OPA group (group builder `opa`, type okta-tf), refused on docker runtime docker-local")),
+        "{e:#?}"
+    );
+    // and its base declares no okta identity type
+    assert!(
+        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
+            && l.contains("declares identity types [posix]")),
+        "{e:#?}"
+    );
+}
+
+#[test]
+fn an_undeclared_group_is_refused() {
+    let img = grouped_image("nobody");
+    let e = errors(&[
+        ("cfg/zz-groups.yml", BUILDERS),
+        ("groups/groups.yaml", GROUPS),
+        ("images/zz.yaml", &img),
+    ]);
+    assert!(
+        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
+            && l.contains("group `nobody` is not declared in groups/")),
+        "{e:#?}"
+    );
+}
+
+#[test]
+fn unknown_keys_types_and_variables_are_refused() {
+    let e = errors(&[
+        (
+            "cfg/zz-groups.yml",
+            "group_builders:\n  - name: p\n    type: posix\n    colour: red\n  - name: k\n    type: kerberos\nstorage_builders:\n  - name: s\n    type: tf-aws-ebs\n    runtime: docker-local\n    variables:\n      volume_typo: gp3\n    bucket_name: b\n",
+        ),
+        ("groups/groups.yaml", "groups:\n  - name: g\n    membres: [x]\n"),
+    ]);
+    let has =
+        |file_line: &str, s: &str| e.iter().any(|l| l.starts_with(file_line) && l.contains(s));
+    assert!(has("cfg/zz-groups.yml:4: ", "colour"), "{e:#?}");
+    assert!(
+        has(
+            "cfg/zz-groups.yml:6: ",
+            "unknown group builder type `kerberos`"
+        ),
+        "{e:#?}"
+    );
+    assert!(
+        has(
+            "cfg/zz-groups.yml:12: ",
+            "storage_builders[0].variables.volume_typo: unknown variable `volume_typo`"
+        ),
+        "{e:#?}"
+    );
+    assert!(
+        has(
+            "cfg/zz-groups.yml:13: ",
+            "`bucket_name` does not apply to storage builders of type tf-aws-ebs"
+        ),
+        "{e:#?}"
+    );
+    assert!(
+        has("cfg/zz-groups.yml:10: ", "storage_builders[0].runtime: storage builder `s` of type tf-aws-ebs cannot keep its storage on docker runtime docker-local"),
+        "{e:#?}"
+    );
+    assert!(has("groups/groups.yaml:3: ", "membres"), "{e:#?}");
+}
+
+fn reference() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference");
+    p.is_dir().then_some(p)
+}
+
+#[test]
+fn the_standard_aws_starter_gives_its_bakes_their_builders_and_group() {
+    let Some(r) = reference() else {
+        eprintln!("skipped: ../shared/reference does not exist");
+        return;
+    };
+    let t = load(
+        &r.join("cs-image-system-0.1.1-starters/standard-aws"),
+        &LoadOptions::default(),
+    )
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    let c = compile(&t, &NoPins).unwrap();
+    let base = c.bake_spec(c.bake_of("el10", "aws-main").unwrap()).unwrap();
+    let b = base.base_recipe.as_ref().unwrap();
+    assert_eq!(b.identity_builders, vec![Some("opa-groups".to_string())]);
+    assert_eq!(b.storage_builders, vec![Some("aws-ebs".to_string())]);
+    let node = c
+        .bake_spec(c.bake_of("team-node", "aws-main").unwrap())
+        .unwrap();
+    // the OPA group builder names a posix builder: the login hook too, as the original emits
+    assert_eq!(
+        node.group,
+        Some(GroupSpec {
+            group: "team".into(),
+            identity_type: "okta".into(),
+            posix: true,
+        })
+    );
+}
