@@ -98,6 +98,7 @@ fn a_build_bakes_records_and_logs_per_run_then_replays_its_stamp() {
         BuildOutcome::Replayed(r) => assert_eq!(r.summary.baked, 0),
         BuildOutcome::Ran { summary, .. } => assert_eq!(summary.baked, 0),
         BuildOutcome::HardDrift(h) => panic!("{h:?}"),
+        BuildOutcome::Locked(l) => panic!("{l}"),
     }
     assert!(again.logs.lock().unwrap().is_empty());
 }
