@@ -443,3 +443,71 @@ fn a_bad_store_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a bucket name"));
 }
+
+/// `csis dispose` never touches a build of a (series, runtime) another
+/// live runner holds the lease of.
+#[test]
+fn dispose_keeps_what_a_live_lease_covers() {
+    let sh = Shared::new(false);
+    let out = sh.run(&["build", "--json", "//images/a0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, id) = finished_bakes(&out)
+        .into_iter()
+        .find(|(l, _)| l.contains("a0"))
+        .unwrap();
+    let store = sh.store();
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3600.0;
+    let lease = csis_cache::lease::LeaseDoc {
+        series: "a0".into(),
+        runtime: "sim".into(),
+        owner: "another-run".into(),
+        host: "runner-2".into(),
+        pid: 4242,
+        acquired: 0.0,
+        expires: far,
+        covers: vec![],
+    };
+    let key = csis_cache::lease::lease_key("a0", "sim");
+    store
+        .put(
+            &key,
+            serde_json::to_vec(&lease).unwrap(),
+            csis_cache::objstore::Cond::Create,
+        )
+        .unwrap();
+    let disposed = |dry: bool| -> Vec<String> {
+        let mut args = vec!["dispose", "image", "--json", id.as_str()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = sh.run(&args);
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "disposed" || e["event"] == "would_dispose")
+            .map(|e| e["build_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        disposed(false).is_empty(),
+        "kept while another runner holds a0@sim"
+    );
+    assert!(sh.lineage().find(&id).is_some());
+    store.delete(&key).unwrap();
+    assert_eq!(
+        disposed(true),
+        [id.clone()],
+        "without the lease it would go"
+    );
+}

@@ -410,3 +410,29 @@ pub fn covered_by_others(
     }
     Ok(out)
 }
+
+/// [`covered_by_others`], and every build of a (series, runtime) another
+/// live runner holds the lease of (it may be baking, releasing or
+/// disposing there): what `csis dispose` must not touch.
+pub fn protected_from(
+    store: &Store,
+    owner: &str,
+    lineage: &crate::Lineage,
+) -> Result<BTreeMap<String, String>, CacheError> {
+    let t = now();
+    let mut out = BTreeMap::new();
+    for d in list(store)?.into_values() {
+        if d.owner == owner || d.expires < t {
+            continue;
+        }
+        for b in &d.covers {
+            out.insert(b.clone(), d.holder());
+        }
+        for b in &lineage.builds {
+            if b.series == d.series && b.runtime.as_deref() == Some(d.runtime.as_str()) {
+                out.insert(b.build_id.clone(), d.holder());
+            }
+        }
+    }
+    Ok(out)
+}

@@ -817,6 +817,10 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         let _ = self.flush();
+        // A run's own journal on a store goes once everything is written.
+        if self._journal_lock.is_some() && !journal_nonempty(&self.journal) {
+            let _ = std::fs::remove_file(&self.journal);
+        }
     }
 }
 

@@ -76,8 +76,10 @@ fn rec(id: &str, series: &str, run: &str) -> BuildRecord {
 #[test]
 fn concurrent_recorders_lose_nothing() {
     let (_t, spec, _) = file_store();
-    csis_cache::remote::set_override(Some(spec));
     let trees: Vec<tempfile::TempDir> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
+    for t in &trees {
+        csis_cache::remote::set_tree_spec(t.path(), spec.clone());
+    }
     std::thread::scope(|sc| {
         for (w, t) in trees.iter().enumerate() {
             sc.spawn(move || {
@@ -131,7 +133,6 @@ fn concurrent_recorders_lose_nothing() {
     let e = meta.save_lineage(&changed).unwrap_err();
     assert!(matches!(e, CacheError::Store { .. }), "{e}");
     assert!(meta.lineage().unwrap().find("later").is_some());
-    csis_cache::remote::set_override(None);
 }
 
 #[test]
@@ -185,4 +186,23 @@ fn leases_exclude_wait_and_take_over() {
     assert!(events[0]
         .message()
         .contains("took over the lease of img@sim"));
+}
+
+/// A run killed after journaling a record but before writing it to the
+/// store: the next recorder on that tree writes it, and removes the journal.
+#[test]
+fn a_dead_runs_journal_reaches_the_store() {
+    let (_t, spec, _) = file_store();
+    let tree = tempfile::tempdir().unwrap();
+    let jdir = tree.path().join(".csis/lineage.journal.d");
+    std::fs::create_dir_all(&jdir).unwrap();
+    let entry = serde_json::json!({"record": rec("orphan-1", "s", "dead-run"), "pin": null});
+    std::fs::write(jdir.join("999-1.journal"), format!("{entry}\n")).unwrap();
+    csis_cache::remote::set_tree_spec(tree.path(), spec);
+    let meta = MetaState::of_tree(tree.path());
+    assert!(meta.is_remote());
+    let r = Recorder::open(meta.clone(), tree.path().join(".csis/lineage.journal")).unwrap();
+    assert!(meta.lineage().unwrap().find("orphan-1").is_some());
+    assert!(!jdir.join("999-1.journal").exists());
+    drop(r);
 }

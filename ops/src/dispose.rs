@@ -350,7 +350,15 @@ pub fn compute_plan(
     meta: &MetaState,
     req: &DisposeRequest,
 ) -> Result<Result<DisposePlan, Vec<Refusal>>> {
-    let (lineage, pins) = crate::state::records(tree.root())?;
+    let (lineage, mut pins) = crate::state::records(tree.root())?;
+    // On a shared store: what other runners' live leases cover is kept as
+    // a pinned build is (they may be baking on it, or on its series).
+    if let Some(store) = meta.store()? {
+        for (build, holder) in csis_cache::lease::protected_from(&store, "", &lineage)? {
+            pins.instances
+                .insert(format!("lease of {holder} on {build}"), build);
+        }
+    }
     let releases = meta.releases()?;
     let launches = LaunchParams::load(meta)?;
     let prot = Protections::from_records(&pins, &releases, &launches);
