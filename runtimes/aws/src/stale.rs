@@ -67,17 +67,15 @@ pub fn is_stale(
     if tags.get(BAKE_TAG).map(String::as_str) != Some(runtime) {
         return false;
     }
-    if let Some(alive) = tags
-        .get(BAKE_OWNER_TAG)
-        .and_then(|o| owner_alive(o, this_host))
-    {
-        return !alive;
-    }
+    // the rule docker's bake containers follow too (csis_runtime::owner)
     let created = created.or_else(|| tags.get("csis_run").and_then(|r| run_time(r)));
-    match created {
-        Some(t) => now.duration_since(t).is_ok_and(|age| age > stale_after),
-        None => false,
-    }
+    csis_runtime::owner::is_left_behind(
+        tags.get(BAKE_OWNER_TAG).map(String::as_str),
+        created,
+        now,
+        stale_after,
+        this_host,
+    )
 }
 
 fn sys_time(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<SystemTime> {
