@@ -590,7 +590,10 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     assert_eq!(pins.instances[&cname], w[1]);
     assert_eq!(pins.pending_replacements[&cname], w[1]);
     let (_, out, _) = t.csis(&["state", "query"]);
-    assert!(!out.contains(&format!("instance {cname}@{RT}: changed")), "{out}");
+    assert!(
+        !out.contains(&format!("instance {cname}@{RT}: changed")),
+        "{out}"
+    );
 
     // csis builds: the tested marks; --check asks the daemon.
     let rows: Value = serde_json::from_str(&t.ok(&["builds", "--json"])).unwrap();

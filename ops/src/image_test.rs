@@ -414,18 +414,31 @@ pub fn test(
     let run = csis_cache::run_id_now();
     // Leftovers of a killed test go first (marked, owner gone).
     let _ = cx.block_on(rt.clean_stale_bakes());
-    let outcome = cx.block_on(run_post_bake(
-        PostBake {
-            rt: &rt,
-            runtime: &rt_name,
-            series: &image.name,
-            build_id: &rec.build_id,
-            tests: &tests,
-            run: &run,
-            cancel: CancellationToken::new(),
-        },
-        log,
-    ));
+    // Ctrl-C stops the tests and still removes the machine.
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    let outcome = cx.block_on(async {
+        let watch = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_interrupt.cancel();
+            }
+        });
+        let r = run_post_bake(
+            PostBake {
+                rt: &rt,
+                runtime: &rt_name,
+                series: &image.name,
+                build_id: &rec.build_id,
+                tests: &tests,
+                run: &run,
+                cancel,
+            },
+            log,
+        )
+        .await;
+        watch.abort();
+        r
+    });
     match outcome {
         Ok(o) => {
             record(&cx.meta, &o)?;

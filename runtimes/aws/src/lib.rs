@@ -42,6 +42,7 @@ pub mod resolve;
 pub mod settings;
 pub mod ssm;
 pub mod stale;
+pub mod test_machine;
 
 pub use cli_version::{aws_cli_version, check_aws_cli, AWS_CLI_VERSION_RE};
 pub use client::{sdk_config, Clients};
@@ -907,7 +908,22 @@ impl Runtime for AwsRuntime {
         command: &str,
         timeout_s: u64,
     ) -> Result<SessionResult> {
+        // A test machine is named by its instance id.
+        if instance.starts_with("i-") {
+            return ssm::send_and_poll(self, instance, command, timeout_s).await;
+        }
         ssm::run_session_command(self, instance, command, timeout_s).await
+    }
+
+    async fn launch_test_machine(
+        &self,
+        req: &csis_runtime::TestMachineRequest,
+    ) -> Result<csis_runtime::TestMachine> {
+        self.launch_test(req).await
+    }
+
+    async fn remove_test_machine(&self, id: &str) -> Result<bool> {
+        self.remove_test(id).await
     }
 
     async fn verify_instance(

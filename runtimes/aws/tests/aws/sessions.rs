@@ -274,3 +274,122 @@ async fn verify_instance_is_a_hook_of_the_trait() {
         "AWS runtime aws-ssm: cannot run a command on 'nobody-here': it is absent (no such machine)"
     );
 }
+
+/// A post-bake test machine: launched from the AMI in the default subnet
+/// with the session instance profile, tagged as a test machine and as a
+/// bake leftover of this process, answering over SSM (the double), its
+/// commands run, then terminated; one whose owner is gone is terminated by
+/// `clean_stale_bakes`.
+#[tokio::test]
+async fn a_test_machine_is_launched_tagged_answers_and_is_terminated() {
+    let url = need_moto!();
+    let dir = tempfile::tempdir().unwrap();
+    let double = SsmDouble::start(dir.path(), Behaviour::default()).await;
+    let ec2 = common::ec2(&url).await;
+    let (_vpc, subnets) = common::vpc_with_subnets(&ec2, common::octet(), 1).await;
+    let mut s = common::settings(&url, "aws-test-machine");
+    s.ssm_endpoint_url = Some(double.url.clone());
+    s.session_mechanism = Some("ssm".into());
+    // moto's EC2 wants the profile to exist in its IAM
+    let profile = common::unique("csis-session");
+    let made = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import boto3, sys; boto3.client('iam', endpoint_url=sys.argv[1], region_name='us-east-1', \
+             aws_access_key_id='testing', aws_secret_access_key='testing')\
+             .create_instance_profile(InstanceProfileName=sys.argv[2])",
+        )
+        .arg(&url)
+        .arg(&profile)
+        .status()
+        .unwrap();
+    assert!(
+        made.success(),
+        "could not make the instance profile in moto"
+    );
+    s.session_instance_profile = Some(profile.clone());
+    s.networking = Some(csis_runtime_aws::settings::NetworkSettings {
+        subnets: vec![csis_runtime_aws::settings::SubnetSettings {
+            name: "main".into(),
+            subnet_id: subnets[0].clone(),
+            is_default: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let mut rt = AwsRuntime::new(s);
+    rt.ssm_poll = Duration::from_millis(50);
+    rt.waiter_delay = Duration::from_millis(100);
+    let name = common::unique("csis-test-aws-web");
+    let req = csis_runtime::TestMachineRequest {
+        build_id: "ami-0a1a10000000000a1".into(),
+        series: "web".into(),
+        name: name.clone(),
+        owner: csis_runtime::owner_here(),
+        lifetime_s: 600,
+        ready_timeout_s: 60,
+    };
+    let m = rt.launch_test_machine(&req).await.unwrap();
+    assert!(m.id.starts_with("i-"), "{m:?}");
+    assert_eq!(m.booted.as_deref(), Some("ami-0a1a10000000000a1"));
+    let d = ec2
+        .describe_instances()
+        .instance_ids(&m.id)
+        .send()
+        .await
+        .unwrap();
+    let i = d.reservations()[0].instances()[0].clone();
+    assert_eq!(i.subnet_id(), Some(subnets[0].as_str()));
+    assert_eq!(i.instance_type().map(|t| t.as_str()), Some("t3.medium"));
+    assert!(i
+        .iam_instance_profile()
+        .and_then(|p| p.arn())
+        .is_some_and(|a| a.ends_with(profile.as_str())));
+    let tags: std::collections::BTreeMap<String, String> = i
+        .tags()
+        .iter()
+        .map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string()))
+        .collect();
+    assert_eq!(tags["Name"], name);
+    assert_eq!(tags["csis_test_machine"], "aws-test-machine");
+    assert_eq!(tags["csis_bake"], "aws-test-machine");
+    assert_eq!(tags["csis_bake_owner"], csis_runtime::owner_here());
+    // the machine answered `true` over SSM; a test command runs by its id
+    assert!(double
+        .calls()
+        .contains(&"AmazonSSM.SendCommand".to_string()));
+    let r = rt
+        .run_session_command(&m.id, "echo checking; exit 2", 20)
+        .await
+        .unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_str()), (2, "checking\n"));
+    assert!(rt.remove_test_machine(&m.id).await.unwrap());
+    let d = ec2
+        .describe_instances()
+        .instance_ids(&m.id)
+        .send()
+        .await
+        .unwrap();
+    let state = d.reservations()[0].instances()[0]
+        .state()
+        .and_then(|s| s.name())
+        .map(|n| n.as_str().to_string());
+    assert!(
+        matches!(state.as_deref(), Some("shutting-down" | "terminated")),
+        "{state:?}"
+    );
+
+    // a leftover whose owner is gone: terminated by the next build's clean-up
+    let dead = (4_000_000u32..4_194_303)
+        .rev()
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    let req = csis_runtime::TestMachineRequest {
+        owner: format!("{}:{dead}", csis_runtime::host_name()),
+        name: common::unique("csis-test-aws-left"),
+        ..req
+    };
+    let m = rt.launch_test_machine(&req).await.unwrap();
+    let removed = rt.clean_stale_bakes().await.unwrap();
+    assert!(removed.iter().any(|r| r.contains(&m.id)), "{removed:?}");
+}
