@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use csis_ops::inspect::{Description, VerifyRefusal};
 use csis_ops::{exit, Access};
 
 use crate::GlobalArgs;
@@ -54,8 +53,22 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
         }
         Err(e) => return Err(e),
     };
-    let (name, json) = match cmd {
-        RuntimeCommand::Describe { name, json } => (name, json),
+    match cmd {
+        RuntimeCommand::Describe { name, json } => {
+            let d = match csis_ops::inspect::describe(cx.tree(), &name)? {
+                Ok(d) => d,
+                Err(unknown) => {
+                    eprintln!("error: {unknown}");
+                    return Ok(ExitCode::from(exit::FAILURE));
+                }
+            };
+            if json {
+                crate::render::json(&d)?;
+            } else {
+                print!("{}", crate::render::description_text(&d));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         RuntimeCommand::VerifyInstance {
             runtime,
             instance,
@@ -73,12 +86,8 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
                     if json {
                         crate::render::json(&refusal)?;
                     }
-                    let (why, code) = match refusal {
-                        VerifyRefusal::CannotAnswer { reason } => (reason, exit::CANNOT_ANSWER),
-                        VerifyRefusal::Failed { reason } => (reason, exit::FAILURE),
-                    };
-                    eprintln!("verify: {why}");
-                    return Ok(ExitCode::from(code));
+                    eprintln!("verify: {}", refusal.reason());
+                    return Ok(ExitCode::from(refusal.exit_code()));
                 }
             };
             if json {
@@ -91,75 +100,7 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
                 let verdict = if r.ok { "verified" } else { "NOT verified" };
                 println!("verify: {} on {}: {verdict}", r.instance, r.runtime);
             }
-            return Ok(ExitCode::from(if r.ok {
-                exit::SUCCESS
-            } else {
-                exit::FAILURE
-            }));
+            Ok(ExitCode::from(r.exit_code()))
         }
-    };
-    let d = match csis_ops::inspect::describe(cx.tree(), &name)? {
-        Ok(d) => d,
-        Err(names) => {
-            let declared = if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            };
-            eprintln!("error: no runtime named `{name}` (declared: {declared})");
-            return Ok(ExitCode::from(exit::FAILURE));
-        }
-    };
-    if json {
-        crate::render::json(&d)?;
-    } else {
-        print_description(&d);
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_description(d: &Description) {
-    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
-    let default = if d.is_default { " (default)" } else { "" };
-    println!("runtime:              {}{default}", d.runtime);
-    println!("type:                 {}", d.type_);
-    println!("declared at:          {}", d.declared_at);
-    if !d.aliases.is_empty() {
-        println!("aliases:              {}", d.aliases.join(", "));
-    }
-    match d.type_.as_str() {
-        "aws" => {
-            println!("region:               {}", opt(&d.region));
-            println!("account_id:           {}", opt(&d.account_id));
-            println!("session_mechanism:    {}", opt(&d.session_mechanism));
-        }
-        "docker" => {
-            println!("host/context:         {}", d.address);
-            println!("repository:           {}", opt(&d.repository));
-        }
-        _ => println!("address:              {}", d.address),
-    }
-    println!("default_machine_type: {}", d.default_machine_type);
-    println!("ephemeral:            {}", d.ephemeral);
-    let keep = d.retention_keep.map(|k| k.to_string());
-    println!(
-        "retention_keep:       {}",
-        keep.unwrap_or_else(|| "- (keep all)".into())
-    );
-    let par = d.max_parallel.map(|k| k.to_string());
-    println!(
-        "max_parallel:         {}",
-        par.unwrap_or_else(|| "- (no per-runtime limit)".into())
-    );
-    println!("state backend:        {}", opt(&d.state_backend));
-    println!("image builders:       {}", list(&d.image_builders));
-    println!("base images:          {}", list(&d.base_images));
-    println!("images:               {}", list(&d.images));
 }

@@ -48,6 +48,9 @@ pub struct BuildOptions {
     pub fail_fast: bool,
     /// Skip the state query before baking.
     pub no_state_query: bool,
+    /// Cancels the run (the binary cancels it on Ctrl-C): nothing new
+    /// starts, running bakes are stopped, finished ones stay recorded.
+    pub cancel: CancellationToken,
 }
 
 /// Where a build's progress goes (the binary renders it).
@@ -155,7 +158,7 @@ pub fn run(
             opts = opts.pool_limit(&rt.name, m as usize);
         }
     }
-    let cancel = CancellationToken::new();
+    let cancel = args.cancel.clone();
     opts = opts.cancel_token(cancel.clone());
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
@@ -182,17 +185,6 @@ pub fn run(
         .build()?;
     let renderer = reporter;
     let report = rt.block_on(async {
-        let c = cancel.clone();
-        let r2 = renderer.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                r2.note("interrupted: stopping running bakes (finished ones are recorded); Ctrl-C again to quit at once");
-                c.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(exit::INTERRUPTED as i32);
-                }
-            }
-        });
         // Leftovers of a killed run (docker: `csis-bake-<runtime>-*`
         // containers) go before anything bakes, and are reported.
         if !state.dry_run {
