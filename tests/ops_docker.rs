@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
-
 mod ops_support;
 use ops_support::Tree;
 
