@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod interrupt;
 mod progress;
 mod render;
-mod session;
 
 /// mimalloc: a no-op build of a large tree is mostly small allocations
 /// (parsed YAML, models, graph, fingerprints); glibc malloc spent a fifth of it.

@@ -1,4 +1,5 @@
-//! Rendering shared by several commands: diagnostics, the plan.
+//! Rendering shared by several commands: diagnostics, the plan, a runtime's
+//! description.
 
 use csis_engine::{Plan, PlannedNode};
 use csis_rules::Diagnostic;
@@ -245,5 +246,57 @@ pub fn plan_github(plan: &Plan) -> String {
             gh_data(&n.reason)
         ));
     }
+
+/// `csis runtime describe` for people: one aligned line per field.
+pub fn description_text(d: &csis_ops::inspect::Description) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let default = if d.is_default { " (default)" } else { "" };
+    let _ = writeln!(out, "runtime:              {}{default}", d.runtime);
+    let _ = writeln!(out, "type:                 {}", d.type_);
+    let _ = writeln!(out, "declared at:          {}", d.declared_at);
+    if !d.aliases.is_empty() {
+        let _ = writeln!(out, "aliases:              {}", d.aliases.join(", "));
+    }
+    match d.type_.as_str() {
+        "aws" => {
+            let _ = writeln!(out, "region:               {}", opt(&d.region));
+            let _ = writeln!(out, "account_id:           {}", opt(&d.account_id));
+            let _ = writeln!(out, "session_mechanism:    {}", opt(&d.session_mechanism));
+        }
+        "docker" => {
+            let _ = writeln!(out, "host/context:         {}", d.address);
+            let _ = writeln!(out, "repository:           {}", opt(&d.repository));
+        }
+        _ => {
+            let _ = writeln!(out, "address:              {}", d.address);
+        }
+    }
+    let _ = writeln!(out, "default_machine_type: {}", d.default_machine_type);
+    let _ = writeln!(out, "ephemeral:            {}", d.ephemeral);
+    let keep = d.retention_keep.map(|k| k.to_string());
+    let _ = writeln!(
+        out,
+        "retention_keep:       {}",
+        keep.unwrap_or_else(|| "- (keep all)".into())
+    );
+    let par = d.max_parallel.map(|k| k.to_string());
+    let _ = writeln!(
+        out,
+        "max_parallel:         {}",
+        par.unwrap_or_else(|| "- (no per-runtime limit)".into())
+    );
+    let _ = writeln!(out, "state backend:        {}", opt(&d.state_backend));
+    let _ = writeln!(out, "image builders:       {}", list(&d.image_builders));
+    let _ = writeln!(out, "base images:          {}", list(&d.base_images));
+    let _ = writeln!(out, "images:               {}", list(&d.images));
     out
 }

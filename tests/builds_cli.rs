@@ -2,75 +2,14 @@
 //! made by the real `csis` binary on the dummy runtime, from a temporary
 //! copy of `tests/fixtures/ops/basic`.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
 use csis_cache::build_ref::{hash_part, resolve_build, short_id, BuildRefError, BuildScope};
 use csis_cache::MetaState;
 use serde_json::Value;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
-struct Tree {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
+mod ops_support;
+use ops_support::Tree;
 
 impl Tree {
-    fn new() -> Tree {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("tree");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
-            &root,
-        );
-        Tree { _tmp: tmp, root }
-    }
-
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env_remove("CSIS_DUMMY_FAIL")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, o, e) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{o}\n{e}");
-        o
-    }
-
-    fn ids(&self, series: &str) -> Vec<String> {
-        MetaState::of_tree(&self.root)
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .filter(|b| b.series == series)
-            .map(|b| b.build_id)
-            .collect()
-    }
-
     fn edit(&self, rel: &str, from: &str, to: &str) {
         let p = self.root.join(rel);
         let text = std::fs::read_to_string(&p).unwrap();
@@ -94,7 +33,7 @@ fn line_of<'a>(out: &'a str, id: &str) -> (usize, &'a str) {
 
 #[test]
 fn builds_lists_both_builds_newest_first_with_marks_and_the_resolver_names_them() {
-    let t = Tree::new();
+    let t = Tree::basic();
     std::fs::create_dir_all(t.root.join("scripts")).unwrap();
     std::fs::write(t.root.join("scripts/web.sh"), "echo one\n").unwrap();
     t.edit("images/images.yaml", WEB, WEB_MODIFIED);
@@ -178,7 +117,7 @@ fn builds_lists_both_builds_newest_first_with_marks_and_the_resolver_names_them(
     assert!(t
         .ok(&["builds", "--runtime", "elsewhere"])
         .contains("no recorded builds on elsewhere"));
-    let (code, _, err) = t.csis(&["builds", "x["]);
+    let (code, _, err) = t.run(&["builds", "x["]);
     assert_eq!(code, 2);
     assert!(err.contains("invalid series pattern 'x['"), "{err}");
 
@@ -228,14 +167,14 @@ fn builds_lists_both_builds_newest_first_with_marks_and_the_resolver_names_them(
     );
     // the command refuses the ambiguous prefix in one clear answer and changes nothing
     let revocations = std::fs::read(t.root.join("meta-state/revocations.yaml")).ok();
-    let (code, _, err) = t.csis(&["revoke", &prefix]);
+    let (code, _, err) = t.run(&["revoke", &prefix]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("names 2 recorded builds"), "{err}");
     assert_eq!(
         std::fs::read(t.root.join("meta-state/revocations.yaml")).ok(),
         revocations
     );
-    let (code, _, err) = t.csis(&["dispose", "image", &prefix[..7]]);
+    let (code, _, err) = t.run(&["dispose", "image", &prefix[..7]]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("too short"), "{err}");
     assert_eq!(t.ids("deb12").len(), 2, "nothing disposed");

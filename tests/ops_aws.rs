@@ -14,12 +14,13 @@
 //! what it made.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
-use assert_cmd::Command;
-use csis_cache::{BuildRecord, MetaState};
+use csis_cache::BuildRecord;
 use serde_json::{json, Value};
+
+mod ops_support;
+use ops_support::Tree;
 
 const REGION: &str = "eu-west-3";
 
@@ -109,60 +110,23 @@ impl Drop for Cleanup {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path, subst: &[(&str, &str)]) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst, subst);
-        } else {
-            let mut text = std::fs::read_to_string(e.path()).unwrap();
-            for (k, v) in subst {
-                text = text.replace(k, v);
-            }
-            std::fs::write(dst, text).unwrap();
-        }
-    }
-}
-
-struct Tree {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
-
 impl Tree {
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env("AWS_ENDPOINT_URL", moto_url())
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_CONFIG_FILE", self.root.join("no-aws-config"))
-            .env(
-                "AWS_SHARED_CREDENTIALS_FILE",
-                self.root.join("no-aws-credentials"),
-            )
-            .env_remove("AWS_PROFILE")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+    /// The copy, its `csis` talking to moto only (no AWS profile or files).
+    fn new(subst: &[(&str, &str)]) -> Tree {
+        let t = csis_testkit::Tree::copy(&csis_testkit::fixture("ops/aws"), subst);
+        let (config, credentials) = (
+            t.root.join("no-aws-config"),
+            t.root.join("no-aws-credentials"),
+        );
+        Tree(
+            t.env("AWS_ENDPOINT_URL", moto_url())
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env("AWS_CONFIG_FILE", config)
+                .env("AWS_SHARED_CREDENTIALS_FILE", credentials)
+                .env_remove("AWS_PROFILE"),
         )
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-        out
-    }
-    fn meta(&self) -> MetaState {
-        MetaState::of_tree(&self.root)
     }
 }
 
@@ -226,14 +190,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         );
         subnet = out["subnet"].as_str().unwrap().to_string();
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("tree");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/aws"),
-        &root,
-        &[("@SUBNET@", &subnet), ("us-east-2", REGION)],
-    );
-    let t = Tree { _tmp: tmp, root };
+    let t = Tree::new(&[("@SUBNET@", &subnet), ("us-east-2", REGION)]);
     // lineage records for all but the foreign one
     let mut l = csis_cache::Lineage::default();
     for (key, series, parent, run, c) in BUILDS.iter().filter(|b| b.0 != "f1" && b.0 != "o1") {
@@ -252,7 +209,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let id = |k: &str| ids[k].clone();
 
     // the state query: one foreign AMI; the runtime lists its instances (none)
-    let (code, out, err) = t.csis(&["state", "query"]);
+    let (code, out, err) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign:")).collect();
     assert_eq!(foreign.len(), 1, "{out}");
@@ -262,12 +219,12 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         "another tree's AMI is not judged: {out}"
     );
     assert!(!out.contains("unavailable: instances/aws-moto"), "{out}");
-    assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
+    assert_eq!(t.run(&["state", "query", "--strict"]).0, 1);
 
     // an instance running from w2 refuses its disposal; nothing deleted
     let inst = py("run", Some(json!(id("w2")))).unwrap();
     let inst = inst.as_str().unwrap().to_string();
-    let (code, _, err) = t.csis(&["dispose", "image", &id("w2"), &id("w0")]);
+    let (code, _, err) = t.run(&["dispose", "image", &id("w2"), &id("w0")]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("is in use") && err.contains(&inst), "{err}");
     assert!(err.contains("nothing was deleted"), "{err}");
@@ -275,7 +232,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     assert!(images.get(id("w2")).is_some() && images.get(id("w0")).is_some());
     // `empty` reads the runtime's inventory: the instance on w2 and the
     // unreleased AMIs are leftovers (exit 1, not 2 "cannot list")
-    let (code, out, err) = t.csis(&["empty", "--runtime", "aws-moto"]);
+    let (code, out, err) = t.run(&["empty", "--runtime", "aws-moto"]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         out.contains(&format!("leftover: instance {inst} (Running)")),
@@ -299,7 +256,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     let mut pins = t.meta().pins().unwrap();
     pins.instances.insert("vm-v".into(), id("w2"));
     t.meta().save_pins(&pins).unwrap();
-    let (code, out, err) = t.csis(&[
+    let (code, out, err) = t.run(&[
         "runtime",
         "verify-instance",
         "aws-moto",
@@ -320,7 +277,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         out.contains("verify: vm-v on aws-moto: NOT verified"),
         "{out}"
     );
-    let (code, out, err) = t.csis(&[
+    let (code, out, err) = t.run(&[
         "runtime",
         "verify-instance",
         "aws-moto",
@@ -341,7 +298,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         format!("booted {}, expected {}", id("w2"), id("w1"))
     );
     // no such machine: refused by name; no pin and no --expect: cannot say
-    let (code, _, err) = t.csis(&[
+    let (code, _, err) = t.run(&[
         "runtime",
         "verify-instance",
         "aws-moto",
@@ -356,7 +313,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         err.contains("cannot run a command on 'nobody': it is absent (no such machine)"),
         "{err}"
     );
-    let (code, _, err) = t.csis(&["runtime", "verify-instance", "aws-moto", "nobody"]);
+    let (code, _, err) = t.run(&["runtime", "verify-instance", "aws-moto", "nobody"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has no pin"), "{err}");
     py("terminate", Some(json!(vm))).unwrap();
@@ -430,6 +387,6 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         "another tree's AMI is never adopted: {out}"
     );
     assert!(t.meta().lineage().unwrap().find(&id("o1")).is_none());
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
-use assert_cmd::Command;
-use csis_cache::MetaState;
+mod ops_support;
+use ops_support::Tree;
 
 fn docker(args: &[&str]) -> Option<String> {
     let out = Std::new("docker").args(args).output().ok()?;
@@ -90,23 +90,6 @@ fn import_base(reference: &str, work: &Path) {
     );
 }
 
-fn copy_dir(from: &Path, to: &Path, subst: &[(&str, &str)]) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst, subst);
-        } else {
-            let mut text = std::fs::read_to_string(e.path()).unwrap();
-            for (k, v) in subst {
-                text = text.replace(k, v);
-            }
-            std::fs::write(dst, text).unwrap();
-        }
-    }
-}
-
 /// Removes the test's containers, repository and base image, even on panic.
 struct Cleanup {
     repo: String,
@@ -133,46 +116,6 @@ impl Drop for Cleanup {
             }
         }
         let _ = docker(&["rmi", "-f", &self.base]);
-    }
-}
-
-struct Tree {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Tree {
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-        out
-    }
-    fn meta(&self) -> MetaState {
-        MetaState::of_tree(&self.root)
-    }
-    fn ids(&self, series: &str) -> Vec<String> {
-        self.meta()
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .filter(|b| b.series == series)
-            .map(|b| b.build_id)
-            .collect()
     }
 }
 
@@ -205,15 +148,11 @@ fn docker_dispose_retention_refusal_foreign_import() {
         base: base.clone(),
         containers: vec![],
     };
-    let tmp = tempfile::tempdir().unwrap();
-    import_base(&base, tmp.path());
-    let root = tmp.path().join("tree");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker"),
-        &root,
+    let t = Tree(csis_testkit::Tree::copy(
+        &csis_testkit::fixture("ops/docker"),
         &[("@REPO@", &repo), ("@BASE@", &base)],
-    );
-    let t = Tree { _tmp: tmp, root };
+    ));
+    import_base(&base, t.tmp.path());
 
     // three generations of base, web and app
     t.ok(&["build", "--json"]);
@@ -230,7 +169,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     let cname = format!("csis-ops-test-{suffix}");
     cleanup.containers.push(cname.clone());
     assert!(docker(&["create", "--name", &cname, &a[0], "sleep", "1"]).is_some());
-    let (code, _, err) = t.csis(&["dispose", "image", &a[0]]);
+    let (code, _, err) = t.run(&["dispose", "image", &a[0]]);
     assert_eq!(code, 1);
     assert!(err.contains("is in use") && err.contains(&cname), "{err}");
     assert!(err.contains("nothing was deleted"), "{err}");
@@ -307,13 +246,13 @@ fn docker_dispose_retention_refusal_foreign_import() {
     let mut l = t.meta().lineage().unwrap();
     l.builds.retain(|x| x.build_id != a[2]);
     t.meta().save_lineage(&l).unwrap();
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(&format!("image {}@docker-ops: foreign", a[2])),
         "{out}"
     );
-    assert_eq!(t.csis(&["state", "query", "--strict"]).0, 1);
+    assert_eq!(t.run(&["state", "query", "--strict"]).0, 1);
     let out = t.ok(&["state", "import"]);
     assert!(
         out.contains(&format!("adopted {} (app on docker-ops", a[2])),
@@ -321,7 +260,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     );
     let rec = t.meta().lineage().unwrap().find(&a[2]).cloned().unwrap();
     assert_eq!(rec.parent.as_deref(), Some(w[2].as_str()));
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
 
     // the tag side on the daemon: a record the tags disagree with is
@@ -331,7 +270,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     rec.run = Some("2026_01_01t00_00_00_000000".into());
     let real_fp = rec.input_fingerprint.clone().unwrap();
     t.meta().save_lineage(&l).unwrap();
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 0);
     assert!(
         out.contains(&format!("image {}@docker-ops: changed: run:", w[2])),
@@ -339,7 +278,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     );
     let out = t.ok(&["lineage", "relabel", "--runtime", "docker-ops"]);
     assert!(out.contains(&format!("relabelled {}", w[2])), "{out}");
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     let mut l = t.meta().lineage().unwrap();
     let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
@@ -356,7 +295,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     assert!(out.contains(&format!("restamped {}", w[2])), "{out}");
     let rec = t.meta().lineage().unwrap().find(&w[2]).cloned().unwrap();
     assert_eq!(rec.input_fingerprint.as_deref(), Some(real_fp.as_str()));
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
 
     // the last child of the disposed b[0] goes: b[0]'s layers go with it, and the report says so
@@ -380,7 +319,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     for g in [&a[1], &w[1], &b[1]] {
         assert!(!exists(g), "{g}: {out}");
     }
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     drop(cleanup);
 }

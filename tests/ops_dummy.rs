@@ -7,88 +7,18 @@
 //! `.csis/dummy/sim.json`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use assert_cmd::Command;
-use csis_cache::{BuildRecord, MetaState};
 use serde_json::Value;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
-struct Tree {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
+mod ops_support;
+use ops_support::Tree;
 
 impl Tree {
-    fn new() -> Tree {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("tree");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
-            &root,
-        );
-        Tree { _tmp: tmp, root }
-    }
-
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env_remove("CSIS_DUMMY_FAIL")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
     fn build(&self, extra: &[&str]) {
         let mut a = vec!["build", "--json"];
         a.extend_from_slice(extra);
         self.ok(&a);
-    }
-
-    fn meta(&self) -> MetaState {
-        MetaState::of_tree(&self.root)
-    }
-
-    fn builds(&self, series: &str) -> Vec<BuildRecord> {
-        self.meta()
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .filter(|b| b.series == series)
-            .collect()
-    }
-
-    fn ids(&self, series: &str) -> Vec<String> {
-        self.builds(series)
-            .into_iter()
-            .map(|b| b.build_id)
-            .collect()
     }
 
     fn store_path(&self) -> PathBuf {
@@ -139,12 +69,8 @@ impl Tree {
     /// `csis build --json` with `CSIS_DUMMY_FAIL` set to `fail` (if any):
     /// the exit code, the events, stderr.
     fn build_json(&self, extra: &[&str], fail: Option<&str>) -> (i32, Vec<Value>, String) {
-        let mut c = Command::cargo_bin("csis").unwrap();
-        c.arg("-C")
-            .arg(&self.root)
-            .args(["build", "--json"])
-            .args(extra)
-            .env_remove("CSIS_DUMMY_FAIL");
+        let mut c = self.csis();
+        c.args(["build", "--json"]).args(extra);
         if let Some(f) = fail {
             c.env("CSIS_DUMMY_FAIL", f);
         }
@@ -182,7 +108,7 @@ const RUNTIME_KEEP_1: &str = "runtime_builders:
 
 #[test]
 fn retention_keeps_released_and_pinned_and_disposes_children_first() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.three_generations();
     let b = t.ids("deb12");
     let w = t.ids("web");
@@ -249,7 +175,7 @@ fn retention_keeps_released_and_pinned_and_disposes_children_first() {
 
 #[test]
 fn dispose_refusals_delete_nothing() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.three_generations();
     let w = t.ids("web");
     let mut pins = t.meta().pins().unwrap();
@@ -259,7 +185,7 @@ fn dispose_refusals_delete_nothing() {
     let lineage = std::fs::read(t.root.join("meta-state/lineage.yaml")).unwrap();
 
     // a disposable build, a pinned one and an unrecorded one: all refused
-    let (code, _, err) = t.csis(&["dispose", "image", &w[1], &w[0], "sha-nothing"]);
+    let (code, _, err) = t.run(&["dispose", "image", &w[1], &w[0], "sha-nothing"]);
     assert_eq!(code, 1);
     assert!(
         err.contains("pinned to instance vm-1: decommission first"),
@@ -269,13 +195,13 @@ fn dispose_refusals_delete_nothing() {
     assert!(err.contains("state import"), "{err}");
     assert!(err.contains("nothing was deleted"), "{err}");
     // --all without --runtime, unknown runtime, too young
-    let (code, _, err) = t.csis(&["dispose", "image", "--all"]);
+    let (code, _, err) = t.run(&["dispose", "image", "--all"]);
     assert_eq!(code, 1);
     assert!(err.contains("--all needs --runtime"), "{err}");
-    let (code, _, err) = t.csis(&["dispose", "image", &w[1], "--runtime", "elsewhere"]);
+    let (code, _, err) = t.run(&["dispose", "image", &w[1], "--runtime", "elsewhere"]);
     assert_eq!(code, 1);
     assert!(err.contains("not configured"), "{err}");
-    let (code, _, err) = t.csis(&["dispose", "image", &w[1], "--min-age", "3"]);
+    let (code, _, err) = t.run(&["dispose", "image", &w[1], "--min-age", "3"]);
     assert_eq!(code, 1);
     assert!(err.contains("younger than --min-age 3"), "{err}");
     assert_eq!(t.store_ids(), store);
@@ -304,9 +230,9 @@ fn dispose_refusals_delete_nothing() {
 
 #[test]
 fn foreign_image_found_then_adopted_by_state_import() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("no drift: records and reality agree"), "{out}");
     // the record of the app build is lost (e.g. the bake was killed before recording)
@@ -315,13 +241,13 @@ fn foreign_image_found_then_adopted_by_state_import() {
     l.builds.retain(|b| b.build_id != app);
     t.meta().save_lineage(&l).unwrap();
 
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "foreign is never hard drift: {out}");
     assert!(out.contains(&format!("image {app}@sim: foreign")), "{out}");
     assert_eq!(t.report()["summary"]["foreign"], 1);
-    let (code, _, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, _, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 1);
-    let (_, json, _) = t.csis(&["state", "query", "--json"]);
+    let (_, json, _) = t.run(&["state", "query", "--json"]);
     let rep: Value = serde_json::from_str(&json).unwrap();
     for key in ["reality", "drift", "unavailable", "notes", "summary"] {
         assert!(rep.get(key).is_some(), "{key} missing in {json}");
@@ -339,17 +265,17 @@ fn foreign_image_found_then_adopted_by_state_import() {
     assert_eq!(rec.imported, Some(true));
     assert_eq!(rec.parent.as_deref(), Some(t.ids("web")[0].as_str()));
     assert!(!rec.tests.in_bake, "an adopted build is not verified");
-    let (code, out, _) = t.csis(&["state", "query", "--strict"]);
+    let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     // an adopted build cannot be released before it is verified
-    let (code, _, err) = t.csis(&["release", "app", "--build", &app]);
+    let (code, _, err) = t.run(&["release", "app", "--build", &app]);
     assert_eq!(code, 1);
     assert!(err.contains("in-bake"), "{err}");
 }
 
 #[test]
 fn missing_changed_stale_and_pin_drift() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     t.build(&["--force-bake", "deb12"]);
     let w = t.ids("web");
@@ -360,13 +286,13 @@ fn missing_changed_stale_and_pin_drift() {
     let mut s = t.store();
     s["images"][&w[1]]["tags"]["csis_parent"] = Value::from("series:deb12");
     std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 0);
     assert!(
         out.contains(&format!("image {}@sim: changed: parent: lineage=", w[1])),
         "{out}"
     );
-    assert!(t.csis(&["state", "query", "--strict"]).0 == 1);
+    assert!(t.run(&["state", "query", "--strict"]).0 == 1);
     let dry = t.ok(&["lineage", "relabel", "--runtime", "sim", "--dry-run"]);
     assert!(dry.contains(&format!("would relabel {}", w[1])), "{dry}");
     let out = t.ok(&["lineage", "relabel", "--runtime", "sim"]);
@@ -377,7 +303,7 @@ fn missing_changed_stale_and_pin_drift() {
     let mut s = t.store();
     s["images"].as_object_mut().unwrap().remove(&w[0]);
     std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("image {}@sim: missing", w[0])) && out.contains("[HARD]"),
@@ -396,7 +322,7 @@ fn missing_changed_stale_and_pin_drift() {
     let mut pins = t.meta().pins().unwrap();
     pins.instances.insert("vm-9".into(), "no-such-build".into());
     t.meta().save_pins(&pins).unwrap();
-    let (code, out, _) = t.csis(&["state", "query"]);
+    let (code, out, _) = t.run(&["state", "query"]);
     assert_eq!(code, 1);
     assert!(
         out.contains("pin instance vm-9: missing: pinned to no-such-build"),
@@ -406,7 +332,7 @@ fn missing_changed_stale_and_pin_drift() {
 
 #[test]
 fn release_rules_and_declared() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let tools = t.ids("tools")[0].clone();
     let app = t.ids("app")[0].clone();
@@ -416,21 +342,21 @@ fn release_rules_and_declared() {
     assert_eq!(it.result(&tools), Some(true));
     std::fs::remove_file(t.root.join("meta-state/image-tests.yaml")).unwrap();
     // tools declares post-bake tests and require_image_tests defaults to true
-    let (code, _, err) = t.csis(&["release", "tools"]);
+    let (code, _, err) = t.run(&["release", "tools"]);
     assert_eq!(code, 1);
     assert!(err.contains("post-bake"), "{err}");
     // wrong series, unknown build
-    let (code, _, err) = t.csis(&["release", "tools", "--build", &app]);
+    let (code, _, err) = t.run(&["release", "tools", "--build", &app]);
     assert_eq!(code, 1);
     assert!(err.contains("belongs to series app"), "{err}");
-    assert_eq!(t.csis(&["release", "tools", "--build", "nope"]).0, 1);
-    assert_eq!(t.csis(&["release"]).0, 2);
+    assert_eq!(t.run(&["release", "tools", "--build", "nope"]).0, 1);
+    assert_eq!(t.run(&["release"]).0, 2);
     // a failed, then a passing post-bake record
     t.write(
         "meta-state/image-tests.yaml",
         &format!("builds:\n  {tools}:\n    ok: false\n    run: r1\n"),
     );
-    let (code, _, err) = t.csis(&["release", "tools"]);
+    let (code, _, err) = t.run(&["release", "tools"]);
     assert_eq!(code, 1);
     assert!(err.contains("FAILED"), "{err}");
     t.write(
@@ -477,13 +403,13 @@ fn release_rules_and_declared() {
 
 #[test]
 fn revoke_with_descendants_blocks_release_and_shows_in_state() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let base = t.ids("deb12")[0].clone();
     let web = t.ids("web")[0].clone();
     let app = t.ids("app")[0].clone();
     let tools = t.ids("tools")[0].clone();
-    assert_eq!(t.csis(&["revoke", "nope"]).0, 1);
+    assert_eq!(t.run(&["revoke", "nope"]).0, 1);
     let dry = t.ok(&["revoke", &base, "--descendants", "--dry-run"]);
     assert!(dry.contains(&format!("would revoke {app}")), "{dry}");
     assert!(!t.root.join("meta-state/revocations.yaml").exists());
@@ -509,10 +435,10 @@ fn revoke_with_descendants_blocks_release_and_shows_in_state() {
     assert!(revs.is_revoked(&app) && revs.is_revoked(&tools));
     assert_eq!(revs.get(&app).unwrap().via.as_deref(), Some(base.as_str()));
     // a revoked build is never released, and a revoked head is no head
-    let (code, _, err) = t.csis(&["release", "app", "--build", &app]);
+    let (code, _, err) = t.run(&["release", "app", "--build", &app]);
     assert_eq!(code, 1);
     assert!(err.contains("revoked"), "{err}");
-    let (code, _, err) = t.csis(&["release", "app"]);
+    let (code, _, err) = t.run(&["release", "app"]);
     assert_eq!(code, 1);
     assert!(err.contains("no (unrevoked) build"), "{err}");
     // pins to revoked builds are noted by the state query
@@ -522,7 +448,7 @@ fn revoke_with_descendants_blocks_release_and_shows_in_state() {
 
 #[test]
 fn restamp_records_the_current_fingerprint() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let head = t.builds("deb12")[0].clone();
     let real = head.input_fingerprint.clone().unwrap();
@@ -574,12 +500,12 @@ fn restamp_records_the_current_fingerprint() {
 
 #[test]
 fn empty_and_preflight() {
-    let t = Tree::new();
+    let t = Tree::basic();
     let out = t.ok(&["empty", "--runtime", "sim"]);
     assert!(out.contains("holds nothing"), "{out}");
-    assert_eq!(t.csis(&["empty", "--runtime", "nowhere"]).0, 2);
+    assert_eq!(t.run(&["empty", "--runtime", "nowhere"]).0, 2);
     t.build(&[]);
-    let (code, out, _) = t.csis(&["empty", "--runtime", "sim"]);
+    let (code, out, _) = t.run(&["empty", "--runtime", "sim"]);
     assert_eq!(code, 1);
     assert!(out.contains("leftover: image"), "{out}");
     // only a released build left: empty again
@@ -599,14 +525,14 @@ fn empty_and_preflight() {
         "cfg/executables.yml",
         "executables:\n  - name: nothing-here\n    binary: csis-no-such-binary-xyz\n",
     );
-    let (code, out, err) = t.csis(&["preflight"]);
+    let (code, out, err) = t.run(&["preflight"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("FAIL executable nothing-here"), "{out}");
 }
 
 #[test]
 fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let w0 = t.ids("web")[0].clone();
     let (a0, t0) = (t.ids("app")[0].clone(), t.ids("tools")[0].clone());
@@ -628,10 +554,8 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
         "{plan}"
     );
     // while no new web build exists, nothing bakes from the revoked one
-    let out = Command::cargo_bin("csis")
-        .unwrap()
-        .arg("-C")
-        .arg(&t.root)
+    let out = t
+        .csis()
         .args(["build", "--json"])
         .env("CSIS_DUMMY_FAIL", "web")
         .output()
@@ -660,7 +584,7 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
 
 #[test]
 fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let base = t.builds("deb12")[0].clone();
     // a bake recorded in the journal only (the build was killed before
@@ -693,7 +617,7 @@ fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing()
 
 #[test]
 fn restamp_keeps_the_records_of_revoked_series() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let n = t.recorded().len();
     let web = t.ids("web")[0].clone();
@@ -710,7 +634,7 @@ fn restamp_keeps_the_records_of_revoked_series() {
 
 #[test]
 fn csis_build_ends_with_the_declared_retention() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
     t.build(&[]);
     let (b1, w1, a1) = (
@@ -737,7 +661,7 @@ fn csis_build_ends_with_the_declared_retention() {
 
 #[test]
 fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.build(&[]);
     let w1 = t.ids("web")[0].clone();
     // the web build tools is pinned to disappears from the runtime
@@ -745,7 +669,7 @@ fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     s["images"].as_object_mut().unwrap().remove(&w1);
     std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
     let bakes = t.store()["bakes"].as_array().unwrap().len();
-    let (code, _, err) = t.csis(&["build", "--json", "--force-bake", "deb12"]);
+    let (code, _, err) = t.run(&["build", "--json", "--force-bake", "deb12"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("image {w1}@sim: missing")), "{err}");
     assert_eq!(
@@ -757,7 +681,7 @@ fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     let out = t.ok(&["dispose", "image", &w1]);
     assert!(out.contains("(already gone)"), "{out}");
     // --no-state-query keeps the last report, which still holds the drift
-    let (code, _, _) = t.csis(&[
+    let (code, _, _) = t.run(&[
         "build",
         "--json",
         "--no-state-query",
@@ -801,7 +725,7 @@ const RUNTIME_EPHEMERAL: &str = "runtime_builders:
 /// image's retag, while an independent branch (tools, a 3 s bake) still bakes.
 #[test]
 fn a_release_node_releases_during_the_run() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.edit("images/images.yaml", APP, APP_RELEASED);
     t.edit("images/images.yaml", TOOLS, TOOLS_SLOW);
     let (code, ev, err) = t.build_json(&[], None);
@@ -852,7 +776,7 @@ fn a_release_node_releases_during_the_run() {
 /// dispose node) does not run, every other branch finishes.
 #[test]
 fn a_failing_release_fails_the_build_and_stops_only_its_descendants() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
     t.edit("images/images.yaml", APP, APP_RELEASED);
     let (code, ev, err) = t.build_json(&[], Some("release:app"));
@@ -900,7 +824,7 @@ fn a_failing_release_fails_the_build_and_stops_only_its_descendants() {
 /// instance, a release, a child's pin).
 #[test]
 fn dispose_nodes_dispose_beyond_keep_and_never_a_build_in_use() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.three_generations();
     let (b, w, a) = (t.ids("deb12"), t.ids("web"), t.ids("app"));
     let tools = t.ids("tools");
@@ -987,7 +911,7 @@ fn dispose_nodes_dispose_beyond_keep_and_never_a_build_in_use() {
 /// leaf tools build goes.
 #[test]
 fn on_an_ephemeral_runtime_dispose_nodes_wait_for_the_bakes_on_their_builds() {
-    let t = Tree::new();
+    let t = Tree::basic();
     t.write("cfg/runtime-builders.yml", RUNTIME_EPHEMERAL);
     t.edit("images/images.yaml", APP, APP_RELEASED);
     let (code, ev, err) = t.build_json(&[], None);

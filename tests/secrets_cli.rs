@@ -10,26 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use age::secrecy::ExposeSecret;
-use assert_cmd::prelude::*;
+use csis_testkit::copy_dir;
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyForTests admin@example";
 const KEY2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISecondKeyForTests ops@example";
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
+    csis_testkit::fixture("config")
 }
 
 struct Id {
@@ -70,7 +57,7 @@ fn set_recipients(root: &Path, recipients: &[&Id]) {
 }
 
 fn csis(root: &Path) -> Command {
-    let mut c = Command::cargo_bin("csis").unwrap();
+    let mut c = csis_testkit::csis();
     c.env_remove("CSIS_CONFIG_IDENTITY")
         .env("CSIS_TEST_USER", "avery")
         .arg("-C")
@@ -816,10 +803,7 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     let a = identity();
     let b = identity();
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/basic"),
-        dir.path(),
-    );
+    copy_dir(&csis_testkit::fixture("ops/basic"), dir.path());
     set_recipients(dir.path(), &[&a]);
     let plan = |id: &Id| -> Vec<(String, String)> {
         let out = csis(dir.path())

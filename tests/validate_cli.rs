@@ -1,33 +1,21 @@
 //! `csis validate`, `csis runtime describe`, `csis init`: exit codes, JSON,
 //! rendering, starters.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use assert_cmd::prelude::*;
+use csis_testkit::copy_dir;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")
+    csis_testkit::fixture("config")
 }
 
 fn csis() -> Command {
-    let mut c = Command::cargo_bin("csis").unwrap();
+    let mut c = csis_testkit::csis();
     c.env_remove("CSIS_CONFIG_IDENTITY")
         .env("CSIS_TEST_USER", "avery");
     c
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
 }
 
 #[test]

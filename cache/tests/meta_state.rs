@@ -1,3 +1,6 @@
+//! `meta-state/` read and written: heads per runtime, pins and the journal,
+//! unknown fields kept, the original's meta-state, the lock, the parse cache.
+
 use std::path::Path;
 
 use csis_cache::{BuildRecord, CacheError, LocalDir, MetaState, PinBinding, Recorder};

@@ -564,28 +564,12 @@ mod tests {
     use super::*;
     use csis_cache::BuildRecord;
     use csis_runtime_dummy::{DummyStore, StoredImage};
-    use std::path::Path;
-
-    fn copy_dir(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                copy_dir(&e.path(), &to.join(e.file_name()));
-            } else {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    }
 
     /// A tree with three recorded deb12 builds present in the dummy store.
     fn tree_with_builds(keep: Option<u32>) -> (tempfile::TempDir, csis_rules::Tree) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("t");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ops/basic"),
-            &root,
-        );
+        csis_testkit::copy_dir(&csis_testkit::fixture("ops/basic"), &root);
         if let Some(k) = keep {
             let p = root.join("cfg/runtime-builders.yml");
             let t = std::fs::read_to_string(&p).unwrap();
@@ -727,23 +711,12 @@ mod tests {
 mod op_tests {
     use super::*;
     use crate::{Access, Context, TreeArgs};
-    use std::path::Path;
 
     #[test]
     fn a_refused_request_is_typed_and_deletes_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("t");
-        std::fs::create_dir_all(&root).unwrap();
-        for (from, to) in [("cfg", "cfg"), ("images", "images")] {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../tests/fixtures/ops/basic")
-                .join(from);
-            std::fs::create_dir_all(root.join(to)).unwrap();
-            for e in std::fs::read_dir(src).unwrap() {
-                let e = e.unwrap();
-                std::fs::copy(e.path(), root.join(to).join(e.file_name())).unwrap();
-            }
-        }
+        csis_testkit::copy_dir(&csis_testkit::fixture("ops/basic"), &root);
         let args = TreeArgs {
             dir: root.clone(),
             ..Default::default()

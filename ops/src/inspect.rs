@@ -351,6 +351,17 @@ pub struct VerifyReport {
     pub recorded: bool,
 }
 
+impl VerifyReport {
+    /// Exit 0 verified, 1 a check failed.
+    pub fn exit_code(&self) -> u8 {
+        if self.ok {
+            crate::exit::SUCCESS
+        } else {
+            crate::exit::FAILURE
+        }
+    }
+}
+
 /// Why `verify_instance` has no report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
@@ -360,6 +371,23 @@ pub enum VerifyRefusal {
     CannotAnswer { reason: String },
     /// Exit 1: the hook failed.
     Failed { reason: String },
+}
+
+impl VerifyRefusal {
+    /// Why, in one line.
+    pub fn reason(&self) -> &str {
+        match self {
+            VerifyRefusal::CannotAnswer { reason } | VerifyRefusal::Failed { reason } => reason,
+        }
+    }
+
+    /// Exit 2 cannot answer, 1 failed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            VerifyRefusal::CannotAnswer { .. } => crate::exit::CANNOT_ANSWER,
+            VerifyRefusal::Failed { .. } => crate::exit::FAILURE,
+        }
+    }
 }
 
 /// `csis verify instance` (and its alias `csis runtime verify-instance`):
@@ -471,17 +499,35 @@ pub struct Description {
     pub images: Vec<String>,
 }
 
-/// Describe the runtime `name` (or alias); `Err` lists the declared names.
+/// No runtime of that name or alias is declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnknownRuntime {
+    pub name: String,
+    /// The runtimes the tree declares.
+    pub declared: Vec<String>,
+}
+
+impl std::fmt::Display for UnknownRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let declared = if self.declared.is_empty() {
+            "none".to_string()
+        } else {
+            self.declared.join(", ")
+        };
+        write!(f, "no runtime named `{}` (declared: {declared})", self.name)
+    }
+}
+
+/// Describe the runtime `name` (or alias).
 pub fn describe(
     tree: &csis_rules::Tree,
     name: &str,
-) -> Result<std::result::Result<Description, Vec<String>>> {
+) -> Result<std::result::Result<Description, UnknownRuntime>> {
     let Some(rt) = tree.runtime(name) else {
-        return Ok(Err(tree
-            .runtimes
-            .iter()
-            .map(|r| r.display.clone())
-            .collect()));
+        return Ok(Err(UnknownRuntime {
+            name: name.into(),
+            declared: tree.runtimes.iter().map(|r| r.display.clone()).collect(),
+        }));
     };
     let f = (crate::wiring::runtime_type(rt)?.fields)(rt);
     Ok(Ok(Description {

@@ -5,7 +5,8 @@
 //! report it returns (for people, or as JSON). Nothing here prints: what an
 //! operation did, refused, kept or could not check is data in its report.
 //!
-//! - [`session`]: load, compile, select, plan (read-only).
+//! - [`session`]: load, compile, select, plan (read-only); [`watch`]: the
+//!   tree kept loaded (incremental) and the plan's changes.
 //! - [`build`]: the node executor of `csis build` (resolve, emit, bake,
 //!   retag, release and dispose nodes; parent choice; adoption of a bake a
 //!   killed run left unrecorded).
@@ -16,6 +17,7 @@
 //! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
 //!   lineage operations; [`inspect`]: `empty`, `preflight`, `runtime
 //!   describe` and `verify-instance`.
+//! - [`init`]: the starter trees of `csis init`.
 //! - [`exit`]: the exit codes, by name.
 
 pub mod build;
@@ -24,6 +26,7 @@ pub mod dispose;
 pub mod exit;
 pub mod graph;
 pub mod image_test;
+pub mod init;
 pub mod inspect;
 pub mod lineage;
 pub mod noop;
@@ -34,6 +37,7 @@ pub mod shards;
 pub mod state;
 pub mod upgrade;
 pub mod validate;
+pub mod watch;
 pub mod wiring;
 
 pub use context::{Access, Context};
@@ -84,5 +88,22 @@ impl TreeArgs {
             undeclares: self.undeclare.clone(),
             ..Default::default()
         }
+    }
+}
+
+/// What the operations' unit tests share.
+#[cfg(test)]
+pub(crate) mod test_tree {
+    /// A temporary copy of `tests/fixtures/ops/basic` (the dummy runtime
+    /// `sim`) and the arguments that name it.
+    pub fn ops_basic() -> (tempfile::TempDir, crate::TreeArgs) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("t");
+        csis_testkit::copy_dir(&csis_testkit::fixture("ops/basic"), &root);
+        let args = crate::TreeArgs {
+            dir: root,
+            ..Default::default()
+        };
+        (tmp, args)
     }
 }

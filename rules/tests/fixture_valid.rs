@@ -2,12 +2,12 @@
 //! the graph compile reads are what config.md says.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use csis_rules::{load, LoadOptions, Parent, Tree};
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/config/valid")
+    csis_testkit::fixture("config/valid")
 }
 
 fn env() -> BTreeMap<String, String> {

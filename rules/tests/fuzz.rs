@@ -167,18 +167,6 @@ fn apply(mut b: Vec<u8>, muts: &[Mutation]) -> Vec<u8> {
     b
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.unwrap();
-        let dest = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// Run `f` on another thread; a case that takes longer than the deadline
 /// is a hang (the deadline is generous: a busy machine is not a hang).
 fn within_deadline(what: String, f: impl FnOnce() + Send + 'static) {
@@ -262,8 +250,7 @@ proptest! {
         let (name, text) = &c[pick % c.len()];
         let bytes = apply(text.clone(), &muts);
         let dir = tempfile::tempdir().unwrap();
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/config/valid");
-        copy_dir(&fixtures, dir.path());
+        csis_testkit::copy_dir(&csis_testkit::fixture("config/valid"), dir.path());
         let place: PathBuf = if name.starts_with("cfg-") {
             dir.path().join("cfg/zz-fuzz.yml")
         } else {

@@ -266,7 +266,7 @@ fn added_removed_and_broken_files() {
 
 #[test]
 fn loads_the_repository_fixture_like_load() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/graph/basic");
+    let root = csis_testkit::fixture("graph/basic");
     let inc = Incremental::new(&root, &opts());
     inc.tree().as_ref().expect("loads");
     assert_same_as_fresh(&inc, &root);
@@ -738,9 +738,8 @@ fn write_generated_tree(root: &Path, n: usize) {
 
 #[test]
 fn compiles_like_compile_on_fixtures_and_corner_cases() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
     for f in ["graph/basic", "ops/basic", "config/valid"] {
-        let root = fixtures.join(f);
+        let root = csis_testkit::fixture(f);
         let inc = Incremental::new(&root, &opts());
         assert_compiles_like_plain(&inc, &root, &opts(), &NoPins);
     }

@@ -2,12 +2,12 @@
 //! sections csis does not implement yet are read and reported once each.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use csis_rules::{load, LoadOptions};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/config")
+    csis_testkit::fixture("config")
 }
 
 fn env() -> BTreeMap<String, String> {

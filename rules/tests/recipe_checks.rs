@@ -1,22 +1,14 @@
 //! What a bake recipe cannot honour is refused at load, with the file, the
 //! line and the field: the docker example tree with one OS builder changed.
 
-use std::path::Path;
-
 use csis_rules::{load, LoadOptions};
 
 fn example_with(os_builder_tail: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docker");
-    for e in walkdir::WalkDir::new(&from) {
-        let e = e.unwrap();
-        let dest = dir.path().join(e.path().strip_prefix(&from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
+    csis_testkit::copy_dir(
+        &csis_testkit::workspace().join("examples/docker"),
+        dir.path(),
+    );
     std::fs::write(
         dir.path().join("cfg/zz-more-os.yml"),
         format!(

@@ -7,22 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use csis_rules::{load, Diagnostic, LoadOptions};
+use csis_testkit::copy_dir;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/config")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.unwrap();
-        let rel = e.path().strip_prefix(from).unwrap();
-        let dest = to.join(rel);
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
+    csis_testkit::fixture("config")
 }
 
 /// The valid tree plus `case`, in a temp dir.

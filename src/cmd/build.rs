@@ -1,6 +1,7 @@
 //! `csis build [PATTERNS] [-j N] [--dry-run] [--force-bake X] [--fail-fast]
 //! [--json] [--no-wait]`: take the tree lock and run the build
-//! (`csis_ops::build`), rendering its events.
+//! (`csis_ops::build`), rendering its events; Ctrl-C cancels it
+//! (`crate::interrupt`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -61,6 +62,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         }
     };
     let renderer = Renderer::new(args.json);
+    let on_ctrl_c = renderer.clone();
+    let cancel = crate::interrupt::cancel_on_ctrl_c(move || {
+        on_ctrl_c.note(
+            "interrupted: stopping running bakes (finished ones are recorded); Ctrl-C again to quit at once",
+        )
+    })?;
     let opts = BuildOptions {
         patterns: args.patterns,
         jobs: args.jobs,
@@ -69,6 +76,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         fail_fast: args.fail_fast,
         no_state_query: args.no_state_query,
         no_wait: args.no_wait,
+        cancel,
     };
     let outcome = csis_ops::build::run(&global.tree(), &opts, Arc::new(renderer.clone()))?;
     match &outcome {

@@ -40,6 +40,13 @@ pub(crate) fn open(
     csis_ops::Context::open(&global.tree(), access, say_waiting)
 }
 
+/// Load and compile the tree of the global options (a
+/// `csis_ops::NotLoaded` when it does not load): the session of the
+/// commands that plan.
+pub(crate) fn session(global: &crate::GlobalArgs) -> anyhow::Result<csis_ops::session::Session> {
+    csis_ops::session::open(&global.dir, &global.tree().load_options())
+}
+
 /// A build as a person names it (the full id, a unique prefix of at least 8
 /// characters of its hash, or its name) turned into its full id, within
 /// `runtime` when one is given. A reference that names several builds, or

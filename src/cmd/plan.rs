@@ -57,7 +57,7 @@ pub struct Args {
 
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let format = if args.json { Format::Json } else { args.format };
-    let s = match crate::session::open(global) {
+    let s = match super::session(global) {
         Ok(s) => s,
         Err(e) => {
             if format == Format::Github {

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use csis_ops::inspect::Description;
 use csis_ops::{exit, Access};
 
 use crate::GlobalArgs;
@@ -61,66 +60,15 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
     };
     let d = match csis_ops::inspect::describe(cx.tree(), &name)? {
         Ok(d) => d,
-        Err(names) => {
-            let declared = if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            };
-            eprintln!("error: no runtime named `{name}` (declared: {declared})");
+        Err(unknown) => {
+            eprintln!("error: {unknown}");
             return Ok(ExitCode::from(exit::FAILURE));
         }
     };
     if json {
         crate::render::json(&d)?;
     } else {
-        print_description(&d);
+        print!("{}", crate::render::description_text(&d));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_description(d: &Description) {
-    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
-    let default = if d.is_default { " (default)" } else { "" };
-    println!("runtime:              {}{default}", d.runtime);
-    println!("type:                 {}", d.type_);
-    println!("declared at:          {}", d.declared_at);
-    if !d.aliases.is_empty() {
-        println!("aliases:              {}", d.aliases.join(", "));
-    }
-    match d.type_.as_str() {
-        "aws" => {
-            println!("region:               {}", opt(&d.region));
-            println!("account_id:           {}", opt(&d.account_id));
-            println!("session_mechanism:    {}", opt(&d.session_mechanism));
-        }
-        "docker" => {
-            println!("host/context:         {}", d.address);
-            println!("repository:           {}", opt(&d.repository));
-        }
-        _ => println!("address:              {}", d.address),
-    }
-    println!("default_machine_type: {}", d.default_machine_type);
-    println!("ephemeral:            {}", d.ephemeral);
-    let keep = d.retention_keep.map(|k| k.to_string());
-    println!(
-        "retention_keep:       {}",
-        keep.unwrap_or_else(|| "- (keep all)".into())
-    );
-    let par = d.max_parallel.map(|k| k.to_string());
-    println!(
-        "max_parallel:         {}",
-        par.unwrap_or_else(|| "- (no per-runtime limit)".into())
-    );
-    println!("state backend:        {}", opt(&d.state_backend));
-    println!("image builders:       {}", list(&d.image_builders));
-    println!("base images:          {}", list(&d.base_images));
-    println!("images:               {}", list(&d.images));
 }

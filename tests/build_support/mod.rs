@@ -8,39 +8,24 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/graph")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
+    csis_testkit::fixture("graph")
 }
 
 /// A temp copy of `tests/fixtures/graph/<name>`.
 pub fn tree(name: &str) -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    copy_dir(&fixtures().join(name), t.path());
+    csis_testkit::copy_dir(&fixtures().join(name), t.path());
     t
 }
 
 /// The `csis` binary, working on `dir`, with no injected failures.
 pub fn csis(dir: &Path) -> assert_cmd::Command {
-    let mut c = assert_cmd::Command::cargo_bin("csis").unwrap();
-    c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
-    c
+    assert_cmd::Command::from_std(csis_std(dir))
 }
 
 /// The same, as a std Command (to spawn and kill).
 pub fn csis_std(dir: &Path) -> std::process::Command {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("csis"));
+    let mut c = csis_testkit::csis();
     c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
     c
 }

@@ -51,6 +51,9 @@ pub struct BuildOptions {
     /// On a shared store: exit 75 at once when another runner holds a
     /// lease this build needs, instead of waiting.
     pub no_wait: bool,
+    /// Cancels the run (the binary cancels it on Ctrl-C): nothing new
+    /// starts, running bakes are stopped, finished ones stay recorded.
+    pub cancel: CancellationToken,
 }
 
 /// Where a build's progress goes (the binary renders it).
@@ -206,7 +209,7 @@ pub fn run(
             opts = opts.pool_limit(&rt.name, m as usize);
         }
     }
-    let cancel = CancellationToken::new();
+    let cancel = args.cancel.clone();
     opts = opts.cancel_token(cancel.clone());
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
@@ -264,17 +267,6 @@ pub fn run(
     }
     let renderer = reporter;
     let report = rt.block_on(async {
-        let c = cancel.clone();
-        let r2 = renderer.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                r2.note("interrupted: stopping running bakes (finished ones are recorded); Ctrl-C again to quit at once");
-                c.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(exit::INTERRUPTED as i32);
-                }
-            }
-        });
         // Leftovers of a killed run (docker: `csis-bake-<runtime>-*`
         // containers) go before anything bakes, and are reported.
         if !state.dry_run {

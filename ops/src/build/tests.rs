@@ -1,11 +1,11 @@
 //! The executor without the CLI: a build of the dummy fixture tree.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use csis_engine::{Event, Plan};
 
 use super::*;
+use crate::test_tree::ops_basic;
 
 #[derive(Default)]
 struct Seen {
@@ -28,35 +28,9 @@ impl Reporter for Seen {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn fixture() -> (tempfile::TempDir, TreeArgs) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("t");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ops/basic"),
-        &root,
-    );
-    let args = TreeArgs {
-        dir: root,
-        ..Default::default()
-    };
-    (tmp, args)
-}
-
 #[test]
 fn a_build_bakes_records_and_logs_per_run_then_replays_its_stamp() {
-    let (_t, tree) = fixture();
+    let (_t, tree) = ops_basic();
     let seen = Arc::new(Seen::default());
     let out = run(&tree, &BuildOptions::default(), seen.clone()).unwrap();
     assert_eq!(out.exit_code(), exit::SUCCESS);
@@ -105,7 +79,7 @@ fn a_build_bakes_records_and_logs_per_run_then_replays_its_stamp() {
 
 #[test]
 fn a_failed_bake_fails_the_outcome_and_keeps_its_log() {
-    let (_t, tree) = fixture();
+    let (_t, tree) = ops_basic();
     let p = tree.dir.join("cfg/runtime-builders.yml");
     let text = std::fs::read_to_string(&p).unwrap();
     assert!(text.contains("type: dummy"), "{text}");

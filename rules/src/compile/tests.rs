@@ -1,3 +1,6 @@
+//! The compile on the `graph/basic` fixture: nodes and fingerprints, pinned
+//! parents, forced bakes and refresh, file hashes from the hook.
+
 use std::path::PathBuf;
 
 use csis_engine::{MemoryRecords, Pattern, Record};

@@ -11,7 +11,7 @@ use csis_runtime::{
 use csis_runtime_docker::{DockerRuntime, DockerSettings, MachineType};
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/config/valid")
+    csis_testkit::fixture("config/valid")
 }
 
 #[test]

@@ -1,3 +1,6 @@
+//! The one lowering of a bake recipe: base and image steps in the original's
+//! order, update policies, modifications, the bundle, `ensure:` twice.
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;

@@ -1,0 +1,303 @@
+//! `csis watch`: keep the tree loaded and say how the plan changes when a
+//! file changes.
+//!
+//! The tree and its compile stay in a salsa database
+//! ([`csis_rules::incremental`]): every YAML file, every playbook and
+//! script the compile hashes, and the pins of `meta-state/` are inputs;
+//! the parse of a file, the load, and per OS builder and per image the
+//! unit of graph nodes and its fingerprints are memoized queries, from
+//! which the graph is assembled. [`Watcher::changed`] polls file metadata
+//! (mtime + size); [`Watcher::replan`] re-reads the YAML files and
+//! re-hashes the playbooks and scripts whose metadata moved, sets only the
+//! inputs that changed, reads `meta-state/` as `csis plan` does and sets
+//! the pins, and asks for the graph: an edit of one image file re-parses
+//! that file and recompiles that image alone (every series' draft is
+//! re-derived from the reloaded tree and compared), its fingerprint and
+//! its `follow` descendants'; an edit of a playbook re-hashes that file and
+//! recompiles only the images using it. The units are brought up to date
+//! on two threads and the graph is assembled from them without copying
+//! their nodes (it shares them). The plan then runs on that graph as `csis
+//! plan` runs it, and the new plan is diffed against the previous one
+//! ([`PlanChange`]). `CSIS_TIMING=1` prints, per change, what ran (parses,
+//! loads, recompiled series, re-hashed files, re-fingerprinted series).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{bail, Result};
+use csis_cache::MetaPins;
+use csis_engine::Plan;
+use csis_rules::compile::ForceBake;
+use csis_rules::incremental::{Counts, Incremental};
+use serde::Serialize;
+
+use crate::{NotLoaded, TreeArgs};
+
+/// Every file under the tree (except `.csis/`, `generated/`, ...) with its
+/// mtime and size.
+type Snapshot = BTreeMap<PathBuf, (Option<SystemTime>, u64)>;
+
+fn skip_dir(name: &str) -> bool {
+    matches!(name, ".csis" | ".git" | "generated" | "_private" | "target")
+}
+
+fn snapshot(root: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                if !skip_dir(&e.file_name().to_string_lossy()) {
+                    stack.push(p);
+                }
+            } else {
+                out.insert(p, (md.modified().ok(), md.len()));
+            }
+        }
+    }
+    out
+}
+
+/// How one bake's decision or fingerprint moved between two plans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum PlanChange {
+    /// A bake the previous plan did not have.
+    Added {
+        label: String,
+        /// The first 12 hex digits.
+        fingerprint: String,
+        reason: String,
+    },
+    /// A bake whose reason, due-ness or fingerprint differs.
+    Changed {
+        label: String,
+        due: bool,
+        old_fingerprint: String,
+        fingerprint: String,
+        reason: String,
+    },
+    /// A bake the new plan no longer has.
+    Removed { label: String },
+}
+
+/// The bakes whose decision or fingerprint differs from `old` to `new`.
+pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
+    let old_map: BTreeMap<String, (&str, bool, String)> = old
+        .map(|p| {
+            p.nodes
+                .iter()
+                .filter(|n| n.kind == "bake")
+                .map(|n| {
+                    (
+                        n.label.to_string(),
+                        (n.reason.as_str(), n.due, n.fingerprint.prefix(12)),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for n in new.nodes.iter().filter(|n| n.kind == "bake") {
+        let label = n.label.to_string();
+        let fingerprint = n.fingerprint.prefix(12);
+        match old_map.get(&label) {
+            None => out.push(PlanChange::Added {
+                label,
+                fingerprint,
+                reason: n.reason.clone(),
+            }),
+            Some((r, due, ofp)) => {
+                if *r != n.reason || *due != n.due || *ofp != fingerprint {
+                    out.push(PlanChange::Changed {
+                        label,
+                        due: n.due,
+                        old_fingerprint: ofp.clone(),
+                        fingerprint,
+                        reason: n.reason.clone(),
+                    });
+                }
+            }
+        }
+    }
+    if let Some(p) = old {
+        let now: BTreeSet<String> = new.nodes.iter().map(|n| n.label.to_string()).collect();
+        for n in p.nodes.iter().filter(|n| n.kind == "bake") {
+            let label = n.label.to_string();
+            if !now.contains(&label) {
+                out.push(PlanChange::Removed { label });
+            }
+        }
+    }
+    out
+}
+
+/// The first plan of a watch: how many bakes are due of how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Watching {
+    pub due: usize,
+    pub total: usize,
+}
+
+/// A tree kept loaded, and the last plan made of it.
+pub struct Watcher {
+    root: PathBuf,
+    patterns: Vec<String>,
+    snap: Snapshot,
+    inc: Incremental,
+    last: Option<Plan>,
+}
+
+impl Watcher {
+    /// Load and plan the tree once. The watcher is returned even when the
+    /// tree does not load yet (the error says why: a [`NotLoaded`] carries
+    /// the diagnostics).
+    pub fn open(tree: &TreeArgs, patterns: Vec<String>) -> (Watcher, Result<Watching>) {
+        let root = tree.dir.clone();
+        let snap = snapshot(&root);
+        let t0 = Instant::now();
+        let inc = Incremental::new(&root, &tree.load_options());
+        let mut w = Watcher {
+            root,
+            patterns,
+            snap,
+            inc,
+            last: None,
+        };
+        let first = w.current_plan(t0, Counts::default()).map(|p| {
+            let watching = Watching {
+                due: p.due_count("bake"),
+                total: p.nodes.iter().filter(|n| n.kind == "bake").count(),
+            };
+            w.last = Some(p);
+            watching
+        });
+        (w, first)
+    }
+
+    /// The tree's root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether a file under the tree changed (mtime or size) since the last
+    /// call (or [`Watcher::open`]).
+    pub fn changed(&mut self) -> bool {
+        let now = snapshot(&self.root);
+        if now == self.snap {
+            return false;
+        }
+        self.snap = now;
+        true
+    }
+
+    /// Bring the tree up to date and plan again: the bakes whose decision
+    /// or fingerprint moved since the last plan that succeeded.
+    pub fn replan(&mut self) -> Result<Vec<PlanChange>> {
+        let (t0, before) = (Instant::now(), self.inc.counts());
+        self.inc.sync();
+        let p = self.current_plan(t0, before)?;
+        let changes = diff_plans(self.last.as_ref(), &p);
+        self.last = Some(p);
+        Ok(changes)
+    }
+
+    /// The plan of the tree as the database holds it now, on its graph
+    /// (nothing is copied). `t0`, `before`: when the change was seen, and
+    /// the counts then (for `CSIS_TIMING`).
+    fn current_plan(&mut self, t0: Instant, before: Counts) -> Result<Plan> {
+        if let Err(diags) = self.inc.tree() {
+            return Err(NotLoaded {
+                diagnostics: diags.clone(),
+            }
+            .into());
+        }
+        let (meta, lineage, pins, revs) = crate::session::read_meta(&self.root)?;
+        self.inc.set_pins(&MetaPins::new(&pins, &lineage));
+        let c = match self.inc.compiled() {
+            Ok(c) => c,
+            Err(Some(e)) => bail!("{e}"),
+            Err(None) => bail!("the tree does not load"),
+        };
+        if std::env::var_os("CSIS_TIMING").is_some() {
+            let n = self.inc.counts() - before;
+            eprintln!(
+                "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s), \
+                 {} series recompiled, {} file(s) hashed, {} series fingerprinted)",
+                t0.elapsed().as_secs_f64() * 1000.0,
+                n.parses,
+                n.loads,
+                n.compiles,
+                n.hashes,
+                n.fingerprints
+            );
+        }
+        let graph = &c.compiled.graph;
+        let sel = crate::session::select(graph, &self.patterns)?;
+        crate::session::plan(
+            &meta,
+            &lineage,
+            &revs,
+            graph,
+            &c.fps,
+            &sel,
+            &ForceBake::default(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_tree::ops_basic;
+
+    #[test]
+    fn an_edited_image_moves_its_bake_alone_and_a_broken_file_is_refused() {
+        let (_t, tree) = ops_basic();
+        let (mut w, first) = Watcher::open(&tree, Vec::new());
+        let first = first.unwrap();
+        assert_eq!(first.total, 4, "{first:?}");
+        assert_eq!(first.due, 4, "nothing is built yet: {first:?}");
+        assert!(!w.changed(), "nothing was edited");
+        assert!(
+            w.replan().unwrap().is_empty(),
+            "the same tree plans the same"
+        );
+
+        let im = tree.dir.join("images/images.yaml");
+        let text = std::fs::read_to_string(&im).unwrap();
+        let edited = text.replace(
+            "  - name: tools\n",
+            "  - name: tools\n    primary_disk_size: 30\n",
+        );
+        assert_ne!(edited, text);
+        std::fs::write(&im, edited).unwrap();
+        assert!(w.changed());
+        let changes = w.replan().unwrap();
+        let labels: Vec<&str> = changes
+            .iter()
+            .map(|c| match c {
+                PlanChange::Changed { label, due, .. } => {
+                    assert!(due, "{c:?}");
+                    label.as_str()
+                }
+                other => panic!("only changed bakes: {other:?}"),
+            })
+            .collect();
+        assert_eq!(labels, ["//images/tools@sim:bake"], "{changes:?}");
+
+        std::fs::write(&im, "images: [").unwrap();
+        assert!(w.changed());
+        let e = w.replan().unwrap_err();
+        let nl = e
+            .downcast_ref::<NotLoaded>()
+            .expect("a tree that does not load");
+        assert!(!nl.diagnostics.is_empty());
+    }
+}

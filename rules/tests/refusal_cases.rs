@@ -1,0 +1,75 @@
+//! Refusals as data: every case file of `tests/fixtures/config/refusals/`
+//! is added to the valid fixture tree (`cfg--x.yml` goes to
+//! `cfg/zz-x.yml`, `images--x.yaml` to `images/zz-x.yaml`), loaded, and
+//! every diagnostic it gets is rendered (severity, file:line:column, field
+//! path, message, hint) into one insta snapshot per case
+//! (`rules/tests/snapshots/refusal_cases__<case>.snap`). A new refusal is a
+//! new case file and its reviewed snapshot; `refusals.rs` asserts the
+//! chosen details by hand.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use csis_rules::{load, Diagnostic, LoadOptions};
+
+fn cases() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(csis_testkit::fixture("config/refusals"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The valid tree plus `case`, in a temp dir.
+fn tree_with(case: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    csis_testkit::copy_dir(&csis_testkit::fixture("config/valid"), dir.path());
+    let (place, rest) = case
+        .split_once("--")
+        .unwrap_or_else(|| panic!("{case}: a case is named <folder>--<file>"));
+    std::fs::copy(
+        csis_testkit::fixture("config/refusals").join(case),
+        dir.path().join(place).join(format!("zz-{rest}")),
+    )
+    .unwrap();
+    dir
+}
+
+/// Every diagnostic, one per line (and its hint on the next), with the
+/// tree's temporary path as `[tree]`.
+fn render(diags: &[Diagnostic], root: &Path) -> String {
+    let mut out = String::new();
+    for d in diags {
+        let sev = if d.is_error() { "error" } else { "warning" };
+        let _ = writeln!(out, "{sev} {}: {}: {}", d.location(), d.path, d.message);
+        if let Some(h) = &d.hint {
+            let _ = writeln!(out, "  hint: {h}");
+        }
+    }
+    out.replace(&root.display().to_string(), "[tree]")
+}
+
+#[test]
+fn every_case_renders_as_its_snapshot() {
+    let cases = cases();
+    assert!(cases.len() >= 20, "found the cases: {cases:?}");
+    for case in cases {
+        let dir = tree_with(&case);
+        let opts = LoadOptions {
+            env: Some(BTreeMap::from([(
+                "CSIS_TEST_USER".to_string(),
+                "avery".to_string(),
+            )])),
+            ..Default::default()
+        };
+        let diags = match load(dir.path(), &opts) {
+            Ok(tree) => tree.warnings.clone(),
+            Err(d) => d,
+        };
+        assert!(!diags.is_empty(), "{case}: no diagnostic at all");
+        let name = case.replace('.', "_");
+        insta::assert_snapshot!(name, render(&diags, dir.path()));
+    }
+}

@@ -1,0 +1,190 @@
+//! What csis's tests share (a dev-dependency only, never a dependency):
+//! the fixture trees under `tests/fixtures/` and temporary copies of them
+//! ([`fixture`], [`copy_dir`], [`Tree`]), the real `csis` binary ([`csis`],
+//! [`output`]), and the redaction of build ids, run ids, fingerprints,
+//! times and paths in JSON reports before they are snapshotted
+//! ([`Redact`]).
+//!
+//! It depends on no csis crate, so that every crate can use it in its
+//! tests without a dependency cycle.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod redact;
+
+pub use redact::Redact;
+
+/// The workspace's root directory.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit/ is in the workspace")
+        .to_path_buf()
+}
+
+/// `tests/fixtures/<rel>` of the workspace.
+pub fn fixture(rel: &str) -> PathBuf {
+    workspace().join("tests/fixtures").join(rel)
+}
+
+/// Copy the tree at `from` to `to` (created), files and directories.
+pub fn copy_dir(from: &Path, to: &Path) {
+    copy_dir_with(from, to, &[]);
+}
+
+/// [`copy_dir`], replacing each `(from, to)` of `subst` in every file's
+/// text (the files must be UTF-8 when `subst` is not empty).
+pub fn copy_dir_with(from: &Path, to: &Path, subst: &[(&str, &str)]) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+    let entries = std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    for e in entries {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir_with(&e.path(), &dst, subst);
+        } else if subst.is_empty() {
+            std::fs::copy(e.path(), &dst).unwrap();
+        } else {
+            let mut text = std::fs::read_to_string(e.path()).unwrap();
+            for (k, v) in subst {
+                text = text.replace(k, v);
+            }
+            std::fs::write(&dst, text).unwrap();
+        }
+    }
+}
+
+/// A temporary copy of a fixture tree at `root` (`<tmp>/tree`), removed
+/// when dropped.
+pub struct Tree {
+    pub tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    /// Set (`Some`) or removed (`None`) in every [`Tree::csis`].
+    env: Vec<(OsString, Option<OsString>)>,
+}
+
+impl Tree {
+    /// A copy of `tests/fixtures/<rel>`.
+    pub fn of(rel: &str) -> Tree {
+        Tree::copy(&fixture(rel), &[])
+    }
+
+    /// A copy of the tree at `from`, with `subst` applied to every file.
+    pub fn copy(from: &Path, subst: &[(&str, &str)]) -> Tree {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        copy_dir_with(from, &root, subst);
+        Tree {
+            tmp,
+            root,
+            env: Vec::new(),
+        }
+    }
+
+    /// Every [`Tree::csis`] runs with `key=value` in its environment.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Tree {
+        let v = value.as_ref().to_os_string();
+        self.env.push((key.as_ref().to_os_string(), Some(v)));
+        self
+    }
+
+    /// Every [`Tree::csis`] runs without `key` in its environment.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Tree {
+        self.env.push((key.as_ref().to_os_string(), None));
+        self
+    }
+
+    /// `csis -C <root>`, with no injected dummy failure.
+    pub fn csis(&self) -> Command {
+        let mut c = csis();
+        c.arg("-C").arg(&self.root).env_remove("CSIS_DUMMY_FAIL");
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+
+    /// Run `csis -C <root> ARGS`: exit code, stdout, stderr.
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        output(self.csis().args(args))
+    }
+
+    /// [`Tree::run`] that must exit 0: its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
+        out
+    }
+}
+
+/// The `csis` binary of this build (built by cargo for the workspace's
+/// integration tests).
+pub fn csis() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("csis"))
+}
+
+/// Run `cmd` to its end: exit code (-1 when killed by a signal), stdout,
+/// stderr (lossy UTF-8).
+pub fn output(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} did not run: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_a_tree_and_substitutes_text() {
+        let t = tempfile::tempdir().unwrap();
+        let from = t.path().join("from");
+        std::fs::create_dir_all(from.join("a/b")).unwrap();
+        std::fs::write(from.join("top.yml"), "name: NAME\n").unwrap();
+        std::fs::write(from.join("a/b/deep.yml"), "NAME and NAME\n").unwrap();
+        copy_dir(&from, &t.path().join("plain"));
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("plain/a/b/deep.yml")).unwrap(),
+            "NAME and NAME\n"
+        );
+        let tree = Tree::copy(&from, &[("NAME", "house")]);
+        assert_eq!(
+            std::fs::read_to_string(tree.root.join("top.yml")).unwrap(),
+            "name: house\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.root.join("a/b/deep.yml")).unwrap(),
+            "house and house\n"
+        );
+    }
+
+    #[test]
+    fn a_tree_s_commands_carry_its_environment() {
+        let t = Tree::copy(&fixture("ops/basic"), &[])
+            .env("CSIS_TESTKIT_A", "1")
+            .env_remove("CSIS_TESTKIT_B");
+        let c = t.csis();
+        let envs: Vec<_> = c.get_envs().collect();
+        assert!(envs.contains(&(OsStr::new("CSIS_TESTKIT_A"), Some(OsStr::new("1")))));
+        assert!(envs.contains(&(OsStr::new("CSIS_TESTKIT_B"), None)));
+        assert!(envs.contains(&(OsStr::new("CSIS_DUMMY_FAIL"), None)));
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(args, [OsStr::new("-C"), t.root.as_os_str()]);
+    }
+
+    #[test]
+    fn fixtures_are_the_workspace_s() {
+        assert!(fixture("ops/basic/cfg").is_dir());
+        assert!(workspace().join("Cargo.lock").is_file());
+    }
+}

@@ -1,0 +1,47 @@
+//! Helpers shared by the ops_* and builds_* integration tests: a temporary
+//! copy of a fixture tree under `tests/fixtures/ops/` (csis_testkit) and its
+//! records.
+#![allow(dead_code)]
+
+use csis_cache::{BuildRecord, MetaState};
+
+/// A temporary copy of a fixture tree (see [`csis_testkit::Tree`]); each
+/// test adds the methods of its own runtime in its own `impl Tree`.
+pub struct Tree(pub csis_testkit::Tree);
+
+impl std::ops::Deref for Tree {
+    type Target = csis_testkit::Tree;
+    fn deref(&self) -> &csis_testkit::Tree {
+        &self.0
+    }
+}
+
+impl Tree {
+    /// A copy of `tests/fixtures/ops/basic` (the dummy runtime `sim`).
+    pub fn basic() -> Tree {
+        Tree(csis_testkit::Tree::of("ops/basic"))
+    }
+
+    pub fn meta(&self) -> MetaState {
+        MetaState::of_tree(&self.root)
+    }
+
+    /// The recorded builds of `series`, oldest first.
+    pub fn builds(&self, series: &str) -> Vec<BuildRecord> {
+        self.meta()
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .filter(|b| b.series == series)
+            .collect()
+    }
+
+    /// Their ids.
+    pub fn ids(&self, series: &str) -> Vec<String> {
+        self.builds(series)
+            .into_iter()
+            .map(|b| b.build_id)
+            .collect()
+    }
+}

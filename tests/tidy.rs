@@ -1,0 +1,393 @@
+//! The house rules that a reviewer should not have to check by eye (the
+//! idea of rust-analyzer's `xtask/src/tidy.rs`), read from `cargo metadata`
+//! and the source files:
+//!
+//! - the engine depends on no csis crate (dev-only `csis-testkit` aside);
+//! - nothing but `csis-runtime-aws` depends on an AWS SDK crate
+//!   (`aws-sdk-*`, `aws-config`, `aws-smithy-*`, `aws-types`,
+//!   `aws-runtime`), so that its long compile happens once;
+//! - every Rust source file starts with a `//!` comment saying what it is;
+//! - no command (`src/cmd/<command>.rs`) imports another: what two commands
+//!   share is an operation (`csis_ops`) or a helper of `src/cmd/mod.rs`;
+//! - the hand-kept key lists (`RUNTIME_COMMON_KEYS`, `BUILDER_COMMON_KEYS`)
+//!   name exactly the fields of their structs.
+//!
+//! Pending (not checked yet): "a runtime depends on `csis-rules`" becomes a
+//! rule once the configuration schema has a crate of its own; today every
+//! runtime reads its model from `csis-rules`.
+//!
+//! Each checker is a function of its input, and the unit tests at the end
+//! show each one failing on synthetic input.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+// ---------------------------------------------------------------------------
+// checkers
+
+/// The direct dependencies of one package: (name, kind: "normal" | "dev" |
+/// "build").
+fn deps(pkg: &Value) -> Vec<(String, String)> {
+    pkg["dependencies"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|d| {
+                    let name = d["name"].as_str().unwrap_or_default();
+                    let kind = d["kind"].as_str().unwrap_or("normal");
+                    (name.to_string(), kind.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn packages(meta: &Value) -> impl Iterator<Item = &Value> {
+    meta["packages"].as_array().into_iter().flatten()
+}
+
+/// "csis-engine depends on X": every csis crate the engine depends on.
+fn engine_csis_deps(meta: &Value) -> Vec<String> {
+    packages(meta)
+        .filter(|p| p["name"] == "csis-engine")
+        .flat_map(deps)
+        .filter(|(name, kind)| {
+            name.starts_with("csis") && !(name == "csis-testkit" && kind == "dev")
+        })
+        .map(|(name, kind)| format!("csis-engine depends on {name} ({kind})"))
+        .collect()
+}
+
+fn is_aws_sdk(name: &str) -> bool {
+    name.starts_with("aws-sdk-")
+        || name.starts_with("aws-smithy-")
+        || matches!(name, "aws-config" | "aws-types" | "aws-runtime")
+}
+
+/// "P depends on the AWS SDK crate X": every package but the AWS runtime.
+fn aws_sdk_outside_aws(meta: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in packages(meta).filter(|p| p["name"] != "csis-runtime-aws") {
+        for (name, kind) in deps(p) {
+            if is_aws_sdk(&name) {
+                out.push(format!(
+                    "{} depends on the AWS SDK crate {name} ({kind}); only csis-runtime-aws may",
+                    p["name"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// "F does not start with `//!`": the first line that is not blank must be
+/// a module comment.
+fn lacks_module_doc(path: &str, text: &str) -> Option<String> {
+    let first = text.lines().find(|l| !l.trim().is_empty());
+    match first {
+        Some(l) if l.trim_start().starts_with("//!") => None,
+        _ => Some(format!(
+            "{path}:1: does not start with a `//!` comment saying what it is"
+        )),
+    }
+}
+
+/// "src/cmd/A.rs names the command module B": `commands` are (module
+/// name, text) of every file of `src/cmd/` but `mod.rs`.
+fn command_imports(commands: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, text) in commands {
+        for (other, _) in commands.iter().filter(|(o, _)| o != name) {
+            let named = ["super::", "cmd::"].iter().any(|p| {
+                [":", ";", ",", "}", " "]
+                    .iter()
+                    .any(|end| text.contains(&format!("{p}{other}{end}")))
+            });
+            if named {
+                out.push(format!("src/cmd/{name}.rs imports the command {other}"));
+            }
+        }
+    }
+    out
+}
+
+/// "LIST lacks F" / "LIST names G, which STRUCT does not have".
+fn key_list_differs(
+    list_name: &str,
+    list: &[&str],
+    struct_name: &str,
+    fields: &[String],
+) -> Vec<String> {
+    let list: BTreeSet<&str> = list.iter().copied().collect();
+    let fields: BTreeSet<&str> = fields.iter().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for f in fields.difference(&list) {
+        out.push(format!("{list_name} lacks `{f}`, a field of {struct_name}"));
+    }
+    for k in list.difference(&fields) {
+        out.push(format!(
+            "{list_name} names `{k}`, which {struct_name} does not have"
+        ));
+    }
+    out
+}
+
+/// The keys a struct serializes (every field, renamed as in YAML).
+fn serialized_keys(v: &impl serde::Serialize) -> Vec<String> {
+    match serde_json::to_value(v).unwrap() {
+        Value::Object(m) => {
+            let mut keys: Vec<String> = m.keys().cloned().collect();
+            keys.sort();
+            keys
+        }
+        other => panic!("not a struct: {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// inputs
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cargo_metadata() -> Value {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("cargo metadata speaks JSON")
+}
+
+/// Every `.rs` file of the workspace (not under `target/`, hidden
+/// directories or test fixtures).
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            if !(name.starts_with('.') || name == "target" || name == "fixtures") {
+                rust_files(&p, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(p);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the rules, on this workspace
+
+#[test]
+fn the_engine_depends_on_no_csis_crate() {
+    let v = engine_csis_deps(&cargo_metadata());
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn only_the_aws_runtime_depends_on_the_aws_sdk() {
+    let meta = cargo_metadata();
+    assert!(
+        packages(&meta).any(|p| p["name"] == "csis-runtime-aws"),
+        "the metadata lists the workspace"
+    );
+    let v = aws_sdk_outside_aws(&meta);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn every_source_file_says_what_it_is() {
+    let root = workspace();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 50, "found the sources: {}", files.len());
+    let v: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let rel = p.strip_prefix(&root).unwrap().display().to_string();
+            lacks_module_doc(&rel, &std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn no_command_imports_another() {
+    let dir = workspace().join("src/cmd");
+    let mut commands = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        let Some(stem) = p.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if p.extension().is_some_and(|x| x == "rs") && stem != "mod" {
+            commands.push((stem, std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+    assert!(
+        commands.len() > 10,
+        "found the commands: {}",
+        commands.len()
+    );
+    let v = command_imports(&commands);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn the_common_key_lists_name_their_structs_fields() {
+    use csis_rules::model::{
+        BuilderCommon, RuntimeCommon, BUILDER_COMMON_KEYS, RUNTIME_COMMON_KEYS,
+    };
+    // The smallest entries that deserialize; serializing them back names
+    // every field (no field of these structs is skipped when serialized).
+    let rt: RuntimeCommon = serde_json::from_value(json!({
+        "name": "r", "type": "dummy", "default_machine_type": "m"
+    }))
+    .unwrap();
+    let b: BuilderCommon = serde_json::from_value(json!({"name": "b", "type": "t"})).unwrap();
+    let mut v = key_list_differs(
+        "RUNTIME_COMMON_KEYS",
+        RUNTIME_COMMON_KEYS,
+        "RuntimeCommon",
+        &serialized_keys(&rt),
+    );
+    v.extend(key_list_differs(
+        "BUILDER_COMMON_KEYS",
+        BUILDER_COMMON_KEYS,
+        "BuilderCommon",
+        &serialized_keys(&b),
+    ));
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// each checker fails where it should
+
+fn synthetic(packages: Value) -> Value {
+    json!({ "packages": packages })
+}
+
+#[test]
+fn engine_rule_fails_on_a_csis_dependency() {
+    let meta = synthetic(json!([
+        {"name": "csis-engine", "dependencies": [
+            {"name": "petgraph", "kind": null},
+            {"name": "csis-rules", "kind": null},
+            {"name": "csis-testkit", "kind": "dev"},
+            {"name": "csis-cache", "kind": "dev"}
+        ]},
+        {"name": "csis-ops", "dependencies": [{"name": "csis-engine", "kind": null}]}
+    ]));
+    assert_eq!(
+        engine_csis_deps(&meta),
+        [
+            "csis-engine depends on csis-rules (normal)",
+            "csis-engine depends on csis-cache (dev)"
+        ]
+    );
+    let clean = synthetic(json!([
+        {"name": "csis-engine", "dependencies": [{"name": "petgraph", "kind": null}]}
+    ]));
+    assert!(engine_csis_deps(&clean).is_empty());
+}
+
+#[test]
+fn aws_rule_fails_on_an_sdk_crate_outside_the_aws_runtime() {
+    let meta = synthetic(json!([
+        {"name": "csis-runtime-aws", "dependencies": [
+            {"name": "aws-sdk-ec2", "kind": null},
+            {"name": "aws-config", "kind": null}
+        ]},
+        {"name": "csis-ops", "dependencies": [
+            {"name": "csis-runtime-aws", "kind": null},
+            {"name": "aws-smithy-types", "kind": null}
+        ]},
+        {"name": "csis", "dependencies": [{"name": "aws-config", "kind": "dev"}]}
+    ]));
+    assert_eq!(
+        aws_sdk_outside_aws(&meta),
+        [
+            "csis-ops depends on the AWS SDK crate aws-smithy-types (normal); only csis-runtime-aws may",
+            "csis depends on the AWS SDK crate aws-config (dev); only csis-runtime-aws may"
+        ]
+    );
+    assert!(!is_aws_sdk("csis-runtime-aws"));
+    assert!(!is_aws_sdk("awsome"));
+}
+
+#[test]
+fn module_doc_rule_fails_on_a_file_without_one() {
+    assert_eq!(
+        lacks_module_doc("src/x.rs", "use std::path::Path;\n//! late\n"),
+        Some("src/x.rs:1: does not start with a `//!` comment saying what it is".into())
+    );
+    assert!(lacks_module_doc("src/y.rs", "/// an item doc\nfn f() {}\n").is_some());
+    assert!(lacks_module_doc("src/z.rs", "").is_some());
+    assert_eq!(
+        lacks_module_doc("src/ok.rs", "\n//! What this is.\nfn f() {}\n"),
+        None
+    );
+}
+
+#[test]
+fn command_rule_fails_on_a_command_importing_another() {
+    let files = |build: &str| {
+        vec![
+            ("build".to_string(), build.to_string()),
+            ("release".to_string(), "pub fn run() {}".to_string()),
+            ("state".to_string(), "pub fn open() {}".to_string()),
+        ]
+    };
+    assert_eq!(
+        command_imports(&files(
+            "use super::state;\nfn f() { crate::cmd::release::run() }"
+        )),
+        [
+            "src/cmd/build.rs imports the command release",
+            "src/cmd/build.rs imports the command state"
+        ]
+    );
+    assert!(command_imports(&files("fn f() { super::open(); super::session(); }")).is_empty());
+}
+
+#[test]
+fn key_list_rule_fails_on_a_missing_or_extra_key() {
+    #[derive(serde::Serialize)]
+    struct Common {
+        name: String,
+        #[serde(rename = "type")]
+        type_: String,
+        tags: Vec<String>,
+    }
+    let fields = serialized_keys(&Common {
+        name: String::new(),
+        type_: String::new(),
+        tags: Vec::new(),
+    });
+    assert_eq!(fields, ["name", "tags", "type"]);
+    assert!(key_list_differs("KEYS", &["name", "type", "tags"], "Common", &fields).is_empty());
+    assert_eq!(
+        key_list_differs("KEYS", &["name", "type", "aliases"], "Common", &fields),
+        [
+            "KEYS lacks `tags`, a field of Common",
+            "KEYS names `aliases`, which Common does not have"
+        ]
+    );
+}
