@@ -246,6 +246,8 @@ pub fn plan_github(plan: &Plan) -> String {
             gh_data(&n.reason)
         ));
     }
+    out
+}
 
 /// `csis runtime describe` for people: one aligned line per field.
 pub fn description_text(d: &csis_ops::inspect::Description) -> String {

@@ -137,8 +137,8 @@ fn lineage_operation_json() {
 
 #[test]
 fn after_the_bake_json() {
-    let t = Tree::new();
-    let (code, _) = t.csis(&["build", "--json"]);
+    let t = fixture();
+    let (code, _, _) = t.run(&["build", "--json"]);
     assert_eq!(code, 0);
     let (code, v) = t.json(&["test", "tools", "--json"]);
     assert_eq!(code, 0);
@@ -149,7 +149,7 @@ fn after_the_bake_json() {
     let (code, v) = t.json(&["upgrade", "image", "tools", "--json"]);
     assert_eq!(code, 1, "tools is pinned to web's head already");
     insta::assert_json_snapshot!("upgrade_already_pinned", v);
-    let (code, _) = t.csis(&["build", "--json", "--force-bake", "web"]);
+    let (code, _, _) = t.run(&["build", "--json", "--force-bake", "web"]);
     assert_eq!(code, 0);
     let (code, v) = t.json(&["plan", "--json"]);
     assert_eq!(code, 0);

@@ -342,20 +342,18 @@ fn docker_dry_run_emits_a_real_parent() {
         base: base.clone(),
         containers: Vec::new(),
     };
-    let tmp = tempfile::tempdir().unwrap();
-    import_base(&base, tmp.path());
-    let root = tmp.path().join("tree");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker"),
-        &root,
+    let t = Tree(csis_testkit::Tree::copy(
+        &csis_testkit::fixture("ops/docker"),
         // its own runtime name: bake containers (and the clean-up of
         // leftovers) are per runtime, and the other test bakes beside it
         &[
-            ("@BASE@", &base),
-            ("@REPO@", &repo),
+            ("@BASE@", base.as_str()),
+            ("@REPO@", repo.as_str()),
             ("docker-ops", "docker-dry"),
         ],
-    );
+    ));
+    import_base(&base, t.tmp.path());
+    let root = t.root.clone();
     std::fs::write(
         root.join("cfg/zz-packer.yml"),
         "image_builders:\n  - name: pd\n    type: packer-docker\n    runtime: docker-dry\n",
@@ -366,7 +364,6 @@ fn docker_dry_run_emits_a_real_parent() {
         "images:\n  - name: pk\n    source_image: web\n    parent_policy: follow\n    runtimes: [{image_builder: pd}]\n    modifications:\n      - name: pk-file\n        script: [\"echo pk > /pk.txt\"]\n",
     )
     .unwrap();
-    let t = Tree { _tmp: tmp, root };
     let root_file = |t: &Tree| {
         let dir = t.root.join("generated/instance-image/pk@docker-dry");
         let f = std::fs::read_dir(&dir)

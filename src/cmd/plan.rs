@@ -76,9 +76,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         crate::render::json(&split)?;
     } else {
         match format {
-            Format::Json => {
-                crate::render::write_plan_json(&plan, args.explain, &behind, std::io::stdout().lock())?
-            }
+            Format::Json => crate::render::write_plan_json(
+                &plan,
+                args.explain,
+                &behind,
+                std::io::stdout().lock(),
+            )?,
             Format::Text => {
                 for w in &s.compiled.warnings {
                     eprintln!("warning: {w}");
