@@ -11,110 +11,13 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command as Std;
 
 use assert_cmd::Command;
 use csis_cache::MetaState;
+use csis_testkit::docker::{busybox, daemon, docker, import_busybox_base};
 use serde_json::Value;
 
 const RT: &str = "docker-after";
-
-fn docker(args: &[&str]) -> Option<String> {
-    let out = Std::new("docker").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn daemon() -> bool {
-    docker(&["version", "--format", "{{.Server.Version}}"]).is_some()
-}
-
-fn busybox() -> Option<PathBuf> {
-    ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// Import a busybox root filesystem as `reference` (as tests/ops_docker.rs).
-fn import_base(reference: &str, work: &Path) {
-    let root = work.join("rootfs");
-    for d in [
-        "bin",
-        "tmp",
-        "etc",
-        "root",
-        "run",
-        "usr/sbin",
-        "etc/sudoers.d",
-        "home",
-    ] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::copy(busybox().unwrap(), root.join("bin/busybox")).unwrap();
-    let list = Std::new(root.join("bin/busybox"))
-        .arg("--list")
-        .output()
-        .unwrap();
-    for applet in String::from_utf8_lossy(&list.stdout).lines() {
-        let l = root.join("bin").join(applet);
-        if !l.exists() {
-            std::os::unix::fs::symlink("busybox", l).unwrap();
-        }
-    }
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    let useradd = root.join("usr/sbin/useradd");
-    std::fs::write(
-        &useradd,
-        "#!/bin/sh\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &useradd,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let tar = work.join("rootfs.tar");
-    let st = Std::new("tar")
-        .arg("-C")
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Std::new("docker")
-        .args(["import"])
-        .arg(&tar)
-        .arg(reference)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-}
-
-fn copy_dir(from: &Path, to: &Path, subst: &[(&str, &str)]) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst, subst);
-        } else {
-            let mut text = std::fs::read_to_string(e.path()).unwrap();
-            for (k, v) in subst {
-                text = text.replace(k, v);
-            }
-            std::fs::write(dst, text).unwrap();
-        }
-    }
-}
 
 /// Removes the test's containers, repository and base image, even on panic.
 struct Cleanup {
@@ -258,9 +161,9 @@ fn docker_post_bake_tests_upgrade_and_verify() {
         containers: vec![],
     };
     let tmp = tempfile::tempdir().unwrap();
-    import_base(&base, tmp.path());
+    import_busybox_base(&base, tmp.path());
     let root = tmp.path().join("tree");
-    copy_dir(
+    csis_testkit::copy_dir_with(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker-after"),
         &root,
         &[("@REPO@", &repo), ("@BASE@", &base)],

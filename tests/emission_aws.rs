@@ -74,23 +74,6 @@ fn reference() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-            let mut perm = std::fs::metadata(&dst).unwrap().permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            perm.set_readonly(false);
-            std::fs::set_permissions(&dst, perm).unwrap();
-        }
-    }
-}
-
 fn replace_in(path: &Path, pairs: &[(&str, &str)]) {
     let mut s = std::fs::read_to_string(path).unwrap();
     for (a, b) in pairs {
@@ -126,7 +109,7 @@ impl Starter {
         }
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("standard-aws");
-        copy_dir(
+        csis_testkit::copy_dir(
             &reference.join("cs-image-system-0.1.1-starters/standard-aws"),
             &root,
         );
@@ -222,7 +205,7 @@ fn string(e: &hcl::Expression) -> String {
 /// What differs by run or by account and says nothing about the emission:
 /// the timestamp in `ami_name`, `csis_run`, `csis_fingerprint` (the
 /// fingerprints are csis's own recipe, ARCHITECTURE.md "Fingerprints") and
-/// `csis_config` (stamped by the `csis_config` work, compared there).
+/// `csis_config` (the tree's config id; `tests/ops_aws.rs` checks it).
 fn normalize_source(b: &mut Block, golden: &Block) {
     let g = attrs(golden);
     let keep = |k: &str| g.get(k).cloned();

@@ -8,87 +8,10 @@
 //! (no registry); builds go to a throwaway repository removed at the end.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command as Std;
 
 mod ops_support;
+use csis_testkit::docker::{busybox, daemon, docker, import_busybox_base};
 use ops_support::Tree;
-
-fn docker(args: &[&str]) -> Option<String> {
-    let out = Std::new("docker").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn daemon() -> bool {
-    docker(&["version", "--format", "{{.Server.Version}}"]).is_some()
-}
-
-fn busybox() -> Option<PathBuf> {
-    ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// Import a busybox root filesystem as `reference`.
-fn import_base(reference: &str, work: &Path) {
-    let root = work.join("rootfs");
-    for d in ["bin", "tmp", "etc", "root", "run"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::copy(busybox().unwrap(), root.join("bin/busybox")).unwrap();
-    let list = Std::new(root.join("bin/busybox"))
-        .arg("--list")
-        .output()
-        .unwrap();
-    for applet in String::from_utf8_lossy(&list.stdout).lines() {
-        let l = root.join("bin").join(applet);
-        if !l.exists() {
-            std::os::unix::fs::symlink("busybox", l).unwrap();
-        }
-    }
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
-    // The tree declares a debian base: give busybox the tools the base
-    // recipe's admin-user step uses there (a useradd, /etc/sudoers.d).
-    for d in ["usr/sbin", "etc/sudoers.d", "home"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let useradd = root.join("usr/sbin/useradd");
-    std::fs::write(
-        &useradd,
-        "#!/bin/sh\n# useradd [-m] [-s SHELL] NAME: an account with a home (busybox-static has no adduser)\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &useradd,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    let tar = work.join("rootfs.tar");
-    let st = Std::new("tar")
-        .arg("-C")
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Std::new("docker")
-        .args(["import"])
-        .arg(&tar)
-        .arg(reference)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-}
 
 /// Removes the test's containers, repository and base image, even on panic.
 struct Cleanup {
@@ -152,7 +75,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
         &csis_testkit::fixture("ops/docker"),
         &[("@REPO@", &repo), ("@BASE@", &base)],
     ));
-    import_base(&base, t.tmp.path());
+    import_busybox_base(&base, t.tmp.path());
 
     // three generations of base, web and app
     t.ok(&["build", "--json"]);
@@ -352,7 +275,7 @@ fn docker_dry_run_emits_a_real_parent() {
             ("docker-ops", "docker-dry"),
         ],
     ));
-    import_base(&base, t.tmp.path());
+    import_busybox_base(&base, t.tmp.path());
     let root = t.root.clone();
     std::fs::write(
         root.join("cfg/zz-packer.yml"),

@@ -21,19 +21,10 @@ use std::process::Command as Std;
 use std::time::{Duration, Instant};
 
 use csis_cache::MetaState;
-
-fn docker(args: &[&str]) -> Option<String> {
-    let out = Std::new("docker").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+use csis_testkit::docker::{busybox, docker, import_busybox_base};
 
 fn daemon() -> bool {
-    docker(&["version", "--format", "{{.Server.Version}}"]).is_some()
-        && ["/bin/busybox", "/usr/bin/busybox"]
-            .iter()
-            .any(|p| Path::new(p).exists())
+    csis_testkit::docker::daemon() && busybox().is_some()
 }
 
 fn skip() -> bool {
@@ -46,72 +37,6 @@ fn skip() -> bool {
     );
     eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
     true
-}
-
-/// Import a busybox root filesystem (with the useradd and sudoers.d the
-/// debian base recipe uses) as `reference`.
-fn import_base(reference: &str, work: &Path) {
-    let root = work.join("rootfs");
-    for d in [
-        "bin",
-        "tmp",
-        "etc/sudoers.d",
-        "root",
-        "run",
-        "usr/sbin",
-        "home",
-    ] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let bb = ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .find(|p| Path::new(p).exists())
-        .unwrap();
-    std::fs::copy(bb, root.join("bin/busybox")).unwrap();
-    let list = Std::new(root.join("bin/busybox"))
-        .arg("--list")
-        .output()
-        .unwrap();
-    for applet in String::from_utf8_lossy(&list.stdout).lines() {
-        let l = root.join("bin").join(applet);
-        if !l.exists() {
-            std::os::unix::fs::symlink("busybox", l).unwrap();
-        }
-    }
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    let useradd = root.join("usr/sbin/useradd");
-    std::fs::write(
-        &useradd,
-        "#!/bin/sh\nfor a; do n=$a; done\necho \"$n:x:1000:1000::/home/$n:/bin/sh\" >>/etc/passwd\necho \"$n:x:1000:\" >>/etc/group\nmkdir -p \"/home/$n\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &useradd,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let tar = work.join("rootfs.tar");
-    assert!(Std::new("tar")
-        .arg("-C")
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success());
-    let st = Std::new("docker")
-        .arg("import")
-        .arg(&tar)
-        .arg(reference)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
@@ -253,7 +178,7 @@ fn setup(tag: &str, configs: &[&str]) -> (tempfile::TempDir, String, String, Cle
         configs: configs.iter().map(|c| c.to_string()).collect(),
     };
     let tmp = tempfile::tempdir().unwrap();
-    import_base(&base, tmp.path());
+    import_busybox_base(&base, tmp.path());
     (tmp, repo, base, cleanup)
 }
 

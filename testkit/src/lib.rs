@@ -3,7 +3,8 @@
 //! ([`fixture`], [`copy_dir`], [`Tree`]), the real `csis` binary ([`csis`],
 //! [`output`]), and the redaction of build ids, run ids, fingerprints,
 //! times and paths in JSON reports before they are snapshotted
-//! ([`Redact`]).
+//! ([`Redact`]), and the local Docker daemon with a busybox base image
+//! ([`docker`]).
 //!
 //! It depends on no csis crate, so that every crate can use it in its
 //! tests without a dependency cycle.
@@ -12,6 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod docker;
 mod redact;
 
 pub use redact::Redact;
@@ -29,7 +31,9 @@ pub fn fixture(rel: &str) -> PathBuf {
     workspace().join("tests/fixtures").join(rel)
 }
 
-/// Copy the tree at `from` to `to` (created), files and directories.
+/// Copy the tree at `from` to `to` (created), files and directories; the
+/// copies are writable whatever the originals are (the shared reference
+/// trees are read-only).
 pub fn copy_dir(from: &Path, to: &Path) {
     copy_dir_with(from, to, &[]);
 }
@@ -46,6 +50,10 @@ pub fn copy_dir_with(from: &Path, to: &Path, subst: &[(&str, &str)]) {
             copy_dir_with(&e.path(), &dst, subst);
         } else if subst.is_empty() {
             std::fs::copy(e.path(), &dst).unwrap();
+            let mut perm = std::fs::metadata(&dst).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perm.set_readonly(false);
+            std::fs::set_permissions(&dst, perm).unwrap();
         } else {
             let mut text = std::fs::read_to_string(e.path()).unwrap();
             for (k, v) in subst {
