@@ -652,25 +652,6 @@ fn a_subnet_typo_is_refused_before_packer_starts() {
     );
 }
 
-/// `age-keygen` into `dir`: (identity file, recipient).
-fn keygen(dir: &Path) -> (PathBuf, String) {
-    let key = dir.join("id.age-identity");
-    let out = Std::new("age-keygen")
-        .arg("-o")
-        .arg(&key)
-        .output()
-        .expect("age-keygen (Debian package `age`) is installed");
-    assert!(out.status.success(), "{out:?}");
-    let text = std::fs::read_to_string(&key).unwrap();
-    let recipient = text
-        .lines()
-        .find_map(|l| l.strip_prefix("# public key: "))
-        .unwrap()
-        .trim()
-        .to_string();
-    (key, recipient)
-}
-
 /// `ENC[age:...]` of `plain` for `recipient` (`age`, base64 by python3).
 fn encrypt(recipient: &str, plain: &str) -> String {
     use std::io::Write;
@@ -715,7 +696,7 @@ fn a_secret_mod_config_reaches_ansible_through_a_private_file() {
         return;
     };
     const PLAIN: &str = "plain-node-role-3e91c7";
-    let (key, recipient) = keygen(t._tmp.path());
+    let (key, recipient) = csis_testkit::age_keygen(t._tmp.path());
     replace_in(
         &t.root.join("images/images.yaml"),
         &[(

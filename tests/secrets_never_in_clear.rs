@@ -20,20 +20,7 @@ struct Secrets {
 }
 
 fn keygen(dir: &Path) -> Secrets {
-    let key_file = dir.join("id.age-identity");
-    let out = Command::new("age-keygen")
-        .arg("-o")
-        .arg(&key_file)
-        .output()
-        .expect("age-keygen (Debian package `age`) is installed");
-    assert!(out.status.success(), "{out:?}");
-    let text = std::fs::read_to_string(&key_file).unwrap();
-    let recipient = text
-        .lines()
-        .find_map(|l| l.strip_prefix("# public key: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let (key_file, recipient) = csis_testkit::age_keygen(dir);
     Secrets {
         key_file,
         recipient,

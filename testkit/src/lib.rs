@@ -149,6 +149,26 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
+/// `age-keygen -o <dir>/id.age-identity` (Debian package `age`): the
+/// identity file and its recipient (`age1...`).
+pub fn age_keygen(dir: &Path) -> (PathBuf, String) {
+    let key = dir.join("id.age-identity");
+    let out = Command::new("age-keygen")
+        .arg("-o")
+        .arg(&key)
+        .output()
+        .expect("age-keygen (Debian package `age`) is installed");
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&key).unwrap();
+    let recipient = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# public key: "))
+        .expect("age-keygen writes its public key")
+        .trim()
+        .to_string();
+    (key, recipient)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
