@@ -167,3 +167,32 @@ fn after_the_bake_json() {
     assert_eq!(code, 2, "no pin for vm1: the runtime cannot answer");
     insta::assert_json_snapshot!("verify_instance_no_pin", v);
 }
+
+#[test]
+fn builds_shards_and_store_json() {
+    let t = fixture();
+    let (code, _, _) = t.run(&["build", "--json"]);
+    assert_eq!(code, 0);
+    let (code, mut v) = t.json(&["builds", "--json"]);
+    assert_eq!(code, 0);
+    // short ids end in the dummy's bake counter, which parallel bakes
+    // take in any order
+    for row in v.as_array_mut().unwrap() {
+        for k in ["short_id", "parent_short"] {
+            if row[k].as_str().is_some_and(|s| s != "vendor") {
+                row[k] = Value::String("[short-id]".into());
+            }
+        }
+    }
+    insta::assert_json_snapshot!("builds", v);
+    let (code, v) = t.json(&["plan", "--shards", "2", "--json", "--force-bake", "web"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("plan_shards", v);
+    let store = format!("file://{}", t.root.join(".store").display());
+    let (code, v) = t.json(&["--meta-state", &store, "state", "push", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("state_push", v);
+    let (code, v) = t.json(&["--meta-state", &store, "state", "pull", "--json"]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!("state_pull", v);
+}
