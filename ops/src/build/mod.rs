@@ -1107,10 +1107,14 @@ impl BuildState {
                 ));
                 outcome
             }
-            None => rt.bake(&req).await.map_err(|e| {
-                log.line(&format!("bake failed: {e}"));
-                rt_err(e)
-            })?,
+            None => {
+                let baked = rt.bake(&req).await;
+                csis_runtime::recipe::remove_private_vars(&req);
+                baked.map_err(|e| {
+                    log.line(&format!("bake failed: {e}"));
+                    rt_err(e)
+                })?
+            }
         };
         // Record at once, before the node is reported finished.
         let canonical = self

@@ -346,3 +346,21 @@ fn quoting_and_test_lines() {
     assert!(!String::from_utf8_lossy(&bad.stdout).contains("after"));
     assert!(test_line(&t).contains("grep -qF -- 'Python 3'"));
 }
+
+#[test]
+fn private_vars_are_created_0600_and_removed_after_the_bake() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let r = req("web", false, Vec::new(), tmp.path());
+    let path = private_vars(&r, "app config", "{\"token\":\"s3cret\"}").unwrap();
+    assert!(path.starts_with(tmp.path().join(".csis/bake-vars")));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "{\"token\":\"s3cret\"}"
+    );
+    remove_private_vars(&r);
+    assert!(!path.exists());
+    assert!(!path.parent().unwrap().exists());
+}
