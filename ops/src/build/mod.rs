@@ -516,10 +516,7 @@ impl BuildState {
                 Ok(NodeOutput::new(out))
             }
             NodeSpec::Emit { bake } => {
-                let spec = c
-                    .bake_spec(bake)
-                    .cloned()
-                    .ok_or_else(|| NodeError::new("emit without bake"))?;
+                let spec = self.spec_of(bake, "emit")?;
                 let rt = self.runtime(&spec.runtime)?;
                 let parent = self.parent_for_emit(&spec)?;
                 let fp = self.session.fps.get(bake).to_hex();
@@ -529,13 +526,10 @@ impl BuildState {
             }
             NodeSpec::Bake(spec) => self.bake(&cx, &spec).await,
             NodeSpec::Retag { bake } => {
-                let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+                let Some(build) = self.built_by(bake) else {
                     return Ok(NodeOutput::none());
                 };
-                let spec = c
-                    .bake_spec(bake)
-                    .cloned()
-                    .ok_or_else(|| NodeError::new("retag without bake"))?;
+                let spec = self.spec_of(bake, "retag")?;
                 let rt = self.runtime(&spec.runtime)?;
                 let rec = self.recorder.find(&build);
                 let mut tags = BTreeMap::new();
@@ -585,13 +579,8 @@ impl BuildState {
         if self.dry_run {
             return Ok(NodeOutput::none());
         }
-        let spec = self
-            .session
-            .compiled
-            .bake_spec(bake)
-            .cloned()
-            .ok_or_else(|| NodeError::new("test without bake"))?;
-        let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+        let spec = self.spec_of(bake, "test")?;
+        let Some(build) = self.built_by(bake) else {
             cx.log(format!(
                 "{} on {}: no build made in this run, nothing to test",
                 spec.series, spec.runtime
@@ -671,14 +660,9 @@ impl BuildState {
         if self.dry_run {
             return Ok(NodeOutput::none());
         }
-        let spec = self
-            .session
-            .compiled
-            .bake_spec(bake)
-            .cloned()
-            .ok_or_else(|| NodeError::new("release without bake"))?;
+        let spec = self.spec_of(bake, "release")?;
         let (series, runtime) = (spec.series.as_str(), spec.runtime.as_str());
-        let Some(build) = self.built.lock().unwrap().get(&bake).cloned() else {
+        let Some(build) = self.built_by(bake) else {
             cx.log(format!(
                 "{series} on {runtime}: no build made in this run, nothing to release"
             ));
@@ -1060,6 +1044,21 @@ impl BuildState {
                 };
                 (outcome, img.tags.get("csis_run").cloned())
             })
+    }
+
+    /// The compiled bake that the `node` (emit, retag, test, release) of
+    /// `bake` stands on.
+    fn spec_of(&self, bake: NodeId, node: &str) -> Result<BakeSpec, NodeError> {
+        self.session
+            .compiled
+            .bake_spec(bake)
+            .cloned()
+            .ok_or_else(|| NodeError::new(format!("{node} without bake")))
+    }
+
+    /// The build `bake` made in this run, if it made one.
+    fn built_by(&self, bake: NodeId) -> Option<String> {
+        self.built.lock().unwrap().get(&bake).cloned()
     }
 
     async fn bake(&self, cx: &NodeContext, spec: &BakeSpec) -> Result<NodeOutput, NodeError> {
