@@ -20,16 +20,15 @@ pub mod crypt;
 pub mod groups;
 pub mod incremental;
 pub mod load;
-pub mod model;
 pub mod secrets;
 pub mod template;
 pub mod tools;
 pub mod tree;
 
 // The configuration schema lives in csis-schema; its modules are named at
-// the root so that `crate::yaml`, `crate::diag`, ... (and `csis_rules::yaml`
-// in the tests and benches) keep naming them.
-pub use csis_schema::{diag, secret, yaml};
+// the root so that `crate::model`, `crate::yaml`, `crate::diag`, ... (and
+// `csis_rules::yaml` in the tests and benches) keep naming them.
+pub use csis_schema::{diag, model, secret, yaml};
 
 pub use diag::{Diagnostic, Severity};
 pub use load::{load, LoadOptions, Undeclare};

@@ -9,6 +9,8 @@
 //! - [`yaml`]: the spanned YAML node, its parser and its deserializer (the
 //!   one module that knows serde-saphyr);
 //! - [`diag`]: diagnostics naming file, line, column and field path;
+//! - [`model`]: the strict typed models of every entry of a tree, as
+//!   declared;
 //! - [`secret`]: the registry of secret values and their redaction.
 
 // A Diagnostic (file, line, column, path, message, hint, span) is the
@@ -16,6 +18,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod diag;
+pub mod model;
 pub mod secret;
 pub mod span;
 pub mod yaml;
