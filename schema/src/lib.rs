@@ -8,6 +8,8 @@
 //! - [`span`]: a source file and a place in it ([`SourceFile`], [`Loc`]);
 //! - [`yaml`]: the spanned YAML node, its parser and its deserializer (the
 //!   one module that knows serde-saphyr);
+//! - [`entry`]: the resolved entries the runtime crates are built from
+//!   ([`RuntimeEntry`], [`Origin`]);
 //! - [`diag`]: diagnostics naming file, line, column and field path;
 //! - [`model`]: the strict typed models of every entry of a tree, as
 //!   declared;
@@ -18,10 +20,12 @@
 #![allow(clippy::result_large_err)]
 
 pub mod diag;
+pub mod entry;
 pub mod model;
 pub mod secret;
 pub mod span;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Severity};
+pub use entry::{Origin, RuntimeEntry};
 pub use span::{Loc, SourceFile};

@@ -96,7 +96,7 @@ impl AwsSettings {
     }
 
     /// From a loaded tree's runtime entry; `None` when it is not `type: aws`.
-    pub fn from_tree(rt: &csis_rules::Runtime) -> Option<AwsSettings> {
+    pub fn from_tree(rt: &csis_schema::RuntimeEntry) -> Option<AwsSettings> {
         let aws = rt.aws()?;
         let mut s = AwsSettings::from_model(&rt.common, aws);
         s.name = rt.name.clone();
