@@ -4,7 +4,9 @@
 //! -> `ENC[age:...]` decryption ([`crypt`]) -> templates ([`template`],
 //! minijinja) -> strict typed models ([`model`]) -> resolution and
 //! validation ([`load`]) -> the resolved [`Tree`] ([`tree`]), with every
-//! problem a [`Diagnostic`] naming file, line, column and field path.
+//! problem a [`Diagnostic`] naming file, line, column and field path. The
+//! schema ([`yaml`], [`model`], [`diag`], [`secret`]) is `csis-schema`'s,
+//! named here.
 //!
 //! ```no_run
 //! let tree = csis_rules::load(std::path::Path::new("."), &csis_rules::LoadOptions::default());

@@ -1,8 +1,8 @@
-//! The conversion from the strict config model of `csis-rules`
+//! The conversion from the strict config model of `csis-schema`
 //! (`RuntimeCommon` + `model::AwsRuntime`, i.e. the seed's
 //! `AwsCloudBuilderModel`) into [`AwsSettings`].
 
-use csis_rules::model::{AwsRuntime as AwsModel, RuntimeCommon};
+use csis_schema::model::{AwsRuntime as AwsModel, RuntimeCommon};
 
 use crate::settings::{
     AvailabilityZoneSettings, AwsCredentialSettings, AwsSettings, NetworkSettings, SubnetSettings,
