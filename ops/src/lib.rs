@@ -11,7 +11,7 @@
 //!   retag, release and dispose nodes; parent choice; adoption of a bake a
 //!   killed run left unrecorded).
 //! - [`wiring`]: the one table of runtime types.
-//! - [`noop`]: the no-op stamp of `csis build`.
+//! - [`build::noop`]: the no-op stamp of `csis build`.
 //! - [`context`]: a tree opened to read or to write (lock, settled
 //!   journal, records, runtimes on demand, the tokio runtime).
 //! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
@@ -29,7 +29,6 @@ pub mod image_test;
 pub mod init;
 pub mod inspect;
 pub mod lineage;
-pub mod noop;
 pub mod release;
 pub mod revoke;
 pub mod session;

@@ -9,7 +9,7 @@
 //! members, an Okta key) are kept as declared: an `ENC[age:...]` marker
 //! there is not opened.
 
-use crate::tree::Origin;
+use csis_schema::Origin;
 
 pub use crate::model::{
     GroupAttributes, GroupBuilderModel, GroupModel, ProviderModel, StorageBuilderModel,

@@ -9,6 +9,16 @@ use minijinja::{Environment, UndefinedBehavior, Value as JValue};
 
 use crate::yaml::{Node, Value};
 
+/// The values of `execution.*` in templates.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Execution {
+    /// `dateformat` applied to the load time.
+    pub timestamp: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+    pub dateformat: String,
+}
+
 /// The most work (minijinja's fuel: about one unit per instruction) one
 /// template may take; a template in a configuration file that needs more
 /// is refused, not run for ever.
@@ -114,7 +124,7 @@ pub struct Renderer {
 impl Renderer {
     pub fn new(
         env_vars: &BTreeMap<String, String>,
-        execution: &crate::tree::Execution,
+        execution: &Execution,
     ) -> Renderer {
         Self::with_reads(env_vars, execution, Default::default())
     }
@@ -123,14 +133,14 @@ impl Renderer {
     pub fn renew(
         &self,
         env_vars: &BTreeMap<String, String>,
-        execution: &crate::tree::Execution,
+        execution: &Execution,
     ) -> Renderer {
         Self::with_reads(env_vars, execution, self.reads.clone())
     }
 
     fn with_reads(
         env_vars: &BTreeMap<String, String>,
-        execution: &crate::tree::Execution,
+        execution: &Execution,
         reads: Arc<Mutex<TemplateReads>>,
     ) -> Renderer {
         let mut env = Environment::new();
@@ -246,7 +256,7 @@ pub fn to_value(node: &Node) -> JValue {
 #[cfg(test)]
 mod reads_tests {
     use super::*;
-    use crate::tree::Execution;
+    use Execution;
 
     fn renderer() -> Renderer {
         let env: BTreeMap<String, String> = [("USER", "ann"), ("HOME", "/home/ann")]

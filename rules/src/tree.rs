@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::diag::Diagnostic;
 use crate::model::*;
+pub use crate::template::Execution;
 
 pub use csis_schema::entry::{ExecutableEntry, ImageBuilder, Origin, RuntimeEntry};
 // The loader's own name for a runtime entry.
@@ -164,16 +165,6 @@ impl UnusedSection {
             self.count, self.what, self.place
         )
     }
-}
-
-/// The values of `execution.*` in templates.
-#[derive(Debug, Clone, Serialize)]
-pub struct Execution {
-    /// `dateformat` applied to the load time.
-    pub timestamp: String,
-    /// `YYYY-MM-DD`.
-    pub date: String,
-    pub dateformat: String,
 }
 
 /// One link of an image's chain, from the image to its base.

@@ -6,6 +6,7 @@
 //! A build of an unchanged tree constructs no runtime, so it spawns no
 //! process and makes no cloud call.
 
+pub mod noop;
 mod steps;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -75,7 +76,7 @@ pub trait Reporter: Send + Sync {
 /// How a build ended.
 pub enum BuildOutcome {
     /// The no-op stamp held: what the last no-op build answered.
-    Replayed(crate::noop::Replay),
+    Replayed(noop::Replay),
     /// The state query found hard drift: nothing ran.
     HardDrift(Vec<String>),
     /// `--no-wait`, and another runner holds a lease this build needs.
@@ -122,7 +123,7 @@ pub fn run(
     let stamp = if shared {
         None
     } else {
-        crate::noop::NoopStamp::for_build(tree, args)
+        noop::NoopStamp::for_build(tree, args)
     };
     if let Some(replay) = stamp.as_ref().and_then(|s| s.replay()) {
         return Ok(BuildOutcome::Replayed(replay));
@@ -233,7 +234,7 @@ pub fn run(
         meta_lock: tokio::sync::Mutex::new(()),
     });
 
-    let capture = crate::noop::Capture::default();
+    let capture = noop::Capture::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -29,7 +29,7 @@ use csis_cache::stamp::{FileStat, Stamp, Watch};
 use csis_cache::{LineageRecords, LocalDir};
 use csis_engine::{Event, Plan, Records, Summary};
 
-use crate::build::BuildOptions;
+use super::BuildOptions;
 use crate::session::Session;
 use crate::TreeArgs;
 
