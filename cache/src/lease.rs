@@ -1,4 +1,4 @@
-//! Leases (issue 14): instead of one tree lock, a build on a shared store
+//! Leases: instead of one tree lock, a build on a shared store
 //! takes a lease per (series, runtime) it bakes, disposes or releases.
 //!
 //! A lease is the object `leases/<series>@<runtime>.json` holding its

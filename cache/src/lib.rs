@@ -22,7 +22,7 @@ pub mod objstore;
 pub mod pins;
 pub mod plan;
 pub mod releases;
-// lineage operations (issue 6)
+// lineage operations
 pub mod build_ref;
 pub mod drift;
 pub mod heads;

@@ -1,4 +1,4 @@
-//! Object stores for shared meta-state (issue 14): the few operations the
+//! Object stores for shared meta-state: the few operations the
 //! records and the leases need, each conditional where it writes.
 //!
 //! - `s3://bucket/prefix` and `gs://bucket/prefix` go through the

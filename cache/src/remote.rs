@@ -1,4 +1,4 @@
-//! The records on an object store (issue 14): which store a tree uses, and
+//! The records on an object store: which store a tree uses, and
 //! how lineage and pins are laid out there so that concurrent writers never
 //! lose each other's work.
 //!

@@ -16,7 +16,7 @@
 // error of every parse; it is returned, not propagated through hot loops.
 #![allow(clippy::result_large_err)]
 
-/// Tree -> graph nodes (the graph-compile work, issue 3). Keep this line.
+/// Tree -> graph nodes: resolve, emit, bake, retag, test, release and dispose.
 pub mod compile;
 pub mod crypt;
 pub mod groups;

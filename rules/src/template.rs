@@ -122,19 +122,12 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    pub fn new(
-        env_vars: &BTreeMap<String, String>,
-        execution: &Execution,
-    ) -> Renderer {
+    pub fn new(env_vars: &BTreeMap<String, String>, execution: &Execution) -> Renderer {
         Self::with_reads(env_vars, execution, Default::default())
     }
 
     /// A renderer with new scopes that adds to this one's [`TemplateReads`].
-    pub fn renew(
-        &self,
-        env_vars: &BTreeMap<String, String>,
-        execution: &Execution,
-    ) -> Renderer {
+    pub fn renew(&self, env_vars: &BTreeMap<String, String>, execution: &Execution) -> Renderer {
         Self::with_reads(env_vars, execution, self.reads.clone())
     }
 
