@@ -3,8 +3,8 @@
 //! ([`fixture`], [`copy_dir`], [`Tree`]), the real `csis` binary ([`csis`],
 //! [`output`]), and the redaction of build ids, run ids, fingerprints,
 //! times and paths in JSON reports before they are snapshotted
-//! ([`Redact`]), and the local Docker daemon with a busybox base image
-//! ([`docker`]).
+//! ([`Redact`]), the local Docker daemon with a busybox base image
+//! ([`docker`]), and age keys and markers ([`age_keygen`], [`age_encrypt`]).
 //!
 //! It depends on no csis crate, so that every crate can use it in its
 //! tests without a dependency cycle.
@@ -169,6 +169,47 @@ pub fn age_keygen(dir: &Path) -> (PathBuf, String) {
     (key, recipient)
 }
 
+/// The `ENC[age:...]` marker of `plain` encrypted to `recipient` (`age -r`,
+/// Debian package `age`), as the loader opens it.
+pub fn age_encrypt(recipient: &str, plain: &str) -> String {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new("age")
+        .args(["-r", recipient])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("age (Debian package `age`) is installed");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "age -r {recipient}");
+    format!("ENC[age:{}]", base64(&out.stdout))
+}
+
+/// Standard base64 with padding.
+fn base64(b: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +249,15 @@ mod tests {
         assert!(envs.contains(&(OsStr::new("CSIS_DUMMY_FAIL"), None)));
         let args: Vec<_> = c.get_args().collect();
         assert_eq!(args, [OsStr::new("-C"), t.root.as_os_str()]);
+    }
+
+    #[test]
+    fn base64_pads_as_the_standard_says() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
     }
 
     #[test]
