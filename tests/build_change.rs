@@ -52,8 +52,7 @@ fn changed_playbook_rebakes_image_and_follow_descendants_only() {
 
     let (code, ev) = build(d, &[]);
     assert_eq!(code, 0);
-    let mut baked = labels(&ev, "finished", "bake");
-    baked.sort();
+    let baked = finished_bakes(&ev);
     assert_eq!(
         baked,
         vec![
