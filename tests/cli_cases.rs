@@ -62,17 +62,17 @@ fn fixtures() -> String {
 
 /// Fingerprints in text redacted: a word of 12, 16 or 64 hex digits, letters
 /// and digits both (a fingerprint, whole or as `plan` shows it; not an
-/// account id), becomes `[fp]`, and 8 of them cut short (`8a8a1e64..`)
-/// `[fp]..`. They follow the recipe, not the CLI.
+/// account id), becomes `[fp]`, and 8 hex digits cut short (`8a8a1e64..`,
+/// `16715240..`) `[fp]..`. They follow the recipe, not the CLI.
 fn fingerprints(text: &str) -> String {
     let mut out = String::new();
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String, next: Option<char>| {
-        let hex = word.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
-            && word.chars().any(|c| c.is_ascii_digit())
+        let hex = !word.is_empty() && word.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'));
+        let mixed = word.chars().any(|c| c.is_ascii_digit())
             && word.chars().any(|c| c.is_ascii_lowercase());
         let cut = word.len() == 8 && next == Some('.');
-        if hex && (matches!(word.len(), 12 | 16 | 64) || cut) {
+        if hex && ((mixed && matches!(word.len(), 12 | 16 | 64)) || cut) {
             out.push_str("[fp]");
         } else {
             out.push_str(word);
@@ -421,8 +421,8 @@ fn case_words_split_at_spaces_outside_quotes() {
 #[test]
 fn fingerprints_are_redacted_and_other_words_stay() {
     assert_eq!(
-        fingerprints("bake  //os/deb12@sim:bake  eb07d512904c  inputs (113da1867696 -> 8a8a1e64..) dummy-1a2b3c4d-12 abcdefabcdef 123456789012"),
-        "bake  //os/deb12@sim:bake  [fp]  inputs ([fp] -> [fp]..) dummy-1a2b3c4d-12 abcdefabcdef 123456789012"
+        fingerprints("bake  //os/deb12@sim:bake  eb07d512904c  inputs (113da1867696 -> 8a8a1e64..) 16715240.. dummy-1a2b3c4d-12 abcdefabcdef 123456789012"),
+        "bake  //os/deb12@sim:bake  [fp]  inputs ([fp] -> [fp]..) [fp].. dummy-1a2b3c4d-12 abcdefabcdef 123456789012"
     );
 }
 
