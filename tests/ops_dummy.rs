@@ -1,8 +1,9 @@
 //! Lineage operations through the real `csis` binary on the dummy runtime:
 //! retention and dispose, refusals, state query (foreign, changed, missing,
-//! stale), state import, release, revoke, relabel, restamp, empty, preflight.
-//! The rules every runtime keeps are `ops_support::suite`'s, called here for
-//! `sim`; what `release` and `dispose` print is in `tests/cli_cases/`.
+//! stale), state import, release, revoke, relabel, restamp. The rules every
+//! runtime keeps are `ops_support::suite`'s, called here for `sim`; what
+//! `release`, `dispose`, `empty` and `preflight` print is in
+//! `tests/cli_cases/`.
 //!
 //! Builds come from `csis build` on a temporary copy of
 //! `tests/fixtures/ops/basic`; the dummy runtime's store is
@@ -335,38 +336,6 @@ fn restamp_records_the_current_fingerprint() {
     t.sim(|rt| suite::restamp_records_the_current_fingerprint(rt, "deb12", &head));
     let out = t.ok(&["lineage", "restamp", "--runtime", "sim"]);
     assert!(out.contains("nothing to restamp"), "{out}");
-}
-
-#[test]
-fn empty_and_preflight() {
-    let t = Tree::basic();
-    let out = t.ok(&["empty", "--runtime", "sim"]);
-    assert!(out.contains("holds nothing"), "{out}");
-    assert_eq!(t.run(&["empty", "--runtime", "nowhere"]).0, 2);
-    t.build(&[]);
-    let (code, out, _) = t.run(&["empty", "--runtime", "sim"]);
-    assert_eq!(code, 1);
-    assert!(out.contains("leftover: image"), "{out}");
-    // only a released build left: empty again
-    t.ok(&["release", "app", "--model", "prod"]);
-    let out = t.ok(&["dispose", "image", "--all", "--runtime", "sim"]);
-    assert!(out.contains("RELEASED"), "{out}");
-    assert_eq!(t.store_ids().len(), 1);
-    let out = t.ok(&["empty", "--runtime", "sim"]);
-    assert!(
-        out.contains("holds nothing beyond released builds"),
-        "{out}"
-    );
-    let out = t.ok(&["preflight"]);
-    assert!(out.contains("ok   runtime sim"), "{out}");
-    // an executable that is not on PATH fails preflight
-    t.write(
-        "cfg/executables.yml",
-        "executables:\n  - name: nothing-here\n    binary: csis-no-such-binary-xyz\n",
-    );
-    let (code, out, err) = t.run(&["preflight"]);
-    assert_eq!(code, 2, "{out}{err}");
-    assert!(out.contains("FAIL executable nothing-here"), "{out}");
 }
 
 #[test]
