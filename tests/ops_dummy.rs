@@ -2,7 +2,7 @@
 //! retention and dispose, refusals, state query (foreign, changed, missing,
 //! stale), state import, release, revoke, relabel, restamp. The rules every
 //! runtime keeps are `ops_support::suite`'s, called here for `sim`; what
-//! `release`, `dispose`, `empty` and `preflight` print is in
+//! `release`, `dispose`, `revoke`, `empty` and `preflight` print is in
 //! `tests/cli_cases/`.
 //!
 //! Builds come from `csis build` on a temporary copy of
@@ -281,51 +281,6 @@ fn a_release_is_recorded_and_marked_on_the_runtime() {
     let it = csis_cache::release_rules::ImageTests::load(&t.meta()).unwrap();
     assert_eq!(it.result(&tools), Some(true));
     t.sim(|rt| suite::release_is_recorded_and_marked(rt, "tools", &tools, "stable"));
-}
-
-#[test]
-fn revoke_with_descendants_blocks_release_and_shows_in_state() {
-    let t = Tree::basic();
-    t.build(&[]);
-    let base = t.ids("deb12")[0].clone();
-    let web = t.ids("web")[0].clone();
-    let app = t.ids("app")[0].clone();
-    let tools = t.ids("tools")[0].clone();
-    assert_eq!(t.run(&["revoke", "nope"]).0, 1);
-    let dry = t.ok(&["revoke", &base, "--descendants", "--dry-run"]);
-    assert!(dry.contains(&format!("would revoke {app}")), "{dry}");
-    assert!(!t.root.join("meta-state/revocations.yaml").exists());
-    let out = t.ok(&["revoke", &web, "--reason", "CVE-2026-1"]);
-    assert!(
-        out.contains(&format!("revoked {web} (web on sim)")),
-        "{out}"
-    );
-    assert!(out.contains("descend from it and are not revoked"), "{out}");
-    // the plan says why web bakes again: its only build is revoked
-    let plan = t.ok(&["plan", "//images/web"]);
-    assert!(
-        plan.contains(&format!(
-            "no unrevoked build on sim ({web} revoked: CVE-2026-1)"
-        )),
-        "{plan}"
-    );
-    let out = t.ok(&["revoke", &base, "--descendants", "--reason", "CVE-2026-2"]);
-    for id in [&base, &app, &tools] {
-        assert!(out.contains(&format!("revoked {id}")), "{out}");
-    }
-    let revs = csis_cache::Revocations::load(&t.meta()).unwrap();
-    assert!(revs.is_revoked(&app) && revs.is_revoked(&tools));
-    assert_eq!(revs.get(&app).unwrap().via.as_deref(), Some(base.as_str()));
-    // a revoked build is never released, and a revoked head is no head
-    let (code, _, err) = t.run(&["release", "app", "--build", &app]);
-    assert_eq!(code, 1);
-    assert!(err.contains("revoked"), "{err}");
-    let (code, _, err) = t.run(&["release", "app"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("no (unrevoked) build"), "{err}");
-    // pins to revoked builds are noted by the state query
-    let out = t.ok(&["state", "query"]);
-    assert!(out.contains("names revoked build"), "{out}");
 }
 
 #[test]
