@@ -9,92 +9,17 @@
 //! The base image is a busybox root filesystem imported with `docker import`
 //! (no registry); builds go to a throwaway repository removed at the end.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use assert_cmd::Command;
-use csis_cache::MetaState;
-use csis_testkit::docker::{busybox, daemon, docker, import_busybox_base};
+use csis_testkit::docker::{containers, docker, import_busybox_base, Cleanup};
 use serde_json::Value;
+
+mod ops_support;
+use ops_support::Tree;
 
 const RT: &str = "docker-after";
 
-/// Removes the test's containers, repository and base image, even on panic.
-struct Cleanup {
-    repo: String,
-    base: String,
-    containers: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for c in &self.containers {
-            let _ = docker(&["rm", "-f", c]);
-        }
-        if let Some(ids) = docker(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=csis_test_machine={RT}"),
-        ]) {
-            for id in ids.lines().filter(|l| !l.is_empty()) {
-                let _ = docker(&["rm", "-f", id]);
-            }
-        }
-        for _ in 0..12 {
-            let Some(ids) = docker(&["images", "-q", &self.repo]) else {
-                break;
-            };
-            let ids: BTreeSet<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
-            if ids.is_empty() {
-                break;
-            }
-            for id in ids {
-                let _ = docker(&["rmi", "-f", id]);
-            }
-        }
-        let _ = docker(&["rmi", "-f", &self.base]);
-    }
-}
-
-struct Tree {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
-
 impl Tree {
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-        out
-    }
-    fn meta(&self) -> MetaState {
-        MetaState::of_tree(&self.root)
-    }
-    fn ids(&self, series: &str) -> Vec<String> {
-        self.meta()
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .filter(|b| b.series == series)
-            .map(|b| b.build_id)
-            .collect()
-    }
     fn image_tests(&self) -> Value {
         let t = csis_cache::release_rules::ImageTests::load(&self.meta()).unwrap();
         serde_json::to_value(t).unwrap()
@@ -122,17 +47,7 @@ fn finished_bakes(out: &str) -> Vec<String> {
 }
 
 fn test_containers() -> Vec<String> {
-    docker(&[
-        "ps",
-        "-aq",
-        "--filter",
-        &format!("label=csis_test_machine={RT}"),
-    ])
-    .unwrap_or_default()
-    .lines()
-    .filter(|l| !l.is_empty())
-    .map(str::to_string)
-    .collect()
+    containers(true, &[&format!("label=csis_test_machine={RT}")])
 }
 
 fn host_name() -> String {
@@ -144,31 +59,21 @@ fn host_name() -> String {
 
 #[test]
 fn docker_post_bake_tests_upgrade_and_verify() {
-    if !daemon() || busybox().is_none() {
-        assert!(
-            std::env::var_os("CSIS_REQUIRE_DOCKER").is_none(),
-            "no Docker daemon or no busybox binary here, and CSIS_REQUIRE_DOCKER is set"
-        );
-        eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
+    if csis_testkit::docker::skip() {
         return;
     }
     let suffix = format!("{:08x}", std::process::id() ^ 0xa17e_0000);
     let repo = format!("csis-after-test/r{suffix}");
     let base = format!("csis-after-test/base:{suffix}");
-    let mut cleanup = Cleanup {
-        repo: repo.clone(),
-        base: base.clone(),
-        containers: vec![],
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    import_busybox_base(&base, tmp.path());
-    let root = tmp.path().join("tree");
-    csis_testkit::copy_dir_with(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/docker-after"),
-        &root,
+    let mut cleanup = Cleanup::new(&repo, &base);
+    cleanup
+        .container_filters
+        .push(format!("label=csis_test_machine={RT}"));
+    let t = Tree(csis_testkit::Tree::copy(
+        &csis_testkit::fixture("ops/docker-after"),
         &[("@REPO@", &repo), ("@BASE@", &base)],
-    );
-    let t = Tree { _tmp: tmp, root };
+    ));
+    import_busybox_base(&base, t.tmp.path());
 
     // The plan has a test node between the retag and the release.
     let plan: Value = serde_json::from_str(&t.ok(&["plan", "--json", "--all"])).unwrap();
@@ -195,7 +100,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     // First build: web's post-bake tests pass and it is released; bad's
     // fail: recorded as failed, not released, its bake record kept, the
     // build's exit code 1; no test container left.
-    let (code, out, err) = t.csis(&["build", "--json"]);
+    let (code, out, err) = t.run(&["build", "--json"]);
     assert_eq!(code, 1, "{out}\n{err}");
     let w = t.ids("web");
     let b = t.ids("bad");
@@ -254,22 +159,22 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     assert!(test_containers().is_empty(), "a test container is left");
 
     // `csis test` outside a build: the same verdicts, recorded again.
-    let (code, out, err) = t.csis(&["test", "web", "--json"]);
+    let (code, out, err) = t.run(&["test", "web", "--json"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["event"], "tested");
     assert_eq!(r["build_id"], w[0]);
     assert_eq!(r["ok"], true);
     let short = w[0].trim_start_matches("sha256:")[..12].to_string();
-    let (code, out, _) = t.csis(&["test", "web", "--build", &short, "--json"]);
+    let (code, out, _) = t.run(&["test", "web", "--build", &short, "--json"]);
     assert_eq!(code, 0, "{out}");
-    let (code, _, err) = t.csis(&["test", "bad"]);
+    let (code, _, err) = t.run(&["test", "bad"]);
     assert_eq!(code, 1);
     assert!(err.is_empty() || !err.contains("panicked"), "{err}");
-    let (code, _, err) = t.csis(&["test", "pinned"]);
+    let (code, _, err) = t.run(&["test", "pinned"]);
     assert_eq!(code, 1);
     assert!(err.contains("declares no tests.post_bake"), "{err}");
-    let (code, _, err) = t.csis(&["test", "web", "--build", "deadbeefdeadbeef"]);
+    let (code, _, err) = t.run(&["test", "web", "--build", "deadbeefdeadbeef"]);
     assert_eq!(code, 1);
     assert!(err.contains("no recorded build"), "{err}");
     assert!(test_containers().is_empty(), "a test container is left");
@@ -314,7 +219,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     .is_some());
 
     // A new web build: pinned stays on the old one, current but behind.
-    let (_, out, err) = t.csis(&["build", "--json", "--force-bake", "web"]);
+    let (_, out, err) = t.run(&["build", "--json", "--force-bake", "web"]);
     assert!(
         out.contains(&format!("removed test machine {leftover}"))
             || err.contains(&format!("removed test machine {leftover}")),
@@ -352,7 +257,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
         ("0123456789abcdef", "no recorded build"),
         ("abc", "too short"),
     ] {
-        let (code, out, err) = t.csis(&["upgrade", "image", "pinned", "--to", to]);
+        let (code, out, err) = t.run(&["upgrade", "image", "pinned", "--to", to]);
         assert_eq!(code, 1, "{to}: {out}{err}");
         assert!(
             err.contains(says) && err.contains("nothing changed"),
@@ -360,10 +265,10 @@ fn docker_post_bake_tests_upgrade_and_verify() {
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
-    let (code, _, err) = t.csis(&["upgrade", "image", "leaf"]);
+    let (code, _, err) = t.run(&["upgrade", "image", "leaf"]);
     assert_eq!(code, 1);
     assert!(err.contains("parent_policy: follow"), "{err}");
-    let (code, _, err) = t.csis(&["upgrade", "image", "nope"]);
+    let (code, _, err) = t.run(&["upgrade", "image", "nope"]);
     assert_eq!(code, 1);
     assert!(err.contains("not an image"), "{err}");
     let out = t.ok(&["upgrade", "image", "pinned", "--dry-run"]);
@@ -377,7 +282,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     // The upgrade moves the pin; the plan shows pinned due for it, leaf
     // after it; one build bakes exactly those two, once.
     let short = w[1].trim_start_matches("sha256:")[..12].to_string();
-    let (code, out, _) = t.csis(&["upgrade", "image", "pinned", "--to", &short, "--json"]);
+    let (code, out, _) = t.run(&["upgrade", "image", "pinned", "--to", &short, "--json"]);
     assert_eq!(code, 0, "{out}");
     let r: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["event"], "moved");
@@ -387,7 +292,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     assert_eq!(pins.image_pin("pinned", RT), Some(w[1].as_str()));
     let mv = pins.upgrades.last().unwrap();
     assert_eq!((mv.op.as_str(), mv.kind.as_str()), ("upgrade", "image"));
-    let (code, _, err) = t.csis(&["upgrade", "image", "pinned"]);
+    let (code, _, err) = t.run(&["upgrade", "image", "pinned"]);
     assert_eq!(code, 1);
     assert!(err.contains("already pinned"), "{err}");
     let plan: Value = serde_json::from_str(&t.ok(&["plan", "--json"])).unwrap();
@@ -435,7 +340,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     let cname = format!("csis-after-vm-{suffix}");
     cleanup.containers.push(cname.clone());
     assert!(docker(&["run", "-d", "--name", &cname, &w[1], "sleep", "600"]).is_some());
-    let (code, out, err) = t.csis(&[
+    let (code, out, err) = t.run(&[
         "verify", "instance", RT, &cname, "--expect", &short, "--json",
     ]);
     assert_eq!(code, 0, "{out}{err}");
@@ -443,11 +348,11 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     assert_eq!(r["ok"], true);
     assert_eq!(r["recorded"], true);
     // a wrong expectation fails, and is recorded; --record-only does not fail
-    let (code, _, _) = t.csis(&["verify", "instance", RT, &cname, "--expect", &w[0]]);
+    let (code, _, _) = t.run(&["verify", "instance", RT, &cname, "--expect", &w[0]]);
     assert_eq!(code, 1);
-    let (code, out, _) = t.csis(&["runtime", "verify-instance", RT, &cname, "--expect", &w[0]]);
+    let (code, out, _) = t.run(&["runtime", "verify-instance", RT, &cname, "--expect", &w[0]]);
     assert_eq!(code, 1, "{out}");
-    let (code, _, _) = t.csis(&[
+    let (code, _, _) = t.run(&[
         "verify",
         "instance",
         RT,
@@ -479,7 +384,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     let mut pins = t.pins();
     pins.instances.insert(cname.clone(), w[0].clone());
     t.meta().save_pins(&pins).unwrap();
-    let (_, out, _) = t.csis(&["state", "query"]);
+    let (_, out, _) = t.run(&["state", "query"]);
     assert!(
         out.contains(&format!(
             "instance {cname}@{RT}: changed: booted {}, pinned to {}",
@@ -492,7 +397,7 @@ fn docker_post_bake_tests_upgrade_and_verify() {
     let pins = t.pins();
     assert_eq!(pins.instances[&cname], w[1]);
     assert_eq!(pins.pending_replacements[&cname], w[1]);
-    let (_, out, _) = t.csis(&["state", "query"]);
+    let (_, out, _) = t.run(&["state", "query"]);
     assert!(
         !out.contains(&format!("instance {cname}@{RT}: changed")),
         "{out}"

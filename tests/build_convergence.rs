@@ -16,8 +16,7 @@ fn second_build_bakes_nothing() {
     assert_eq!(s["baked"], 7);
     assert_eq!(s["failed"], 0);
     assert_eq!(s["not_run"], 0);
-    let mut finished = labels(&ev, "finished", "bake");
-    finished.sort();
+    let finished = finished_bakes(&ev);
     assert_eq!(finished, ALL_BAKES.to_vec());
     assert_eq!(lineage(d).builds.len(), 7);
     // Each finished bake says which build it made (JSON for CI).
@@ -113,8 +112,7 @@ fn force_bake_rebakes_the_series_and_its_follow_descendants() {
     let before = bake_counts(d);
     let (code, ev) = build(d, &["--force-bake", "web@sim"]);
     assert_eq!(code, 0);
-    let mut baked = labels(&ev, "finished", "bake");
-    baked.sort();
+    let baked = finished_bakes(&ev);
     assert_eq!(
         baked,
         vec![
@@ -136,8 +134,7 @@ fn selecting_an_image_selects_its_ancestors_only() {
     let d = t.path();
     let (code, ev) = build(d, &["//images/app"]);
     assert_eq!(code, 0);
-    let mut baked = labels(&ev, "finished", "bake");
-    baked.sort();
+    let baked = finished_bakes(&ev);
     assert_eq!(
         baked,
         vec![

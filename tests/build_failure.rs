@@ -25,8 +25,7 @@ fn failure_stops_only_descendants() {
             "//images/tools@sim:bake"
         ]
     );
-    let mut baked = labels(&ev, "finished", "bake");
-    baked.sort();
+    let baked = finished_bakes(&ev);
     assert_eq!(
         baked,
         vec![

@@ -134,8 +134,7 @@ fn a_changed_playbook_new_image_or_record_is_seen() {
     let (code, ev, hit) = build_timed(d, &[], &[]);
     assert_eq!(code, 0);
     assert!(!hit);
-    let mut baked = labels(&ev, "finished", "bake");
-    baked.sort();
+    let baked = finished_bakes(&ev);
     assert_eq!(
         baked,
         [

@@ -1,19 +1,17 @@
 //! What CI needs of `csis plan` and the config id, through the real binary
-//! on the dummy runtime: `--detailed-exitcode` (0 nothing due, 2 due, 1 an
-//! error), `--format markdown` (a pull-request comment), `--format github`
-//! (annotations for a tree that does not load, on `plan` and `validate`),
-//! `--shards N` (the due bakes split into groups that respect the DAG), and
-//! two trees sharing one simulated runtime (`store:`) that never adopt or
-//! judge each other's builds (`csis_config`).
+//! on the dummy runtime (`tests/fixtures/ops/ci`): `--shards N` (the due
+//! bakes split into groups that respect the DAG), and two trees sharing one
+//! simulated runtime (`store:`) that never adopt or judge each other's
+//! builds (`csis_config`). `--detailed-exitcode` and the markdown and github
+//! formats are output cases (`tests/cli_cases/plan-*.case`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use csis_cache::MetaState;
 use serde_json::Value;
 
-/// `(series, parent)`: two OS builders and chains of images on them.
+/// `(series, parent)` of the fixture's images: chains on two OS builders.
 const IMAGES: &[(&str, &str)] = &[
     ("a1", "deb12"),
     ("a2", "a1"),
@@ -24,47 +22,18 @@ const IMAGES: &[(&str, &str)] = &[
     ("d1", "deb13"),
 ];
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-/// A tree with config id `id` whose dummy runtime keeps its images in `store`.
+/// A copy of `tests/fixtures/ops/ci` with config id `id`, whose dummy
+/// runtime keeps its images in `store`.
 fn tree(root: &Path, id: &str, store: &Path) {
-    write(root, "cfg/_config.yml", &format!("id: {id}\n"));
-    write(
-        root,
-        "cfg/runtime-builders.yml",
-        &format!(
-            "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n    store: {:?}\n",
-            store.display().to_string()
-        ),
-    );
-    write(
-        root,
-        "cfg/image-builders.yml",
-        "image_builders:\n  - name: sim-bake\n    type: dummy\n    runtime: sim\n    is_default: true\n",
-    );
-    write(
-        root,
-        "cfg/mod-builders.yml",
-        "mod_builders:\n  - name: bash\n    type: bash-remote\n    is_default: true\n",
-    );
-    let mut os = String::from("os_builders:\n");
-    for (name, v) in [("deb12", "12"), ("deb13", "13")] {
-        os.push_str(&format!(
-            "  - name: {name}\n    type: debian\n    family: debian\n    family_version: \"{v}\"\n    runtimes:\n      - image_builder: sim-bake\n"
-        ));
-    }
-    write(root, "cfg/os-builders.yml", &os);
-    let mut images = String::from("images:\n");
-    for (name, parent) in IMAGES {
-        images.push_str(&format!(
-            "  - name: {name}\n    source_image: {parent}\n    parent_policy: follow\n    runtimes: [{{image_builder: sim-bake}}]\n    modifications:\n      - name: m-{name}\n        script: [\"echo {name}\"]\n"
-        ));
-    }
-    write(root, "images/images.yaml", &images);
+    csis_testkit::copy_dir(&csis_testkit::fixture("ops/ci"), root);
+    std::fs::write(root.join("cfg/_config.yml"), format!("id: {id}\n")).unwrap();
+    let rt = root.join("cfg/runtime-builders.yml");
+    let text = std::fs::read_to_string(&rt).unwrap();
+    std::fs::write(
+        &rt,
+        format!("{text}    store: {:?}\n", store.display().to_string()),
+    )
+    .unwrap();
 }
 
 struct Tree {
@@ -73,19 +42,12 @@ struct Tree {
 
 impl Tree {
     fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
+        let mut c = csis_testkit::csis();
+        c.arg("-C")
             .arg(&self.root)
             .args(args)
-            .env_remove("CSIS_DUMMY_FAIL")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .env_remove("CSIS_DUMMY_FAIL");
+        csis_testkit::output(&mut c)
     }
     fn ok(&self, args: &[&str]) -> String {
         let (code, out, err) = self.csis(args);
@@ -118,101 +80,6 @@ fn series_of(label: &str) -> String {
 
 fn parent_of(series: &str) -> Option<&'static str> {
     IMAGES.iter().find(|(s, _)| *s == series).map(|(_, p)| *p)
-}
-
-#[test]
-fn detailed_exitcode_says_whether_anything_is_due() {
-    let (_tmp, t) = one_tree("ci-plan");
-    let (code, out, err) = t.csis(&["plan", "--detailed-exitcode"]);
-    assert_eq!(code, 2, "due on a fresh tree:\n{out}\n{err}");
-    assert!(out.contains("9 of 9 bake(s) due"), "{out}");
-    // without the flag, a plan with due bakes exits 0
-    assert_eq!(t.csis(&["plan"]).0, 0);
-    t.ok(&["build", "--json"]);
-    let (code, out, _) = t.csis(&["plan", "--detailed-exitcode"]);
-    assert_eq!(code, 0, "nothing due after the build:\n{out}");
-    // an error is 1, never 0 or 2
-    write(&t.root, "images/broken.yaml", "images:\n  - name: [\n");
-    let (code, _, err) = t.csis(&["plan", "--detailed-exitcode"]);
-    assert_eq!(code, 1, "{err}");
-}
-
-#[test]
-fn markdown_plan_is_a_table_with_the_changed_fields() {
-    let (_tmp, t) = one_tree("ci-md");
-    t.ok(&["build", "--json"]);
-    // change b1's script: b1 and b2 are due, with b1's changed field named
-    let text = std::fs::read_to_string(t.root.join("images/images.yaml")).unwrap();
-    std::fs::write(
-        t.root.join("images/images.yaml"),
-        text.replace("echo b1", "echo b1 | tr b B"),
-    )
-    .unwrap();
-    let md = t.ok(&["plan", "--format", "markdown"]);
-    assert!(md.contains("2 of 9 bake(s) due"), "{md}");
-    assert!(
-        md.contains("| image | runtime | due | reason | change |\n|---|---|---|---|---|\n"),
-        "{md}"
-    );
-    let row = |s: &str| {
-        md.lines()
-            .find(|l| l.starts_with(&format!("| {s} |")))
-            .unwrap_or_else(|| panic!("no row for {s}:\n{md}"))
-            .to_string()
-    };
-    let b1 = row("b1");
-    assert!(b1.contains("| sim | **yes** |"), "{b1}");
-    assert!(b1.contains("mods[0]"), "the changed field: {b1}");
-    // the pipe of the new script line is escaped inside its cell
-    assert!(b1.contains("\\|"), "{b1}");
-    assert_eq!(b1.matches(" | ").count(), 4, "five cells: {b1}");
-    assert!(row("b2").contains("| **yes** |"));
-    assert!(row("a1").contains("| no |"));
-    // due rows come first
-    let pos = |s: &str| md.find(&format!("| {s} |")).unwrap();
-    assert!(pos("b2") < pos("a1"), "{md}");
-}
-
-#[test]
-fn github_annotations_name_file_line_and_column() {
-    let (_tmp, t) = one_tree("ci-gh");
-    write(
-        &t.root,
-        "cfg/runtime-builders.yml",
-        "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n    bake_secnds: 1\n",
-    );
-    for args in [
-        &["validate", "--offline", "--format", "github"][..],
-        &["plan", "--format", "github"][..],
-    ] {
-        let (code, out, err) = t.csis(args);
-        assert_eq!(code, 1, "{args:?}: {out}\n{err}");
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("::error "))
-            .unwrap_or_else(|| panic!("{args:?}: no annotation:\n{out}\n{err}"));
-        assert!(
-            line.starts_with("::error file=cfg/runtime-builders.yml,line=6,col=5,"),
-            "{line}"
-        );
-        assert!(
-            line.contains("::") && line.contains("bake_secnds"),
-            "{line}"
-        );
-    }
-    // a tree that loads: no error annotation, the due bakes as notices
-    write(
-        &t.root,
-        "cfg/runtime-builders.yml",
-        "runtime_builders:\n  - name: sim\n    type: dummy\n    is_default: true\n    default_machine_type: small\n",
-    );
-    let out = t.ok(&["plan", "--format", "github"]);
-    assert!(!out.contains("::error"), "{out}");
-    assert_eq!(
-        out.lines().filter(|l| l.starts_with("::notice ")).count(),
-        9,
-        "{out}"
-    );
 }
 
 #[test]

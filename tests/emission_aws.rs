@@ -652,36 +652,6 @@ fn a_subnet_typo_is_refused_before_packer_starts() {
     );
 }
 
-/// `ENC[age:...]` of `plain` for `recipient` (`age`, base64 by python3).
-fn encrypt(recipient: &str, plain: &str) -> String {
-    use std::io::Write;
-    let mut child = Std::new("age")
-        .args(["-r", recipient])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("age is installed");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plain.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let b64 = Std::new("base64")
-        .arg("-w0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(&out.stdout)?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    format!("ENC[age:{}]", String::from_utf8(b64.stdout).unwrap().trim())
-}
-
 /// A modification's `config:` value that came from an `ENC[age:...]`
 /// marker never lands in clear in the emission: the HCL hands ansible a
 /// 0600 file under `.csis/` (`-e @<file>`) that holds it; nothing under
@@ -701,7 +671,10 @@ fn a_secret_mod_config_reaches_ansible_through_a_private_file() {
         &t.root.join("images/images.yaml"),
         &[(
             "node_role: worker",
-            &format!("node_role: \"{}\"", encrypt(&recipient, PLAIN)),
+            &format!(
+                "node_role: \"{}\"",
+                csis_testkit::age_encrypt(&recipient, PLAIN)
+            ),
         )],
     );
     t.identity = Some(key);

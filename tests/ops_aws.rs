@@ -9,6 +9,9 @@
 //! deregisters the rest children-first (read back from
 //! `describe-images`); `state import` adopts the foreign AMI.
 //!
+//! The rules every runtime keeps are `ops_support::suite`'s, called here
+//! for `aws-moto`.
+//!
 //! moto: `runtimes/aws/tests/moto.sh` (CSIS_MOTO_URL, default
 //! http://127.0.0.1:5000). The test works in its own region and deregisters
 //! what it made.
@@ -20,6 +23,7 @@ use csis_cache::BuildRecord;
 use serde_json::{json, Value};
 
 mod ops_support;
+use ops_support::suite::{self, Retention, RuntimeUnderTest};
 use ops_support::Tree;
 
 const REGION: &str = "eu-west-3";
@@ -221,15 +225,23 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     assert!(!out.contains("unavailable: instances/aws-moto"), "{out}");
     assert_eq!(t.run(&["state", "query", "--strict"]).0, 1);
 
+    let holds = |ami: &str| py("images", None).unwrap().get(ami).is_some();
+    let tag = |ami: &str, key: &str| {
+        py("images", None).unwrap()[ami][key]
+            .as_str()
+            .map(str::to_string)
+    };
+    let rt = RuntimeUnderTest {
+        tree: &t,
+        name: "aws-moto",
+        holds: &holds,
+        tag: Some(&tag),
+    };
+
     // an instance running from w2 refuses its disposal; nothing deleted
     let inst = py("run", Some(json!(id("w2")))).unwrap();
     let inst = inst.as_str().unwrap().to_string();
-    let (code, _, err) = t.run(&["dispose", "image", &id("w2"), &id("w0")]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("is in use") && err.contains(&inst), "{err}");
-    assert!(err.contains("nothing was deleted"), "{err}");
-    let images = py("images", None).unwrap();
-    assert!(images.get(id("w2")).is_some() && images.get(id("w0")).is_some());
+    suite::in_use_refuses_disposal(&rt, &[&id("w2"), &id("w0")], &inst);
     // `empty` reads the runtime's inventory: the instance on w2 and the
     // unreleased AMIs are leftovers (exit 1, not 2 "cannot list")
     let (code, out, err) = t.run(&["empty", "--runtime", "aws-moto"]);
@@ -322,10 +334,7 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
     t.meta().save_pins(&pins).unwrap();
 
     // a release: recorded, and (apply_release) marked on the AMI
-    let out = t.ok(&["release", "web", "--build", &id("w3"), "--model", "prod"]);
-    assert!(out.contains("marked on the runtime"), "{out}");
-    let images = py("images", None).unwrap();
-    assert_eq!(images[id("w3")]["csis_release"], "prod");
+    suite::release_is_recorded_and_marked(&rt, "web", &id("w3"), "prod");
 
     // retention keep 1; an instance pinned to w1; w3 released (and newest)
     let mut pins = t.meta().pins().unwrap();
@@ -341,38 +350,19 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         ),
     )
     .unwrap();
-    let dry = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
-    assert_eq!(
-        py("images", None).unwrap().as_object().unwrap().len(),
-        8,
-        "{dry}"
+    suite::retention_keeps_released_and_pinned(
+        &rt,
+        &Retention {
+            released: None,
+            pinned: (&id("w1"), "web", "vm-1"),
+            disposed: &[&id("w0"), &id("w2"), &id("b1")],
+            kept: &[&id("w1"), &id("w3"), &id("b2"), &id("f1"), &id("o1")],
+            child_first: (&id("w0"), &id("b1")),
+        },
     );
-    let out = t.ok(&["dispose", "image", "--retention"]);
-    assert!(
-        out.contains(&format!(
-            "kept (retention debt): {} (web on aws-moto): pinned to instance vm-1",
-            id("w1")
-        )),
-        "{out}"
-    );
-    let images = py("images", None).unwrap();
-    for gone in ["w0", "w2", "b1"] {
-        assert!(out.contains(&format!("disposed {}", id(gone))), "{out}");
-        assert!(images.get(id(gone)).is_none(), "{gone} still registered");
-        assert!(t.meta().lineage().unwrap().find(&id(gone)).is_none());
-    }
-    for kept in ["w1", "w3", "b2", "f1", "o1"] {
-        assert!(images.get(id(kept)).is_some(), "{kept} was deregistered");
-    }
-    let pos = |k: &str| out.find(&format!("disposed {}", id(k))).unwrap();
-    assert!(pos("w0") < pos("b1"), "children first: {out}");
 
-    // the foreign AMI adopted from its tags
-    let out = t.ok(&["state", "import"]);
-    assert!(
-        out.contains(&format!("adopted {} (web on aws-moto", id("f1"))),
-        "{out}"
-    );
+    // the foreign AMI adopted from its tags; another tree's never
+    let out = suite::foreign_is_adopted(&rt, &id("f1"), "web", &id("b2"));
     let rec = t
         .meta()
         .lineage()
@@ -380,13 +370,10 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         .find(&id("f1"))
         .cloned()
         .unwrap();
-    assert_eq!(rec.parent, Some(id("b2")));
     assert_eq!(rec.input_fingerprint.as_deref(), Some(&fp('9')[..16]));
     assert!(
         !out.contains(&id("o1")),
         "another tree's AMI is never adopted: {out}"
     );
     assert!(t.meta().lineage().unwrap().find(&id("o1")).is_none());
-    let (code, out, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 0, "{out}");
 }

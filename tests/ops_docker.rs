@@ -1,76 +1,29 @@
 //! Lineage operations through the real `csis` binary on the local Docker
 //! daemon (skipped, loudly, without one): a live container refuses a
 //! disposal; retention keeps a released and a pinned build and disposes the
-//! rest children-first, read back from the daemon; a build whose record is
-//! lost is found foreign and adopted by `state import`.
+//! rest children-first, read back from the daemon (a disposed parent's
+//! layers kept for its child, and freed with the last of them); a build
+//! whose record is lost is found foreign and adopted by `state import`;
+//! relabel and restamp. The rules every runtime keeps are
+//! `ops_support::suite`'s, called here for `docker-ops`.
 //!
 //! The base image is a busybox root filesystem imported with `docker import`
 //! (no registry); builds go to a throwaway repository removed at the end.
 
-use std::collections::BTreeSet;
-
 mod ops_support;
-use csis_testkit::docker::{busybox, daemon, docker, import_busybox_base};
+use csis_testkit::docker::{docker, image_exists, import_busybox_base, tagged_in, Cleanup};
+use ops_support::suite::{self, RuntimeUnderTest};
 use ops_support::Tree;
-
-/// Removes the test's containers, repository and base image, even on panic.
-struct Cleanup {
-    repo: String,
-    base: String,
-    containers: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for c in &self.containers {
-            let _ = docker(&["rm", "-f", c]);
-        }
-        // A parent with dependent children cannot go first: repeat.
-        for _ in 0..12 {
-            let Some(ids) = docker(&["images", "-q", &self.repo]) else {
-                break;
-            };
-            let ids: BTreeSet<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
-            if ids.is_empty() {
-                break;
-            }
-            for id in ids {
-                let _ = docker(&["rmi", "-f", id]);
-            }
-        }
-        let _ = docker(&["rmi", "-f", &self.base]);
-    }
-}
-
-fn exists(id: &str) -> bool {
-    docker(&["image", "inspect", "--format", "{{.Id}}", id]).is_some()
-}
-
-/// Does any tag of the repository still point at the image?
-fn tagged_in(repo: &str, id: &str) -> bool {
-    docker(&["image", "inspect", "--format", "{{json .RepoTags}}", id])
-        .is_some_and(|tags| tags.contains(&format!("{repo}:")))
-}
 
 #[test]
 fn docker_dispose_retention_refusal_foreign_import() {
-    if !daemon() || busybox().is_none() {
-        // CI sets CSIS_REQUIRE_DOCKER: there a missing daemon is a failure, not a skip.
-        assert!(
-            std::env::var_os("CSIS_REQUIRE_DOCKER").is_none(),
-            "no Docker daemon or no busybox binary here, and CSIS_REQUIRE_DOCKER is set"
-        );
-        eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
+    if csis_testkit::docker::skip() {
         return;
     }
     let suffix = format!("{:08x}", std::process::id() ^ 0x5eed_0000);
     let repo = format!("csis-ops-test/r{suffix}");
     let base = format!("csis-ops-test/base:{suffix}");
-    let mut cleanup = Cleanup {
-        repo: repo.clone(),
-        base: base.clone(),
-        containers: vec![],
-    };
+    let mut cleanup = Cleanup::new(&repo, &base);
     let t = Tree(csis_testkit::Tree::copy(
         &csis_testkit::fixture("ops/docker"),
         &[("@REPO@", &repo), ("@BASE@", &base)],
@@ -88,49 +41,26 @@ fn docker_dispose_retention_refusal_foreign_import() {
     let q = t.ok(&["state", "query", "--strict"]);
     assert!(q.contains("no drift"), "{q}");
 
+    let holds = |id: &str| tagged_in(&repo, id);
+    let rt = RuntimeUnderTest {
+        tree: &t,
+        name: "docker-ops",
+        holds: &holds,
+        tag: None,
+    };
+
     // a container standing on a build refuses its disposal, nothing deleted
     let cname = format!("csis-ops-test-{suffix}");
     cleanup.containers.push(cname.clone());
     assert!(docker(&["create", "--name", &cname, &a[0], "sleep", "1"]).is_some());
-    let (code, _, err) = t.run(&["dispose", "image", &a[0]]);
-    assert_eq!(code, 1);
-    assert!(err.contains("is in use") && err.contains(&cname), "{err}");
-    assert!(err.contains("nothing was deleted"), "{err}");
-    assert!(tagged_in(&repo, &a[0]));
+    suite::in_use_refuses_disposal(&rt, &[&a[0]], &cname);
     let _ = docker(&["rm", "-f", &cname]);
 
     // retention: keep 1, a released app build, an instance pinned to web[0]
-    t.ok(&["release", "app", "--build", &a[1], "--model", "prod"]);
-    let mut pins = t.meta().pins().unwrap();
-    pins.instances.insert("vm-1".into(), w[0].clone());
-    t.meta().save_pins(&pins).unwrap();
     let rt_yml = t.root.join("cfg/runtime-builders.yml");
     let text = std::fs::read_to_string(&rt_yml).unwrap();
     std::fs::write(&rt_yml, format!("{text}    retention_keep: 1\n")).unwrap();
-    let out = t.ok(&["dispose", "image", "--retention"]);
-    assert!(
-        out.contains(&format!(
-            "kept (retention debt): {} (app on docker-ops): RELEASED",
-            a[1]
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!(
-            "kept (retention debt): {} (web on docker-ops): pinned to instance vm-1",
-            w[0]
-        )),
-        "{out}"
-    );
-    for d in [&b[0], &b[1], &w[1], &a[0]] {
-        assert!(out.contains(&format!("disposed {d}")), "{out}");
-        assert!(!tagged_in(&repo, d), "{d} still tagged in {repo}");
-    }
-    for k in [&b[2], &w[0], &w[2], &a[1], &a[2]] {
-        assert!(exists(k) && tagged_in(&repo, k), "{k} was removed");
-    }
-    let pos = |id: &str| out.find(&format!("disposed {id}")).unwrap();
-    assert!(pos(&w[1]) < pos(&b[1]), "children first: {out}");
+    let out = suite::retention_of_three_generations(&rt, &b, &w, &a);
     // b[0] is gone as a build, but w[0] (kept) was baked from it: the daemon
     // keeps its layers, untagged, and the report says so under its line
     let held = format!(
@@ -138,7 +68,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
         b[0], b[0], w[0]
     );
     assert!(out.contains(&held), "{held}\nin\n{out}");
-    assert!(exists(&b[0]), "kept for its child");
+    assert!(image_exists(&b[0]), "kept for its child");
     // w[1] went before b[1], but the released a[1] stands on w[1]: both are
     // kept as layers, and said so
     for (p, c, series) in [(&w[1], &a[1], "web"), (&b[1], &w[1], "base")] {
@@ -146,80 +76,30 @@ fn docker_dispose_retention_refusal_foreign_import() {
             "disposed {p} ({series} on docker-ops)\n  its tags are removed, but the daemon keeps the image {p} untagged (its layers) while child image(s) {c} stand on it; it goes with the last of them\n"
         );
         assert!(out.contains(&held), "{held}\nin\n{out}");
-        assert!(exists(p), "kept for its child");
+        assert!(image_exists(p), "kept for its child");
     }
     // a[0] had no child: gone, nothing said
-    assert!(!exists(&a[0]));
+    assert!(!image_exists(&a[0]));
     assert!(
         out.contains(&format!("disposed {} (app on docker-ops)\n", a[0]))
             && !out.contains(&format!("daemon keeps the image {}", a[0])),
         "{out}"
     );
-    let recorded: BTreeSet<String> = t
-        .meta()
-        .lineage()
-        .unwrap()
-        .builds
-        .into_iter()
-        .map(|b| b.build_id)
-        .collect();
-    assert!(!recorded.contains(&w[1]) && recorded.contains(&w[0]));
 
     // a record lost: the image is foreign, then adopted from its labels/tags
     let mut l = t.meta().lineage().unwrap();
     l.builds.retain(|x| x.build_id != a[2]);
     t.meta().save_lineage(&l).unwrap();
-    let (code, out, _) = t.run(&["state", "query"]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!("image {}@docker-ops: foreign", a[2])),
-        "{out}"
-    );
-    assert_eq!(t.run(&["state", "query", "--strict"]).0, 1);
-    let out = t.ok(&["state", "import"]);
-    assert!(
-        out.contains(&format!("adopted {} (app on docker-ops", a[2])),
-        "{out}"
-    );
-    let rec = t.meta().lineage().unwrap().find(&a[2]).cloned().unwrap();
-    assert_eq!(rec.parent.as_deref(), Some(w[2].as_str()));
-    let (code, out, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 0, "{out}");
+    suite::foreign_is_adopted(&rt, &a[2], "app", &w[2]);
 
     // the tag side on the daemon: a record the tags disagree with is
     // `changed`; relabel moves the tags; restamp records a new fingerprint
     let mut l = t.meta().lineage().unwrap();
     let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
     rec.run = Some("2026_01_01t00_00_00_000000".into());
-    let real_fp = rec.input_fingerprint.clone().unwrap();
     t.meta().save_lineage(&l).unwrap();
-    let (code, out, _) = t.run(&["state", "query"]);
-    assert_eq!(code, 0);
-    assert!(
-        out.contains(&format!("image {}@docker-ops: changed: run:", w[2])),
-        "{out}"
-    );
-    let out = t.ok(&["lineage", "relabel", "--runtime", "docker-ops"]);
-    assert!(out.contains(&format!("relabelled {}", w[2])), "{out}");
-    let (code, out, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 0, "{out}");
-    let mut l = t.meta().lineage().unwrap();
-    let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
-    rec.input_fingerprint = Some("0".repeat(64));
-    t.meta().save_lineage(&l).unwrap();
-    let out = t.ok(&[
-        "lineage",
-        "restamp",
-        "--runtime",
-        "docker-ops",
-        "--series",
-        "web",
-    ]);
-    assert!(out.contains(&format!("restamped {}", w[2])), "{out}");
-    let rec = t.meta().lineage().unwrap().find(&w[2]).cloned().unwrap();
-    assert_eq!(rec.input_fingerprint.as_deref(), Some(real_fp.as_str()));
-    let (code, out, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 0, "{out}");
+    suite::changed_until_relabelled(&rt, &w[2], "run:");
+    suite::restamp_records_the_current_fingerprint(&rt, "web", &w[2]);
 
     // the last child of the disposed b[0] goes: b[0]'s layers go with it, and the report says so
     let mut pins = t.meta().pins().unwrap();
@@ -231,7 +111,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
         w[0], b[0]
     );
     assert!(out.contains(&freed), "{freed}\nin\n{out}");
-    assert!(!exists(&w[0]) && !exists(&b[0]), "{out}");
+    assert!(!image_exists(&w[0]) && !image_exists(&b[0]), "{out}");
     // the released a[1], disposed by its id: the two kept under it go with it, nearest first
     let out = t.ok(&["dispose", "image", &a[1]]);
     let freed = format!(
@@ -240,7 +120,7 @@ fn docker_dispose_retention_refusal_foreign_import() {
     );
     assert!(out.contains(&freed), "{freed}\nin\n{out}");
     for g in [&a[1], &w[1], &b[1]] {
-        assert!(!exists(g), "{g}: {out}");
+        assert!(!image_exists(g), "{g}: {out}");
     }
     let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
@@ -253,18 +133,13 @@ fn docker_dispose_retention_refusal_foreign_import() {
 /// placeholder; once the parent is recorded, from that build's id.
 #[test]
 fn docker_dry_run_emits_a_real_parent() {
-    if !daemon() || busybox().is_none() {
-        eprintln!("*** SKIPPED: no docker daemon or no busybox ***");
+    if csis_testkit::docker::skip() {
         return;
     }
     let pid = std::process::id();
     let repo = format!("csis-recipe-dry-{pid}");
     let base = format!("csis-recipe-dry-base:{pid}");
-    let _cleanup = Cleanup {
-        repo: repo.clone(),
-        base: base.clone(),
-        containers: Vec::new(),
-    };
+    let _cleanup = Cleanup::new(&repo, &base);
     let t = Tree(csis_testkit::Tree::copy(
         &csis_testkit::fixture("ops/docker"),
         // its own runtime name: bake containers (and the clean-up of

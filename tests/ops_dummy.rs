@@ -1,6 +1,9 @@
 //! Lineage operations through the real `csis` binary on the dummy runtime:
 //! retention and dispose, refusals, state query (foreign, changed, missing,
-//! stale), state import, release, revoke, relabel, restamp, empty, preflight.
+//! stale), state import, release, revoke, relabel, restamp. The rules every
+//! runtime keeps are `ops_support::suite`'s, called here for `sim`; what
+//! `release`, `dispose`, `revoke`, `empty` and `preflight` print is in
+//! `tests/cli_cases/`.
 //!
 //! Builds come from `csis build` on a temporary copy of
 //! `tests/fixtures/ops/basic`; the dummy runtime's store is
@@ -12,6 +15,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 mod ops_support;
+use ops_support::suite::{self, RuntimeUnderTest};
 use ops_support::Tree;
 
 impl Tree {
@@ -35,16 +39,6 @@ impl Tree {
             .unwrap()
             .keys()
             .cloned()
-            .collect()
-    }
-
-    fn recorded(&self) -> BTreeSet<String> {
-        self.meta()
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .map(|b| b.build_id)
             .collect()
     }
 
@@ -87,6 +81,23 @@ impl Tree {
         )
     }
 
+    /// The dummy runtime `sim` as the suite sees it: a build is held while
+    /// its image is in the store, and its tags are the store's.
+    fn sim<R>(&self, f: impl FnOnce(&RuntimeUnderTest) -> R) -> R {
+        let holds = |id: &str| self.store_ids().contains(id);
+        let tag = |id: &str, key: &str| {
+            self.store()["images"][id]["tags"][key]
+                .as_str()
+                .map(str::to_string)
+        };
+        f(&RuntimeUnderTest {
+            tree: self,
+            name: "sim",
+            holds: &holds,
+            tag: Some(&tag),
+        })
+    }
+
     /// Three builds of every follow series (deb12, web, app), one of tools.
     fn three_generations(&self) {
         self.build(&[]);
@@ -110,57 +121,10 @@ const RUNTIME_KEEP_1: &str = "runtime_builders:
 fn retention_keeps_released_and_pinned_and_disposes_children_first() {
     let t = Tree::basic();
     t.three_generations();
-    let b = t.ids("deb12");
-    let w = t.ids("web");
-    let a = t.ids("app");
-    // a released app build and an instance pinned to an old web build
-    t.ok(&["release", "app", "--build", &a[1], "--model", "prod"]);
-    let mut pins = t.meta().pins().unwrap();
-    pins.instances.insert("vm-1".into(), w[0].clone());
-    t.meta().save_pins(&pins).unwrap();
-    // retention is declared only now (keep 1 per series on sim)
+    // retention is declared only after the builds (keep 1 per series on sim)
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
-
-    let before = t.store_ids();
-    let plan = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
-    assert_eq!(t.store_ids(), before, "a dry run deletes nothing");
-    assert!(plan.contains(&format!("would dispose {}", w[1])), "{plan}");
-
-    let out = t.ok(&["dispose", "image", "--retention"]);
-    // kept as debt: the release and the pinned build
-    assert!(
-        out.contains(&format!(
-            "kept (retention debt): {} (app on sim): RELEASED",
-            a[1]
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!(
-            "kept (retention debt): {} (web on sim): pinned to instance vm-1",
-            w[0]
-        )),
-        "{out}"
-    );
-    let disposed: BTreeSet<String> = [&b[0], &b[1], &w[1], &a[0]].into_iter().cloned().collect();
-    let kept: BTreeSet<String> = [&b[2], &w[0], &w[2], &a[1], &a[2]]
-        .into_iter()
-        .cloned()
-        .collect();
-    let store = t.store_ids();
-    let recorded = t.recorded();
-    for d in &disposed {
-        assert!(!store.contains(d), "{d} still in the store");
-        assert!(!recorded.contains(d), "{d} still recorded");
-        assert!(out.contains(&format!("disposed {d}")), "{out}");
-    }
-    for k in &kept {
-        assert!(store.contains(k), "{k} was deleted");
-        assert!(recorded.contains(k), "{k} lost its record");
-    }
-    // children before parents: w[1] (parent b[1]) goes before b[1]
-    let pos = |id: &str| out.find(&format!("disposed {id}")).unwrap();
-    assert!(pos(&w[1]) < pos(&b[1]), "{out}");
+    let (b, w, a) = (t.ids("deb12"), t.ids("web"), t.ids("app"));
+    t.sim(|rt| suite::retention_of_three_generations(rt, &b, &w, &a));
     // a second run has nothing left but the debt
     let again = t.ok(&["dispose", "image", "--retention"]);
     assert!(again.contains("nothing to dispose"), "{again}");
@@ -173,6 +137,9 @@ fn retention_keeps_released_and_pinned_and_disposes_children_first() {
     assert!(q.contains("image tools@sim: stale"), "{q}");
 }
 
+/// Refused disposals delete nothing, from the runtime or the records; an
+/// explicit disposal of an image-pinned parent removes the pin too. What
+/// each refusal says is the case `tests/cli_cases/dispose-refusals.case`.
 #[test]
 fn dispose_refusals_delete_nothing() {
     let t = Tree::basic();
@@ -184,26 +151,17 @@ fn dispose_refusals_delete_nothing() {
     let store = t.store_ids();
     let lineage = std::fs::read(t.root.join("meta-state/lineage.yaml")).unwrap();
 
-    // a disposable build, a pinned one and an unrecorded one: all refused
-    let (code, _, err) = t.run(&["dispose", "image", &w[1], &w[0], "sha-nothing"]);
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("pinned to instance vm-1: decommission first"),
-        "{err}"
-    );
-    assert!(err.contains("sha-nothing is not recorded"), "{err}");
-    assert!(err.contains("state import"), "{err}");
-    assert!(err.contains("nothing was deleted"), "{err}");
+    // a disposable build, a pinned one and an unrecorded one: all refused;
     // --all without --runtime, unknown runtime, too young
-    let (code, _, err) = t.run(&["dispose", "image", "--all"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("--all needs --runtime"), "{err}");
-    let (code, _, err) = t.run(&["dispose", "image", &w[1], "--runtime", "elsewhere"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("not configured"), "{err}");
-    let (code, _, err) = t.run(&["dispose", "image", &w[1], "--min-age", "3"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("younger than --min-age 3"), "{err}");
+    for args in [
+        &["dispose", "image", &w[1], &w[0], "sha-nothing"][..],
+        &["dispose", "image", "--all"],
+        &["dispose", "image", &w[1], "--runtime", "elsewhere"],
+        &["dispose", "image", &w[1], "--min-age", "3"],
+    ] {
+        let (code, _, err) = t.run(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+    }
     assert_eq!(t.store_ids(), store);
     assert_eq!(
         std::fs::read(t.root.join("meta-state/lineage.yaml")).unwrap(),
@@ -216,8 +174,7 @@ fn dispose_refusals_delete_nothing() {
     let mut pins = t.meta().pins().unwrap();
     pins.instances.clear();
     t.meta().save_pins(&pins).unwrap();
-    let out = t.ok(&["dispose", "image", &w[0]]);
-    assert!(out.contains("removed image pin tools@sim"), "{out}");
+    t.ok(&["dispose", "image", &w[0]]);
     assert!(!t.store_ids().contains(&w[0]));
     let pins = t.meta().pins().unwrap();
     assert!(!pins.images.contains_key("tools@sim"));
@@ -241,12 +198,9 @@ fn foreign_image_found_then_adopted_by_state_import() {
     l.builds.retain(|b| b.build_id != app);
     t.meta().save_lineage(&l).unwrap();
 
-    let (code, out, _) = t.run(&["state", "query"]);
-    assert_eq!(code, 0, "foreign is never hard drift: {out}");
-    assert!(out.contains(&format!("image {app}@sim: foreign")), "{out}");
+    // the report and the JSON say it too
+    t.run(&["state", "query"]);
     assert_eq!(t.report()["summary"]["foreign"], 1);
-    let (code, _, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 1);
     let (_, json, _) = t.run(&["state", "query", "--json"]);
     let rep: Value = serde_json::from_str(&json).unwrap();
     for key in ["reality", "drift", "unavailable", "notes", "summary"] {
@@ -255,18 +209,15 @@ fn foreign_image_found_then_adopted_by_state_import() {
     assert_eq!(rep["drift"][0]["kind"], "image");
     assert_eq!(rep["drift"][0]["drift"], "foreign");
     assert_eq!(rep["drift"][0]["hard"], false);
-
     let dry = t.ok(&["state", "import", "--dry-run"]);
     assert!(dry.contains(&format!("would adopt {app}")), "{dry}");
     assert!(t.meta().lineage().unwrap().find(&app).is_none());
-    let out = t.ok(&["state", "import"]);
-    assert!(out.contains(&format!("adopted {app} (app on sim")), "{out}");
+
+    let web = t.ids("web")[0].clone();
+    t.sim(|rt| suite::foreign_is_adopted(rt, &app, "app", &web));
     let rec = t.meta().lineage().unwrap().find(&app).cloned().unwrap();
     assert_eq!(rec.imported, Some(true));
-    assert_eq!(rec.parent.as_deref(), Some(t.ids("web")[0].as_str()));
     assert!(!rec.tests.in_bake, "an adopted build is not verified");
-    let (code, out, _) = t.run(&["state", "query", "--strict"]);
-    assert_eq!(code, 0, "{out}");
     // an adopted build cannot be released before it is verified
     let (code, _, err) = t.run(&["release", "app", "--build", &app]);
     assert_eq!(code, 1);
@@ -286,19 +237,7 @@ fn missing_changed_stale_and_pin_drift() {
     let mut s = t.store();
     s["images"][&w[1]]["tags"]["csis_parent"] = Value::from("series:deb12");
     std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
-    let (code, out, _) = t.run(&["state", "query"]);
-    assert_eq!(code, 0);
-    assert!(
-        out.contains(&format!("image {}@sim: changed: parent: lineage=", w[1])),
-        "{out}"
-    );
-    assert!(t.run(&["state", "query", "--strict"]).0 == 1);
-    let dry = t.ok(&["lineage", "relabel", "--runtime", "sim", "--dry-run"]);
-    assert!(dry.contains(&format!("would relabel {}", w[1])), "{dry}");
-    let out = t.ok(&["lineage", "relabel", "--runtime", "sim"]);
-    assert!(out.contains(&format!("relabelled {}", w[1])), "{out}");
-    let out = t.ok(&["state", "query"]);
-    assert!(!out.contains("changed"), "{out}");
+    t.sim(|rt| suite::changed_until_relabelled(rt, &w[1], "parent: lineage="));
     // a pinned build gone from the runtime: missing, hard
     let mut s = t.store();
     s["images"].as_object_mut().unwrap().remove(&w[0]);
@@ -330,204 +269,28 @@ fn missing_changed_stale_and_pin_drift() {
     );
 }
 
+/// The build ran tools' post-bake tests (the dummy's commands pass) and
+/// recorded them, which a release needs; the release is recorded and marked
+/// on the runtime. What `release` refuses, and `--declared`, is the case
+/// `tests/cli_cases/release-rules.case`.
 #[test]
-fn release_rules_and_declared() {
+fn a_release_is_recorded_and_marked_on_the_runtime() {
     let t = Tree::basic();
     t.build(&[]);
     let tools = t.ids("tools")[0].clone();
-    let app = t.ids("app")[0].clone();
-    // the build ran tools' post-bake tests (the dummy's commands pass) and
-    // recorded them; without that record, no release
     let it = csis_cache::release_rules::ImageTests::load(&t.meta()).unwrap();
     assert_eq!(it.result(&tools), Some(true));
-    std::fs::remove_file(t.root.join("meta-state/image-tests.yaml")).unwrap();
-    // tools declares post-bake tests and require_image_tests defaults to true
-    let (code, _, err) = t.run(&["release", "tools"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("post-bake"), "{err}");
-    // wrong series, unknown build
-    let (code, _, err) = t.run(&["release", "tools", "--build", &app]);
-    assert_eq!(code, 1);
-    assert!(err.contains("belongs to series app"), "{err}");
-    assert_eq!(t.run(&["release", "tools", "--build", "nope"]).0, 1);
-    assert_eq!(t.run(&["release"]).0, 2);
-    // a failed, then a passing post-bake record
-    t.write(
-        "meta-state/image-tests.yaml",
-        &format!("builds:\n  {tools}:\n    ok: false\n    run: r1\n"),
-    );
-    let (code, _, err) = t.run(&["release", "tools"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("FAILED"), "{err}");
-    t.write(
-        "meta-state/image-tests.yaml",
-        &format!("builds:\n  {tools}:\n    ok: true\n    run: r2\n"),
-    );
-    let dry = t.ok(&["release", "tools", "--model", "stable", "--dry-run"]);
-    assert!(dry.contains("would release"), "{dry}");
-    assert!(t.meta().releases().unwrap().releases.is_empty());
-    let out = t.ok(&["release", "tools", "--model", "stable", "--note", "first"]);
-    assert!(
-        out.contains(&format!("released {tools} as stable of tools on sim")),
-        "{out}"
-    );
-    let rel = t.meta().releases().unwrap();
-    assert_eq!(rel.current["stable"]["tools"], tools);
-    assert_eq!(rel.releases[0].note.as_deref(), Some("first"));
-    // apply_release: the runtime's release mark is on the image
-    let s = t.store();
-    assert_eq!(s["images"][&tools]["tags"]["csis_release"], "stable");
-    // idempotent
-    let out = t.ok(&["release", "tools", "--model", "stable"]);
-    assert!(out.contains("already the current stable release"), "{out}");
-    assert_eq!(t.meta().releases().unwrap().releases.len(), 1);
-
-    // --declared: app declares release: {model: beta}
-    let images = std::fs::read_to_string(t.root.join("images/images.yaml")).unwrap();
-    t.write(
-        "images/images.yaml",
-        &images.replace(
-            "  - name: app\n    source_image: web\n    parent_policy: follow\n",
-            "  - name: app\n    source_image: web\n    parent_policy: follow\n    release: {model: beta}\n",
-        ),
-    );
-    let out = t.ok(&["release", "--declared"]);
-    assert!(
-        out.contains(&format!("released {app} as beta of app on sim")),
-        "{out}"
-    );
-    let out = t.ok(&["release", "--declared"]);
-    assert!(out.contains("already the current beta release"), "{out}");
-    assert!(out.contains("nothing qualifies"), "{out}");
-}
-
-#[test]
-fn revoke_with_descendants_blocks_release_and_shows_in_state() {
-    let t = Tree::basic();
-    t.build(&[]);
-    let base = t.ids("deb12")[0].clone();
-    let web = t.ids("web")[0].clone();
-    let app = t.ids("app")[0].clone();
-    let tools = t.ids("tools")[0].clone();
-    assert_eq!(t.run(&["revoke", "nope"]).0, 1);
-    let dry = t.ok(&["revoke", &base, "--descendants", "--dry-run"]);
-    assert!(dry.contains(&format!("would revoke {app}")), "{dry}");
-    assert!(!t.root.join("meta-state/revocations.yaml").exists());
-    let out = t.ok(&["revoke", &web, "--reason", "CVE-2026-1"]);
-    assert!(
-        out.contains(&format!("revoked {web} (web on sim)")),
-        "{out}"
-    );
-    assert!(out.contains("descend from it and are not revoked"), "{out}");
-    // the plan says why web bakes again: its only build is revoked
-    let plan = t.ok(&["plan", "//images/web"]);
-    assert!(
-        plan.contains(&format!(
-            "no unrevoked build on sim ({web} revoked: CVE-2026-1)"
-        )),
-        "{plan}"
-    );
-    let out = t.ok(&["revoke", &base, "--descendants", "--reason", "CVE-2026-2"]);
-    for id in [&base, &app, &tools] {
-        assert!(out.contains(&format!("revoked {id}")), "{out}");
-    }
-    let revs = csis_cache::Revocations::load(&t.meta()).unwrap();
-    assert!(revs.is_revoked(&app) && revs.is_revoked(&tools));
-    assert_eq!(revs.get(&app).unwrap().via.as_deref(), Some(base.as_str()));
-    // a revoked build is never released, and a revoked head is no head
-    let (code, _, err) = t.run(&["release", "app", "--build", &app]);
-    assert_eq!(code, 1);
-    assert!(err.contains("revoked"), "{err}");
-    let (code, _, err) = t.run(&["release", "app"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("no (unrevoked) build"), "{err}");
-    // pins to revoked builds are noted by the state query
-    let out = t.ok(&["state", "query"]);
-    assert!(out.contains("names revoked build"), "{out}");
+    t.sim(|rt| suite::release_is_recorded_and_marked(rt, "tools", &tools, "stable"));
 }
 
 #[test]
 fn restamp_records_the_current_fingerprint() {
     let t = Tree::basic();
     t.build(&[]);
-    let head = t.builds("deb12")[0].clone();
-    let real = head.input_fingerprint.clone().unwrap();
-    // pretend an older recipe recorded another fingerprint
-    let old = "0".repeat(64);
-    let mut l = t.meta().lineage().unwrap();
-    l.builds
-        .iter_mut()
-        .find(|b| b.build_id == head.build_id)
-        .unwrap()
-        .input_fingerprint = Some(old.clone());
-    t.meta().save_lineage(&l).unwrap();
-    let dry = t.ok(&["lineage", "restamp", "--runtime", "sim", "--dry-run"]);
-    assert!(
-        dry.contains(&format!(
-            "would restamp {} (deb12): 000000000000 -> {}",
-            head.build_id,
-            &real[..12]
-        )),
-        "{dry}"
-    );
-    assert_eq!(
-        t.builds("deb12")[0].input_fingerprint.as_deref(),
-        Some(old.as_str())
-    );
-    let out = t.ok(&[
-        "lineage",
-        "restamp",
-        "--runtime",
-        "sim",
-        "--series",
-        "deb12",
-    ]);
-    assert!(
-        out.contains(&format!("restamped {}", head.build_id)),
-        "{out}"
-    );
-    let rec = t.builds("deb12")[0].clone();
-    assert_eq!(rec.input_fingerprint.as_deref(), Some(real.as_str()));
-    assert_eq!(rec.fingerprint_restamped.len(), 1);
-    assert_eq!(rec.fingerprint_restamped[0].previous, old);
-    assert_eq!(
-        t.store()["images"][&head.build_id]["tags"]["csis_fingerprint"],
-        &real[..16]
-    );
+    let head = t.ids("deb12")[0].clone();
+    t.sim(|rt| suite::restamp_records_the_current_fingerprint(rt, "deb12", &head));
     let out = t.ok(&["lineage", "restamp", "--runtime", "sim"]);
     assert!(out.contains("nothing to restamp"), "{out}");
-}
-
-#[test]
-fn empty_and_preflight() {
-    let t = Tree::basic();
-    let out = t.ok(&["empty", "--runtime", "sim"]);
-    assert!(out.contains("holds nothing"), "{out}");
-    assert_eq!(t.run(&["empty", "--runtime", "nowhere"]).0, 2);
-    t.build(&[]);
-    let (code, out, _) = t.run(&["empty", "--runtime", "sim"]);
-    assert_eq!(code, 1);
-    assert!(out.contains("leftover: image"), "{out}");
-    // only a released build left: empty again
-    t.ok(&["release", "app", "--model", "prod"]);
-    let out = t.ok(&["dispose", "image", "--all", "--runtime", "sim"]);
-    assert!(out.contains("RELEASED"), "{out}");
-    assert_eq!(t.store_ids().len(), 1);
-    let out = t.ok(&["empty", "--runtime", "sim"]);
-    assert!(
-        out.contains("holds nothing beyond released builds"),
-        "{out}"
-    );
-    let out = t.ok(&["preflight"]);
-    assert!(out.contains("ok   runtime sim"), "{out}");
-    // an executable that is not on PATH fails preflight
-    t.write(
-        "cfg/executables.yml",
-        "executables:\n  - name: nothing-here\n    binary: csis-no-such-binary-xyz\n",
-    );
-    let (code, out, err) = t.run(&["preflight"]);
-    assert_eq!(code, 2, "{out}{err}");
-    assert!(out.contains("FAIL executable nothing-here"), "{out}");
 }
 
 #[test]

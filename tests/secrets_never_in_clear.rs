@@ -10,7 +10,6 @@
 mod build_support;
 
 use std::path::Path;
-use std::process::Command;
 
 use build_support::csis;
 
@@ -28,40 +27,7 @@ fn keygen(dir: &Path) -> Secrets {
 }
 
 fn encrypt(s: &Secrets, plain: &str) -> String {
-    use std::io::Write;
-    let mut child = Command::new("age")
-        .args(["-r", &s.recipient])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("age is installed");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plain.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    format!("ENC[age:{}]", base64(&out.stdout))
-}
-
-fn base64(b: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::new();
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
+    csis_testkit::age_encrypt(&s.recipient, plain)
 }
 
 /// The plaintexts, one per way of writing a secret.

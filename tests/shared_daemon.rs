@@ -21,23 +21,7 @@ use std::process::Command as Std;
 use std::time::{Duration, Instant};
 
 use csis_cache::MetaState;
-use csis_testkit::docker::{busybox, docker, import_busybox_base};
-
-fn daemon() -> bool {
-    csis_testkit::docker::daemon() && busybox().is_some()
-}
-
-fn skip() -> bool {
-    if daemon() {
-        return false;
-    }
-    assert!(
-        std::env::var_os("CSIS_REQUIRE_DOCKER").is_none(),
-        "no Docker daemon or no busybox binary here, and CSIS_REQUIRE_DOCKER is set"
-    );
-    eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
-    true
-}
+use csis_testkit::docker::{containers, docker, import_busybox_base, label, skip, Cleanup};
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -87,18 +71,13 @@ fn tree(root: &Path, id: &str, repo: &str, base: &str, web_script: &str) {
 }
 
 fn csis(root: &Path, args: &[&str]) -> Std {
-    let mut c = Std::new(assert_cmd::cargo::cargo_bin("csis"));
+    let mut c = csis_testkit::csis();
     c.arg("-C").arg(root).args(args);
     c
 }
 
 fn run(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = csis(root, args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    csis_testkit::output(&mut csis(root, args))
 }
 
 fn ok(root: &Path, args: &[&str]) -> String {
@@ -118,64 +97,17 @@ fn ids(root: &Path, series: &str) -> Vec<String> {
         .collect()
 }
 
-/// Removes the test's containers, repository and base image, even on panic.
-struct Cleanup {
-    repos: Vec<String>,
-    base: String,
-    container_prefix: String,
-    /// Only bake containers of these config ids are this test's.
-    configs: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(names) = docker(&[
-            "ps",
-            "-a",
-            "--filter",
-            &format!("name={}", self.container_prefix),
-            "--format",
-            "{{.Names}}",
-        ]) {
-            for n in names.lines().filter(|l| !l.is_empty()) {
-                if self.configs.contains(&label(n, "csis_config")) {
-                    let _ = docker(&["rm", "-f", n]);
-                }
-            }
-        }
-        // every image with these repositories' label, tagged or not
-        for repo in &self.repos {
-            for _ in 0..12 {
-                let Some(ids) = docker(&[
-                    "images",
-                    "-aq",
-                    "--filter",
-                    &format!("label=csis.repository={repo}"),
-                ]) else {
-                    break;
-                };
-                let ids: BTreeSet<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
-                if ids.is_empty() {
-                    break;
-                }
-                for id in ids {
-                    let _ = docker(&["rmi", "-f", id]);
-                }
-            }
-        }
-        let _ = docker(&["rmi", "-f", &self.base]);
-    }
-}
-
 fn setup(tag: &str, configs: &[&str]) -> (tempfile::TempDir, String, String, Cleanup) {
     let suffix = format!("{:08x}", std::process::id() ^ 0x5ade_0000);
     let repo = format!("csis-ci-test/{tag}{suffix}");
     let base = format!("csis-ci-test/base-{tag}:{suffix}");
+    // only bake containers of these config ids are this test's
     let cleanup = Cleanup {
+        container_filters: vec!["name=csis-bake-docker-shared-".into()],
+        configs: configs.iter().map(|c| c.to_string()).collect(),
         repos: vec![repo.clone(), format!("{repo}-a"), format!("{repo}-b")],
         base: base.clone(),
-        container_prefix: "csis-bake-docker-shared-".into(),
-        configs: configs.iter().map(|c| c.to_string()).collect(),
+        containers: Vec::new(),
     };
     let tmp = tempfile::tempdir().unwrap();
     import_busybox_base(&base, tmp.path());
@@ -184,31 +116,10 @@ fn setup(tag: &str, configs: &[&str]) -> (tempfile::TempDir, String, String, Cle
 
 /// The live bake containers of `web` on the runtime, of these config ids.
 fn web_bake_containers(configs: &[&str]) -> Vec<String> {
-    docker(&[
-        "ps",
-        "--filter",
-        "name=csis-bake-docker-shared-web-",
-        "--format",
-        "{{.Names}}",
-    ])
-    .map(|s| {
-        s.lines()
-            .filter(|l| !l.is_empty())
-            .filter(|c| configs.contains(&label(c, "csis_config").as_str()))
-            .map(str::to_string)
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-fn label(container: &str, key: &str) -> String {
-    docker(&[
-        "inspect",
-        "--format",
-        &format!("{{{{index .Config.Labels \"{key}\"}}}}"),
-        container,
-    ])
-    .unwrap_or_default()
+    containers(false, &["name=csis-bake-docker-shared-web-"])
+        .into_iter()
+        .filter(|c| configs.contains(&label(c, "csis_config").as_str()))
+        .collect()
 }
 
 #[test]

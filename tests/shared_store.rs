@@ -1,4 +1,4 @@
-//! Many runners, one catalogue (issue 14): concurrent `csis build`
+//! Many runners, one catalogue: concurrent `csis build`
 //! processes on one tree whose records live on a shared store, against
 //! moto's S3 (conditional writes: If-None-Match / If-Match answer 412) and
 //! against a `file://` store.
@@ -166,21 +166,21 @@ impl Shared {
         csis_cache::objstore::Store::open(&spec).unwrap().unwrap()
     }
 
+    /// [`Shared::run`] that must succeed.
+    fn ok(&self, args: &[&str]) {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "csis {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The records on the store.
     fn lineage(&self) -> csis_cache::Lineage {
-        let out = self.run(&["builds", "--json"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.ok(&["builds", "--json"]);
         // `state pull` writes the store's records into meta-state/: read them there.
-        let out = self.run(&["state", "pull", "--json"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.ok(&["state", "pull", "--json"]);
         csis_cache::MetaState::at(self.dir().join("meta-state"))
             .lineage()
             .unwrap()
@@ -349,6 +349,18 @@ fn concurrent_builds_on_a_file_store() {
     suite(false);
 }
 
+/// `csis -C DIR ARGS` that must succeed: its stdout as one JSON document.
+fn json_ok(dir: &Path, args: &[&str]) -> Value {
+    let out = csis(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "csis {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("csis {args:?}: not one JSON document: {e}"))
+}
+
 /// `state push` migrates a local tree's records to a store; `state pull`
 /// brings them back, in the original's schema.
 #[test]
@@ -366,46 +378,18 @@ fn state_push_and_pull() {
     assert_eq!(local.builds.len(), 2);
     let store = tempfile::tempdir().unwrap();
     let url = format!("file://{}", store.path().display());
-    let out = csis(d)
-        .args(["--meta-state", &url, "state", "push", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["added"], 2);
+    let push = ["--meta-state", &url, "state", "push", "--json"];
+    assert_eq!(json_ok(d, &push)["added"], 2);
     // A second push adds nothing.
-    let out = csis(d)
-        .args(["--meta-state", &url, "state", "push", "--json"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["added"], 0);
+    assert_eq!(json_ok(d, &push)["added"], 0);
     // The store plans like the local records: nothing due on the bases.
-    let out = csis(d)
-        .args(["--meta-state", &url, "plan", "--json", "//os/..."])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = json_ok(d, &["--meta-state", &url, "plan", "--json", "//os/..."]);
     assert!(due_bakes(p["nodes"].as_array().unwrap()).is_empty(), "{p}");
     // pull into a fresh copy of the tree
     let t2 = tree("basic");
-    let out = csis(t2.path())
-        .args(["--meta-state", &url, "state", "pull", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    json_ok(
+        t2.path(),
+        &["--meta-state", &url, "state", "pull", "--json"],
     );
     let pulled = csis_cache::MetaState::at(t2.path().join("meta-state"))
         .lineage()
@@ -416,98 +400,4 @@ fn state_push_and_pull() {
         v
     };
     assert_eq!(ids(&pulled), ids(&local));
-}
-
-/// A `meta_state:` that names no store is refused at load with its file
-/// and line; so is a bad `--meta-state`.
-#[test]
-fn a_bad_store_is_refused() {
-    let t = tree("basic");
-    let cfg = t.path().join("cfg/_config.yml");
-    let c = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{c}meta_state: ftp://nope\n")).unwrap();
-    let out = csis(t.path())
-        .args(["validate", "--offline"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("cfg/_config.yml:2") && err.contains("is not a meta-state store"),
-        "{err}"
-    );
-    let out = csis(t.path())
-        .args(["--meta-state", "s3://", "plan"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a bucket name"));
-}
-
-/// `csis dispose` never touches a build of a (series, runtime) another
-/// live runner holds the lease of.
-#[test]
-fn dispose_keeps_what_a_live_lease_covers() {
-    let sh = Shared::new(false);
-    let out = sh.run(&["build", "--json", "//images/a0"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (_, id) = finished_bakes(&out)
-        .into_iter()
-        .find(|(l, _)| l.contains("a0"))
-        .unwrap();
-    let store = sh.store();
-    let far = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        + 3600.0;
-    let lease = csis_cache::lease::LeaseDoc {
-        series: "a0".into(),
-        runtime: "sim".into(),
-        owner: "another-run".into(),
-        host: "runner-2".into(),
-        pid: 4242,
-        acquired: 0.0,
-        expires: far,
-        covers: vec![],
-    };
-    let key = csis_cache::lease::lease_key("a0", "sim");
-    store
-        .put(
-            &key,
-            serde_json::to_vec(&lease).unwrap(),
-            csis_cache::objstore::Cond::Create,
-        )
-        .unwrap();
-    let disposed = |dry: bool| -> Vec<String> {
-        let mut args = vec!["dispose", "image", "--json", id.as_str()];
-        if dry {
-            args.push("--dry-run");
-        }
-        let out = sh.run(&args);
-        let r: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-        r["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["event"] == "disposed" || e["event"] == "would_dispose")
-            .map(|e| e["build_id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert!(
-        disposed(false).is_empty(),
-        "kept while another runner holds a0@sim"
-    );
-    assert!(sh.lineage().find(&id).is_some());
-    store.delete(&key).unwrap();
-    assert_eq!(
-        disposed(true),
-        [id.clone()],
-        "without the lease it would go"
-    );
 }

@@ -5,23 +5,17 @@
 //! image's group activation). The docker example tree with files added,
 //! and the original's standard-aws starter.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use csis_rules::compile::{compile, GroupSpec, NoPins};
 use csis_rules::{load, LoadOptions, Tree};
 
 fn example_with(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docker");
-    for e in walkdir::WalkDir::new(&from) {
-        let e = e.unwrap();
-        let dest = dir.path().join(e.path().strip_prefix(&from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
+    csis_testkit::copy_dir(
+        &csis_testkit::workspace().join("examples/docker"),
+        dir.path(),
+    );
     for (path, text) in files {
         let p = dir.path().join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -42,6 +36,13 @@ fn loaded(files: &[(&str, &str)]) -> Result<Tree, Vec<String>> {
 
 fn errors(files: &[(&str, &str)]) -> Vec<String> {
     loaded(files).err().unwrap_or_default()
+}
+
+/// Whether an error at `file_line` (`file:line: `) says `s`.
+fn has(errors: &[String], file_line: &str, s: &str) -> bool {
+    errors
+        .iter()
+        .any(|l| l.starts_with(file_line) && l.contains(s))
 }
 
 const BUILDERS: &str = "group_builders:
@@ -127,40 +128,32 @@ fn a_posix_group_is_activated_and_names_its_builders() {
     assert!(web.get("group").is_none(), "{web}");
 }
 
+/// An image's group that cannot be: an OPA group on a docker runtime (whose
+/// base declares no okta identity type either), a group `groups/` does not
+/// declare; each refused at the image's `group:` line.
 #[test]
-fn an_opa_group_on_a_docker_runtime_is_refused_at_its_line() {
-    let img = grouped_image("ops");
-    let e = errors(&[
-        ("cfg/zz-groups.yml", BUILDERS),
-        ("groups/groups.yaml", GROUPS),
-        ("images/zz.yaml", &img),
-    ]);
-    assert!(
-        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
-            && l.contains(".group: group `ops` is an OPA group (group builder `opa`, type okta-tf), refused on docker runtime docker-local")),
-        "{e:#?}"
-    );
-    // and its base declares no okta identity type
-    assert!(
-        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
-            && l.contains("declares identity types [posix]")),
-        "{e:#?}"
-    );
-}
-
-#[test]
-fn an_undeclared_group_is_refused() {
-    let img = grouped_image("nobody");
-    let e = errors(&[
-        ("cfg/zz-groups.yml", BUILDERS),
-        ("groups/groups.yaml", GROUPS),
-        ("images/zz.yaml", &img),
-    ]);
-    assert!(
-        e.iter().any(|l| l.starts_with("images/zz.yaml:4: ")
-            && l.contains("group `nobody` is not declared in groups/")),
-        "{e:#?}"
-    );
+fn an_image_s_impossible_group_is_refused_at_its_line() {
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "ops",
+            &[
+                ".group: group `ops` is an OPA group (group builder `opa`, type okta-tf), refused on docker runtime docker-local",
+                "declares identity types [posix]",
+            ],
+        ),
+        ("nobody", &["group `nobody` is not declared in groups/"]),
+    ];
+    for (group, expected) in cases {
+        let img = grouped_image(group);
+        let e = errors(&[
+            ("cfg/zz-groups.yml", BUILDERS),
+            ("groups/groups.yaml", GROUPS),
+            ("images/zz.yaml", &img),
+        ]);
+        for s in expected {
+            assert!(has(&e, "images/zz.yaml:4: ", s), "{group}: {s}\n{e:#?}");
+        }
+    }
 }
 
 #[test]
@@ -172,8 +165,7 @@ fn unknown_keys_types_and_variables_are_refused() {
         ),
         ("groups/groups.yaml", "groups:\n  - name: g\n    membres: [x]\n"),
     ]);
-    let has =
-        |file_line: &str, s: &str| e.iter().any(|l| l.starts_with(file_line) && l.contains(s));
+    let has = |file_line: &str, s: &str| has(&e, file_line, s);
     assert!(has("cfg/zz-groups.yml:4: ", "colour"), "{e:#?}");
     assert!(
         has(
@@ -204,7 +196,7 @@ fn unknown_keys_types_and_variables_are_refused() {
 }
 
 fn reference() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference");
+    let p = csis_testkit::workspace().join("../shared/reference");
     p.is_dir().then_some(p)
 }
 

@@ -1,6 +1,9 @@
-//! The local Docker daemon in tests: asking it ([`docker`], [`daemon`]) and
-//! making a base image without a registry ([`import_busybox_base`]: a
-//! busybox root filesystem through `docker import`).
+//! The local Docker daemon in tests: asking it ([`docker`], [`daemon`],
+//! [`skip`]), listing what a test made ([`containers`], [`images_of`],
+//! [`label`], [`image_exists`], [`tagged_in`]) and removing it whatever
+//! happens ([`Cleanup`]), and making a base image without a registry
+//! ([`import_busybox_base`]: a busybox root filesystem through `docker
+//! import`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -90,4 +93,132 @@ pub fn import_busybox_base(reference: &str, work: &Path) {
         "docker import: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Whether a docker test must be skipped: no daemon answers or the host has
+/// no busybox. It says so on stderr; under `CSIS_REQUIRE_DOCKER` (CI) that
+/// is a failure, not a skip.
+pub fn skip() -> bool {
+    if daemon() && busybox().is_some() {
+        return false;
+    }
+    assert!(
+        std::env::var_os("CSIS_REQUIRE_DOCKER").is_none(),
+        "no Docker daemon or no busybox binary here, and CSIS_REQUIRE_DOCKER is set"
+    );
+    eprintln!("SKIPPED: no Docker daemon or no busybox binary here");
+    true
+}
+
+/// The lines of `docker ARGS`' stdout, without empty ones and repeats
+/// (empty when the command fails).
+fn lines(args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for l in docker(args).unwrap_or_default().lines() {
+        if !l.is_empty() && !v.iter().any(|x| x == l) {
+            v.push(l.to_string());
+        }
+    }
+    v
+}
+
+/// The names of the containers `docker ps` lists with these `--filter`s
+/// (`all`: stopped ones too), e.g. `label=csis_test_machine=rt` or
+/// `name=csis-bake-rt-`.
+pub fn containers(all: bool, filters: &[&str]) -> Vec<String> {
+    let mut args = vec!["ps", "--format", "{{.Names}}"];
+    if all {
+        args.push("-a");
+    }
+    for f in filters {
+        args.extend(["--filter", f]);
+    }
+    lines(&args)
+}
+
+/// The ids of the images of `repo`: tagged in it, or labelled
+/// `csis.repository=<repo>` (an untagged build, a disposed build kept for
+/// its child's layers).
+pub fn images_of(repo: &str) -> Vec<String> {
+    let mut v = lines(&["images", "-q", repo]);
+    let label = format!("label=csis.repository={repo}");
+    for id in lines(&["images", "-aq", "--filter", &label]) {
+        if !v.contains(&id) {
+            v.push(id);
+        }
+    }
+    v
+}
+
+/// The value of label `key` on a container or image (empty when it has none).
+pub fn label(object: &str, key: &str) -> String {
+    let format = format!("{{{{index .Config.Labels \"{key}\"}}}}");
+    docker(&["inspect", "--format", &format, object]).unwrap_or_default()
+}
+
+/// Whether the daemon has the image `id`.
+pub fn image_exists(id: &str) -> bool {
+    docker(&["image", "inspect", "--format", "{{.Id}}", id]).is_some()
+}
+
+/// Whether any tag of `repo` still points at the image `id`.
+pub fn tagged_in(repo: &str, id: &str) -> bool {
+    docker(&["image", "inspect", "--format", "{{json .RepoTags}}", id])
+        .is_some_and(|tags| tags.contains(&format!("{repo}:")))
+}
+
+/// What a docker test made, removed when dropped (also when the test
+/// panics): the named containers, the containers any of `container_filters`
+/// lists (`docker ps -a --filter`) that carry one of `configs` as
+/// `csis_config` (every one when `configs` is empty), every image of
+/// `repos` ([`images_of`]), and the base image.
+pub struct Cleanup {
+    pub containers: Vec<String>,
+    pub container_filters: Vec<String>,
+    pub configs: Vec<String>,
+    pub repos: Vec<String>,
+    pub base: String,
+}
+
+impl Cleanup {
+    /// The clean-up of one repository and its base image.
+    pub fn new(repo: &str, base: &str) -> Cleanup {
+        Cleanup {
+            containers: Vec::new(),
+            container_filters: Vec::new(),
+            configs: Vec::new(),
+            repos: vec![repo.to_string()],
+            base: base.to_string(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for c in &self.containers {
+            let _ = docker(&["rm", "-f", c]);
+        }
+        for f in &self.container_filters {
+            for c in containers(true, &[f]) {
+                if self.configs.is_empty() || self.configs.contains(&label(&c, "csis_config")) {
+                    let _ = docker(&["rm", "-f", &c]);
+                }
+            }
+        }
+        // A parent with dependent children cannot go first: repeat.
+        for repo in &self.repos {
+            for _ in 0..12 {
+                let ids = images_of(repo);
+                if ids.is_empty() {
+                    break;
+                }
+                for id in ids {
+                    let _ = docker(&["rmi", "-f", &id]);
+                }
+            }
+        }
+        if !self.base.is_empty() {
+            let _ = docker(&["rmi", "-f", &self.base]);
+        }
+    }
 }

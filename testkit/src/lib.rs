@@ -3,8 +3,8 @@
 //! ([`fixture`], [`copy_dir`], [`Tree`]), the real `csis` binary ([`csis`],
 //! [`output`]), and the redaction of build ids, run ids, fingerprints,
 //! times and paths in JSON reports before they are snapshotted
-//! ([`Redact`]), and the local Docker daemon with a busybox base image
-//! ([`docker`]).
+//! ([`Redact`]), the local Docker daemon with a busybox base image
+//! ([`docker`]), and age keys and markers ([`age_keygen`], [`age_encrypt`]).
 //!
 //! It depends on no csis crate, so that every crate can use it in its
 //! tests without a dependency cycle.
@@ -169,6 +169,30 @@ pub fn age_keygen(dir: &Path) -> (PathBuf, String) {
     (key, recipient)
 }
 
+/// The `ENC[age:...]` marker of `plain` encrypted to `recipient` (`age -r`,
+/// Debian package `age`), as the loader opens it.
+pub fn age_encrypt(recipient: &str, plain: &str) -> String {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new("age")
+        .args(["-r", recipient])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("age (Debian package `age`) is installed");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "age -r {recipient}");
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&out.stdout);
+    format!("ENC[age:{b64}]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +232,23 @@ mod tests {
         assert!(envs.contains(&(OsStr::new("CSIS_DUMMY_FAIL"), None)));
         let args: Vec<_> = c.get_args().collect();
         assert_eq!(args, [OsStr::new("-C"), t.root.as_os_str()]);
+    }
+
+    #[test]
+    fn an_age_marker_holds_an_age_file() {
+        use base64::Engine as _;
+        let t = tempfile::tempdir().unwrap();
+        let (_, recipient) = age_keygen(t.path());
+        let m = age_encrypt(&recipient, "secret");
+        let b64 = m
+            .strip_prefix("ENC[age:")
+            .unwrap()
+            .strip_suffix(']')
+            .unwrap();
+        let file = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        assert!(file.starts_with(b"age-encryption.org/v1\n"), "{m}");
     }
 
     #[test]

@@ -13,6 +13,8 @@ use serde_json::Value;
 pub struct Redact {
     root: String,
     ids: BTreeMap<String, String>,
+    /// Names given to ids ([`Redact::name`]), replaced first.
+    named: Vec<(String, String)>,
 }
 
 fn is_run_id(s: &str) -> bool {
@@ -55,12 +57,27 @@ impl Redact {
         Redact {
             root: root.display().to_string(),
             ids: BTreeMap::new(),
+            named: Vec::new(),
+        }
+    }
+
+    /// Redact `id` (a build id of any runtime) as `name` wherever it
+    /// appears, before any other redaction: a snapshot then says which
+    /// build it is (`[web.0]`) rather than in which order it appeared.
+    pub fn name(&mut self, id: &str, name: &str) {
+        if !id.is_empty() && !self.named.iter().any(|(i, _)| i == id) {
+            self.named.push((id.to_string(), name.to_string()));
+            // a longer id first, so that no id is cut by another it holds
+            self.named.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
         }
     }
 
     /// A string redacted: the root, build ids, times in names, run ids.
     pub fn text(&mut self, s: &str) -> String {
         let mut s = s.replace(&self.root, "[root]");
+        for (id, name) in &self.named {
+            s = s.replace(id.as_str(), name);
+        }
         // Build ids inside strings (`dummy-<hex>-<n>`).
         let mut out = String::new();
         while let Some(i) = s.find("dummy-") {
@@ -188,6 +205,17 @@ mod tests {
                 "elapsed_ms": 0,
                 "kept": 3,
             })
+        );
+    }
+
+    #[test]
+    fn named_ids_keep_their_names() {
+        let mut r = Redact::new(Path::new("/tmp/x/tree"));
+        r.name("dummy-0123abcd-1", "[web.0]");
+        r.name("dummy-0123abcd-12", "[web.1]");
+        assert_eq!(
+            r.text("disposed dummy-0123abcd-12, kept dummy-0123abcd-1 and dummy-4567ef01-2"),
+            "disposed [web.1], kept [web.0] and [build-1]"
         );
     }
 }

@@ -53,6 +53,14 @@ pub fn labels(ev: &[Value], event: &str, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// The labels of the bakes that finished, sorted (parallel bakes finish in
+/// any order).
+pub fn finished_bakes(ev: &[Value]) -> Vec<String> {
+    let mut v = labels(ev, "finished", "bake");
+    v.sort();
+    v
+}
+
 /// `csis build --json` (plus `extra` args); returns (exit code, events).
 pub fn build(dir: &Path, extra: &[&str]) -> (i32, Vec<Value>) {
     let out = csis(dir)

@@ -1,7 +1,10 @@
-//! Helpers shared by the ops_* and builds_* integration tests: a temporary
-//! copy of a fixture tree under `tests/fixtures/ops/` (csis_testkit) and its
-//! records.
+//! Helpers shared by the ops_*, after_docker and builds_* integration
+//! tests: a temporary copy of a fixture tree under `tests/fixtures/ops/`
+//! (csis_testkit) and its records, and the lineage rules every runtime
+//! keeps ([`suite`]).
 #![allow(dead_code)]
+
+pub mod suite;
 
 use csis_cache::{BuildRecord, MetaState};
 
@@ -35,6 +38,24 @@ impl Tree {
             .into_iter()
             .filter(|b| b.series == series)
             .collect()
+    }
+
+    /// The ids of every recorded build.
+    pub fn recorded(&self) -> std::collections::BTreeSet<String> {
+        self.meta()
+            .lineage()
+            .unwrap()
+            .builds
+            .into_iter()
+            .map(|b| b.build_id)
+            .collect()
+    }
+
+    /// Pin instance `name` to `build` in `meta-state/pins.yaml`.
+    pub fn pin_instance(&self, name: &str, build: &str) {
+        let mut pins = self.meta().pins().unwrap();
+        pins.instances.insert(name.into(), build.into());
+        self.meta().save_pins(&pins).unwrap();
     }
 
     /// Their ids.
