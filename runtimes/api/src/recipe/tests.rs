@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
-use crate::{BakeParent, EnsureCommand, EnsureFile, NullLog, ResolvedImage};
+use crate::{BakeParent, Ensure, EnsureCommand, EnsureFile, NullLog, ResolvedImage, TestCommand};
 use tokio_util::sync::CancellationToken;
 
 fn target(sudo: bool) -> Target {
