@@ -3,7 +3,7 @@
 
 use csis_runtime::PowerState;
 
-/// EC2's `State.Name` in the system's vocabulary (stage 57).
+/// EC2's `State.Name` in the system's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AwsPowerState {
     Starting,
