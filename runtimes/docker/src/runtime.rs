@@ -21,7 +21,7 @@ use csis_runtime::{
 use tokio::sync::OnceCell;
 
 use crate::connect::{self, Endpoint};
-use crate::settings::DockerSettings;
+use crate::settings::{ssh_port_problem, DockerSettings};
 
 mod bake;
 mod checks;
@@ -124,7 +124,7 @@ impl DockerRuntime {
         self.docker
             .get_or_try_init(|| async {
                 let e = self.endpoint.as_ref().map_err(|e| self.unreachable(e))?;
-                if let Some(p) = connect::ssh_port_problem(&e.host) {
+                if let Some(p) = ssh_port_problem(&e.host) {
                     // not a daemon that did not answer: an address this client cannot use
                     return Err(RuntimeError::Refused(format!(
                         "docker runtime {}: {p}",
