@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
-use csis_rules::model::RuntimeKind;
-use csis_rules::{Runtime, Tree};
+use csis_rules::Tree;
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
+use csis_schema::model::RuntimeKind;
+use csis_schema::RuntimeEntry;
 
 /// The fields of one runtime type that `csis runtime describe` shows.
 #[derive(Debug, Clone, Default)]
@@ -28,12 +29,12 @@ pub struct RuntimeType {
     /// The `type:` of a runtime entry.
     pub name: &'static str,
     /// Construct the runtime from its tree entry (connects to nothing yet).
-    pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
+    pub construct: fn(&Tree, &RuntimeEntry) -> Result<DynRuntime>,
     /// What its online checks (`check_online`) ask, which `csis validate
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
     /// Its own fields, for `csis runtime describe`.
-    pub fields: fn(&Runtime) -> TypeFields,
+    pub fields: fn(&RuntimeEntry) -> TypeFields,
 }
 
 /// Every runtime type csis knows.
@@ -53,7 +54,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
                 host: d
                     .host
                     .as_deref()
-                    .map(|h| csis_rules::secret::redact(h).into_owned()),
+                    .map(|h| csis_schema::secret::redact(h).into_owned()),
                 context: d.context.clone(),
                 repository: Some(d.repository_for(&rt.name)),
                 ..Default::default()
@@ -77,7 +78,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
 ];
 
 /// The type of a runtime entry.
-pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
+pub fn runtime_type(rt: &RuntimeEntry) -> Result<&'static RuntimeType> {
     RUNTIME_TYPES
         .iter()
         .find(|t| t.name == rt.type_name())
@@ -98,7 +99,7 @@ pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     (runtime_type(rt)?.construct)(tree, rt)
 }
 
-fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Dummy(d) = &rt.kind else {
         bail!("runtime {} is not a dummy runtime", rt.display);
     };
@@ -122,15 +123,20 @@ fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
     Ok(Arc::new(DummyRuntime::new(cfg)))
 }
 
-fn docker(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
-    let settings = csis_runtime_docker::DockerSettings::from_model(tree, rt)
-        .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
+    let settings = csis_runtime_docker::DockerSettings::from_model(
+        rt,
+        tree.root(),
+        |n| tree.executable(n),
+        &tree.image_builders,
+    )
+    .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     let docker = csis_runtime_docker::docker_runtime(settings)
         .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     Ok(docker)
 }
 
-fn aws(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Aws(aws) = &rt.kind else {
         bail!("runtime {} is not an aws runtime", rt.display);
     };

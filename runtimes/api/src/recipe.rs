@@ -47,7 +47,7 @@ use verify::verify_step;
 
 /// The package manager of a family/type: `dnf`, `apt` or `apk`.
 pub fn package_manager_of(os_type: &str, family: &str) -> &'static str {
-    csis_rules::model::package_manager(os_type, family)
+    csis_schema::model::package_manager(os_type, family)
 }
 
 fn shell(lines: Vec<String>) -> StepKind {
@@ -145,7 +145,7 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                             serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
                                 .unwrap_or_default();
                         args.push("-e".into());
-                        args.push(if csis_rules::secret::contains(&json) {
+                        args.push(if csis_schema::secret::contains(&json) {
                             // a secret never lands in the emission: ansible
                             // reads the config from a 0600 file under .csis/
                             format!("@{}", private_vars(req, name, &json)?.display())

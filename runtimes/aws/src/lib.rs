@@ -42,7 +42,7 @@ pub mod cli_version;
 pub mod client;
 pub mod emit;
 mod errors;
-pub mod from_rules;
+pub mod from_schema;
 mod images;
 mod instances;
 pub mod inventory;
