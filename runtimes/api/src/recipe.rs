@@ -29,7 +29,7 @@ mod shell;
 mod types;
 mod verify;
 
-pub use base::{admin_user_lines, identity_lines, storage_step, update_lines};
+pub use base::{admin_user_lines, identity_lines, package_manager_of, storage_step, update_lines};
 use base::{admin_verify_lines, identity_verify_lines};
 use bundle::{bundle_files, read, rel_of};
 pub use files::{private_vars, remove_private_vars, write_if_changed};
@@ -44,11 +44,6 @@ pub use types::{
 };
 pub use verify::test_line;
 use verify::verify_step;
-
-/// The package manager of a family/type: `dnf`, `apt` or `apk`.
-pub fn package_manager_of(os_type: &str, family: &str) -> &'static str {
-    csis_schema::model::package_manager(os_type, family)
-}
 
 fn shell(lines: Vec<String>) -> StepKind {
     StepKind::Shell {

@@ -1,9 +1,13 @@
 //! Base image steps: the OS update per family and policy, the local admin
 //! user, identity and storage prerequisites, and their in-bake checks.
 
-use super::package_manager_of;
 use super::shell::{sq, sq_always};
 use super::types::{BaseRecipe, IdentityPrereq, Step, StepKind, StoragePrereq, Target};
+
+/// The package manager of a family/type: `dnf`, `apt` or `apk`.
+pub fn package_manager_of(os_type: &str, family: &str) -> &'static str {
+    csis_schema::model::package_manager(os_type, family)
+}
 
 /// The packages list every update step writes.
 fn packages_txt_lines(t: &Target, pm: &str) -> Vec<String> {
