@@ -18,6 +18,8 @@ pub use tokio_util::sync::CancellationToken;
 mod output;
 pub mod recipe;
 mod steps;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use bollard::{Docker, API_DEFAULT_VERSION};
 use sha2::{Digest, Sha256};
 
-use crate::settings::{docker_config_dir, DockerSettings};
+use crate::settings::{ssh_port_problem, DockerSettings};
 
 /// Request timeout (seconds) of API calls; long calls (exec streams) are not bounded by it.
 const TIMEOUT_S: u64 = 600;
@@ -159,59 +159,12 @@ pub fn client(e: &Endpoint) -> Result<Docker, String> {
     r.map_err(|err| format!("daemon address {h}: {err}"))
 }
 
-/// bollard's ssh transport hands the URL's authority (`user@host:port`) to
-/// ssh as the destination without the `ssh://` scheme, so ssh reads
-/// `host:port` as a host name and the port is never used (bollard 0.21,
-/// openssh 0.11: `SessionBuilder::resolve` splits a port only from an
-/// `ssh://` destination). A port is therefore refused, with the
-/// `~/.ssh/config` alias that reaches the same daemon (the docker CLI,
-/// ansible and packer read that alias too). `None`: no port.
-pub fn ssh_port_problem(host: &str) -> Option<String> {
-    let rest = host.strip_prefix("ssh://")?;
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let (user, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (name, port) = if let Some(r) = hostport.strip_prefix('[') {
-        let (n, after) = r.split_once(']').unwrap_or((r, ""));
-        (n, after.strip_prefix(':')?)
-    } else {
-        let (n, p) = hostport.split_once(':')?;
-        (n, p)
-    };
-    let alias: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect::<String>()
-        .trim_matches('-')
-        .to_string();
-    let port_desc = if port.is_empty() {
-        "an empty port".to_string()
-    } else if port.parse::<u16>().is_ok() {
-        format!("port {port}")
-    } else {
-        format!("port '{port}' (not a port number)")
-    };
-    let alias = if port.parse::<u16>().is_ok() {
-        format!("{alias}-{port}")
-    } else {
-        alias
-    };
-    let port_line = port
-        .parse::<u16>()
-        .map(|p| format!(", Port {p}"))
-        .unwrap_or_default();
-    let user_part = user.map(|u| format!("{u}@")).unwrap_or_default();
-    Some(format!(
-        "daemon address {host}: {port_desc} in an ssh:// address is not supported (the Engine API client gives ssh `{authority}` as a host name, so the port would never be used); declare `Host {alias}` with `HostName {name}{port_line}` in ~/.ssh/config and use host: ssh://{user_part}{alias}"
-    ))
+/// The docker CLI's config directory: `$DOCKER_CONFIG` or `~/.docker`.
+pub fn docker_config_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
+        return Some(PathBuf::from(d));
+    }
+    std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker"))
 }
 
 /// What to check when the daemon does not answer, per endpoint kind.

@@ -62,6 +62,10 @@
 //! - [`connect`]: endpoints (host, context store) and clients.
 //! - [`script`]: the settle step and `ensure:` as idempotent POSIX sh.
 //! - [`packer`]: the `packer-docker` root and packer bakes.
+//! - [`runtime`]: [`DockerRuntime`], its client and the trait impl (one line
+//!   per hook), the hooks' work in one module per idea: errors, containers,
+//!   exec and staging, images and tags, disk sizes, resolve, the native
+//!   bake, online checks, dispose, instances.
 
 pub mod connect;
 pub mod names;

@@ -102,7 +102,7 @@ impl DockerSettings {
                     format!("{who}: host '{h}' is not a DOCKER_HOST URL (unix://, tcp://, ssh://)"),
                 ));
             }
-            if let Some(p) = crate::connect::ssh_port_problem(h) {
+            if let Some(p) = ssh_port_problem(h) {
                 out.push(("host".to_string(), format!("{who}: {p}")));
             }
         }
@@ -303,12 +303,59 @@ pub fn parse_memory(s: &str) -> Result<i64, String> {
     Ok(bytes)
 }
 
-/// The docker CLI's config directory: `$DOCKER_CONFIG` or `~/.docker`.
-pub fn docker_config_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
-        return Some(PathBuf::from(d));
-    }
-    std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker"))
+/// bollard's ssh transport hands the URL's authority (`user@host:port`) to
+/// ssh as the destination without the `ssh://` scheme, so ssh reads
+/// `host:port` as a host name and the port is never used (bollard 0.21,
+/// openssh 0.11: `SessionBuilder::resolve` splits a port only from an
+/// `ssh://` destination). A port is therefore refused, with the
+/// `~/.ssh/config` alias that reaches the same daemon (the docker CLI,
+/// ansible and packer read that alias too). `None`: no port.
+pub fn ssh_port_problem(host: &str) -> Option<String> {
+    let rest = host.strip_prefix("ssh://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let (user, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let (name, port) = if let Some(r) = hostport.strip_prefix('[') {
+        let (n, after) = r.split_once(']').unwrap_or((r, ""));
+        (n, after.strip_prefix(':')?)
+    } else {
+        let (n, p) = hostport.split_once(':')?;
+        (n, p)
+    };
+    let alias: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string();
+    let port_desc = if port.is_empty() {
+        "an empty port".to_string()
+    } else if port.parse::<u16>().is_ok() {
+        format!("port {port}")
+    } else {
+        format!("port '{port}' (not a port number)")
+    };
+    let alias = if port.parse::<u16>().is_ok() {
+        format!("{alias}-{port}")
+    } else {
+        alias
+    };
+    let port_line = port
+        .parse::<u16>()
+        .map(|p| format!(", Port {p}"))
+        .unwrap_or_default();
+    let user_part = user.map(|u| format!("{u}@")).unwrap_or_default();
+    Some(format!(
+        "daemon address {host}: {port_desc} in an ssh:// address is not supported (the Engine API client gives ssh `{authority}` as a host name, so the port would never be used); declare `Host {alias}` with `HostName {name}{port_line}` in ~/.ssh/config and use host: ssh://{user_part}{alias}"
+    ))
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
-use crate::{BakeParent, EnsureCommand, EnsureFile, NullLog, ResolvedImage};
+use crate::{BakeParent, Ensure, EnsureCommand, EnsureFile, NullLog, ResolvedImage, TestCommand};
 use tokio_util::sync::CancellationToken;
 
 fn target(sudo: bool) -> Target {
@@ -48,32 +49,13 @@ fn req(series: &str, base: bool, steps: Vec<BakeStep>, root: &Path) -> BakeReque
             contains: None,
         }],
         recipe: Recipe {
-            base: base.then(|| BaseRecipe {
-                os_type: "rhel".into(),
-                family: "rhel".into(),
-                family_version: "10".into(),
-                architecture: "x86_64".into(),
-                update: UpdateRecipe {
-                    policy: "security".into(),
-                    exclude: vec!["kernel*".into()],
-                    ..Default::default()
-                },
-                admin_user: "csisadmin".into(),
-                admin_public_keys: vec!["ssh-ed25519 AAAAkey me@x".into()],
-                identity: vec![IdentityPrereq {
-                    identity_type: "okta".into(),
-                    builder: "opa-groups".into(),
-                }],
-                storage: vec![
-                    StoragePrereq {
-                        storage_type: "ebs".into(),
-                        builder: Some("aws-ebs".into()),
-                    },
-                    StoragePrereq {
-                        storage_type: "s3".into(),
-                        builder: None,
-                    },
-                ],
+            base: base.then(|| {
+                let mut b = crate::testing::rhel10_base("ssh-ed25519 AAAAkey me@x");
+                b.storage.push(StoragePrereq {
+                    storage_type: "s3".into(),
+                    builder: None,
+                });
+                b
             }),
             image: (!base).then(|| ImageRecipe {
                 group: Some(GroupActivation {

@@ -973,7 +973,7 @@ fn the_step_runner_retries_only_on_a_held_package_database() {
 /// under `set -e`, see ARCHITECTURE.md "The bake recipe").
 #[tokio::test]
 async fn standard_aws_base_build_block_matches_the_original() {
-    use csis_runtime::recipe::{BaseRecipe, IdentityPrereq, Recipe, StoragePrereq, UpdateRecipe};
+    use csis_runtime::recipe::Recipe;
     let Some(r) = reference() else { return };
     let g = std::fs::read_to_string(r.join("cs-image-system-0.1.1-emission/standard-aws-on-moto/generated/base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl")).unwrap();
     let g = hcl::parse(&g).unwrap();
@@ -996,27 +996,7 @@ async fn standard_aws_base_build_block_matches_the_original() {
         contains: None,
     }];
     req.recipe = Recipe {
-        base: Some(BaseRecipe {
-            os_type: "rhel".into(),
-            family: "rhel".into(),
-            family_version: "10".into(),
-            architecture: "x86_64".into(),
-            update: UpdateRecipe {
-                policy: "security".into(),
-                exclude: vec!["kernel*".into()],
-                ..Default::default()
-            },
-            admin_user: "csisadmin".into(),
-            admin_public_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlaceholderKeyReplaceMeReplaceMeReplaceMe csis-admin-REPLACE-ME".into()],
-            identity: vec![IdentityPrereq {
-                identity_type: "okta".into(),
-                builder: "opa-groups".into(),
-            }],
-            storage: vec![StoragePrereq {
-                storage_type: "ebs".into(),
-                builder: Some("aws-ebs".into()),
-            }],
-        }),
+        base: Some(csis_runtime::testing::rhel10_base("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlaceholderKeyReplaceMeReplaceMeReplaceMe csis-admin-REPLACE-ME")),
         image: None,
     };
     rt.emit(&req).await.unwrap();

@@ -1,0 +1,58 @@
+//! Preflight: who the credentials are (STS `GetCallerIdentity`), and the
+//! declared `account_id` beside the account they act in.
+
+use csis_runtime::{PreflightLine, Result};
+
+use crate::client::{self, cause};
+use crate::AwsRuntime;
+
+impl AwsRuntime {
+    /// `preflight`'s identity: (account, ARN) from STS GetCallerIdentity.
+    pub async fn caller_identity(&self) -> std::result::Result<(String, String), String> {
+        client::check_profile(&self.settings)?;
+        let sts = self.clients.sts().await;
+        let out = sts
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| cause(&e))?;
+        Ok((out.account.unwrap_or_default(), out.arn.unwrap_or_default()))
+    }
+
+    pub(crate) async fn preflight_lines(&self) -> Result<Vec<PreflightLine>> {
+        let name = &self.settings.name;
+        Ok(match self.caller_identity().await {
+            Ok((account, arn)) => {
+                let mut lines = vec![
+                    PreflightLine {
+                        ok: true,
+                        what: format!("aws {name}: account"),
+                        detail: account.clone(),
+                    },
+                    PreflightLine {
+                        ok: true,
+                        what: format!("aws {name}: identity"),
+                        detail: arn,
+                    },
+                ];
+                if let Some(decl) = self.settings.account_id.as_deref() {
+                    if decl != account {
+                        lines.push(PreflightLine {
+                            ok: true,
+                            what: format!("aws {name}: account_id"),
+                            detail: format!(
+                                "declared {decl}, the credentials act in {account} (account_id is not a check)"
+                            ),
+                        });
+                    }
+                }
+                lines
+            }
+            Err(e) => vec![PreflightLine {
+                ok: false,
+                what: format!("aws {name}: identity"),
+                detail: format!("AWS Error: {e}"),
+            }],
+        })
+    }
+}

@@ -1,0 +1,540 @@
+//! The native bake: a bake container from the parent, the lowered recipe's
+//! steps run in it (shell, scripts, ansible, uploads, assertions), then
+//! committed with the build's labels and tagged; `packer-docker` builders
+//! go to [`crate::packer`].
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CommitContainerOptionsBuilder, CreateContainerOptionsBuilder};
+use csis_runtime::recipe::{self, StepKind};
+use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, LogSink, Result, RuntimeError};
+
+use super::containers::ContainerGuard;
+use super::exec::{stage_command, STAGE_DIR};
+use super::images::blanked_keys;
+use super::{
+    DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL,
+};
+use crate::names;
+use crate::settings::parse_memory;
+
+impl DockerRuntime {
+    /// What the lowering needs to know of a docker bake container: steps
+    /// run as root unless a bake user is asked (then with `sudo`), no
+    /// systemd, no session agent; the settle step installs `sudo` and
+    /// `python3` where a package manager allows.
+    pub fn target(&self, as_root: bool) -> recipe::Target {
+        recipe::Target {
+            runtime: self.settings.name.clone(),
+            sudo: !as_root,
+            systemd: false,
+            settle: recipe::install_sudo_python_lines(),
+            session_agent: None,
+        }
+    }
+
+    pub(crate) async fn run_steps(&self, container: &str, req: &BakeRequest) -> Result<usize> {
+        let log: &dyn LogSink = req.log.as_ref();
+        // The bake user: root unless one is asked and exists in the image.
+        let user: String = match req.bake_user.as_deref() {
+            None | Some("root") => "0".into(),
+            Some(u) => {
+                let r = self
+                    .exec(
+                        container,
+                        vec!["id".into(), "-u".into(), u.into()],
+                        Some("0"),
+                        vec![],
+                        None,
+                        &csis_runtime::NullLog,
+                        true,
+                    )
+                    .await?;
+                if r.exit_code == 0 {
+                    u.to_string()
+                } else {
+                    log.line(&format!(
+                        "bake user '{u}' does not exist in the image: steps run as root"
+                    ));
+                    "0".into()
+                }
+            }
+        };
+        let lowered = recipe::lower(req, &self.target(user == "0"))
+            .map_err(|e| RuntimeError::Failed(format!("bake {}: {e}", req.label)))?;
+        lowered.write_files(&req.emit_dir).map_err(|e| {
+            RuntimeError::Failed(format!(
+                "bake {}: writing under {}: {e}",
+                req.label,
+                req.emit_dir.display()
+            ))
+        })?;
+        for (i, step) in lowered.steps.iter().enumerate() {
+            let n = i + 1;
+            if !step.comment.is_empty() {
+                log.line(&format!("==> step {n}: {}", step.comment));
+            }
+            let fail = |what: String| {
+                RuntimeError::Failed(format!(
+                    "bake {}: step {n} ({}) {what}",
+                    req.label,
+                    if step.comment.is_empty() {
+                        "bundle"
+                    } else {
+                        step.comment.as_str()
+                    }
+                ))
+            };
+            match &step.kind {
+                StepKind::Note => {}
+                StepKind::Shell {
+                    lines,
+                    runner,
+                    env,
+                    execute_command,
+                } => {
+                    // the settle step (the first) always runs as root
+                    let who = if i == 0 { "0" } else { user.as_str() };
+                    let ec = execute_command
+                        .as_deref()
+                        .or(runner.then_some(recipe::STEP_EXECUTE_COMMAND));
+                    let code = self
+                        .run_script(
+                            container,
+                            &format!("step-{n}.sh"),
+                            recipe::script_of(lines).as_bytes(),
+                            Some(who),
+                            ec,
+                            env,
+                            log,
+                        )
+                        .await?;
+                    if code != 0 {
+                        return Err(fail(format!("exited {code}")));
+                    }
+                }
+                StepKind::Scripts {
+                    scripts,
+                    runner,
+                    env,
+                    execute_command,
+                } => {
+                    let ec = execute_command
+                        .as_deref()
+                        .or(runner.then_some(recipe::STEP_EXECUTE_COMMAND));
+                    for (j, (rel, abs)) in scripts.iter().enumerate() {
+                        let content = tokio::fs::read(abs)
+                            .await
+                            .map_err(|e| fail(format!("script {}: {e}", abs.display())))?;
+                        let code = self
+                            .run_script(
+                                container,
+                                &format!("step-{n}-script-{}.sh", j + 1),
+                                &content,
+                                Some(user.as_str()),
+                                ec,
+                                env,
+                                log,
+                            )
+                            .await?;
+                        if code != 0 {
+                            return Err(fail(format!("script {rel} exited {code}")));
+                        }
+                    }
+                }
+                StepKind::Ansible {
+                    playbook,
+                    extra_arguments,
+                    binary,
+                } => {
+                    self.run_ansible(container, binary, &playbook.1, extra_arguments, req)
+                        .await?;
+                }
+                StepKind::Upload { rel, destination } => {
+                    self.upload_dir(container, &req.emit_dir.join(rel), destination)
+                        .await
+                        .map_err(|e| fail(format!("upload of {rel}: {e}")))?;
+                }
+                StepKind::Verify { lines, .. } => {
+                    let mut script = String::from("#!/bin/sh\n");
+                    for l in lines {
+                        script.push_str(l);
+                        script.push('\n');
+                    }
+                    let path = format!("{STAGE_DIR}/verify-{n}.sh");
+                    let r = self
+                        .exec(
+                            container,
+                            vec![
+                                "/bin/sh".into(),
+                                "-c".into(),
+                                format!("{} || exit 201\nsh {path}", stage_command(&path)),
+                            ],
+                            Some("0"),
+                            vec![],
+                            Some(script.into_bytes()),
+                            log,
+                            true,
+                        )
+                        .await?;
+                    if r.exit_code != 0 {
+                        let why = r
+                            .stderr
+                            .lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("an assertion failed")
+                            .to_string();
+                        return Err(RuntimeError::Failed(format!(
+                            "bake {}: {why} (exit {})",
+                            req.label, r.exit_code
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(lowered.assertions)
+    }
+
+    /// The `ansible-playbook` command line for a bake container.
+    pub fn ansible_command(
+        &self,
+        container: &str,
+        binary: &str,
+        playbook: &Path,
+        extra: &[String],
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        let mut args = vec![
+            binary.to_string(),
+            "-i".to_string(),
+            format!("{container},"),
+            "-c".to_string(),
+            "docker".to_string(),
+            "--extra-vars".to_string(),
+            format!("ansible_connection=docker ansible_host={container}"),
+        ];
+        args.extend(extra.iter().cloned());
+        args.push(playbook.display().to_string());
+        let mut env = self.settings.tool_environment();
+        env.push(("ANSIBLE_NOCOLOR".into(), "1".into()));
+        env.push(("ANSIBLE_FORCE_COLOR".into(), "0".into()));
+        env.push(("ANSIBLE_HOST_KEY_CHECKING".into(), "False".into()));
+        env.push(("ANSIBLE_RETRY_FILES_ENABLED".into(), "False".into()));
+        env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+        // ansible's docker connection runs `docker` from PATH: put the runtime's binary first.
+        let bin = Path::new(&self.settings.docker_binary);
+        if let Some(dir) = bin.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let path = std::env::var("PATH").unwrap_or_default();
+            env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+        }
+        (args, env)
+    }
+
+    pub(crate) async fn run_ansible(
+        &self,
+        container: &str,
+        binary: &str,
+        playbook: &Path,
+        extra: &[String],
+        req: &BakeRequest,
+    ) -> Result<()> {
+        let (args, env) = self.ansible_command(container, binary, playbook, extra);
+        // a mod's `config:` (extra vars as JSON) is not logged: it may hold decrypted values
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a.starts_with('{') {
+                    "<config>".to_string()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        req.log.line(&format!("$ {}", shown.join(" ")));
+        let mut cmd = tokio::process::Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .envs(env)
+            .current_dir(&req.tree_root)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            RuntimeError::Failed(format!(
+                "bake {}: `{}` cannot run: {e} (install ansible: Debian `apt-get install ansible`, or PyPI `ansible-core` plus the community.docker collection)",
+                req.label, args[0]
+            ))
+        })?;
+        let output = csis_runtime::stream_output(&mut child, req.log.clone(), 0);
+        let status = child.wait().await.map_err(|e| {
+            RuntimeError::Failed(format!("bake {}: ansible-playbook: {e}", req.label))
+        })?;
+        output.finish().await;
+        if !status.success() {
+            return Err(RuntimeError::Failed(format!(
+                "bake {}: ansible-playbook {} exited {}",
+                req.label,
+                playbook.display(),
+                status.code().unwrap_or(-1)
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn create_bake_container(
+        &self,
+        name: &str,
+        parent: &str,
+        req: &BakeRequest,
+        storage_size: Option<&str>,
+    ) -> Result<()> {
+        let d = self.docker().await?;
+        let mt = self
+            .settings
+            .machine_type(req.machine_type.as_deref())
+            .map_err(RuntimeError::Refused)?;
+        let mut host = HostConfig {
+            init: Some(true),
+            network_mode: Some(self.settings.network.clone()),
+            tmpfs: Some(HashMap::from([(
+                "/run".to_string(),
+                "rw,exec,nosuid,nodev,mode=755".to_string(),
+            )])),
+            ..Default::default()
+        };
+        if let Some(size) = storage_size {
+            host.storage_opt = Some(HashMap::from([("size".to_string(), size.to_string())]));
+        }
+        if let Some(m) = mt {
+            host.nano_cpus = m.cpus.map(|c| (c * 1e9) as i64);
+            if let Some(mem) = &m.memory {
+                host.memory = Some(parse_memory(mem).map_err(RuntimeError::Refused)?);
+            }
+        }
+        let body = ContainerCreateBody {
+            image: Some(parent.to_string()),
+            labels: Some(self.bake_labels(Some(req))),
+            // a vendor ENTRYPOINT would wrap the keepalive: reset it (an empty list, not none)
+            entrypoint: Some(vec![]),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            host_config: Some(host),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(name).build();
+        d.create_container(Some(opts), body)
+            .await
+            .map_err(|e| self.map_err(&format!("create bake container {name} from {parent}"), e))?;
+        d.start_container(
+            name,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("start bake container {name}"), e))?;
+        Ok(())
+    }
+
+    pub(crate) async fn commit_and_tag(
+        &self,
+        container: &str,
+        parent_id: &str,
+        req: &BakeRequest,
+        made: &str,
+    ) -> Result<String> {
+        let d = self.docker().await?;
+        let mut labels: HashMap<String, String> = req.tags.clone().into_iter().collect();
+        // Labels are inherited from the parent: blank the parent's lineage labels this bake does not set.
+        // (a label cannot be removed: the blanked keys are listed in BLANKED_LABEL)
+        let parent_labels = self
+            .inspect_image_opt(parent_id)
+            .await?
+            .and_then(|p| p.config)
+            .and_then(|c| c.labels)
+            .unwrap_or_default();
+        let blanked = blanked_keys(&parent_labels, &req.tags);
+        for k in &blanked {
+            labels.insert(k.clone(), String::new());
+        }
+        labels.insert(BLANKED_LABEL.to_string(), blanked.join(","));
+        labels.insert(NAME_LABEL.to_string(), made.to_string());
+        labels.insert(REPOSITORY_LABEL.to_string(), self.repository.clone());
+        // the container's own marks are not the image's (a commit merges them in)
+        labels.insert(BAKE_LABEL.to_string(), String::new());
+        labels.insert(BAKE_OWNER_LABEL.to_string(), String::new());
+        let opts = CommitContainerOptionsBuilder::default()
+            .container(container)
+            .pause(true)
+            .comment(&format!("csis bake {}", req.label))
+            .build();
+        let cfg = ContainerConfig {
+            labels: Some(labels),
+            entrypoint: Some(vec![]),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            ..Default::default()
+        };
+        let id = d
+            .commit_container(opts, cfg)
+            .await
+            .map_err(|e| self.map_err(&format!("commit {container}"), e))?
+            .id;
+        self.tag(&id, made).await?;
+        let prefix = names::image_name_as_made(&req.prefix);
+        if prefix != made {
+            self.tag(&id, &prefix).await?;
+        }
+        Ok(id)
+    }
+
+    /// What a bake starts from on the daemon: the resolved vendor image, the
+    /// parent build's id, or, for a parent baking earlier in this run, its
+    /// movable tag `<repository>:<series>` (what every bake of a series
+    /// tags its build with, [`BakeRequest::prefix`]).
+    pub fn parent_ref(&self, req: &BakeRequest) -> String {
+        match &req.parent {
+            BakeParent::Vendor(r) => r.id.clone(),
+            BakeParent::Build { build_id, .. } => build_id.clone(),
+            BakeParent::Deferred { series, .. } => self.tag_ref(&names::image_name_as_made(series)),
+        }
+    }
+
+    pub(super) async fn emit_root(&self, req: &BakeRequest) -> Result<Vec<std::path::PathBuf>> {
+        if self
+            .settings
+            .packer_builders
+            .contains_key(&req.image_builder)
+        {
+            crate::packer::emit(self, req).await
+        } else {
+            Ok(Vec::new())
+        }
+    }
+
+    pub(super) async fn bake_image(&self, req: &BakeRequest) -> Result<BakeOutcome> {
+        if let Some(p) = names::image_name_problem(&req.final_name) {
+            return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
+        }
+        for k in req.tags.keys() {
+            if let Some(p) = names::label_key_problem(k) {
+                return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
+            }
+        }
+        if req.cancel.is_cancelled() {
+            return Err(RuntimeError::Cancelled);
+        }
+        if let Some(packer) = self.settings.packer_builders.get(&req.image_builder) {
+            return crate::packer::bake(self, req, packer).await;
+        }
+        let d = self.docker().await?.clone();
+        let made = names::image_name_as_made(&req.final_name);
+        let container = names::bake_container_name(
+            &self.settings.name,
+            &req.series,
+            req.tags.get("csis_run").map(String::as_str),
+        );
+        let parent = self.parent_ref(req);
+        let parent_img = match self.inspect_image_opt(&parent).await? {
+            Some(i) => i,
+            None => match &req.parent {
+                BakeParent::Vendor(_) => {
+                    self.pull(&parent, None).await?;
+                    self.inspect_image_opt(&parent).await?.ok_or_else(|| {
+                        RuntimeError::Refused(format!(
+                            "{}: parent image '{parent}' is not on the daemon",
+                            req.label
+                        ))
+                    })?
+                }
+                BakeParent::Build { series, .. } | BakeParent::Deferred { series, .. } => {
+                    return Err(RuntimeError::Refused(format!(
+                        "{}: the parent build {parent} of series {series} is not on the daemon",
+                        req.label
+                    )))
+                }
+            },
+        };
+        let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
+        // A container of this run's name is a leftover only when its owner is gone.
+        match self.remove_left_behind(&container).await {
+            Ok(true) => req.log.line(&format!(
+                "==> removing stale bake container {container} (left by an interrupted csis)"
+            )),
+            Ok(false) => {}
+            Err(e) => return Err(RuntimeError::Failed(format!("{}: {e}", req.label))),
+        }
+        req.log
+            .line(&format!("==> bake container {container} from {parent}"));
+        let storage_size = self
+            .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
+            .await?;
+        let guard = ContainerGuard::new(d.clone(), container.clone());
+        let work = async {
+            self.create_bake_container(&container, &parent_id, req, storage_size.as_deref())
+                .await?;
+            self.run_steps(&container, req).await
+        };
+        let result = tokio::select! {
+            r = work => r,
+            _ = req.cancel.cancelled() => Err(RuntimeError::Cancelled),
+        };
+        let result = match result {
+            Ok(assertions) if !req.cancel.is_cancelled() => {
+                req.log
+                    .line(&format!("==> commit {}:{made}", self.repository));
+                self.commit_and_tag(&container, &parent_id, req, &made)
+                    .await
+                    .map(|id| (id, assertions))
+            }
+            Ok(_) => Err(RuntimeError::Cancelled),
+            Err(e) => Err(e),
+        };
+        let removed = guard.remove().await;
+        req.log
+            .line(&format!("==> removed bake container {container}"));
+        let (build_id, assertions) = result?;
+        if let Err(e) = removed {
+            req.log.line(&format!(
+                "warning: bake container {container} not removed: {e}"
+            ));
+        }
+        Ok(BakeOutcome {
+            build_id,
+            name: made,
+            assertions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::DockerSettings;
+
+    #[test]
+    fn ansible_command_line() {
+        let mut s = DockerSettings::new("d");
+        s.host = Some("ssh://u@h".into());
+        let r = DockerRuntime::new(s).unwrap();
+        let (args, env) = r.ansible_command(
+            "csis-bake-d-web",
+            "ansible-playbook",
+            Path::new("/t/site.yml"),
+            &["-v".into()],
+        );
+        assert_eq!(
+            args,
+            vec![
+                "ansible-playbook",
+                "-i",
+                "csis-bake-d-web,",
+                "-c",
+                "docker",
+                "--extra-vars",
+                "ansible_connection=docker ansible_host=csis-bake-d-web",
+                "-v",
+                "/t/site.yml"
+            ]
+        );
+        assert!(env.contains(&("DOCKER_HOST".into(), "ssh://u@h".into())));
+    }
+}

@@ -1,0 +1,231 @@
+//! Bake containers: their labels, the guard that removes one when a bake
+//! is dropped mid-way, forced removal, and the ones a gone csis left
+//! behind (`clean_stale_bakes`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::Docker;
+use csis_runtime::{BakeRequest, Result, RuntimeError, TEST_MACHINE_MARK, TEST_MACHINE_OWNER};
+
+use super::errors::{api_message, is_not_found};
+use super::{DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL};
+use crate::names;
+
+/// Is this bake container left behind by a csis that is gone? Its owner
+/// label names a process of this host that is not running, or (another
+/// host's, or a container without an owner label) it was created more than
+/// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
+fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
+    let owner = c.labels.as_ref().and_then(|l| l.get(BAKE_OWNER_LABEL));
+    let created = c
+        .created
+        .and_then(|t| u64::try_from(t).ok())
+        .map(|t| std::time::UNIX_EPOCH + Duration::from_secs(t));
+    csis_runtime::owner::is_left_behind(
+        owner.map(String::as_str),
+        created,
+        std::time::SystemTime::now(),
+        csis_runtime::owner::STALE_AFTER,
+        &csis_runtime::owner::host_name(),
+    )
+}
+
+/// Removes the bake container when dropped without [`ContainerGuard::disarm`]
+/// (a bake future dropped mid-way), as a spawned task.
+pub(crate) struct ContainerGuard {
+    docker: Docker,
+    name: String,
+    armed: bool,
+}
+
+impl ContainerGuard {
+    pub(crate) fn new(docker: Docker, name: String) -> Self {
+        ContainerGuard {
+            docker,
+            name,
+            armed: true,
+        }
+    }
+
+    /// Keep the container: the caller owns it from now on.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
+        self.armed = false;
+        remove_container_forced(&self.docker, &self.name)
+            .await
+            .map(drop)
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let docker = self.docker.clone();
+                let name = self.name.clone();
+                h.spawn(async move {
+                    let _ = remove_container_forced(&docker, &name).await;
+                });
+            }
+        }
+    }
+}
+
+/// Remove a container, running or not, with its anonymous volumes; `true`
+/// when there was one to remove.
+pub(crate) async fn remove_container_forced(
+    docker: &Docker,
+    name: &str,
+) -> std::result::Result<bool, String> {
+    let opts = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(name, Some(opts)).await {
+        Ok(()) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(api_message(&e)),
+    }
+}
+
+impl DockerRuntime {
+    /// The labels of a bake container: this runtime's bake mark, the owner
+    /// (`<host>:<pid>`), and the bake's config id, series and run.
+    pub(crate) fn bake_labels(&self, req: Option<&BakeRequest>) -> HashMap<String, String> {
+        let mut l = HashMap::from([
+            (BAKE_LABEL.to_string(), self.settings.name.clone()),
+            (
+                BAKE_OWNER_LABEL.to_string(),
+                csis_runtime::owner::bake_owner(),
+            ),
+        ]);
+        if let Some(req) = req {
+            for k in [csis_runtime::CONFIG_TAG, "csis_series", "csis_run"] {
+                if let Some(v) = req.tags.get(k) {
+                    l.insert(k.to_string(), v.clone());
+                }
+            }
+        }
+        l
+    }
+
+    /// Remove the bake container `name` when it is left behind (its owner
+    /// is gone on this host, or it is another host's and older than a
+    /// day); `Ok(false)` when there is none. A live owner's container is
+    /// never removed: that is an error naming its owner.
+    pub(crate) async fn remove_left_behind(&self, name: &str) -> Result<bool> {
+        let d = self.docker().await?;
+        let list = self
+            .containers(HashMap::from([(
+                "name".to_string(),
+                vec![name.to_string()],
+            )]))
+            .await?;
+        let Some(c) = list.into_iter().find(|c| {
+            c.names
+                .iter()
+                .flatten()
+                .any(|n| n.trim_start_matches('/') == name)
+        }) else {
+            return Ok(false);
+        };
+        if !left_behind(&c) {
+            return Err(RuntimeError::Failed(format!(
+                "bake container {name} belongs to a running csis ({}): not removed",
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(BAKE_OWNER_LABEL))
+                    .map(String::as_str)
+                    .unwrap_or("owner unknown")
+            )));
+        }
+        remove_container_forced(d, name)
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("removing stale bake container {name}: {e}")))
+    }
+
+    pub(crate) async fn containers(
+        &self,
+        filters: HashMap<String, Vec<String>>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>> {
+        let d = self.docker().await?;
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        d.list_containers(Some(opts))
+            .await
+            .map_err(|e| self.map_err("list containers", e))
+    }
+
+    pub(super) async fn clean_stale(&self) -> Result<Vec<String>> {
+        let d = self.docker().await?;
+        let prefix = names::bake_container_prefix(&self.settings.name);
+        let list = self
+            .containers(HashMap::from([("name".to_string(), vec![prefix.clone()])]))
+            .await?;
+        let mut removed = Vec::new();
+        for c in list {
+            let Some(name) = c
+                .names
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.trim_start_matches('/').to_string())
+                .find(|n| n.starts_with(&prefix))
+            else {
+                continue;
+            };
+            // Another csis's live bake (another checkout, another CI job on
+            // this daemon) keeps its container.
+            if !left_behind(&c) {
+                continue;
+            }
+            remove_container_forced(d, &name).await.map_err(|e| {
+                RuntimeError::Failed(format!("removing stale bake container {name}: {e}"))
+            })?;
+            removed.push(name);
+        }
+        // Post-bake test containers whose csis is gone (killed before it
+        // removed them): marked, and owned by a process that no longer runs.
+        let marked = self
+            .containers(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{TEST_MACHINE_MARK}={}", self.settings.name)],
+            )]))
+            .await?;
+        for c in marked {
+            let labels = c.labels.clone().unwrap_or_default();
+            let gone = labels
+                .get(TEST_MACHINE_OWNER)
+                .is_some_and(|o| csis_runtime::owner_gone(o));
+            if !gone {
+                continue;
+            }
+            let Some(name) = c
+                .names
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.trim_start_matches('/').to_string())
+                .next()
+            else {
+                continue;
+            };
+            match remove_container_forced(d, &name).await {
+                Ok(_) => removed.push(format!("test machine {name}")),
+                Err(e) => {
+                    return Err(RuntimeError::Failed(format!(
+                        "removing stale test container {name}: {e}"
+                    )))
+                }
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+}

@@ -1,0 +1,353 @@
+//! Containers as instances: power state, start and stop, identity and boot
+//! image, verification against a build, session commands (an exec), test
+//! machines, and the inventory of containers and volumes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListVolumesOptions, RemoveContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
+};
+use csis_runtime::{
+    InstanceFacts, Inventory, PowerState, Result, Runtime, RuntimeError, SessionResult,
+    TestMachine, TestMachineRequest, VerifyCheck, VolumeFacts, TEST_MACHINE_MARK,
+    TEST_MACHINE_OWNER,
+};
+
+use super::containers::ContainerGuard;
+use super::errors::{is_conflict, is_not_found};
+use super::DockerRuntime;
+
+impl DockerRuntime {
+    pub(super) async fn power_state(&self, instance: &str) -> Result<PowerState> {
+        let d = self.docker().await?;
+        match d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => Ok(match c.state {
+                Some(s) if s.running == Some(true) => PowerState::Running,
+                Some(s) => match s.status {
+                    Some(bollard::models::ContainerStateStatusEnum::CREATED)
+                    | Some(bollard::models::ContainerStateStatusEnum::EXITED)
+                    | Some(bollard::models::ContainerStateStatusEnum::DEAD) => PowerState::Stopped,
+                    Some(bollard::models::ContainerStateStatusEnum::PAUSED)
+                    | Some(bollard::models::ContainerStateStatusEnum::RESTARTING) => {
+                        PowerState::Running
+                    }
+                    _ => PowerState::Unknown,
+                },
+                None => PowerState::Unknown,
+            }),
+            Err(e) if is_not_found(&e) => Ok(PowerState::Absent),
+            Err(e) => Err(self.map_err(&format!("inspect container {instance}"), e)),
+        }
+    }
+
+    pub(super) async fn start(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let d = self.docker().await?;
+        d.start_container(
+            instance,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .or_else(|e| match &e {
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            } => Ok(()),
+            _ => Err(self.map_err(&format!("start container {instance}"), e)),
+        })?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s.max(1));
+        loop {
+            if self.query_instance_power_state(instance).await? == PowerState::Running {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(RuntimeError::Failed(format!(
+                    "container {instance} is not running {timeout_s}s after start"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(super) async fn stop(&self, instance: &str, timeout_s: u64) -> Result<()> {
+        let d = self.docker().await?;
+        let opts = StopContainerOptionsBuilder::default()
+            .t(timeout_s.min(i32::MAX as u64) as i32)
+            .build();
+        match d.stop_container(instance, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(self.map_err(&format!("stop container {instance}"), e)),
+        }
+    }
+
+    pub(super) async fn identity(&self, instance: &str) -> Result<(String, Option<String>)> {
+        let d = self.docker().await?;
+        let c = d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    RuntimeError::Refused(format!("container {instance} does not exist"))
+                } else {
+                    self.map_err(&format!("inspect container {instance}"), e)
+                }
+            })?;
+        Ok((c.id.unwrap_or_default(), c.config.and_then(|c| c.hostname)))
+    }
+
+    pub(super) async fn boot_image(&self, instance: &str) -> Result<Option<String>> {
+        let d = self.docker().await?;
+        match d
+            .inspect_container(
+                instance,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(c) => Ok(c.image),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.map_err(&format!("inspect container {instance}"), e)),
+        }
+    }
+
+    /// A container against a build: it runs, it was created from the
+    /// build (`expected` as an image id, a tag or a short id the daemon
+    /// knows), and, when asked, data mounts under `/mnt`.
+    pub(super) async fn verify(
+        &self,
+        instance: &str,
+        expected_build: &str,
+        expect_mounts: usize,
+        timeout_s: u64,
+    ) -> Result<Vec<VerifyCheck>> {
+        let power = self.query_instance_power_state(instance).await?;
+        if power == PowerState::Absent {
+            return Err(RuntimeError::Refused(format!(
+                "container {instance} does not exist on {}",
+                self.settings.name
+            )));
+        }
+        let mut checks = vec![VerifyCheck {
+            name: "running".into(),
+            ok: power == PowerState::Running,
+            detail: format!("{power:?}").to_lowercase(),
+            evidence: Vec::new(),
+        }];
+        let booted = self.query_instance_boot_image(instance).await?;
+        let expected_id = match self.inspect_image_opt(expected_build).await? {
+            Some(i) => i.id.unwrap_or_else(|| expected_build.to_string()),
+            None => expected_build.to_string(),
+        };
+        let booted_s = booted.clone().unwrap_or_else(|| "?".into());
+        let ok = booted.as_deref() == Some(expected_id.as_str());
+        checks.push(VerifyCheck {
+            name: "booted image".into(),
+            ok,
+            detail: if ok {
+                format!("booted {booted_s}")
+            } else {
+                format!("booted {booted_s}, expected {expected_build}")
+            },
+            evidence: Vec::new(),
+        });
+        if expect_mounts > 0 {
+            let check = match self
+                .run_session_command(instance, "grep ' /mnt/' /proc/mounts", timeout_s.max(10))
+                .await
+            {
+                Ok(r) => {
+                    let lines: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+                    let n = lines.len();
+                    VerifyCheck {
+                        name: "data disks mounted".into(),
+                        ok: n >= expect_mounts,
+                        detail: format!("{n} mount(s) under /mnt, {expect_mounts} declared"),
+                        evidence: last_lines(&lines, 20),
+                    }
+                }
+                Err(e) => VerifyCheck {
+                    name: "data disks mounted".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                    evidence: Vec::new(),
+                },
+            };
+            checks.push(check);
+        }
+        Ok(checks)
+    }
+
+    pub(super) async fn session_command(
+        &self,
+        instance: &str,
+        command: &str,
+        timeout_s: u64,
+    ) -> Result<SessionResult> {
+        let fut = self.exec(
+            instance,
+            vec!["/bin/sh".into(), "-c".into(), command.to_string()],
+            None,
+            vec![],
+            None,
+            &csis_runtime::NullLog,
+            true,
+        );
+        match tokio::time::timeout(Duration::from_secs(timeout_s.max(1)), fut).await {
+            Ok(r) => {
+                let r = r?;
+                Ok(SessionResult {
+                    exit_code: r.exit_code as i32,
+                    stdout: r.stdout,
+                    stderr: r.stderr,
+                })
+            }
+            Err(_) => Err(RuntimeError::Failed(format!(
+                "command in {instance} did not finish within {timeout_s}s"
+            ))),
+        }
+    }
+
+    pub(super) async fn launch_test(&self, req: &TestMachineRequest) -> Result<TestMachine> {
+        let d = self.docker().await?;
+        let name = req.name.clone();
+        let labels = HashMap::from([
+            (TEST_MACHINE_MARK.to_string(), self.settings.name.clone()),
+            (TEST_MACHINE_OWNER.to_string(), req.owner.clone()),
+        ]);
+        let body = ContainerCreateBody {
+            image: Some(req.build_id.clone()),
+            entrypoint: Some(vec![]),
+            // Bounded: the container stops (and, auto-removed, goes) by
+            // itself after its lifetime, even if csis is killed.
+            cmd: Some(vec!["sleep".into(), req.lifetime_s.max(1).to_string()]),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                init: Some(true),
+                auto_remove: Some(true),
+                network_mode: Some(self.settings.network.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+        d.create_container(Some(opts), body).await.map_err(|e| {
+            self.map_err(
+                &format!("create test container {name} from {}", req.build_id),
+                e,
+            )
+        })?;
+        let guard = ContainerGuard::new(d.clone(), name.clone());
+        d.start_container(
+            &name,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("start test container {name}"), e))?;
+        // It answers when a session command runs in it.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(req.ready_timeout_s.max(1));
+        loop {
+            match self.run_session_command(&name, "true", 10).await {
+                Ok(r) if r.exit_code == 0 => break,
+                Ok(_) | Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(r) => {
+                    let _ = guard.remove().await;
+                    return Err(RuntimeError::Failed(format!(
+                        "test container {name} does not answer: `true` exited {}",
+                        r.exit_code
+                    )));
+                }
+                Err(e) => {
+                    let _ = guard.remove().await;
+                    return Err(RuntimeError::Failed(format!(
+                        "test container {name} does not answer within {}s: {e}",
+                        req.ready_timeout_s
+                    )));
+                }
+            }
+        }
+        let booted = self.query_instance_boot_image(&name).await.ok().flatten();
+        guard.disarm();
+        Ok(TestMachine { id: name, booted })
+    }
+
+    pub(super) async fn remove_test(&self, id: &str) -> Result<bool> {
+        let d = self.docker().await?;
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match d.remove_container(id, Some(opts)).await {
+            Ok(()) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            // auto-remove already under way
+            Err(e) if is_conflict(&e) => Ok(true),
+            Err(e) => Err(self.map_err(&format!("remove test container {id}"), e)),
+        }
+    }
+
+    pub(super) async fn containers_and_volumes(&self) -> Result<Inventory> {
+        let list = self.containers(HashMap::new()).await?;
+        let mut instances: Vec<InstanceFacts> = list
+            .into_iter()
+            .map(|c| InstanceFacts {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string())),
+                image: c.image_id,
+                power: match c.state {
+                    Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
+                    | Some(bollard::models::ContainerSummaryStateEnum::PAUSED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::RESTARTING) => {
+                        PowerState::Running
+                    }
+                    Some(bollard::models::ContainerSummaryStateEnum::CREATED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::EXITED)
+                    | Some(bollard::models::ContainerSummaryStateEnum::DEAD) => PowerState::Stopped,
+                    _ => PowerState::Unknown,
+                },
+                config: c.labels.and_then(|l| l.get("csis_config").cloned()),
+            })
+            .collect();
+        instances.sort_by(|a, b| a.name.cmp(&b.name));
+        let volumes = self.volumes().await?;
+        Ok(Inventory { instances, volumes })
+    }
+
+    /// Every volume on the daemon with its labels (`csis_config` among them), by name.
+    pub async fn volumes(&self) -> Result<Vec<VolumeFacts>> {
+        let d = self.docker().await?;
+        let v = d
+            .list_volumes(None::<ListVolumesOptions>)
+            .await
+            .map_err(|e| self.map_err("list volumes", e))?;
+        let mut out: Vec<VolumeFacts> = v
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| VolumeFacts::new(v.name, v.labels.into_iter().collect()))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+fn last_lines(lines: &[String], n: usize) -> Vec<String> {
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
