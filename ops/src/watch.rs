@@ -162,7 +162,11 @@ impl Watcher {
         let root = tree.dir.clone();
         let snap = snapshot(&root);
         let t0 = Instant::now();
-        let inc = Incremental::new(&root, &tree.load_options());
+        let inc = Incremental::with_costs(
+            &root,
+            &tree.load_options(),
+            std::sync::Arc::new(crate::wiring::BakeCosts),
+        );
         let mut w = Watcher {
             root,
             patterns,

@@ -47,16 +47,26 @@ pub use bake_inputs::{file_hash, BAKE_RECIPE};
 pub use policy::{pin_moved_rule, planner, refresh_rule, ForceBake};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
-    BakeSpec, BaseRecipeSpec, CompileError, Compiled, GroupSpec, NoPins, NodeSpec, ParentSpec,
-    PinSource, ResolveSpec, PINNED_PARENT_ATTR,
+    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec, NoPins,
+    NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
 
 /// Compile the tree into the graph. `pins` answers pinned parents; the
 /// playbook and script files are hashed from disk ([`file_hash`], each file
-/// once per compile).
+/// once per compile); every bake costs [`DEFAULT_BAKE_COST`].
 pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileError> {
+    compile_with_costs(tree, pins, &DefaultCost)
+}
+
+/// [`compile`] with the scheduler's cost of each bake answered by `costs`
+/// (what the runtime types say, `csis_ops::wiring`).
+pub fn compile_with_costs(
+    tree: &Tree,
+    pins: &dyn PinSource,
+    costs: &dyn BakeCost,
+) -> Result<Compiled, CompileError> {
     let mut seen: HashMap<PathBuf, String> = HashMap::new();
-    compile_with(tree, pins, &mut |p: &Path| {
+    compile_with(tree, pins, costs, &mut |p: &Path| {
         if let Some(h) = seen.get(p) {
             return h.clone();
         }
@@ -66,8 +76,8 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
     })
 }
 
-/// [`compile`] with the content hash of every playbook and script file
-/// answered by `hash` (blake3 hex, or `missing`).
+/// [`compile_with_costs`] with the content hash of every playbook and
+/// script file answered by `hash` (blake3 hex, or `missing`).
 ///
 /// The compile is per series: [`os_unit`] for each OS builder,
 /// [`image_draft`] + [`finish_image`] for each image (parents first), and
@@ -76,14 +86,15 @@ pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileErr
 fn compile_with(
     tree: &Tree,
     pins: &dyn PinSource,
+    costs: &dyn BakeCost,
     hash: &mut dyn FnMut(&Path) -> String,
 ) -> Result<Compiled, CompileError> {
     let mut a = Assembler::default();
     for os in &tree.os_builders {
-        a.add(os_unit(tree, os)?)?;
+        a.add(os_unit(tree, os, costs)?)?;
     }
     for idx in image_order(tree) {
-        let draft = image_draft(tree, &tree.images[idx])?;
+        let draft = image_draft(tree, &tree.images[idx], costs)?;
         a.add(finish_image(draft, hash, pins))?;
     }
     Ok(a.finish())

@@ -13,10 +13,10 @@ use serde_json::{json, Value};
 
 use super::bake_inputs::{mod_input_and_record, tests_input, BAKE_RECIPE};
 use super::vocabulary::{
-    BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, ParentSpec, PinSource, ResolveSpec,
-    PINNED_PARENT_ATTR,
+    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, ParentSpec, PinSource,
+    ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
-use crate::model::ParentPolicy;
+use crate::model::{JsonMap, ParentPolicy};
 use crate::tree::{InBakeTest, Parent, Tree};
 
 /// The group activation of an image, from its `group:` and the group's builder.
@@ -53,14 +53,6 @@ fn required_plugins(tree: &Tree, image_builder: &str) -> Vec<(String, String, St
 fn label(kind_path: &str, name: &str, runtime: &str) -> Result<Label, CompileError> {
     Label::new(&format!("{kind_path}/{name}"), Some(runtime), None)
         .map_err(|e| CompileError::Label(e.to_string()))
-}
-
-fn dummy_seconds(config: &crate::model::JsonMap) -> Option<f64> {
-    config.get("dummy_bake_seconds").and_then(|v| match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    })
 }
 
 /// Which kind of series a [`Unit`] is.
@@ -182,11 +174,11 @@ impl Entry {
     }
 }
 
-fn bake_cost(tree: &Tree, runtime: &str, secs: Option<f64>) -> u64 {
-    match tree.runtime(runtime).and_then(|r| r.dummy()) {
-        Some(d) => ((secs.unwrap_or(d.bake_seconds).max(0.0) * 1000.0) as u64).max(1),
-        None => 600_000,
-    }
+/// The cost of baking a series (its `config:`) on `runtime`, as `costs`
+/// answers for the runtime's type.
+fn bake_cost(tree: &Tree, costs: &dyn BakeCost, runtime: &str, config: &JsonMap) -> u64 {
+    tree.runtime(runtime)
+        .map_or(DEFAULT_BAKE_COST, |r| costs.bake_cost(r, config))
 }
 
 /// A release node and its model.
@@ -265,7 +257,11 @@ fn unlinked() -> ParentSpec {
 
 /// An OS builder's unit: per active runtime entry a resolve, bake, emit,
 /// retag (+ dispose).
-pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, CompileError> {
+pub fn os_unit(
+    tree: &Tree,
+    os: &crate::tree::OsBuilder,
+    costs: &dyn BakeCost,
+) -> Result<Unit, CompileError> {
     let ts = &tree.execution.timestamp;
     let mut entries = Vec::new();
     for entry in os.active_runtimes() {
@@ -320,7 +316,7 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
         let refresh = os.model.effective_update().refresh_days;
         let mut bake = Node::new(target.clone(), "bake")
             .with_pool(&rt)
-            .with_cost(bake_cost(tree, &rt, dummy_seconds(&os.model.config)))
+            .with_cost(bake_cost(tree, costs, &rt, &os.model.config))
             .with_attr("series", &os.name)
             .with_attr("runtime", &rt);
         if let Some(d) = refresh {
@@ -349,7 +345,6 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
             mod_records: Vec::new(),
             chain: Vec::new(),
             update: Some(update),
-            dummy_bake_seconds: dummy_seconds(&os.model.config),
             base_recipe: Some(BaseRecipeSpec {
                 os_type: os.model.type_.clone(),
                 family: os.model.family.clone(),
@@ -407,7 +402,11 @@ pub fn os_unit(tree: &Tree, os: &crate::tree::OsBuilder) -> Result<Unit, Compile
 /// An image's unit before its files are hashed and its pins looked up: the
 /// bake inputs lack `mods` and the specs their `mod_records` (see
 /// [`finish_image`]). It reads the tree and nothing else.
-pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, CompileError> {
+pub fn image_draft(
+    tree: &Tree,
+    image: &crate::tree::Image,
+    costs: &dyn BakeCost,
+) -> Result<Unit, CompileError> {
     let ts = &tree.execution.timestamp;
     let chain: Vec<String> = tree
         .chain(image)
@@ -431,7 +430,6 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
     let pname = match &image.parent {
         Parent::Os(o) | Parent::Image(o) => o,
     };
-    let secs = dummy_seconds(&image.model.config);
     let group = group_spec(tree, image);
     let release = image.model.release.as_ref().map(|r| r.model.as_str());
     let mut entries = Vec::new();
@@ -475,7 +473,7 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
         let tags: BTreeMap<String, String> = tree.image_tags(image, entry).into_iter().collect();
         let bake = Node::new(target.clone(), "bake")
             .with_pool(&rt)
-            .with_cost(bake_cost(tree, &rt, secs))
+            .with_cost(bake_cost(tree, costs, &rt, &image.model.config))
             .with_attr("series", &image.name)
             .with_attr("runtime", &rt);
         let spec = BakeSpec {
@@ -500,7 +498,6 @@ pub fn image_draft(tree: &Tree, image: &crate::tree::Image) -> Result<Unit, Comp
             mod_records: Vec::new(),
             chain: chain_images.clone(),
             update: None,
-            dummy_bake_seconds: secs,
             base_recipe: None,
             group: group.clone(),
             required_plugins: required_plugins(tree, &ib),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use csis_engine::{Graph, GraphError, Label, NodeId};
 use serde_json::Value;
 
-use crate::model::ParentPolicy;
-use crate::tree::{InBakeTest, ModInput};
+use crate::model::{JsonMap, ParentPolicy};
+use crate::tree::{InBakeTest, ModInput, Runtime};
 
 /// What the compile needs from `meta-state/` (implemented by csis-cache):
 /// pins, and the fingerprints recorded for builds.
@@ -29,6 +29,27 @@ impl PinSource for NoPins {
     }
     fn build_fingerprint(&self, _: &str) -> Option<String> {
         None
+    }
+}
+
+/// The scheduler's cost of a bake, in milliseconds (it runs the longest
+/// remaining path first): the compile asks its caller, which knows the
+/// runtime types (`csis_ops::wiring`), once per series and runtime entry.
+/// Never part of a fingerprint.
+pub trait BakeCost: Send + Sync {
+    /// The cost of baking the series whose `config:` is `config` on the
+    /// runtime entry `runtime`.
+    fn bake_cost(&self, runtime: &Runtime, config: &JsonMap) -> u64;
+}
+
+/// What a bake costs when its runtime type does not say: ten minutes.
+pub const DEFAULT_BAKE_COST: u64 = 600_000;
+
+/// Every bake costs [`DEFAULT_BAKE_COST`].
+pub struct DefaultCost;
+impl BakeCost for DefaultCost {
+    fn bake_cost(&self, _: &Runtime, _: &JsonMap) -> u64 {
+        DEFAULT_BAKE_COST
     }
 }
 
@@ -81,8 +102,6 @@ pub struct BakeSpec {
     pub chain: Vec<String>,
     /// Base images: the effective update policy.
     pub update: Option<Value>,
-    /// Per-image dummy bake time (`config.dummy_bake_seconds`).
-    pub dummy_bake_seconds: Option<f64>,
     /// Base images: what the base recipe needs beyond the fingerprint
     /// inputs above (the OS type, admin user and keys, the typed update
     /// policy, the declared identity and storage types).
