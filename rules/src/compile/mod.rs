@@ -48,7 +48,7 @@ pub use policy::{pin_moved_rule, planner, refresh_rule, ForceBake};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec, NoPins,
-    NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
+    NodeKind, NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
 
 /// Compile the tree into the graph. `pins` answers pinned parents; the

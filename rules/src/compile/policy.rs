@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use csis_engine::{Node, Planner, Reason, RuleCx};
 
-use super::vocabulary::PINNED_PARENT_ATTR;
+use super::vocabulary::{NodeKind, PINNED_PARENT_ATTR};
 
 /// `--force-bake` values: `all`, `SERIES`, `SERIES@RUNTIME` (repeatable).
 #[derive(Debug, Clone, Default)]
@@ -44,7 +44,7 @@ impl ForceBake {
 
     /// Does this force the bake node `node`?
     pub fn forces(&self, node: &Node) -> bool {
-        if node.kind() != "bake" {
+        if node.kind() != NodeKind::Bake {
             return false;
         }
         if self.all {

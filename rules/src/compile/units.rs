@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::bake_inputs::{mod_input_and_record, tests_input, BAKE_RECIPE};
 use super::vocabulary::{
-    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, ParentSpec, PinSource,
+    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, NodeKind, ParentSpec, PinSource,
     ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
 use crate::model::{JsonMap, ParentPolicy};
@@ -196,7 +196,7 @@ fn test_node(
     runtime: &str,
 ) -> Option<TestNode> {
     let tests = tree.post_bake_commands(image)?;
-    let node = Node::new(target.clone(), "test")
+    let node = Node::new(target.clone(), NodeKind::Test.as_str())
         .with_policy(RunPolicy::WhenDependencyDue)
         .with_attr("series", &image.name)
         .with_attr("runtime", runtime)
@@ -218,11 +218,14 @@ fn follow_ups(
     keep: Option<u32>,
 ) -> (Arc<Node>, Option<ReleaseNode>, Option<DisposeNode>) {
     let attrs = |n: Node| n.with_attr("series", series).with_attr("runtime", runtime);
-    let retag = attrs(Node::new(target.clone(), "retag").with_policy(RunPolicy::WhenDependencyDue));
+    let retag = attrs(
+        Node::new(target.clone(), NodeKind::Retag.as_str())
+            .with_policy(RunPolicy::WhenDependencyDue),
+    );
     let release = release.map(|model| {
         (
             Arc::new(attrs(
-                Node::new(target.clone(), "release")
+                Node::new(target.clone(), NodeKind::Release.as_str())
                     .with_policy(RunPolicy::WhenDependencyDue)
                     .with_inputs(json!({"model": model})),
             )),
@@ -233,7 +236,7 @@ fn follow_ups(
     let dispose = (keep.is_some() || ephemeral).then(|| {
         (
             Arc::new(attrs(
-                Node::new(target.clone(), "dispose")
+                Node::new(target.clone(), NodeKind::Dispose.as_str())
                     .with_policy(RunPolicy::WhenDependencyDue)
                     .with_inputs(json!({"keep": keep, "ephemeral": ephemeral})),
             )),
@@ -244,9 +247,9 @@ fn follow_ups(
     (Arc::new(retag), release, dispose)
 }
 
-fn kind_label(target: &Label, kind: &str) -> Result<Label, CompileError> {
+fn kind_label(target: &Label, kind: NodeKind) -> Result<Label, CompileError> {
     target
-        .with_kind(kind)
+        .with_kind(kind.as_str())
         .map_err(|e| CompileError::Label(e.to_string()))
 }
 
@@ -280,13 +283,13 @@ pub fn os_unit(
             "query": Value::Object(os.model.query.clone().into_iter().collect()),
             "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
         });
-        let resolve = Node::new(target.clone(), "resolve")
+        let resolve = Node::new(target.clone(), NodeKind::Resolve.as_str())
             .with_policy(RunPolicy::WhenDependentDue)
             .with_inputs(json!({"vendor": vendor, "owners": owners}))
             .with_attr("series", &os.name)
             .with_attr("runtime", &rt);
         let resolve_spec = ResolveSpec {
-            label: kind_label(&target, "resolve")?,
+            label: kind_label(&target, NodeKind::Resolve)?,
             series: os.name.clone(),
             runtime: rt.clone(),
             family: os.model.family.clone(),
@@ -314,7 +317,7 @@ pub fn os_unit(
             "update": update,
         });
         let refresh = os.model.effective_update().refresh_days;
-        let mut bake = Node::new(target.clone(), "bake")
+        let mut bake = Node::new(target.clone(), NodeKind::Bake.as_str())
             .with_pool(&rt)
             .with_cost(bake_cost(tree, costs, &rt, &os.model.config))
             .with_attr("series", &os.name)
@@ -324,7 +327,7 @@ pub fn os_unit(
         }
         let tags: BTreeMap<String, String> = tree.os_tags(os, entry).into_iter().collect();
         let spec = BakeSpec {
-            label: kind_label(&target, "bake")?,
+            label: kind_label(&target, NodeKind::Bake)?,
             series: os.name.clone(),
             display: os.display.clone(),
             runtime: rt.clone(),
@@ -373,7 +376,7 @@ pub fn os_unit(
             required_plugins: required_plugins(tree, &ib),
             group: None,
         };
-        let emit = Node::new(target.clone(), "emit")
+        let emit = Node::new(target.clone(), NodeKind::Emit.as_str())
             .with_policy(RunPolicy::WhenDependentDue)
             .with_attr("series", &os.name)
             .with_attr("runtime", &rt);
@@ -471,13 +474,13 @@ pub fn image_draft(
             });
         }
         let tags: BTreeMap<String, String> = tree.image_tags(image, entry).into_iter().collect();
-        let bake = Node::new(target.clone(), "bake")
+        let bake = Node::new(target.clone(), NodeKind::Bake.as_str())
             .with_pool(&rt)
             .with_cost(bake_cost(tree, costs, &rt, &image.model.config))
             .with_attr("series", &image.name)
             .with_attr("runtime", &rt);
         let spec = BakeSpec {
-            label: kind_label(&target, "bake")?,
+            label: kind_label(&target, NodeKind::Bake)?,
             series: image.name.clone(),
             display: image.display.clone(),
             runtime: rt.clone(),
@@ -502,7 +505,7 @@ pub fn image_draft(
             group: group.clone(),
             required_plugins: required_plugins(tree, &ib),
         };
-        let emit = Node::new(target.clone(), "emit")
+        let emit = Node::new(target.clone(), NodeKind::Emit.as_str())
             .with_policy(RunPolicy::WhenDependentDue)
             .with_attr("series", &image.name)
             .with_attr("runtime", &rt);

@@ -53,6 +53,65 @@ impl BakeCost for DefaultCost {
     }
 }
 
+/// The kind of a graph node. The engine carries it as a string (it knows
+/// no kinds): [`NodeKind::as_str`], the same in labels
+/// (`//images/web@rt:bake`), events and `--json` output. A string compares
+/// with a kind directly (`n.kind == NodeKind::Bake`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeKind {
+    /// The vendor image a base image starts from (a read-only query).
+    Resolve,
+    /// The emission of a bake's files.
+    Emit,
+    Bake,
+    /// The movable tags of a new build.
+    Retag,
+    /// The post-bake test of a new build.
+    Test,
+    Release,
+    /// The retention of a series on a runtime.
+    Dispose,
+}
+
+impl NodeKind {
+    /// The kind as the engine carries it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Resolve => "resolve",
+            NodeKind::Emit => "emit",
+            NodeKind::Bake => "bake",
+            NodeKind::Retag => "retag",
+            NodeKind::Test => "test",
+            NodeKind::Release => "release",
+            NodeKind::Dispose => "dispose",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<NodeKind> for str {
+    fn eq(&self, kind: &NodeKind) -> bool {
+        self == kind.as_str()
+    }
+}
+
+impl PartialEq<NodeKind> for &str {
+    fn eq(&self, kind: &NodeKind) -> bool {
+        *self == kind.as_str()
+    }
+}
+
+impl PartialEq<NodeKind> for String {
+    fn eq(&self, kind: &NodeKind) -> bool {
+        self == kind.as_str()
+    }
+}
+
 /// Where a bake starts from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParentSpec {
