@@ -3,7 +3,7 @@
 
 use csis_engine::{Plan, PlannedNode};
 use csis_rules::compile::NodeKind;
-use csis_rules::Diagnostic;
+use csis_schema::Diagnostic;
 use serde::Serialize;
 
 /// A report as pretty JSON on stdout (one document, newline-terminated).
@@ -239,7 +239,7 @@ pub fn github_annotations(diags: &[Diagnostic]) -> String {
         };
         out.push_str(&format!(
             "::{level}{props}::{}\n",
-            gh_data(&csis_rules::secret::redact(&d.message))
+            gh_data(&csis_schema::secret::redact(&d.message))
         ));
     }
     out

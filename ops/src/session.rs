@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile_with_costs, planner, Compiled, ForceBake};
+use csis_rules::compile::{compile_with_costs, planner, Compiled, ForceBake, PinSource};
 use csis_rules::Tree;
 
 /// A loaded, compiled tree.
@@ -24,6 +24,20 @@ pub struct Session {
     pub revs: Revocations,
     pub compiled: Compiled,
     pub fps: Fingerprints,
+}
+
+/// The compile's [`PinSource`] over the records: `meta-state/`'s pins and
+/// the fingerprints recorded for builds ([`MetaPins`], which knows no
+/// compile).
+pub(crate) struct RecordedPins<'a>(pub MetaPins<'a>);
+
+impl PinSource for RecordedPins<'_> {
+    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
+        self.0.image_pin(image, runtime)
+    }
+    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+        self.0.build_fingerprint(build_id)
+    }
 }
 
 /// `CSIS_TIMING=1`: print how long each phase took (stderr).
@@ -61,7 +75,7 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let t0 = std::time::Instant::now();
     let compiled = compile_with_costs(
         &tree,
-        &MetaPins::new(&pins, &lineage),
+        &RecordedPins(MetaPins::new(&pins, &lineage)),
         &crate::wiring::BakeCosts,
     )?;
     timing("compile", t0);

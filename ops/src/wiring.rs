@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use csis_rules::compile::{BakeCost, DEFAULT_BAKE_COST};
-use csis_rules::model::{JsonMap, RuntimeKind};
-use csis_rules::{Runtime, Tree};
+use csis_rules::Tree;
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
+use csis_schema::model::{JsonMap, RuntimeKind};
+use csis_schema::RuntimeEntry;
 
 /// The fields of one runtime type that `csis runtime describe` shows.
 #[derive(Debug, Clone, Default)]
@@ -29,16 +30,16 @@ pub struct RuntimeType {
     /// The `type:` of a runtime entry.
     pub name: &'static str,
     /// Construct the runtime from its tree entry (connects to nothing yet).
-    pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
+    pub construct: fn(&Tree, &RuntimeEntry) -> Result<DynRuntime>,
     /// The scheduler's cost of a bake on it, in milliseconds, from the
     /// runtime entry and the series' `config:` (None: every bake costs
     /// [`DEFAULT_BAKE_COST`]).
-    pub bake_cost: Option<fn(&Runtime, &JsonMap) -> u64>,
+    pub bake_cost: Option<fn(&RuntimeEntry, &JsonMap) -> u64>,
     /// What its online checks (`check_online`) ask, which `csis validate
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
     /// Its own fields, for `csis runtime describe`.
-    pub fields: fn(&Runtime) -> TypeFields,
+    pub fields: fn(&RuntimeEntry) -> TypeFields,
 }
 
 /// Every runtime type csis knows.
@@ -60,7 +61,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
                 host: d
                     .host
                     .as_deref()
-                    .map(|h| csis_rules::secret::redact(h).into_owned()),
+                    .map(|h| csis_schema::secret::redact(h).into_owned()),
                 context: d.context.clone(),
                 repository: Some(d.repository_for(&rt.name)),
                 ..Default::default()
@@ -85,7 +86,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
 ];
 
 /// The type of a runtime entry.
-pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
+pub fn runtime_type(rt: &RuntimeEntry) -> Result<&'static RuntimeType> {
     RUNTIME_TYPES
         .iter()
         .find(|t| t.name == rt.type_name())
@@ -103,7 +104,7 @@ pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
 pub struct BakeCosts;
 
 impl BakeCost for BakeCosts {
-    fn bake_cost(&self, rt: &Runtime, config: &JsonMap) -> u64 {
+    fn bake_cost(&self, rt: &RuntimeEntry, config: &JsonMap) -> u64 {
         match runtime_type(rt).ok().and_then(|t| t.bake_cost) {
             Some(cost) => cost(rt, config),
             None => DEFAULT_BAKE_COST,
@@ -119,7 +120,7 @@ pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     (runtime_type(rt)?.construct)(tree, rt)
 }
 
-fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Dummy(d) = &rt.kind else {
         bail!("runtime {} is not a dummy runtime", rt.display);
     };
@@ -144,7 +145,7 @@ fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
 }
 
 /// A dummy bake takes the seconds its series or its runtime entry says.
-fn dummy_bake_cost(rt: &Runtime, config: &JsonMap) -> u64 {
+fn dummy_bake_cost(rt: &RuntimeEntry, config: &JsonMap) -> u64 {
     match rt.dummy() {
         Some(d) => csis_runtime_dummy::bake_cost(
             d.bake_seconds,
@@ -154,15 +155,20 @@ fn dummy_bake_cost(rt: &Runtime, config: &JsonMap) -> u64 {
     }
 }
 
-fn docker(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
-    let settings = csis_runtime_docker::DockerSettings::from_model(tree, rt)
-        .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
+    let settings = csis_runtime_docker::DockerSettings::from_model(
+        rt,
+        tree.root(),
+        |n| tree.executable(n),
+        &tree.image_builders,
+    )
+    .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     let docker = csis_runtime_docker::docker_runtime(settings)
         .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     Ok(docker)
 }
 
-fn aws(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Aws(aws) = &rt.kind else {
         bail!("runtime {} is not an aws runtime", rt.display);
     };

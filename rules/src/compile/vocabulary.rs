@@ -10,7 +10,7 @@ use csis_engine::{Graph, GraphError, Label, NodeId};
 use serde_json::Value;
 
 use crate::model::{JsonMap, ParentPolicy};
-use crate::tree::{InBakeTest, ModInput, Runtime};
+use crate::tree::{InBakeTest, ModInput, RuntimeEntry};
 
 /// What the compile needs from `meta-state/` (implemented by csis-cache):
 /// pins, and the fingerprints recorded for builds.
@@ -39,7 +39,7 @@ impl PinSource for NoPins {
 pub trait BakeCost: Send + Sync {
     /// The cost of baking the series whose `config:` is `config` on the
     /// runtime entry `runtime`.
-    fn bake_cost(&self, runtime: &Runtime, config: &JsonMap) -> u64;
+    fn bake_cost(&self, runtime: &RuntimeEntry, config: &JsonMap) -> u64;
 }
 
 /// What a bake costs when its runtime type does not say: ten minutes.
@@ -48,7 +48,7 @@ pub const DEFAULT_BAKE_COST: u64 = 600_000;
 /// Every bake costs [`DEFAULT_BAKE_COST`].
 pub struct DefaultCost;
 impl BakeCost for DefaultCost {
-    fn bake_cost(&self, _: &Runtime, _: &JsonMap) -> u64 {
+    fn bake_cost(&self, _: &RuntimeEntry, _: &JsonMap) -> u64 {
         DEFAULT_BAKE_COST
     }
 }
