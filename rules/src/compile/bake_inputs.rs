@@ -1,6 +1,7 @@
-//! The `csis-bake-v1` fingerprint inputs of a bake ([`BAKE_RECIPE`]): each
-//! mod's input (with the content hash of its files) and lineage record, and
-//! the in-bake tests. What enters a bake's inputs, and what is left out on
+//! The `csis-bake-v1` fingerprint inputs of a bake ([`BAKE_RECIPE`]): a
+//! base image's (with its vendor declaration) and an image's, each mod's
+//! input (with the content hash of its files) and lineage record, and the
+//! in-bake tests. What enters a bake's inputs, and what is left out on
 //! purpose, is described once, in ARCHITECTURE.md ("Fingerprints").
 
 use std::path::Path;
@@ -8,8 +9,9 @@ use std::path::Path;
 use csis_engine::Fingerprint;
 use serde_json::{json, Value};
 
+use super::vocabulary::GroupSpec;
 use crate::model::ModKind;
-use crate::tree::{InBakeTest, ModInput};
+use crate::tree::{InBakeTest, ModInput, OsBuilder, OsRuntime};
 
 /// Version of the bake-input recipe (what goes into a bake's inputs). Bump
 /// it when the inputs change shape: every bake fingerprint then moves once.
@@ -87,4 +89,73 @@ pub(super) fn tests_input(tests: &[InBakeTest]) -> Value {
             .map(|t| json!({"run": t.run, "expect_rc": t.expect_rc, "contains": t.contains}))
             .collect(),
     )
+}
+
+/// A base image's vendor declaration, its resolve node's question and part
+/// of its bake's inputs: the OS builder's `family`, `family_version`,
+/// `architecture` and `query`, and the runtime entry's `image_id` and query.
+pub(super) fn vendor_input(os: &OsBuilder, entry: &OsRuntime, architecture: &str) -> Value {
+    let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
+    json!({
+        "family": os.model.family,
+        "family_version": os.model.family_version,
+        "architecture": architecture,
+        "query": Value::Object(os.model.query.clone().into_iter().collect()),
+        "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
+    })
+}
+
+/// A base image's bake inputs (its parent is the vendor image; no mods).
+pub(super) fn base_bake_inputs(
+    os: &OsBuilder,
+    vendor: &Value,
+    capabilities: &Value,
+    tests: &[InBakeTest],
+    disk_size: u32,
+    update: &Value,
+) -> Value {
+    json!({
+        "recipe": BAKE_RECIPE,
+        "series": os.name,
+        "parent": "vendor",
+        "capabilities": capabilities,
+        "mods": [],
+        "tests": tests_input(tests),
+        "disk_size": disk_size,
+        "vendor": vendor,
+        "admin_user": os.model.admin_user,
+        "admin_public_keys": os.admin_public_keys,
+        "update": update,
+    })
+}
+
+/// An image's bake inputs without its `mods` (added once its files are
+/// hashed, [`mod_input_and_record`]). `parent` is `{series, policy}` or
+/// `{image_identifier}`.
+pub(super) fn image_bake_inputs(
+    series: &str,
+    parent: Value,
+    capabilities: &Value,
+    tests: &[InBakeTest],
+    disk_size: u32,
+    group: Option<&GroupSpec>,
+) -> Value {
+    let mut inputs = json!({
+        "recipe": BAKE_RECIPE,
+        "series": series,
+        "parent": parent,
+        "capabilities": capabilities,
+        "tests": tests_input(tests),
+        "disk_size": disk_size,
+    });
+    // the group activation changes the image (and its verification):
+    // an image with a group hashes it (one without keeps its inputs)
+    if let Some(g) = group {
+        inputs["group"] = json!({
+            "name": g.group,
+            "identity_type": g.identity_type,
+            "posix": g.posix,
+        });
+    }
+    inputs
 }

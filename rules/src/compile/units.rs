@@ -11,7 +11,9 @@ use std::sync::Arc;
 use csis_engine::{Fingerprint, Label, Node, RunPolicy};
 use serde_json::{json, Value};
 
-use super::bake_inputs::{mod_input_and_record, tests_input, BAKE_RECIPE};
+use super::bake_inputs::{
+    base_bake_inputs, image_bake_inputs, mod_input_and_record, tests_input, vendor_input,
+};
 use super::vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, NodeKind, ParentSpec, PinSource,
     ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
@@ -275,14 +277,7 @@ pub fn os_unit(
         let arch = os_architecture(os);
         let owners = tree.os_owners(os, entry);
         let query = Value::Object(tree.os_query(os, entry).into_iter().collect());
-        let entry_query = Value::Object(entry.entry.query.clone().into_iter().collect());
-        let vendor = json!({
-            "family": os.model.family,
-            "family_version": os.model.family_version,
-            "architecture": arch,
-            "query": Value::Object(os.model.query.clone().into_iter().collect()),
-            "runtime_source": {"image_id": entry.entry.image_id, "image_name": null, "query": entry_query},
-        });
+        let vendor = vendor_input(os, entry, &arch);
         let resolve = Node::new(target.clone(), NodeKind::Resolve.as_str())
             .with_policy(RunPolicy::WhenDependentDue)
             .with_inputs(json!({"vendor": vendor, "owners": owners}))
@@ -303,19 +298,7 @@ pub fn os_unit(
         let disk = tree.os_disk_size(os, entry);
         let update = serde_json::to_value(os.model.effective_update()).unwrap_or(Value::Null);
         let caps = serde_json::to_value(tree.os_capability_stamp(os)).unwrap_or(Value::Null);
-        let bake_inputs = json!({
-            "recipe": BAKE_RECIPE,
-            "series": os.name,
-            "parent": "vendor",
-            "capabilities": caps,
-            "mods": [],
-            "tests": tests_input(&tests),
-            "disk_size": disk,
-            "vendor": vendor,
-            "admin_user": os.model.admin_user,
-            "admin_public_keys": os.admin_public_keys,
-            "update": update,
-        });
+        let bake_inputs = base_bake_inputs(os, &vendor, &caps, &tests, disk, &update);
         let refresh = os.model.effective_update().refresh_days;
         let mut bake = Node::new(target.clone(), NodeKind::Bake.as_str())
             .with_pool(&rt)
@@ -456,23 +439,14 @@ pub fn image_draft(
                 },
             ),
         };
-        let mut bake_inputs = json!({
-            "recipe": BAKE_RECIPE,
-            "series": image.name,
-            "parent": parent_input,
-            "capabilities": caps,
-            "tests": tests_input(&tests),
-            "disk_size": disk,
-        });
-        // the group activation changes the image (and its verification):
-        // an image with a group hashes it (one without keeps its inputs)
-        if let Some(g) = &group {
-            bake_inputs["group"] = json!({
-                "name": g.group,
-                "identity_type": g.identity_type,
-                "posix": g.posix,
-            });
-        }
+        let bake_inputs = image_bake_inputs(
+            &image.name,
+            parent_input,
+            &caps,
+            &tests,
+            disk,
+            group.as_ref(),
+        );
         let tags: BTreeMap<String, String> = tree.image_tags(image, entry).into_iter().collect();
         let bake = Node::new(target.clone(), NodeKind::Bake.as_str())
             .with_pool(&rt)
