@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use csis_engine::Event;
+use csis_rules::compile::NodeKind;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 /// Where events go.
@@ -139,7 +140,7 @@ impl Tty {
                 label,
                 kind,
                 reason,
-            } if kind == "bake" => {
+            } if *kind == NodeKind::Bake => {
                 let b = self.multi.add(ProgressBar::new_spinner());
                 b.set_style(
                     ProgressStyle::with_template(
@@ -161,7 +162,7 @@ impl Tty {
                 if let Some(b) = bars.remove(&label.to_string()) {
                     b.finish_and_clear();
                 }
-                if kind == "bake" {
+                if *kind == NodeKind::Bake {
                     let _ = self.multi.println(format!(
                         "baked   {label} in {:.1}s",
                         *elapsed_ms as f64 / 1000.0

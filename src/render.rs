@@ -2,6 +2,7 @@
 //! description.
 
 use csis_engine::{Plan, PlannedNode};
+use csis_rules::compile::NodeKind;
 use csis_schema::Diagnostic;
 use serde::Serialize;
 
@@ -82,7 +83,8 @@ pub fn write_plan_json(
 }
 
 fn shown(n: &PlannedNode, all: bool) -> bool {
-    all || n.kind == "bake" || (n.due && n.kind != "emit" && n.kind != "retag")
+    all || n.kind == NodeKind::Bake
+        || (n.due && n.kind != NodeKind::Emit && n.kind != NodeKind::Retag)
 }
 
 /// The plan for people: one line per bake (and per due release/dispose).
@@ -97,7 +99,7 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
         .unwrap_or(0);
     for n in plan.nodes.iter().filter(|n| shown(n, all)) {
         let mark = if n.due { "bake" } else { "skip" };
-        let mark = if n.kind == "bake" {
+        let mark = if n.kind == NodeKind::Bake {
             mark.to_string()
         } else if n.due {
             "run ".into()
@@ -110,7 +112,7 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
             n.fingerprint.prefix(12),
             n.reason
         ));
-        if explain && n.due && n.kind == "bake" {
+        if explain && n.due && n.kind == NodeKind::Bake {
             if n.changes.is_empty() {
                 if n.code == "inputs-changed" {
                     out.push_str(
@@ -124,8 +126,12 @@ pub fn plan_text(plan: &Plan, explain: bool, all: bool) -> String {
             }
         }
     }
-    let bakes = plan.nodes.iter().filter(|n| n.kind == "bake").count();
-    let due = plan.due_count("bake");
+    let bakes = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Bake)
+        .count();
+    let due = plan.due_count(NodeKind::Bake.as_str());
     out.push_str(&format!("{due} of {bakes} bake(s) due\n"));
     out
 }
@@ -149,7 +155,11 @@ fn md_cell(s: &str, max: usize) -> String {
 /// bake (image, runtime, due, reason, the fields that changed), due ones
 /// first, then a count line.
 pub fn plan_markdown(plan: &Plan) -> String {
-    let bakes: Vec<&PlannedNode> = plan.nodes.iter().filter(|n| n.kind == "bake").collect();
+    let bakes: Vec<&PlannedNode> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Bake)
+        .collect();
     let due = bakes.iter().filter(|n| n.due).count();
     let mut out = String::from("### csis plan\n\n");
     out.push_str(&format!("{due} of {} bake(s) due\n\n", bakes.len()));
@@ -238,7 +248,11 @@ pub fn github_annotations(diags: &[Diagnostic]) -> String {
 /// The due bakes as `::notice` workflow commands (one line each).
 pub fn plan_github(plan: &Plan) -> String {
     let mut out = String::new();
-    for n in plan.nodes.iter().filter(|n| n.kind == "bake" && n.due) {
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Bake && n.due)
+    {
         out.push_str(&format!(
             "::notice title={}::{} due: {}\n",
             gh_prop(&n.label.to_string()),

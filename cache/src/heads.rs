@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::journal::replay_journal;
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
-use crate::store::{replay_journal, LINEAGE_FILE, PINS_FILE};
+use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.

@@ -15,12 +15,14 @@
 //! record of a series on a runtime.
 
 mod atomic;
+mod journal;
 pub mod lease;
 pub mod lineage;
 mod lock;
 pub mod objstore;
 pub mod pins;
 pub mod plan;
+mod recorder;
 pub mod releases;
 // lineage operations
 pub mod build_ref;
@@ -40,16 +42,16 @@ use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
 pub use heads::load_light;
+pub use journal::{replay_journal, PinBinding};
 pub use lineage::{BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
 pub use lock::TreeLock;
 pub use pins::{image_key, PinMove, Pins};
 pub use plan::{engine_record, LineageRecords, MetaPins};
+pub use recorder::Recorder;
 pub use releases::{Release, Releases};
 pub use revocations::{head_unrevoked, planning_view, Revocations};
 pub use runid::{age_days, parse_run_id, run_id, run_id_now};
-pub use store::{
-    replay_journal, MetaState, PinBinding, Recorder, LINEAGE_FILE, PINS_FILE, RELEASES_FILE,
-};
+pub use store::{MetaState, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
 
 /// Errors of the cache.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,7 @@ use csis_cache::release_rules::ImageTests;
 use csis_cache::{parse_run_id, BuildRecord, Lineage, Pins, Releases, Revocations};
 use csis_engine::{Dep, Plan, PlannedNode, Reason};
 use csis_graph as g;
+use csis_rules::compile::NodeKind;
 use csis_rules::tree::Parent;
 use csis_rules::Tree;
 use csis_schema::model::ParentPolicy;
@@ -274,7 +275,7 @@ pub fn gather(
     let mut nodes: Vec<g::Node> = Vec::with_capacity(groups.len());
     for members in &groups {
         let first = members[0];
-        let bake = members.iter().find(|n| n.kind == "bake").copied();
+        let bake = members.iter().find(|n| n.kind == NodeKind::Bake).copied();
         let main = bake.unwrap_or(first);
         let series = main
             .series
@@ -290,7 +291,7 @@ pub fn gather(
         };
         let rt = runtime.as_deref().unwrap_or("");
         let head = rec.lineage.head(&series, rt);
-        let with_build = folded || main.kind == "bake";
+        let with_build = folded || main.kind == NodeKind::Bake;
         let id = if folded {
             main.label.target().to_string()
         } else {
@@ -369,7 +370,7 @@ pub fn gather(
         }
     }
     for n in nodes.iter_mut() {
-        let is_parent_node = folded || n.kind == "bake";
+        let is_parent_node = folded || n.kind == NodeKind::Bake;
         if let (true, Some(rt)) = (is_parent_node, &n.runtime) {
             if let Some(c) = pinned_children.get(&(n.series.clone(), rt.clone())) {
                 n.pinned_children = c.clone();
@@ -394,8 +395,8 @@ pub fn gather(
             if from == to {
                 continue;
             }
-            let parent_edge = n.kind == "bake"
-                && graph.node(d).kind() == "bake"
+            let parent_edge = n.kind == NodeKind::Bake
+                && graph.node(d).kind() == NodeKind::Bake
                 && matches!(dep, Dep::Hashed(name) | Dep::Pinned { name, .. } if &**name == "parent");
             let kind = if parent_edge {
                 parent_of(tree, &nodes[to].series, "image")

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile, planner, Compiled, ForceBake, PinSource};
+use csis_rules::compile::{compile_with_costs, planner, Compiled, ForceBake, PinSource};
 use csis_rules::Tree;
 
 /// A loaded, compiled tree.
@@ -73,7 +73,11 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
     let (meta, lineage, pins, revs) = read_meta(&root)?;
     let t0 = std::time::Instant::now();
-    let compiled = compile(&tree, &RecordedPins(MetaPins::new(&pins, &lineage)))?;
+    let compiled = compile_with_costs(
+        &tree,
+        &RecordedPins(MetaPins::new(&pins, &lineage)),
+        &crate::wiring::BakeCosts,
+    )?;
     timing("compile", t0);
     let t0 = std::time::Instant::now();
     let fps = compiled.graph.fingerprints()?;

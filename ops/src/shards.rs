@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use csis_engine::{Graph, NodeId, Plan};
+use csis_rules::compile::NodeKind;
 use serde::Serialize;
 
 /// One group of the split.
@@ -51,7 +52,7 @@ fn due_bake_parents(graph: &Graph, plan: &Plan, id: NodeId) -> BTreeSet<NodeId> 
         if !seen.insert(d) {
             continue;
         }
-        if graph.node(d).kind() == "bake" {
+        if graph.node(d).kind() == NodeKind::Bake {
             if plan.is_due(d) {
                 out.insert(d);
             }
@@ -68,7 +69,7 @@ pub fn split(graph: &Graph, plan: &Plan, n: usize) -> ShardPlan {
     let due: Vec<NodeId> = plan
         .nodes
         .iter()
-        .filter(|p| p.due && p.kind == "bake")
+        .filter(|p| p.due && p.kind == NodeKind::Bake)
         .map(|p| p.id)
         .collect();
     let order: BTreeMap<NodeId, usize> = due.iter().enumerate().map(|(i, d)| (*d, i)).collect();

@@ -14,7 +14,7 @@
 use anyhow::Result;
 use csis_cache::build_ref::{resolve_build, BuildScope};
 use csis_cache::{head_unrevoked, Lineage, PinMove, Revocations};
-use csis_rules::compile::{NodeSpec, ParentSpec};
+use csis_rules::compile::{NodeKind, NodeSpec, ParentSpec};
 use csis_rules::tree::Parent;
 use csis_schema::model::ParentPolicy;
 use serde::Serialize;
@@ -371,7 +371,11 @@ impl Behind {
 pub fn behind(session: &crate::session::Session, plan: &csis_engine::Plan) -> Vec<Behind> {
     let c = &session.compiled;
     let mut out = Vec::new();
-    for n in plan.nodes.iter().filter(|n| !n.due && n.kind == "bake") {
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| !n.due && n.kind == NodeKind::Bake)
+    {
         let NodeSpec::Bake(spec) = c.spec(n.id) else {
             continue;
         };

@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime};
 use anyhow::{bail, Result};
 use csis_cache::MetaPins;
 use csis_engine::Plan;
-use csis_rules::compile::ForceBake;
+use csis_rules::compile::{ForceBake, NodeKind};
 use csis_rules::incremental::{Counts, Incremental};
 use serde::Serialize;
 
@@ -94,7 +94,7 @@ pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
         .map(|p| {
             p.nodes
                 .iter()
-                .filter(|n| n.kind == "bake")
+                .filter(|n| n.kind == NodeKind::Bake)
                 .map(|n| {
                     (
                         n.label.to_string(),
@@ -105,7 +105,7 @@ pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
         })
         .unwrap_or_default();
     let mut out = Vec::new();
-    for n in new.nodes.iter().filter(|n| n.kind == "bake") {
+    for n in new.nodes.iter().filter(|n| n.kind == NodeKind::Bake) {
         let label = n.label.to_string();
         let fingerprint = n.fingerprint.prefix(12);
         match old_map.get(&label) {
@@ -129,7 +129,7 @@ pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
     }
     if let Some(p) = old {
         let now: BTreeSet<String> = new.nodes.iter().map(|n| n.label.to_string()).collect();
-        for n in p.nodes.iter().filter(|n| n.kind == "bake") {
+        for n in p.nodes.iter().filter(|n| n.kind == NodeKind::Bake) {
             let label = n.label.to_string();
             if !now.contains(&label) {
                 out.push(PlanChange::Removed { label });
@@ -163,7 +163,11 @@ impl Watcher {
         let root = tree.dir.clone();
         let snap = snapshot(&root);
         let t0 = Instant::now();
-        let inc = Incremental::new(&root, &tree.load_options());
+        let inc = Incremental::with_costs(
+            &root,
+            &tree.load_options(),
+            std::sync::Arc::new(crate::wiring::BakeCosts),
+        );
         let mut w = Watcher {
             root,
             patterns,
@@ -173,8 +177,8 @@ impl Watcher {
         };
         let first = w.current_plan(t0, Counts::default()).map(|p| {
             let watching = Watching {
-                due: p.due_count("bake"),
-                total: p.nodes.iter().filter(|n| n.kind == "bake").count(),
+                due: p.due_count(NodeKind::Bake.as_str()),
+                total: p.nodes.iter().filter(|n| n.kind == NodeKind::Bake).count(),
             };
             w.last = Some(p);
             watching

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
+use csis_rules::compile::{BakeCost, DEFAULT_BAKE_COST};
 use csis_rules::Tree;
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
-use csis_schema::model::RuntimeKind;
+use csis_schema::model::{JsonMap, RuntimeKind};
 use csis_schema::RuntimeEntry;
 
 /// The fields of one runtime type that `csis runtime describe` shows.
@@ -30,6 +31,10 @@ pub struct RuntimeType {
     pub name: &'static str,
     /// Construct the runtime from its tree entry (connects to nothing yet).
     pub construct: fn(&Tree, &RuntimeEntry) -> Result<DynRuntime>,
+    /// The scheduler's cost of a bake on it, in milliseconds, from the
+    /// runtime entry and the series' `config:` (None: every bake costs
+    /// [`DEFAULT_BAKE_COST`]).
+    pub bake_cost: Option<fn(&RuntimeEntry, &JsonMap) -> u64>,
     /// What its online checks (`check_online`) ask, which `csis validate
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
@@ -42,12 +47,14 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
     RuntimeType {
         name: "dummy",
         construct: dummy,
+        bake_cost: Some(dummy_bake_cost),
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
     },
     RuntimeType {
         name: "docker",
         construct: docker,
+        bake_cost: None,
         online_checks: "the daemon answering",
         fields: |rt| match &rt.kind {
             RuntimeKind::Docker(d) => TypeFields {
@@ -65,6 +72,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
     RuntimeType {
         name: "aws",
         construct: aws,
+        bake_cost: None,
         online_checks: "network discovery (VPC, subnets, security groups)",
         fields: |rt| match &rt.kind {
             RuntimeKind::Aws(a) => TypeFields {
@@ -91,6 +99,19 @@ pub fn runtime_type(rt: &RuntimeEntry) -> Result<&'static RuntimeType> {
         })
 }
 
+/// The runtime types' costs of a bake ([`RuntimeType::bake_cost`]), for the
+/// compile.
+pub struct BakeCosts;
+
+impl BakeCost for BakeCosts {
+    fn bake_cost(&self, rt: &RuntimeEntry, config: &JsonMap) -> u64 {
+        match runtime_type(rt).ok().and_then(|t| t.bake_cost) {
+            Some(cost) => cost(rt, config),
+            None => DEFAULT_BAKE_COST,
+        }
+    }
+}
+
 /// Construct the runtime named `name` of the tree.
 pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     let Some(rt) = tree.runtime(name) else {
@@ -114,13 +135,24 @@ fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
         if let Some(s) = image
             .model
             .config
-            .get("dummy_bake_seconds")
+            .get(csis_runtime_dummy::SERIES_SECONDS_KEY)
             .and_then(|v| v.as_f64())
         {
             cfg.series_seconds.insert(image.name.clone(), s);
         }
     }
     Ok(Arc::new(DummyRuntime::new(cfg)))
+}
+
+/// A dummy bake takes the seconds its series or its runtime entry says.
+fn dummy_bake_cost(rt: &RuntimeEntry, config: &JsonMap) -> u64 {
+    match rt.dummy() {
+        Some(d) => csis_runtime_dummy::bake_cost(
+            d.bake_seconds,
+            config.get(csis_runtime_dummy::SERIES_SECONDS_KEY),
+        ),
+        None => DEFAULT_BAKE_COST,
+    }
 }
 
 fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {

@@ -86,7 +86,9 @@ use std::time::SystemTime;
 use csis_engine::{Fingerprint, Fingerprints};
 use salsa::Setter;
 
-use crate::compile::{self, Assembler, Compiled, LinkedSpecs, PinSource, SeriesKind, Unit};
+use crate::compile::{
+    self, Assembler, BakeCost, Compiled, DefaultCost, LinkedSpecs, PinSource, SeriesKind, Unit,
+};
 use crate::diag::Diagnostic;
 use crate::load::{self, LoadOptions};
 use crate::model::ParentPolicy;
@@ -177,6 +179,8 @@ pub trait Db: salsa::Database {
     /// [`Assembler::with_specs`]: a cache of copies, never read as a
     /// value by a query).
     fn linked_specs(&self) -> &Mutex<LinkedSpecs>;
+    /// The scheduler's cost of each bake (fixed for the database's life).
+    fn bake_costs(&self) -> &dyn BakeCost;
 }
 
 /// When a content file was last read: its mtime and size (None: unreadable).
@@ -197,6 +201,7 @@ pub struct CompileDb {
     /// Every content file asked for so far, with the stamp it was read at.
     contents: Arc<Mutex<BTreeMap<PathBuf, (ContentFile, Stamp)>>>,
     linked: Arc<Mutex<LinkedSpecs>>,
+    costs: Arc<dyn BakeCost>,
 }
 
 impl Default for CompileDb {
@@ -213,6 +218,7 @@ impl Default for CompileDb {
             counters,
             contents: Arc::default(),
             linked: Arc::default(),
+            costs: Arc::new(DefaultCost),
         }
     }
 }
@@ -240,6 +246,10 @@ impl Db for CompileDb {
 
     fn linked_specs(&self) -> &Mutex<LinkedSpecs> {
         &self.linked
+    }
+
+    fn bake_costs(&self) -> &dyn BakeCost {
+        &*self.costs
     }
 }
 
@@ -464,11 +474,11 @@ pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResu
     let unit = match s.kind(db) {
         SeriesKind::Os => {
             let os = tree.os_builder(name).filter(|o| o.name == *name)?;
-            compile::os_unit(tree, os)
+            compile::os_unit(tree, os, db.bake_costs())
         }
         SeriesKind::Image => {
             let image = tree.image(name).filter(|i| i.name == *name)?;
-            compile::image_draft(tree, image)
+            compile::image_draft(tree, image, db.bake_costs())
         }
     };
     Some(unit.map(Arc::new).map_err(|e| e.to_string()))
@@ -788,9 +798,18 @@ impl Incremental {
     /// Read the tree's YAML files at `root` (nothing is parsed yet). The
     /// load time is fixed now when `opts.now` is None.
     pub fn new(root: &Path, opts: &LoadOptions) -> Incremental {
+        Incremental::with_costs(root, opts, Arc::new(DefaultCost))
+    }
+
+    /// [`Incremental::new`] with the scheduler's cost of each bake answered
+    /// by `costs` (as [`compile::compile_with_costs`]).
+    pub fn with_costs(root: &Path, opts: &LoadOptions, costs: Arc<dyn BakeCost>) -> Incremental {
         let mut opts = opts.clone();
         opts.now.get_or_insert_with(chrono::Utc::now);
-        let db = CompileDb::default();
+        let db = CompileDb {
+            costs,
+            ..CompileDb::default()
+        };
         let input = TreeInput::new(
             &db,
             root.to_path_buf(),

@@ -20,7 +20,7 @@ use csis_cache::{BuildRecord, Capabilities, LocalDir, PinBinding, RecordTests, R
 use csis_engine::{
     Event, Events, NodeContext, NodeError, NodeId, NodeOutput, Plan, Reason, RunOptions, Summary,
 };
-use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
+use csis_rules::compile::{BakeSpec, ForceBake, NodeKind, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_runtime::{
     BakeOutcome, BakeParent, BakeRequest, CancellationToken, DynRuntime, ImageFacts, LogSink,
     ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
@@ -168,7 +168,7 @@ pub fn run(
     let due_bakes: HashSet<NodeId> = plan
         .nodes
         .iter()
-        .filter(|n| n.due && n.kind == "bake")
+        .filter(|n| n.due && n.kind == NodeKind::Bake)
         .map(|n| n.id)
         .collect();
     if args.dry_run {
@@ -176,7 +176,7 @@ pub fn run(
         // query) so that no emitted file holds a placeholder.
         reporter.dry_run_plan(&plan);
         for n in plan.nodes.iter_mut() {
-            if n.kind != "emit" && n.kind != "resolve" {
+            if n.kind != NodeKind::Emit && n.kind != NodeKind::Resolve {
                 n.due = false;
             }
         }
@@ -204,7 +204,7 @@ pub fn run(
 
     let mut opts = RunOptions::new(args.jobs.unwrap_or(4))
         .fail_fast(args.fail_fast)
-        .count_kind("bake");
+        .count_kind(NodeKind::Bake.as_str());
     for rt in &session.tree.runtimes {
         if let Some(m) = rt.max_parallel() {
             opts = opts.pool_limit(&rt.name, m as usize);
@@ -214,7 +214,7 @@ pub fn run(
     opts = opts.cancel_token(cancel.clone());
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
-    if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == "bake") {
+    if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == NodeKind::Bake) {
         // (On a shared store other runs may be writing their logs here.)
         prune_run_logs(&local, KEPT_RUN_LOGS);
     }
@@ -244,7 +244,7 @@ pub fn run(
     if plan
         .nodes
         .iter()
-        .any(|n| n.due && (n.kind == "bake" || n.kind == "emit"))
+        .any(|n| n.due && (n.kind == NodeKind::Bake || n.kind == NodeKind::Emit))
     {
         let diags = rt.block_on(crate::validate::online_checks_of(
             &state.session.tree,
@@ -517,7 +517,7 @@ impl BuildState {
                 Ok(NodeOutput::new(out))
             }
             NodeSpec::Emit { bake } => {
-                let spec = self.spec_of(bake, "emit")?;
+                let spec = self.spec_of(bake, NodeKind::Emit)?;
                 let rt = self.runtime(&spec.runtime)?;
                 let parent = self.parent_for_emit(&spec)?;
                 let fp = self.session.fps.get(bake).to_hex();
@@ -530,7 +530,7 @@ impl BuildState {
                 let Some(build) = self.built_by(bake) else {
                     return Ok(NodeOutput::none());
                 };
-                let spec = self.spec_of(bake, "retag")?;
+                let spec = self.spec_of(bake, NodeKind::Retag)?;
                 let rt = self.runtime(&spec.runtime)?;
                 let rec = self.recorder.find(&build);
                 let mut tags = BTreeMap::new();
@@ -580,7 +580,7 @@ impl BuildState {
         if self.dry_run {
             return Ok(NodeOutput::none());
         }
-        let spec = self.spec_of(bake, "test")?;
+        let spec = self.spec_of(bake, NodeKind::Test)?;
         let Some(build) = self.built_by(bake) else {
             cx.log(format!(
                 "{} on {}: no build made in this run, nothing to test",
@@ -661,7 +661,7 @@ impl BuildState {
         if self.dry_run {
             return Ok(NodeOutput::none());
         }
-        let spec = self.spec_of(bake, "release")?;
+        let spec = self.spec_of(bake, NodeKind::Release)?;
         let (series, runtime) = (spec.series.as_str(), spec.runtime.as_str());
         let Some(build) = self.built_by(bake) else {
             cx.log(format!(
@@ -1049,7 +1049,7 @@ impl BuildState {
 
     /// The compiled bake that the `node` (emit, retag, test, release) of
     /// `bake` stands on.
-    fn spec_of(&self, bake: NodeId, node: &str) -> Result<BakeSpec, NodeError> {
+    fn spec_of(&self, bake: NodeId, node: NodeKind) -> Result<BakeSpec, NodeError> {
         self.session
             .compiled
             .bake_spec(bake)

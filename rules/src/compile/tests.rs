@@ -143,7 +143,7 @@ fn force_bake_and_refresh() {
 fn compile_with_takes_file_hashes_from_the_hook() {
     let t = tree();
     let mut asked: Vec<PathBuf> = Vec::new();
-    let c = compile_with(&t, &NoPins, &mut |p: &Path| {
+    let c = compile_with(&t, &NoPins, &DefaultCost, &mut |p: &Path| {
         asked.push(p.to_path_buf());
         "cafe".to_string()
     })
@@ -163,7 +163,7 @@ fn compile_with_takes_file_hashes_from_the_hook() {
     assert_eq!(names, ["app.sh", "web.yml"]);
     // the plain compile is compile_with over the files on disk
     let plain = compile(&t, &NoPins).unwrap();
-    let disk = compile_with(&t, &NoPins, &mut |p: &Path| file_hash(p)).unwrap();
+    let disk = compile_with(&t, &NoPins, &DefaultCost, &mut |p: &Path| file_hash(p)).unwrap();
     let (f1, f2) = (
         plain.graph.fingerprints().unwrap(),
         disk.graph.fingerprints().unwrap(),

@@ -1,0 +1,108 @@
+//! The plan policy: when a bake is due beyond the engine's own rules
+//! (`--force-bake` ([`ForceBake`]), the update policy's `refresh_days`, a
+//! moved pin) and the planner csis uses ([`planner`]).
+
+use std::time::Duration;
+
+use csis_engine::{Node, Planner, Reason, RuleCx};
+
+use super::vocabulary::{NodeKind, PINNED_PARENT_ATTR};
+
+/// `--force-bake` values: `all`, `SERIES`, `SERIES@RUNTIME` (repeatable).
+#[derive(Debug, Clone, Default)]
+pub struct ForceBake {
+    pub all: bool,
+    pub items: Vec<(String, Option<String>)>,
+}
+
+impl ForceBake {
+    pub fn parse(values: &[String]) -> ForceBake {
+        let mut f = ForceBake::default();
+        for v in values.iter().flat_map(|v| v.split(',')) {
+            let v = v.trim();
+            if v.is_empty() {
+                continue;
+            }
+            if v == "all" {
+                f.all = true;
+                continue;
+            }
+            match v.split_once('@') {
+                Some((s, r)) => f.items.push((
+                    crate::tree::normalize_name(s),
+                    Some(crate::tree::normalize_name(r)),
+                )),
+                None => f.items.push((crate::tree::normalize_name(v), None)),
+            }
+        }
+        f
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.items.is_empty()
+    }
+
+    /// Does this force the bake node `node`?
+    pub fn forces(&self, node: &Node) -> bool {
+        if node.kind() != NodeKind::Bake {
+            return false;
+        }
+        if self.all {
+            return true;
+        }
+        let (Some(s), Some(r)) = (node.attr("series"), node.attr("runtime")) else {
+            return false;
+        };
+        self.items
+            .iter()
+            .any(|(fs, fr)| fs == s && fr.as_deref().is_none_or(|fr| fr == r))
+    }
+}
+
+/// The update-policy rule: a base image whose head is at least
+/// `update.refresh_days` old is due (`update policy: head <b> is <n> days old`).
+pub fn refresh_rule() -> impl csis_engine::Rule {
+    |cx: &RuleCx<'_>| {
+        let days: u64 = cx.node.attr("refresh_days")?.parse().ok()?;
+        let rec = cx.record?;
+        let age = rec.age?;
+        let age_days = age.as_secs() / 86_400;
+        (age >= Duration::from_secs(days * 86_400)).then(|| {
+            Reason::custom(
+                "update-policy",
+                format!(
+                    "update policy: head {} is {age_days} days old (refresh_days: {days})",
+                    rec.build.as_deref().unwrap_or("?")
+                ),
+            )
+        })
+    }
+}
+
+/// The upgrade rule: a pinned image whose pin names another parent build
+/// than its head was baked from is due (`parent pin moved <from> -> <to>`;
+/// `csis upgrade image` moves a pin).
+pub fn pin_moved_rule() -> impl csis_engine::Rule {
+    |cx: &RuleCx<'_>| {
+        let pin = cx.node.attr(PINNED_PARENT_ATTR)?;
+        let from = cx.record?.deps.get("parent")?;
+        (from != pin)
+            .then(|| Reason::custom("pin-moved", format!("parent pin moved {from} -> {pin}")))
+    }
+}
+
+/// The planner csis uses: forced, no build yet, parent moved (follow),
+/// parent re-bakes this run (follow), parent pin moved (pinned), inputs
+/// changed, update policy.
+pub fn planner(force: &ForceBake) -> Planner<'_> {
+    let mut p = Planner::new();
+    if !force.is_empty() {
+        p = p.forced(move |n| force.forces(n));
+    }
+    p.rule(csis_engine::plan::rules::no_record())
+        .rule(csis_engine::plan::rules::dep_moved())
+        .rule(csis_engine::plan::rules::dep_due())
+        .rule(pin_moved_rule())
+        .rule(csis_engine::plan::rules::inputs_changed())
+        .rule(refresh_rule())
+}
