@@ -27,11 +27,8 @@ use serde_json::{json, Value};
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
 use crate::revocations::{head_unrevoked, Revocations};
+use csis_schema::tags;
 
-pub const TAG_SERIES: &str = "csis_series";
-pub const TAG_PARENT: &str = "csis_parent";
-pub const TAG_RUN: &str = "csis_run";
-pub const TAG_FINGERPRINT: &str = "csis_fingerprint";
 /// Length of the fingerprint prefix carried in `csis_fingerprint`.
 pub const FINGERPRINT_TAG_LEN: usize = 16;
 
@@ -168,10 +165,13 @@ pub fn tag_disagreements(
             }
         }
     };
-    eq("series", TAG_SERIES, Some(&rec.series));
-    eq("parent", TAG_PARENT, rec.parent.as_deref());
-    eq("run", TAG_RUN, rec.run.as_deref());
-    if let (Some(fp), Some(t)) = (rec.input_fingerprint.as_deref(), tags.get(TAG_FINGERPRINT)) {
+    eq("series", tags::SERIES, Some(&rec.series));
+    eq("parent", tags::PARENT, rec.parent.as_deref());
+    eq("run", tags::RUN, rec.run.as_deref());
+    if let (Some(fp), Some(t)) = (
+        rec.input_fingerprint.as_deref(),
+        tags.get(tags::FINGERPRINT),
+    ) {
         if t.is_empty() || !fp.starts_with(t.as_str()) {
             out.push((
                 "fingerprint".into(),
@@ -187,16 +187,16 @@ pub fn tag_disagreements(
 /// writes).
 pub fn record_tags(rec: &BuildRecord) -> BTreeMap<String, String> {
     let mut t = BTreeMap::new();
-    t.insert(TAG_SERIES.to_string(), rec.series.clone());
+    t.insert(tags::SERIES.to_string(), rec.series.clone());
     if let Some(p) = &rec.parent {
-        t.insert(TAG_PARENT.to_string(), p.clone());
+        t.insert(tags::PARENT.to_string(), p.clone());
     }
     if let Some(r) = &rec.run {
-        t.insert(TAG_RUN.to_string(), r.clone());
+        t.insert(tags::RUN.to_string(), r.clone());
     }
     if let Some(f) = &rec.input_fingerprint {
         t.insert(
-            TAG_FINGERPRINT.to_string(),
+            tags::FINGERPRINT.to_string(),
             f.chars().take(FINGERPRINT_TAG_LEN).collect(),
         );
     }
@@ -208,12 +208,12 @@ pub fn record_tags(rec: &BuildRecord) -> BTreeMap<String, String> {
 /// marked as having passed in-bake tests (a foreign image is often a failed
 /// bake), so it is never released without a fresh verification.
 pub fn record_from_tags(img: &SeenImage, runtime: &str, run: &str) -> Option<BuildRecord> {
-    let series = img.tags.get(TAG_SERIES)?.clone();
+    let series = img.tags.get(tags::SERIES)?.clone();
     let mut r = BuildRecord::new(img.build_id.clone(), series, runtime);
     r.name = img.name.clone();
-    r.parent = img.tags.get(TAG_PARENT).cloned();
-    r.input_fingerprint = img.tags.get(TAG_FINGERPRINT).cloned();
-    r.run = img.tags.get(TAG_RUN).cloned();
+    r.parent = img.tags.get(tags::PARENT).cloned();
+    r.input_fingerprint = img.tags.get(tags::FINGERPRINT).cloned();
+    r.run = img.tags.get(tags::RUN).cloned();
     let list = |k: &str| -> Vec<String> {
         img.tags
             .get(k)
@@ -226,8 +226,8 @@ pub fn record_from_tags(img: &SeenImage, runtime: &str, run: &str) -> Option<Bui
             })
             .unwrap_or_default()
     };
-    r.capabilities.identity_types = list("csis_identity_types");
-    r.capabilities.storage_types = list("csis_storage_types");
+    r.capabilities.identity_types = list(tags::IDENTITY_TYPES);
+    r.capabilities.storage_types = list(tags::STORAGE_TYPES);
     r.tests.in_bake = false;
     r.tests.assertions = 0;
     r.imported = Some(true);
@@ -328,7 +328,7 @@ pub fn judge(
                             drift: "foreign".into(),
                             detail: format!(
                                 "tagged {} ({}) but not recorded: `csis state import` adopts it, or remove it by hand",
-                                img.tags.get(TAG_SERIES).map(String::as_str).unwrap_or("?"),
+                                img.tags.get(tags::SERIES).map(String::as_str).unwrap_or("?"),
                                 img.name.as_deref().unwrap_or("no name")
                             ),
                             hard: false,
@@ -594,14 +594,14 @@ mod tests {
         let mut f = fx();
         // b1 gone (pinned by web@rt -> hard); w1 re-tagged differently; foreign z
         let mut w = seen(f.l.find("w1").unwrap());
-        w.tags.insert(TAG_PARENT.into(), "series:base".into());
-        w.tags.insert(TAG_FINGERPRINT.into(), "ffff".into());
-        w.tags.remove(TAG_RUN); // never carried: not drift
+        w.tags.insert(tags::PARENT.into(), "series:base".into());
+        w.tags.insert(tags::FINGERPRINT.into(), "ffff".into());
+        w.tags.remove(tags::RUN); // never carried: not drift
         let z = SeenImage {
             build_id: "z".into(),
             name: None,
             created: None,
-            tags: [(TAG_SERIES.to_string(), "web".to_string())].into(),
+            tags: [(tags::SERIES.to_string(), "web".to_string())].into(),
         };
         f.p.instances.insert("vm".into(), "gone".into());
         let rep = run(&f, vec![view(vec![w, z])]);

@@ -9,6 +9,7 @@ use anyhow::Result;
 use csis_cache::drift::{self, RuntimeView};
 use csis_cache::Revocations;
 use csis_runtime::RuntimeError;
+use csis_schema::tags;
 use serde::Serialize;
 
 use crate::state::{declared_runtimes, image_parents, view_of};
@@ -120,7 +121,7 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
         if !releases.is_current(&img.build_id) {
             report.leftovers.push(Leftover::Image {
                 build_id: img.build_id.clone(),
-                series: img.tags.get(drift::TAG_SERIES).cloned(),
+                series: img.tags.get(tags::SERIES).cloned(),
             });
         }
     }

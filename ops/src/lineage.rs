@@ -11,8 +11,9 @@
 use std::collections::BTreeSet;
 
 use anyhow::Result;
-use csis_cache::drift::{record_tags, tag_disagreements, FINGERPRINT_TAG_LEN, TAG_FINGERPRINT};
+use csis_cache::drift::{record_tags, tag_disagreements, FINGERPRINT_TAG_LEN};
 use csis_cache::Restamp;
+use csis_schema::tags;
 use serde::Serialize;
 
 use crate::Context;
@@ -377,7 +378,7 @@ pub fn restamp(
         if let Some(rt) = &rt {
             for (build, _, current, _) in &moved {
                 let tags = [(
-                    TAG_FINGERPRINT.to_string(),
+                    tags::FINGERPRINT.to_string(),
                     current
                         .chars()
                         .take(FINGERPRINT_TAG_LEN)

@@ -13,7 +13,9 @@
 //! - [`diag`]: diagnostics naming file, line, column and field path;
 //! - [`model`]: the strict typed models of every entry of a tree, as
 //!   declared;
-//! - [`secret`]: the registry of secret values and their redaction.
+//! - [`secret`]: the registry of secret values and their redaction;
+//! - [`tags`]: the names of the tags and labels csis stamps on what it
+//!   makes.
 
 // A Diagnostic (file, line, column, path, message, hint, span) is the
 // error of every parse; it is returned, not propagated through hot loops.
@@ -24,6 +26,7 @@ pub mod entry;
 pub mod model;
 pub mod secret;
 pub mod span;
+pub mod tags;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Severity};

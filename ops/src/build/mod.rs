@@ -26,6 +26,7 @@ use csis_runtime::{
     ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
 };
 use csis_schema::model::ParentPolicy;
+use csis_schema::tags;
 use serde_json::json;
 
 use crate::exit;
@@ -536,14 +537,11 @@ impl BuildState {
                 let mut tags = BTreeMap::new();
                 if let Some(r) = rec {
                     tags.insert(
-                        "csis_parent".to_string(),
+                        tags::PARENT.to_string(),
                         r.parent.clone().unwrap_or_else(|| "vendor".into()),
                     );
                     if let Some(fp) = &r.input_fingerprint {
-                        tags.insert(
-                            "csis_fingerprint".to_string(),
-                            fp.chars().take(16).collect(),
-                        );
+                        tags.insert(tags::FINGERPRINT.to_string(), fp.chars().take(16).collect());
                     }
                 }
                 match rt.retag_image(&build, &tags).await {
@@ -931,19 +929,16 @@ impl BuildState {
         let mut tags = spec.tags.clone();
         // The tree's config id on every image and bake machine: what tells
         // this tree's builds from another tree's in one account or daemon.
+        tags.insert(tags::CONFIG.into(), self.session.tree.config.id.clone());
+        tags.insert(tags::SERIES.into(), spec.series.clone());
+        tags.insert(tags::PARENT.into(), parent_id);
+        tags.insert(tags::RUN.into(), self.run_id.clone());
         tags.insert(
-            csis_runtime::CONFIG_TAG.into(),
-            self.session.tree.config.id.clone(),
-        );
-        tags.insert("csis_series".into(), spec.series.clone());
-        tags.insert("csis_parent".into(), parent_id);
-        tags.insert("csis_run".into(), self.run_id.clone());
-        tags.insert(
-            "csis_fingerprint".into(),
+            tags::FINGERPRINT.into(),
             fingerprint.chars().take(16).collect(),
         );
-        tags.insert("csis_identity_types".into(), caps.identity_types.join(","));
-        tags.insert("csis_storage_types".into(), caps.storage_types.join(","));
+        tags.insert(tags::IDENTITY_TYPES.into(), caps.identity_types.join(","));
+        tags.insert(tags::STORAGE_TYPES.into(), caps.storage_types.join(","));
         let root = self.session.root.clone();
         let emit_dir: PathBuf = root
             .join("generated")
@@ -1027,14 +1022,9 @@ impl BuildState {
         images
             .iter()
             .filter(|img| {
-                [
-                    csis_runtime::CONFIG_TAG,
-                    "csis_series",
-                    "csis_parent",
-                    "csis_fingerprint",
-                ]
-                .iter()
-                .all(|k| same(k, img))
+                [tags::CONFIG, tags::SERIES, tags::PARENT, tags::FINGERPRINT]
+                    .iter()
+                    .all(|k| same(k, img))
             })
             .find(|img| self.recorder.find(&img.build_id).is_none())
             .map(|img| {
@@ -1043,7 +1033,7 @@ impl BuildState {
                     name: img.name.clone().unwrap_or_else(|| img.build_id.clone()),
                     assertions: 0,
                 };
-                (outcome, img.tags.get("csis_run").cloned())
+                (outcome, img.tags.get(tags::RUN).cloned())
             })
     }
 

@@ -20,22 +20,16 @@ pub mod recipe;
 mod steps;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+use csis_schema::tags;
 pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
-
-/// Prefix of every lineage tag/label csis stamps (`csis_series`, ...).
-pub const LINEAGE_PREFIX: &str = "csis_";
-
-/// The tag/label naming the tree (its `cfg/_config.yml` `id`) that baked an
-/// image or runs a bake machine: every image and bake machine carries it.
-pub const CONFIG_TAG: &str = "csis_config";
 
 /// Does an image with these lineage tags belong to another tree than the
 /// one whose config id is `config`? An image without the tag (made before
 /// csis stamped it, or by hand) belongs to no other tree: it stays visible
 /// (a foreign image to adopt or dispose), but is never adopted silently.
 pub fn of_other_tree(tags: &BTreeMap<String, String>, config: &str) -> bool {
-    tags.get(CONFIG_TAG).is_some_and(|c| c != config)
+    tags.get(tags::CONFIG).is_some_and(|c| c != config)
 }
 
 pub mod owner;
@@ -248,7 +242,7 @@ impl VolumeFacts {
     pub fn new(name: impl Into<String>, labels: BTreeMap<String, String>) -> Self {
         VolumeFacts {
             name: name.into(),
-            config: labels.get("csis_config").cloned(),
+            config: labels.get(tags::CONFIG).cloned(),
             labels,
         }
     }
@@ -336,11 +330,6 @@ pub struct TestMachine {
     /// The image it booted, as the runtime reports it.
     pub booted: Option<String>,
 }
-
-/// The label/tag that marks a test machine (value: the runtime's name).
-pub const TEST_MACHINE_MARK: &str = "csis_test_machine";
-/// The label/tag naming a test machine's owner (`host:pid`).
-pub const TEST_MACHINE_OWNER: &str = "csis_owner";
 
 /// This process as a mark's owner: `host:pid`.
 pub fn owner_here() -> String {
@@ -532,7 +521,7 @@ pub trait Runtime: Send + Sync {
     }
     /// Launch `req.build_id` as a test machine (docker: a container under
     /// `--init`; AWS: an instance in the default subnet with the session
-    /// instance profile), marked [`TEST_MACHINE_MARK`] and
+    /// instance profile), marked [`csis_schema::tags::TEST_MACHINE`] and
     /// [`TEST_MACHINE_OWNER`], and wait until it answers a session command.
     /// On failure (or cancellation) whatever was started is removed.
     async fn launch_test_machine(&self, req: &TestMachineRequest) -> Result<TestMachine> {

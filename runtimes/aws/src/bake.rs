@@ -10,6 +10,7 @@ use tokio::process::Command;
 
 use crate::emit;
 use crate::AwsRuntime;
+use csis_schema::tags;
 
 /// The AMI of `<region>:<ami>` in a packer manifest (the last run's build).
 pub fn ami_from_manifest(text: &str, region: &str) -> Result<String> {
@@ -142,7 +143,7 @@ pub async fn bake(rt: &AwsRuntime, req: &BakeRequest) -> Result<BakeOutcome> {
     let stamp: BTreeMap<String, String> = req
         .tags
         .iter()
-        .filter(|(k, _)| k.as_str() == "csis_parent" || k.as_str() == "csis_fingerprint")
+        .filter(|(k, _)| k.as_str() == tags::PARENT || k.as_str() == tags::FINGERPRINT)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !stamp.is_empty() {

@@ -69,20 +69,20 @@ pub struct SourcePlan {
 
 /// The lineage tags in their emitted order (after the image's own).
 pub const LINEAGE_ORDER: &[&str] = &[
-    "csis_config",
-    "csis_series",
-    "csis_parent",
-    "csis_run",
-    "csis_fingerprint",
-    "csis_identity_types",
-    "csis_storage_types",
+    tags::CONFIG,
+    tags::SERIES,
+    tags::PARENT,
+    tags::RUN,
+    tags::FINGERPRINT,
+    tags::IDENTITY_TYPES,
+    tags::STORAGE_TYPES,
 ];
 
 /// Order merged tags as the golden does: own tags (sorted), then the lineage ones.
 pub fn order_tags(tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = tags
         .iter()
-        .filter(|(k, _)| !k.starts_with(csis_runtime::LINEAGE_PREFIX))
+        .filter(|(k, _)| !k.starts_with(tags::PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for k in LINEAGE_ORDER {
@@ -91,7 +91,7 @@ pub fn order_tags(tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
         }
     }
     for (k, v) in tags {
-        if k.starts_with(csis_runtime::LINEAGE_PREFIX) && !LINEAGE_ORDER.contains(&k.as_str()) {
+        if k.starts_with(tags::PREFIX) && !LINEAGE_ORDER.contains(&k.as_str()) {
             out.push((k.clone(), v.clone()));
         }
     }
@@ -252,6 +252,7 @@ pub fn settle_commands(runtime: &str, ssm: bool) -> Vec<String> {
 pub use csis_packer::{
     attr, is_ident, key, obj, packer_fmt, render, s, strs, traversal, write_if_changed,
 };
+use csis_schema::tags;
 
 /// The data label: `<image>_<runtime>`.
 pub fn data_label(image: &str, runtime: &str) -> String {
@@ -321,7 +322,7 @@ pub fn source_body(p: &SourcePlan) -> Body {
         let mut run: Vec<(String, Expression)> =
             p.run_tags.iter().map(|(k, v)| (k.clone(), s(v))).collect();
         run.push((
-            crate::stale::BAKE_OWNER_TAG.to_string(),
+            tags::BAKE_OWNER.to_string(),
             traversal("var", &[crate::stale::BAKE_OWNER_VAR]),
         ));
         src = src

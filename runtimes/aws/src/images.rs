@@ -10,6 +10,7 @@ use csis_runtime::{ImageFacts, Result};
 use crate::client::code;
 use crate::errors::{is_not_found_ami, sdk_err};
 use crate::{not_terminated, shell_quote, AwsRuntime};
+use csis_schema::tags;
 
 fn tag_value(tags: &[Tag], key: &str) -> Option<String> {
     tags.iter()
@@ -69,7 +70,7 @@ impl AwsRuntime {
             .filters(
                 Filter::builder()
                     .name("tag-key")
-                    .values("csis_series")
+                    .values(tags::SERIES)
                     .build(),
             )
             .into_paginator()
@@ -203,8 +204,8 @@ impl AwsRuntime {
         model: &str,
     ) -> Result<()> {
         let tags = BTreeMap::from([
-            ("csis_release".to_string(), model.to_string()),
-            ("csis_series".to_string(), series.to_string()),
+            (tags::RELEASE.to_string(), model.to_string()),
+            (tags::SERIES.to_string(), series.to_string()),
         ]);
         self.create_tags(build_id, &tags).await
     }

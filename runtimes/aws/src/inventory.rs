@@ -16,11 +16,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use csis_runtime::{InstanceFacts, Inventory, Result, VolumeFacts, LINEAGE_PREFIX};
+use csis_runtime::{InstanceFacts, Inventory, Result, VolumeFacts};
 use serde::{Deserialize, Serialize};
 
 use crate::client::tag_map;
 use crate::{sdk_err, AwsPowerState, AwsRuntime};
+use csis_schema::tags;
 
 /// One EC2 resource of the inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +70,7 @@ impl AwsInventory {
                 name: i.name.clone(),
                 image: i.of.clone(),
                 power: AwsPowerState::from_ec2(i.state.as_deref().unwrap_or_default()).to_api(),
-                config: i.tags.get("csis_config").cloned(),
+                config: i.tags.get(tags::CONFIG).cloned(),
             })
             .collect();
         let volumes = self
@@ -83,7 +84,7 @@ impl AwsInventory {
 }
 
 pub(crate) fn csis_tagged(tags: &BTreeMap<String, String>) -> bool {
-    tags.keys().any(|k| k.starts_with(LINEAGE_PREFIX))
+    tags.keys().any(|k| k.starts_with(tags::PREFIX))
 }
 
 fn time(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<String> {

@@ -33,19 +33,15 @@ use csis_runtime::Result;
 use crate::client::{code, tag_map};
 use crate::{sdk_err, AwsRuntime};
 
-/// The mark's key: the runtime whose bake made the resource.
-pub const BAKE_TAG: &str = "csis_bake";
-/// `<host>:<pid>` of the csis process whose packer made the resource.
-pub const BAKE_OWNER_TAG: &str = "csis_bake_owner";
 /// The packer variable (and `PKR_VAR_` environment variable) that carries the owner.
-pub const BAKE_OWNER_VAR: &str = "csis_bake_owner";
+pub const BAKE_OWNER_VAR: &str = tags::BAKE_OWNER;
 
 /// The `run_tags` / `run_volume_tags` of a bake, without the owner (which
 /// the source reads from `var.csis_bake_owner`): `csis_bake`, then
 /// `csis_config`, `csis_series` and `csis_run` when the bake has them.
 pub fn run_tags(runtime: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    let mut out = vec![(BAKE_TAG.to_string(), runtime.to_string())];
-    for k in [csis_runtime::CONFIG_TAG, "csis_series", "csis_run"] {
+    let mut out = vec![(tags::BAKE.to_string(), runtime.to_string())];
+    for k in [tags::CONFIG, tags::SERIES, tags::RUN] {
         if let Some(v) = tags.get(k) {
             out.push((k.to_string(), v.clone()));
         }
@@ -54,6 +50,7 @@ pub fn run_tags(runtime: &str, tags: &BTreeMap<String, String>) -> Vec<(String, 
 }
 
 pub use csis_runtime::owner::{bake_owner, host_name, owner_alive, run_time};
+use csis_schema::tags;
 
 /// The verdict on one resource's tags (and creation time, when EC2 gives one).
 pub fn is_stale(
@@ -64,13 +61,13 @@ pub fn is_stale(
     stale_after: Duration,
     this_host: &str,
 ) -> bool {
-    if tags.get(BAKE_TAG).map(String::as_str) != Some(runtime) {
+    if tags.get(tags::BAKE).map(String::as_str) != Some(runtime) {
         return false;
     }
     // the rule docker's bake containers follow too (csis_runtime::owner)
-    let created = created.or_else(|| tags.get("csis_run").and_then(|r| run_time(r)));
+    let created = created.or_else(|| tags.get(tags::RUN).and_then(|r| run_time(r)));
     csis_runtime::owner::is_left_behind(
-        tags.get(BAKE_OWNER_TAG).map(String::as_str),
+        tags.get(tags::BAKE_OWNER).map(String::as_str),
         created,
         now,
         stale_after,
@@ -84,20 +81,20 @@ fn sys_time(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<SystemTime>
 
 fn mark_filter(runtime: &str) -> Filter {
     Filter::builder()
-        .name(format!("tag:{BAKE_TAG}"))
+        .name(format!("tag:{}", tags::BAKE))
         .values(runtime)
         .build()
 }
 
 fn what(tags: &BTreeMap<String, String>) -> String {
     let mut parts = Vec::new();
-    if let Some(s) = tags.get("csis_series") {
+    if let Some(s) = tags.get(tags::SERIES) {
         parts.push(format!("series {s}"));
     }
-    if let Some(r) = tags.get("csis_run") {
+    if let Some(r) = tags.get(tags::RUN) {
         parts.push(format!("run {r}"));
     }
-    if let Some(o) = tags.get(BAKE_OWNER_TAG) {
+    if let Some(o) = tags.get(tags::BAKE_OWNER) {
         parts.push(format!("owner {o}"));
     }
     if parts.is_empty() {

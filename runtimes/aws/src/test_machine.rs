@@ -12,11 +12,11 @@ use aws_sdk_ec2::types::{
     IamInstanceProfileSpecification, InstanceType, ResourceType, ShutdownBehavior, Tag,
     TagSpecification,
 };
-use csis_runtime::{Result, RuntimeError, TestMachine, TestMachineRequest, TEST_MACHINE_MARK};
+use csis_runtime::{Result, RuntimeError, TestMachine, TestMachineRequest};
 
 use crate::client::code;
-use crate::stale::{BAKE_OWNER_TAG, BAKE_TAG};
 use crate::{sdk_err, AwsRuntime};
+use csis_schema::tags;
 
 /// Standard base64 (user data).
 pub fn base64(data: &[u8]) -> String {
@@ -65,10 +65,10 @@ impl AwsRuntime {
         let tags = TagSpecification::builder()
             .resource_type(ResourceType::Instance)
             .tags(tag("Name", &req.name))
-            .tags(tag(TEST_MACHINE_MARK, &rt))
-            .tags(tag(BAKE_TAG, &rt))
-            .tags(tag(BAKE_OWNER_TAG, &req.owner))
-            .tags(tag("csis_series", &req.series))
+            .tags(tag(tags::TEST_MACHINE, &rt))
+            .tags(tag(tags::BAKE, &rt))
+            .tags(tag(tags::BAKE_OWNER, &req.owner))
+            .tags(tag(tags::SERIES, &req.series))
             .build();
         let mut call = ec2
             .run_instances()

@@ -101,7 +101,7 @@ pub fn render(
     let container = names::bake_container_name(
         &settings.name,
         &image,
-        req.tags.get("csis_run").map(String::as_str),
+        req.tags.get(tags::RUN).map(String::as_str),
     );
     let made = names::image_name_as_made(&req.final_name);
     if let Some(p) = names::image_name_problem(&req.final_name) {
@@ -319,6 +319,7 @@ pub fn root_file(req: &BakeRequest) -> String {
 }
 
 pub use csis_packer::process::without_packer_block;
+use csis_schema::tags;
 
 /// Bake by running packer on the emitted root: the bake container is removed
 /// whatever happens (packer killed on cancellation), the build id is the
@@ -329,7 +330,7 @@ pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result
     let container = names::bake_container_name(
         &rt.settings().name,
         &image_of(req),
-        req.tags.get("csis_run").map(String::as_str),
+        req.tags.get(tags::RUN).map(String::as_str),
     );
     // The parent is on the daemon now: its labels and the disk limit are known.
     let (parent_id, blank) = parent_on_daemon(rt, req).await?.ok_or_else(|| {

@@ -44,6 +44,7 @@ use csis_runtime::{
 
 mod store;
 
+use csis_schema::tags;
 use store::{on_image, Mem, Op};
 pub use store::{read_store, store_path, BakeAttempt, DummyStore, StoredImage};
 
@@ -248,7 +249,7 @@ impl Runtime for DummyRuntime {
         }
         let fp = req
             .tags
-            .get("csis_fingerprint")
+            .get(tags::FINGERPRINT)
             .map(|f| f.chars().take(12).collect::<String>())
             .unwrap_or_else(|| "nofp".into());
         let name = req.final_name.clone();

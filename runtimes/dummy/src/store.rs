@@ -11,6 +11,7 @@ use csis_runtime::{Result, RuntimeError};
 use serde::{Deserialize, Serialize};
 
 use crate::DummyRuntime;
+use csis_schema::tags;
 
 /// The store, as written to `.csis/dummy/<runtime>.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -108,14 +109,10 @@ fn apply(s: &mut DummyStore, op: &Op) {
         Op::Release { id, series, model } => {
             if let Some(img) = s.images.get_mut(id) {
                 img.released.insert(model.clone());
-                img.tags.insert(
-                    format!("{}release", csis_runtime::LINEAGE_PREFIX),
-                    model.clone(),
-                );
-                img.tags.insert(
-                    format!("{}series", csis_runtime::LINEAGE_PREFIX),
-                    series.clone(),
-                );
+                img.tags
+                    .insert(format!("{}release", tags::PREFIX), model.clone());
+                img.tags
+                    .insert(format!("{}series", tags::PREFIX), series.clone());
             }
         }
     }

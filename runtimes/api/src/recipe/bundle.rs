@@ -7,6 +7,7 @@ use super::instance::ensure_lines;
 use super::shell::sq_always;
 use super::types::{BundleMod, EmittedFile, ImageRecipe, Target};
 use crate::{BakeRequest, BakeStep};
+use csis_schema::tags;
 
 /// A path relative to the tree root when it is under it, else its file name.
 pub(super) fn rel_of(tree_root: &Path, p: &Path, dir: &str) -> String {
@@ -70,7 +71,7 @@ pub(super) fn bundle_files(
     img: &ImageRecipe,
 ) -> std::io::Result<Vec<EmittedFile>> {
     let image = &req.series;
-    let run = req.tags.get("csis_run").cloned().unwrap_or_default();
+    let run = req.tags.get(tags::RUN).cloned().unwrap_or_default();
     let root = format!("csis-mods/{image}");
     let mut files = Vec::new();
     let mut manifest = format!("image: {}\nmods:\n", yaml_scalar(image));

@@ -15,8 +15,9 @@ use std::time::Duration;
 use aws_config::Region;
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification, VolumeType};
 use csis_runtime::{PowerState, Runtime, RuntimeError};
-use csis_runtime_aws::stale::{self, BAKE_OWNER_TAG};
+use csis_runtime_aws::stale;
 use csis_runtime_aws::AwsRuntime;
+use csis_schema::tags;
 
 use crate::common::{self, need_moto};
 
@@ -347,7 +348,7 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
     ]);
     let marks = |runtime: &str, owner: &str| -> Vec<(String, String)> {
         let mut m = stale::run_tags(runtime, &lineage);
-        m.push((BAKE_OWNER_TAG.to_string(), owner.to_string()));
+        m.push((tags::BAKE_OWNER.to_string(), owner.to_string()));
         m
     };
     let u = common::unique("x");
@@ -416,7 +417,7 @@ async fn clean_stale_bakes_removes_this_runtimes_dead_bakes_only() {
                 "2020_01_01t00_00_00_000000".to_string(),
             )]),
         );
-        m.push((BAKE_OWNER_TAG.to_string(), "elsewhere:1".to_string()));
+        m.push((tags::BAKE_OWNER.to_string(), "elsewhere:1".to_string()));
         m
     };
     let inst_far = launch(&ec2, VENDOR, &pairs(&m_far), None, &[]).await;

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::names;
 use crate::settings::parse_memory;
+use csis_schema::tags;
 
 impl DockerRuntime {
     /// What the lowering needs to know of a docker bake container: steps
@@ -430,7 +431,7 @@ impl DockerRuntime {
         let container = names::bake_container_name(
             &self.settings.name,
             &req.series,
-            req.tags.get("csis_run").map(String::as_str),
+            req.tags.get(tags::RUN).map(String::as_str),
         );
         let parent = self.parent_ref(req);
         let parent_img = match self.inspect_image_opt(&parent).await? {

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use bollard::Docker;
-use csis_runtime::{BakeRequest, Result, RuntimeError, TEST_MACHINE_MARK, TEST_MACHINE_OWNER};
+use csis_runtime::{BakeRequest, Result, RuntimeError};
 
 use super::errors::{api_message, is_not_found};
 use super::{DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL};
 use crate::names;
+use csis_schema::tags;
 
 /// Is this bake container left behind by a csis that is gone? Its owner
 /// label names a process of this host that is not running, or (another
@@ -105,7 +106,7 @@ impl DockerRuntime {
             ),
         ]);
         if let Some(req) = req {
-            for k in [csis_runtime::CONFIG_TAG, "csis_series", "csis_run"] {
+            for k in [tags::CONFIG, tags::SERIES, tags::RUN] {
                 if let Some(v) = req.tags.get(k) {
                     l.insert(k.to_string(), v.clone());
                 }
@@ -196,13 +197,13 @@ impl DockerRuntime {
         let marked = self
             .containers(HashMap::from([(
                 "label".to_string(),
-                vec![format!("{TEST_MACHINE_MARK}={}", self.settings.name)],
+                vec![format!("{}={}", tags::TEST_MACHINE, self.settings.name)],
             )]))
             .await?;
         for c in marked {
             let labels = c.labels.clone().unwrap_or_default();
             let gone = labels
-                .get(TEST_MACHINE_OWNER)
+                .get(tags::TEST_MACHINE_OWNER)
                 .is_some_and(|o| csis_runtime::owner_gone(o));
             if !gone {
                 continue;

@@ -9,12 +9,13 @@ use bollard::query_parameters::{
     CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
     TagImageOptionsBuilder,
 };
-use csis_runtime::{ImageFacts, Result, RuntimeError, LINEAGE_PREFIX};
+use csis_runtime::{ImageFacts, Result, RuntimeError};
 use futures_util::StreamExt;
 
 use super::errors::{api_message, is_not_found};
 use super::{DockerRuntime, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL};
 use crate::{names, script};
+use csis_schema::tags;
 
 /// The parent's lineage labels (`csis_*`) a bake does not set, sorted: its
 /// image inherits them, so they are blanked (a label cannot be removed) and
@@ -25,7 +26,7 @@ pub fn blanked_keys(
 ) -> Vec<String> {
     let mut out: Vec<String> = parent_labels
         .keys()
-        .filter(|k| k.starts_with(LINEAGE_PREFIX) && !tags.contains_key(*k))
+        .filter(|k| k.starts_with(tags::PREFIX) && !tags.contains_key(*k))
         .cloned()
         .collect();
     out.sort();
@@ -193,7 +194,7 @@ impl DockerRuntime {
 
     pub(super) async fn builds(&self) -> Result<Vec<ImageFacts>> {
         let d = self.docker().await?;
-        let filters = HashMap::from([("label".to_string(), vec!["csis_series".to_string()])]);
+        let filters = HashMap::from([("label".to_string(), vec![tags::SERIES.to_string()])]);
         let opts = ListImagesOptionsBuilder::default()
             .filters(&filters)
             .build();
@@ -224,14 +225,14 @@ impl DockerRuntime {
             let mut tags: BTreeMap<String, String> = img
                 .labels
                 .iter()
-                .filter(|(k, _)| k.starts_with(LINEAGE_PREFIX) && !blanked.contains(k))
+                .filter(|(k, _)| k.starts_with(tags::PREFIX) && !blanked.contains(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {
                 tags.insert(k, v);
             }
             // release tags `<series>--<model>` on this image: csis_release (as AWS and dummy say it)
-            if let Some(series) = img.labels.get("csis_series") {
+            if let Some(series) = img.labels.get(tags::SERIES) {
                 let prefix = names::release_tag(series, "");
                 let mut models: Vec<&str> = ours
                     .iter()
@@ -241,7 +242,7 @@ impl DockerRuntime {
                     .collect();
                 models.sort();
                 if !models.is_empty() {
-                    tags.insert(format!("{LINEAGE_PREFIX}release"), models.join(","));
+                    tags.insert(format!("{}release", tags::PREFIX), models.join(","));
                 }
             }
             let name = img

@@ -12,13 +12,13 @@ use bollard::query_parameters::{
 };
 use csis_runtime::{
     InstanceFacts, Inventory, PowerState, Result, Runtime, RuntimeError, SessionResult,
-    TestMachine, TestMachineRequest, VerifyCheck, VolumeFacts, TEST_MACHINE_MARK,
-    TEST_MACHINE_OWNER,
+    TestMachine, TestMachineRequest, VerifyCheck, VolumeFacts,
 };
 
 use super::containers::ContainerGuard;
 use super::errors::{is_conflict, is_not_found};
 use super::DockerRuntime;
+use csis_schema::tags;
 
 impl DockerRuntime {
     pub(super) async fn power_state(&self, instance: &str) -> Result<PowerState> {
@@ -224,8 +224,8 @@ impl DockerRuntime {
         let d = self.docker().await?;
         let name = req.name.clone();
         let labels = HashMap::from([
-            (TEST_MACHINE_MARK.to_string(), self.settings.name.clone()),
-            (TEST_MACHINE_OWNER.to_string(), req.owner.clone()),
+            (tags::TEST_MACHINE.to_string(), self.settings.name.clone()),
+            (tags::TEST_MACHINE_OWNER.to_string(), req.owner.clone()),
         ]);
         let body = ContainerCreateBody {
             image: Some(req.build_id.clone()),
@@ -322,7 +322,7 @@ impl DockerRuntime {
                     | Some(bollard::models::ContainerSummaryStateEnum::DEAD) => PowerState::Stopped,
                     _ => PowerState::Unknown,
                 },
-                config: c.labels.and_then(|l| l.get("csis_config").cloned()),
+                config: c.labels.and_then(|l| l.get(tags::CONFIG).cloned()),
             })
             .collect();
         instances.sort_by(|a, b| a.name.cmp(&b.name));
