@@ -14,7 +14,13 @@
 //! - no runtime (`csis-runtime*`) and not `csis-cache` depends on
 //!   `csis-rules` (dev-dependencies aside: a test may load a tree): they
 //!   read the configuration schema (`csis-schema`), so that they compile
-//!   beside the loader, not after it.
+//!   beside the loader, not after it;
+//! - no two files of a crate import each other (through `crate::`,
+//!   `super::` or `self::` paths; a module and the modules inside it
+//!   aside): `tests/tidy/loops.rs`;
+//! - the tag and label names csis stamps (`csis_series`, ...) are spelled
+//!   as strings only in `schema/src/tags.rs` (unit tests aside, which state
+//!   the wire format).
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -447,4 +453,149 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
             "KEYS names `aliases`, which Common does not have"
         ]
     );
+}
+
+// ---------------------------------------------------------------------------
+// no import loop between files
+
+#[path = "tidy/loops.rs"]
+mod loops;
+
+/// Every library and binary source folder of the workspace, from the
+/// metadata: (package, folder of its root file).
+fn source_folders(meta: &Value) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for p in packages(meta) {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let kinds: Vec<&str> = t["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if kinds.iter().any(|k| matches!(*k, "lib" | "bin")) {
+                let root = PathBuf::from(t["src_path"].as_str().unwrap_or_default());
+                let dir = root.parent().unwrap().to_path_buf();
+                let name = p["name"].as_str().unwrap_or("?").to_string();
+                if !out.iter().any(|(_, d)| d == &dir) {
+                    out.push((name, dir));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn files_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    files
+        .iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn no_two_files_of_a_crate_import_each_other() {
+    let folders = source_folders(&cargo_metadata());
+    assert!(folders.len() >= 10, "found the crates: {folders:?}");
+    let mut v = Vec::new();
+    for (name, dir) in folders {
+        for l in loops::loops(&files_under(&dir)) {
+            v.push(format!("{name}: {} name each other", l.join(", ")));
+        }
+    }
+    assert!(
+        v.is_empty(),
+        "import loops between files:\n{}",
+        v.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// tag names spelled once
+
+/// The tag names `schema/src/tags.rs` defines (every `"csis_..."` literal
+/// in it).
+fn tag_names(tags_rs: &str) -> BTreeSet<String> {
+    tags_rs
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with("csis_") && s.len() > "csis_".len())
+        .map(str::to_string)
+        .collect()
+}
+
+/// "F:L spells the tag NAME": a tag name written as a string literal in
+/// library code (not in a comment, not in the file's unit tests).
+fn spelled_tags(path: &str, text: &str, names: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        for name in names {
+            if code.contains(&format!("\"{name}\"")) {
+                out.push(format!(
+                    "{path}:{}: spells the tag {name}; use csis_schema::tags",
+                    n + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn tag_names_are_spelled_only_in_the_schema() {
+    let root = workspace();
+    let names = tag_names(&std::fs::read_to_string(root.join("schema/src/tags.rs")).unwrap());
+    assert!(
+        names.contains("csis_series") && names.len() >= 10,
+        "{names:?}"
+    );
+    let mut v = Vec::new();
+    for (name, dir) in source_folders(&cargo_metadata()) {
+        if name == "csis-testkit" {
+            continue;
+        }
+        for (rel, text) in files_under(&dir) {
+            let path = dir.join(&rel);
+            let shown = path
+                .strip_prefix(&root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            if shown == "schema/src/tags.rs" || rel.ends_with("tests.rs") {
+                continue;
+            }
+            v.extend(spelled_tags(&shown, &text, &names));
+        }
+    }
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn tag_rule_fails_on_a_spelled_tag() {
+    let names =
+        tag_names("pub const SERIES: &str = \"csis_series\";\npub const PREFIX: &str = \"csis_\";");
+    assert_eq!(names.iter().collect::<Vec<_>>(), ["csis_series"]);
+    let text = "// \"csis_series\" in a comment\nlet s = tags.get(\"csis_series\");\n#[cfg(test)]\nmod tests { const T: &str = \"csis_series\"; }\n";
+    assert_eq!(
+        spelled_tags("x.rs", text, &names),
+        ["x.rs:2: spells the tag csis_series; use csis_schema::tags"]
+    );
+    assert!(spelled_tags("y.rs", "tags.get(tags::SERIES)", &names).is_empty());
 }
