@@ -20,7 +20,9 @@
 //!   aside): `tests/tidy/loops.rs`;
 //! - the tag and label names csis stamps (`csis_series`, ...) are spelled
 //!   as strings only in `schema/src/tags.rs` (unit tests aside, which state
-//!   the wire format).
+//!   the wire format);
+//! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
+//!   each with its folder.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -598,4 +600,81 @@ fn tag_rule_fails_on_a_spelled_tag() {
         ["x.rs:2: spells the tag csis_series; use csis_schema::tags"]
     );
     assert!(spelled_tags("y.rs", "tags.get(tags::SERIES)", &names).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// the crate map
+
+/// The rows of ARCHITECTURE.md's crate table: (crate, folder), from lines
+/// `| \`NAME\` (\`FOLDER/\`...) | ...`.
+fn crate_map(architecture: &str) -> BTreeSet<(String, String)> {
+    architecture
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("| `")?;
+            let (name, rest) = rest.split_once("` (`")?;
+            let (folder, _) = rest.split_once('`')?;
+            Some((name.to_string(), folder.trim_end_matches('/').to_string()))
+        })
+        .collect()
+}
+
+/// The workspace's packages as the crate map names them: (crate, folder
+/// under the workspace; `src` for the root package).
+fn workspace_crates(meta: &Value, root: &Path) -> BTreeSet<(String, String)> {
+    packages(meta)
+        .map(|p| {
+            let manifest = PathBuf::from(p["manifest_path"].as_str().unwrap_or_default());
+            let dir = manifest.parent().unwrap_or(root);
+            let rel = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+            let folder = if rel.is_empty() {
+                "src".to_string()
+            } else {
+                rel
+            };
+            (p["name"].as_str().unwrap_or("?").to_string(), folder)
+        })
+        .collect()
+}
+
+fn map_differs(
+    map: &BTreeSet<(String, String)>,
+    crates: &BTreeSet<(String, String)>,
+) -> Vec<String> {
+    let mut out: Vec<String> = crates
+        .difference(map)
+        .map(|(n, f)| format!("ARCHITECTURE.md's crate map lacks {n} ({f}/)"))
+        .collect();
+    out.extend(map.difference(crates).map(|(n, f)| {
+        format!("ARCHITECTURE.md's crate map names {n} ({f}/), which the workspace does not have")
+    }));
+    out
+}
+
+#[test]
+fn the_crate_map_is_the_workspace() {
+    let root = workspace();
+    let map = crate_map(&std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap());
+    let crates = workspace_crates(&cargo_metadata(), &root);
+    assert!(crates.len() >= 12, "{crates:?}");
+    let v = map_differs(&map, &crates);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn crate_map_rule_fails_on_a_missing_or_extra_row() {
+    let map = crate_map(
+        "| crate | knows |\n|---|---|\n| `csis` (`src/`) | the CLI |\n| `csis-old` (`old/`) | gone |\n",
+    );
+    let crates: BTreeSet<(String, String)> = [("csis", "src"), ("csis-new", "new")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(
+        map_differs(&map, &crates),
+        [
+            "ARCHITECTURE.md's crate map lacks csis-new (new/)",
+            "ARCHITECTURE.md's crate map names csis-old (old/), which the workspace does not have"
+        ]
+    );
 }
