@@ -18,10 +18,15 @@ use crate::yaml::{self, join_path, Entry, Loc, Node, Value};
 mod files;
 mod groups;
 mod head;
+mod helpers;
+mod made_names;
 mod recipe_checks;
 mod transforms;
 
 use files::yaml_files;
+pub use helpers::looks_private;
+use helpers::{glob_match, is_absent, known};
+pub use made_names::tag_safe;
 use transforms::first_marker;
 
 /// How to load: the per-invocation changes and the environment.
@@ -2321,73 +2326,4 @@ enum Which {
     Runtime,
     ImageBuilder,
     Backend,
-}
-
-fn is_absent(s: &str) -> bool {
-    let t = s.trim();
-    t.is_empty() || t.eq_ignore_ascii_case("default") || t.eq_ignore_ascii_case("self")
-}
-
-fn known<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> String {
-    let v: Vec<&str> = names.collect();
-    if v.is_empty() {
-        format!("no {what} are declared")
-    } else {
-        format!("declared {what}: {}", v.join(", "))
-    }
-}
-
-/// Does a value look like private key material?
-pub fn looks_private(s: &str) -> bool {
-    let t = s.trim();
-    t.contains("PRIVATE KEY")
-        || t.starts_with("AGE-SECRET-KEY-")
-        || t.contains("-----BEGIN OPENSSH")
-        || t.starts_with("PuTTY-User-Key-File")
-}
-
-/// A shell glob (`*`, `?`) match.
-fn glob_match(pat: &str, s: &str) -> bool {
-    let re = format!(
-        "^{}$",
-        regex::escape(pat).replace(r"\*", ".*").replace(r"\?", ".")
-    );
-    regex::Regex::new(&re)
-        .map(|r| r.is_match(s))
-        .unwrap_or(false)
-}
-
-impl Tree {
-    /// The final (artifact) name of an image bake, as made for a tag:
-    /// `<series>-<builder>-<timestamp>` with what a tag cannot carry replaced by `-`.
-    pub fn image_final_name(&self, image: &Image, entry: &ImageRuntime) -> String {
-        tag_safe(&format!(
-            "{}-{}-{}",
-            image.display,
-            entry.image_builder.as_deref().unwrap_or(&entry.label),
-            self.execution.timestamp
-        ))
-    }
-    /// The final name of a base bake: `<os>-<runtime>-<timestamp>`, made tag-safe.
-    pub fn os_final_name(&self, os: &OsBuilder, entry: &OsRuntime) -> String {
-        tag_safe(&format!(
-            "{}-{}-{}",
-            os.display,
-            entry.runtime.as_deref().unwrap_or(&entry.label),
-            self.execution.timestamp
-        ))
-    }
-}
-
-/// Replace what a docker tag cannot carry with `-`.
-pub fn tag_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
 }
