@@ -11,9 +11,10 @@ use crate::diag::{Diagnostic, Diags};
 use crate::model::*;
 use crate::template::Renderer;
 use crate::tree::*;
-use crate::yaml::{self, join_path, Loc, Node, Value};
+use crate::yaml::{join_path, Loc, Node};
 
 mod builders;
+mod collections;
 mod config;
 mod cycles;
 mod files;
@@ -23,6 +24,7 @@ mod helpers;
 mod images;
 mod made_names;
 mod os_builders;
+mod overlays;
 mod recipe_checks;
 mod runtimes;
 mod transforms;
@@ -32,6 +34,7 @@ use files::yaml_files;
 pub use helpers::looks_private;
 use helpers::{glob_match, is_absent, known};
 pub use made_names::tag_safe;
+pub use overlays::Undeclare;
 use transforms::first_marker;
 
 /// How to load: the per-invocation changes and the environment.
@@ -50,55 +53,10 @@ pub struct LoadOptions {
     pub now: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// A parsed `--undeclare kind:name`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Undeclare {
-    /// The collection key (`images`, `instances`, `storages`, `groups`, `users`, `base_images`).
-    pub kind: String,
-    pub name: String,
-}
-
-impl Undeclare {
-    pub fn parse(s: &str) -> Result<Undeclare, String> {
-        let (k, n) = s
-            .split_once(':')
-            .ok_or_else(|| format!("--undeclare {s}: expected kind:name (e.g. image:my-image)"))?;
-        let kind = match k.trim() {
-            "image" | "images" => "images",
-            "instance" | "instances" => "instances",
-            "storage" | "storages" => "storages",
-            "group" | "groups" => "groups",
-            "user" | "users" => "users",
-            "base_image" | "base_images" => "base_images",
-            other => {
-                return Err(format!(
-                    "--undeclare {s}: unknown kind `{other}` (images, instances, storages, groups, users, base_images)"
-                ))
-            }
-        };
-        if n.trim().is_empty() {
-            return Err(format!("--undeclare {s}: the name is empty"));
-        }
-        Ok(Undeclare {
-            kind: kind.into(),
-            name: n.trim().to_string(),
-        })
-    }
-}
-
 /// Builder lists csis reads but does not implement yet, with their label.
 const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
     ("user_builders", "user builders"),
     ("instance_builders", "instance builders"),
-];
-
-const COLLECTION_KEYS: &[&str] = &[
-    "users",
-    "groups",
-    "storages",
-    "images",
-    "instances",
-    "base_images",
 ];
 
 /// An item of a merged list: its node and its index within its own file.
@@ -441,232 +399,6 @@ impl Loader<'_> {
         self.check_image_groups(&tree);
         tree.template_reads = self.renderer.reads();
         Some(tree)
-    }
-
-    fn read_overlays(&mut self) -> Vec<Node> {
-        let mut out = Vec::new();
-        for p in &self.opts.overlays {
-            let abs = if p.is_absolute() {
-                p.clone()
-            } else {
-                std::env::current_dir()
-                    .map(|d| d.join(p))
-                    .unwrap_or(p.clone())
-            };
-            if !abs.is_file() {
-                self.d.push(
-                    Diagnostic::plain(&p.display().to_string(), "overlay file not found")
-                        .with_hint("--overlay takes a path to a YAML file"),
-                );
-                continue;
-            }
-            let node = match yaml::parse_file_w(&abs, &self.root, &mut self.dup_keys) {
-                Ok(n) => n,
-                Err(d) => {
-                    self.d.push(d);
-                    continue;
-                }
-            };
-            let Some(entries) = node.as_map() else {
-                if !node.is_null() {
-                    self.d.error(
-                        &node.loc,
-                        "",
-                        "an overlay must be a mapping of `config` and/or collections",
-                    );
-                }
-                continue;
-            };
-            let mut ok = true;
-            for e in entries {
-                if e.key == "config" {
-                    if e.value.as_map().is_none() && !e.value.is_null() {
-                        self.d.error(
-                            &e.value.loc,
-                            "config",
-                            "an overlay's `config` must be a mapping",
-                        );
-                        ok = false;
-                    }
-                } else if COLLECTION_KEYS.contains(&e.key.as_str()) {
-                    match e.value.as_seq() {
-                        Some(items) => {
-                            for (i, it) in items.iter().enumerate() {
-                                if it.get("name").is_none() {
-                                    self.d.error(
-                                        &it.loc,
-                                        &format!("{}[{i}]", e.key),
-                                        "an overlay entry needs a `name`",
-                                    );
-                                    ok = false;
-                                }
-                            }
-                        }
-                        None if e.value.is_null() => {}
-                        None => {
-                            self.d.error(&e.value.loc, &e.key, "expected a list");
-                            ok = false;
-                        }
-                    }
-                } else {
-                    self.d.error_hint(
-                        &e.key_loc,
-                        &e.key,
-                        "unknown overlay key",
-                        "an overlay holds only `config` and the collections users, groups, storages, images, instances, base_images",
-                    );
-                    ok = false;
-                }
-            }
-            if ok {
-                out.push(node);
-            }
-        }
-        out
-    }
-
-    /// Read a collection directory: per key, its items, with overlays and
-    /// undeclares applied.
-    fn read_collection(
-        &mut self,
-        dir: &str,
-        keys: &[&str],
-        overlays: &[Node],
-    ) -> Vec<(String, Vec<Item>)> {
-        let mut out: Vec<(String, Vec<Item>)> =
-            keys.iter().map(|k| (k.to_string(), Vec::new())).collect();
-        let path = self.root.join(dir);
-        if self.pre.is_none() {
-            // Present but not a readable directory: refused, not "0 images".
-            match std::fs::metadata(&path) {
-                Ok(m) if !m.is_dir() => self.d.push(
-                    Diagnostic::plain(dir, format!("`{dir}` is not a directory"))
-                        .with_hint(format!("{dir}/ holds YAML files; move this file into it")),
-                ),
-                Err(e)
-                    if e.kind() != std::io::ErrorKind::NotFound
-                        || path.symlink_metadata().is_ok() =>
-                {
-                    self.d.push(Diagnostic::plain(
-                        &format!("{dir}/"),
-                        format!("cannot read: {e}"),
-                    ))
-                }
-                _ => {}
-            }
-        }
-        if path.is_dir() {
-            for parsed in self.parsed_files(&path, true) {
-                let node = match parsed {
-                    Ok(n) => n,
-                    Err(d) => {
-                        self.d.push(d);
-                        continue;
-                    }
-                };
-                let Value::Map(entries) = node.value else {
-                    if !node.is_null() {
-                        self.d.error(
-                            &node.loc,
-                            "",
-                            format!(
-                                "a {dir}/ file must hold a mapping, found {}",
-                                node.kind_name()
-                            ),
-                        );
-                    }
-                    continue;
-                };
-                for e in entries {
-                    let Some(slot) = out.iter_mut().find(|(k, _)| *k == e.key) else {
-                        self.d.error_hint(
-                            &e.key_loc,
-                            &e.key,
-                            format!("unexpected key in a {dir}/ file"),
-                            format!("a {dir}/ file holds {}", keys.join(" / ")),
-                        );
-                        continue;
-                    };
-                    match e.value.value {
-                        Value::Seq(items) => {
-                            for (i, n) in items.into_iter().enumerate() {
-                                slot.1.push(Item {
-                                    node: n,
-                                    path: format!("{}[{i}]", e.key),
-                                });
-                            }
-                        }
-                        Value::Null => {}
-                        _ => self.d.error(
-                            &e.value.loc,
-                            &e.key,
-                            format!("expected a list, found {}", e.value.kind_name()),
-                        ),
-                    }
-                }
-            }
-        }
-        // overlays: same name merged key by key, new names added, `undeclare: true` removes
-        for o in overlays {
-            for (key, items) in out.iter_mut() {
-                let Some(list) = o.get(key).and_then(|l| l.as_seq()) else {
-                    continue;
-                };
-                for (i, on) in list.iter().enumerate() {
-                    let oname = normalize_name(&on.get_str("name").unwrap_or_default());
-                    let undeclare = on
-                        .get("undeclare")
-                        .and_then(|u| u.as_bool())
-                        .unwrap_or(false);
-                    let pos = items.iter().position(|it| {
-                        normalize_name(&it.node.get_str("name").unwrap_or_default()) == oname
-                    });
-                    match (pos, undeclare) {
-                        (Some(p), true) => {
-                            items.remove(p);
-                        }
-                        (None, true) => {}
-                        (Some(p), false) => {
-                            if let Some(m) = on.as_map() {
-                                for e in m {
-                                    items[p].node.set(&e.key, e.value.clone());
-                                }
-                            }
-                        }
-                        (None, false) => items.push(Item {
-                            node: on.clone(),
-                            path: format!("{key}[{i}]"),
-                        }),
-                    }
-                }
-            }
-        }
-        // --undeclare kind:name
-        for u in &self.opts.undeclares {
-            match Undeclare::parse(u) {
-                Err(e) => {
-                    if keys.contains(&"images") {
-                        self.d.push(Diagnostic::plain("--undeclare", e));
-                    }
-                }
-                Ok(u) => {
-                    if let Some((_, items)) = out.iter_mut().find(|(k, _)| *k == u.kind) {
-                        let n = normalize_name(&u.name);
-                        let before = items.len();
-                        items.retain(|it| {
-                            normalize_name(&it.node.get_str("name").unwrap_or_default()) != n
-                        });
-                        if items.len() == before {
-                            self.d.push(Diagnostic::plain(
-                                "--undeclare",
-                                format!("nothing named `{}` in {} to undeclare", u.name, u.kind),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        out
     }
 
     // -- resolution ----------------------------------------------------------
