@@ -22,6 +22,7 @@ mod groups;
 mod head;
 mod helpers;
 mod images;
+mod index;
 mod made_names;
 mod os_builders;
 mod overlays;
@@ -403,137 +404,14 @@ impl Loader<'_> {
 
     // -- resolution ----------------------------------------------------------
 
-    /// Build a name index for a class; refuse duplicate names/aliases and a
-    /// second default.
-    fn index<'a>(
-        &mut self,
-        class: &str,
-        items: impl Iterator<Item = (&'a str, &'a [String], bool, &'a Origin)>,
-    ) -> Index {
-        let mut ix = Index::default();
-        let mut first: HashMap<String, Origin> = HashMap::new();
-        for (i, (name, aliases, is_default, origin)) in items.enumerate() {
-            for (j, n) in std::iter::once(name)
-                .chain(aliases.iter().map(String::as_str))
-                .enumerate()
-            {
-                let key = normalize_name(n);
-                if key.is_empty() {
-                    continue;
-                }
-                if let Some(prev) = first.get(&key) {
-                    let what = if j == 0 { "name" } else { "alias" };
-                    let path = if j == 0 {
-                        join_path(&origin.path, "name")
-                    } else {
-                        format!("{}.aliases[{}]", origin.path, j - 1)
-                    };
-                    self.d.error_hint(
-                        &origin.loc,
-                        &path,
-                        format!("duplicate {class} {what} `{n}`"),
-                        format!("`{n}` is already declared at {}", prev.display()),
-                    );
-                    continue;
-                }
-                first.insert(key.clone(), origin.clone());
-                ix.map.insert(key, i);
-            }
-            if is_default {
-                if let Some(d) = ix.default {
-                    let _ = d;
-                    self.d.error_hint(
-                        &origin.loc,
-                        &join_path(&origin.path, "is_default"),
-                        format!("a second default {class}: `{name}`"),
-                        "at most one entry per class may have is_default: true",
-                    );
-                } else {
-                    ix.default = Some(i);
-                }
-            }
-        }
-        ix
-    }
-
     fn resolve(&mut self, t: &mut Tree) {
-        t.ix_exe = self.index(
-            "executable",
-            t.executables.iter().map(|e| {
-                (
-                    e.model.name.as_str(),
-                    &e.model.aliases[..],
-                    false,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_rt = self.index(
-            "runtime",
-            t.runtimes.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.common.aliases[..],
-                    e.common.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_sb = self.index(
-            "state backend",
-            t.state_backends.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.common.aliases[..],
-                    e.common.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_os = self.index(
-            "OS builder",
-            t.os_builders.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_ib = self.index(
-            "image builder",
-            t.image_builders.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_mb = self.index(
-            "mod builder",
-            t.mod_builders.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_img = self.index(
-            "image",
-            t.images.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
+        t.ix_exe = self.index_of(&t.executables);
+        t.ix_rt = self.index_of(&t.runtimes);
+        t.ix_sb = self.index_of(&t.state_backends);
+        t.ix_os = self.index_of(&t.os_builders);
+        t.ix_ib = self.index_of(&t.image_builders);
+        t.ix_mb = self.index_of(&t.mod_builders);
+        t.ix_img = self.index_of(&t.images);
         // An image and an OS builder share the `source_image` namespace.
         for img in &t.images {
             if let Some(o) = t.ix_os.map.get(&img.name) {
