@@ -1,15 +1,16 @@
 //! Which runtime type is which crate: one table, [`RUNTIME_TYPES`]. Each
-//! entry constructs the runtime from its tree entry and says what its
-//! online checks ask and which of its fields `csis runtime describe`
-//! shows. Wiring a runtime is a lookup by type name; a new runtime type is
-//! one new row.
+//! entry constructs the runtime from its tree entry, names its offline
+//! checks (of its entries and of the series baked on it, which every load
+//! runs: [`offline_checks`]), says what its online checks ask and which of
+//! its fields `csis runtime describe` shows. Wiring a runtime is a lookup
+//! by type name; a new runtime type is one new row.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
-use csis_rules::model::RuntimeKind;
-use csis_rules::{Runtime, Tree};
+use csis_rules::model::{RuntimeCommon, RuntimeKind};
+use csis_rules::{MadeSeries, Problem, Runtime, RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
 
@@ -29,6 +30,10 @@ pub struct RuntimeType {
     pub name: &'static str,
     /// Construct the runtime from its tree entry (connects to nothing yet).
     pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
+    /// Its offline checks of a runtime entry of this type.
+    pub entry_problems: fn(&RuntimeCommon, &RuntimeKind) -> Vec<Problem>,
+    /// Its offline checks of a series (image or OS builder) baked on it.
+    pub series_problems: fn(&MadeSeries) -> Vec<Problem>,
     /// What its online checks (`check_online`) ask, which `csis validate
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
@@ -41,12 +46,19 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
     RuntimeType {
         name: "dummy",
         construct: dummy,
+        entry_problems: |_, _| Vec::new(),
+        series_problems: |_| Vec::new(),
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
     },
     RuntimeType {
         name: "docker",
         construct: docker,
+        entry_problems: |common, kind| match kind {
+            RuntimeKind::Docker(d) => csis_runtime_docker::settings::entry_problems(common, d),
+            _ => Vec::new(),
+        },
+        series_problems: csis_runtime_docker::names::series_problems,
         online_checks: "the daemon answering",
         fields: |rt| match &rt.kind {
             RuntimeKind::Docker(d) => TypeFields {
@@ -64,6 +76,11 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
     RuntimeType {
         name: "aws",
         construct: aws,
+        entry_problems: |common, kind| match kind {
+            RuntimeKind::Aws(a) => csis_runtime_aws::offline::entry_problems(common, a),
+            _ => Vec::new(),
+        },
+        series_problems: |_| Vec::new(),
         online_checks: "network discovery (VPC, subnets, security groups)",
         fields: |rt| match &rt.kind {
             RuntimeKind::Aws(a) => TypeFields {
@@ -75,6 +92,19 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         },
     },
 ];
+
+/// Every runtime type's offline checks, for the load
+/// (`csis_rules::LoadOptions::runtime_checks`).
+pub fn offline_checks() -> Vec<RuntimeChecks> {
+    RUNTIME_TYPES
+        .iter()
+        .map(|t| RuntimeChecks {
+            runtime_type: t.name,
+            entry: t.entry_problems,
+            series: t.series_problems,
+        })
+        .collect()
+}
 
 /// The type of a runtime entry.
 pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {

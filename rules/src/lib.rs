@@ -22,6 +22,7 @@ pub mod groups;
 pub mod incremental;
 pub mod load;
 pub mod model;
+pub mod offline;
 pub mod secret;
 pub mod secrets;
 pub mod template;
@@ -30,5 +31,6 @@ pub mod tree;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Severity};
-pub use load::{load, LoadOptions, Undeclare};
+pub use load::{load, LoadOptions, RuntimeChecks, Undeclare};
+pub use offline::{MadeSeries, Problem};
 pub use tree::*;

@@ -23,6 +23,7 @@ mod helpers;
 mod images;
 mod index;
 mod made_names;
+mod offline_checks;
 mod os_builders;
 mod overlays;
 mod recipe_checks;
@@ -36,6 +37,7 @@ use files::yaml_files;
 pub use helpers::looks_private;
 use helpers::{glob_match, is_absent, known};
 pub use made_names::tag_safe;
+pub use offline_checks::RuntimeChecks;
 pub use overlays::Undeclare;
 use transforms::first_marker;
 
@@ -53,6 +55,10 @@ pub struct LoadOptions {
     pub identity: Option<String>,
     /// The load time for `execution.*` (None = now).
     pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// The offline checks of each runtime type, from the runtime crates
+    /// (`csis_ops::wiring::offline_checks`). A runtime type without an
+    /// entry here is checked for its common fields only.
+    pub runtime_checks: Vec<RuntimeChecks>,
 }
 
 /// Builder lists csis reads but does not implement yet, with their label.

@@ -30,7 +30,7 @@ impl Loader<'_> {
         }
         self.check_cycles(t);
         if !self.d.has_errors() {
-            self.check_docker_names(t);
+            self.check_series_on_runtimes(t);
         }
     }
 

@@ -1,11 +1,13 @@
 //! Runtime entries (`runtime_builders:`): read into their common and
-//! per-type models, and checked offline.
+//! per-type models, and checked offline: the common fields here, the
+//! type's own fields by its runtime's registered checks
+//! (`offline_checks`).
 
 use super::{Item, Loader, Which};
 use crate::crypt;
 use crate::model::*;
 use crate::tree::*;
-use crate::yaml::{join_path, Loc, Node};
+use crate::yaml::{join_path, Node};
 
 impl Loader<'_> {
     pub(super) fn load_runtime(&mut self, mut it: Item) -> Option<Runtime> {
@@ -107,187 +109,6 @@ impl Loader<'_> {
                 "max_parallel must be at least 1",
             );
         }
-        match kind {
-            RuntimeKind::Aws(a) => {
-                if a.region.trim().is_empty() {
-                    self.d.error(
-                        &at("region"),
-                        &join_path(path, "region"),
-                        "region may not be empty",
-                    );
-                }
-                if let Some(m) = &common.session_mechanism {
-                    if !m.trim().eq_ignore_ascii_case("ssm") {
-                        self.d.error_hint(
-                            &at("session_mechanism"),
-                            &join_path(path, "session_mechanism"),
-                            format!(
-                                "AWS runtime {}: unknown session mechanism '{m}' (supported: ssm)",
-                                common.name
-                            ),
-                            "use `ssm`, or leave session_mechanism unset",
-                        );
-                    }
-                }
-                match &a.networking {
-                    None => self.d.warn(
-                        &node.loc,
-                        path,
-                        format!("No networking configuration provided for AWS cloud builder {} (image generation needs the VPC and subnet)", common.name),
-                    ),
-                    Some(n) => {
-                        let nn = node.get("networking").expect("networking");
-                        let np = join_path(path, "networking");
-                        if n.name.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                            self.d.error(&nn.get("name").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone()), &join_path(&np, "name"), format!("Networking configuration name cannot be empty for {}.", common.name));
-                        }
-                        if n.network.trim().is_empty() {
-                            self.d.error(&nn.loc, &join_path(&np, "network"), "network may not be empty (`default` = the account's default VPC)");
-                        }
-                        let defaults = n.subnets.iter().filter(|s| s.is_default).count();
-                        let sloc = nn.get("subnets").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone());
-                        if n.subnets.is_empty() {
-                            self.d.error_hint(&sloc, &join_path(&np, "subnets"), "networking needs at least one subnet", "declare `subnets: [{name, subnet_id, is_default: true}]`");
-                        } else if defaults != 1 {
-                            self.d.error_hint(
-                                &sloc,
-                                &join_path(&np, "subnets"),
-                                format!("exactly one subnet must have `is_default: true` (found {defaults})"),
-                                "mark the subnet bakes and instances use with is_default: true",
-                            );
-                        }
-                        if n.addl_security_groups.len() > 5 {
-                            let gl = nn.get("addl_security_groups").map(|x| x.loc.clone()).unwrap_or(nn.loc.clone());
-                            self.d.error(
-                                &gl,
-                                &join_path(&np, "addl_security_groups"),
-                                format!(
-                                    "Total number of security groups specified in networking configuration for AWS cloud builder {} is {}, more than the limit of 5",
-                                    common.name,
-                                    n.addl_security_groups.len()
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            RuntimeKind::Docker(dk) => {
-                if dk.host.is_some() && dk.context.is_some() {
-                    self.d.error_hint(&at("context"), &join_path(path, "context"), format!("docker runtime {}: declare `host` or `context`, not both", common.name), "keep one address: host (a DOCKER_HOST URL) or context (a docker context name)");
-                }
-                if !dk.machine_types.is_empty()
-                    && !dk.machine_types.contains_key(&common.default_machine_type)
-                {
-                    let names: Vec<&str> = dk.machine_types.keys().map(String::as_str).collect();
-                    self.d.error_hint(
-                        &at("default_machine_type"),
-                        &join_path(path, "default_machine_type"),
-                        format!(
-                            "default_machine_type `{}` names no declared machine type",
-                            common.default_machine_type
-                        ),
-                        format!("declared machine_types: {}", names.join(", ")),
-                    );
-                }
-                if let Some(r) = &dk.repository {
-                    let ok = !r.is_empty()
-                        && r.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
-                    if !ok {
-                        self.d.error(
-                            &at("repository"),
-                            &join_path(path, "repository"),
-                            format!("`{r}` is not a valid repository name"),
-                        );
-                    }
-                }
-                for (k, v) in &common.tags {
-                    self.check_label_key(k, &at("tags"), &join_path(path, &format!("tags.{k}")));
-                    let _ = v;
-                }
-            }
-            RuntimeKind::Dummy(_) => {}
-        }
-    }
-
-    pub(super) fn check_label_key(&mut self, key: &str, loc: &Loc, path: &str) {
-        if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c == '=') {
-            self.d.error_hint(
-                loc,
-                path,
-                format!("docker label key `{key}` carries whitespace or `=`"),
-                "a label key carries neither whitespace nor `=`",
-            );
-        }
-    }
-
-    /// Docker: a build name longer than a tag, label keys it cannot carry.
-    pub(super) fn check_docker_names(&mut self, t: &Tree) {
-        for img in &t.images {
-            for e in img.active_runtimes() {
-                let Some(rt) = t.runtime(e.runtime.as_deref().unwrap_or("")) else {
-                    continue;
-                };
-                if rt.docker().is_none() {
-                    continue;
-                }
-                let made = t.image_final_name(img, e);
-                if made.len() > 128 {
-                    self.d.error_hint(
-                        img.origin.field("name"),
-                        &join_path(&img.origin.path, "name"),
-                        format!(
-                            "a docker tag is at most 128 characters: `{}...` is {} once made",
-                            &made[..40],
-                            made.len()
-                        ),
-                        "shorten the image name",
-                    );
-                }
-                for k in t.image_tags(img, e).keys() {
-                    if k.is_empty() || k.chars().any(|c| c.is_whitespace() || c == '=') {
-                        self.d.error_hint(
-                            img.origin.field("tags"),
-                            &join_path(&img.origin.path, &format!("tags.{k}")),
-                            format!("docker label key `{k}` carries whitespace or `=`"),
-                            "a label key carries neither whitespace nor `=`",
-                        );
-                    }
-                }
-            }
-        }
-        for os in &t.os_builders {
-            for e in os.active_runtimes() {
-                let Some(rt) = t.runtime(e.runtime.as_deref().unwrap_or("")) else {
-                    continue;
-                };
-                if rt.docker().is_none() {
-                    continue;
-                }
-                let made = t.os_final_name(os, e);
-                if made.len() > 128 {
-                    self.d.error_hint(
-                        &os.origin.loc,
-                        &join_path(&os.origin.path, "name"),
-                        format!(
-                            "a docker tag is at most 128 characters: `{}...` is {} once made",
-                            &made[..40],
-                            made.len()
-                        ),
-                        "shorten the OS builder name",
-                    );
-                }
-                for k in t.os_tags(os, e).keys() {
-                    if k.is_empty() || k.chars().any(|c| c.is_whitespace() || c == '=') {
-                        self.d.error_hint(
-                            &os.origin.loc,
-                            &join_path(&os.origin.path, &format!("tags.{k}")),
-                            format!("docker label key `{k}` carries whitespace or `=`"),
-                            "a label key carries neither whitespace nor `=`",
-                        );
-                    }
-                }
-            }
-        }
+        self.check_runtime_entry(node, path, common, kind);
     }
 }
