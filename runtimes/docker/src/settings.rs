@@ -80,9 +80,10 @@ impl DockerSettings {
         names::repository_name(&self.name, self.repository.as_deref())
     }
 
-    /// Offline problems of the entry (validate): both host and context, a
-    /// default machine type naming none, a memory size docker cannot read,
-    /// an invalid repository, a host scheme not spoken.
+    /// Problems of these settings, as a runtime made from them meets them:
+    /// both host and context, a default machine type naming none, a memory
+    /// size docker cannot read, an invalid repository, a host scheme not
+    /// spoken. What the load refuses of a tree entry is [`entry_problems`].
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let who = format!("docker runtime {}", self.name);
