@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use csis_rules::model::{RuntimeCommon, RuntimeKind};
-use csis_rules::{MadeSeries, Problem, Runtime, RuntimeChecks, Tree};
+use csis_rules::{BaseEntry, MadeSeries, Problem, Runtime, RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
 
@@ -32,6 +32,8 @@ pub struct RuntimeType {
     pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
     /// Its offline checks of a runtime entry of this type.
     pub entry_problems: fn(&RuntimeCommon, &RuntimeKind) -> Vec<Problem>,
+    /// Its offline checks of an OS builder's entry on it.
+    pub base_entry_problems: fn(&BaseEntry) -> Vec<Problem>,
     /// Its offline checks of a series (image or OS builder) baked on it.
     pub series_problems: fn(&MadeSeries) -> Vec<Problem>,
     /// What its online checks (`check_online`) ask, which `csis validate
@@ -47,6 +49,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         name: "dummy",
         construct: dummy,
         entry_problems: |_, _| Vec::new(),
+        base_entry_problems: |_| Vec::new(),
         series_problems: |_| Vec::new(),
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
@@ -58,6 +61,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             RuntimeKind::Docker(d) => csis_runtime_docker::settings::entry_problems(common, d),
             _ => Vec::new(),
         },
+        base_entry_problems: csis_runtime_docker::query::base_entry_problems,
         series_problems: csis_runtime_docker::names::series_problems,
         online_checks: "the daemon answering",
         fields: |rt| match &rt.kind {
@@ -80,6 +84,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             RuntimeKind::Aws(a) => csis_runtime_aws::offline::entry_problems(common, a),
             _ => Vec::new(),
         },
+        base_entry_problems: |_| Vec::new(),
         series_problems: |_| Vec::new(),
         online_checks: "network discovery (VPC, subnets, security groups)",
         fields: |rt| match &rt.kind {
@@ -101,6 +106,7 @@ pub fn offline_checks() -> Vec<RuntimeChecks> {
         .map(|t| RuntimeChecks {
             runtime_type: t.name,
             entry: t.entry_problems,
+            base_entry: t.base_entry_problems,
             series: t.series_problems,
         })
         .collect()

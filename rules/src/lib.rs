@@ -32,5 +32,5 @@ pub mod yaml;
 
 pub use diag::{Diagnostic, Severity};
 pub use load::{load, LoadOptions, RuntimeChecks, Undeclare};
-pub use offline::{MadeSeries, Problem};
+pub use offline::{BaseEntry, MadeSeries, Problem};
 pub use tree::*;

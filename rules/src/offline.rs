@@ -1,8 +1,11 @@
 //! Offline problems: what a runtime type's own checks find in its tree
-//! entry, or in a series baked on it, without connecting anywhere. A
+//! entry, in a base image's entry on it, or in a series baked on it,
+//! without connecting anywhere. A
 //! problem names a field path relative to what was checked, a message and
 //! a hint; the loader turns the path into the span of that field, so a
 //! runtime crate knows nothing of YAML nodes or diagnostics.
+
+use crate::model::JsonMap;
 
 /// One problem an offline check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,4 +63,13 @@ pub struct MadeSeries {
     /// The final (artifact) name a bake makes, already made tag-safe.
     pub made_name: String,
     pub tag_keys: Vec<String>,
+}
+
+/// What an offline check sees of an OS builder's entry on a runtime: the
+/// base image it pins, and the query that finds it (the OS builder's, with
+/// the entry's merged in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaseEntry {
+    pub image_id: Option<String>,
+    pub query: JsonMap,
 }

@@ -7,8 +7,8 @@
 use super::Loader;
 use crate::diag::Diagnostic;
 use crate::model::{RuntimeCommon, RuntimeKind};
-use crate::offline::{MadeSeries, Problem};
-use crate::tree::{Origin, Tree};
+use crate::offline::{BaseEntry, MadeSeries, Problem};
+use crate::tree::{Origin, OsBuilder, OsRuntime, Tree};
 use crate::yaml::{join_path, Loc, Node};
 
 /// The offline checks of one runtime type.
@@ -18,6 +18,8 @@ pub struct RuntimeChecks {
     pub runtime_type: &'static str,
     /// The problems of a runtime entry of this type.
     pub entry: fn(&RuntimeCommon, &RuntimeKind) -> Vec<Problem>,
+    /// The problems of an OS builder's entry on a runtime of this type.
+    pub base_entry: fn(&BaseEntry) -> Vec<Problem>,
     /// The problems of a series baked on a runtime of this type.
     pub series: fn(&MadeSeries) -> Vec<Problem>,
 }
@@ -79,6 +81,30 @@ impl Loader<'_> {
                 join_path(path, &p.path)
             };
             self.report(&loc, full, p);
+        }
+    }
+
+    /// The registered checks of an OS builder's entry on a runtime of
+    /// `runtime_type`, each problem at the place of its field in the entry.
+    pub(super) fn check_base_entry(
+        &mut self,
+        t: &Tree,
+        os: &OsBuilder,
+        e: &OsRuntime,
+        runtime_type: &str,
+    ) {
+        let Some(checks) = self.checks_of(runtime_type) else {
+            return;
+        };
+        let base = BaseEntry {
+            image_id: e.entry.image_id.clone(),
+            query: t.os_query(os, e),
+        };
+        for p in (checks.base_entry)(&base) {
+            let field = p.at.as_deref().unwrap_or(&p.path);
+            let field = field.split('.').next().unwrap_or_default();
+            let loc = e.origin.field(field).clone();
+            self.report(&loc, series_path(&e.origin, &p.path), p);
         }
     }
 

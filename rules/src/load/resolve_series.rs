@@ -44,32 +44,8 @@ impl Loader<'_> {
                     }
                 }
                 if let Some(r) = rt.as_deref().and_then(|r| t.runtime(r)) {
-                    if r.docker().is_some() {
-                        if let Some(id) = &e.entry.image_id {
-                            if !id.contains("@sha256:") {
-                                self.d.error_hint(o.field("image_id"), &join_path(&path, "image_id"), format!("image_id '{id}' is not a digest reference"), "pin `<repository>@sha256:<digest>` (docker image inspect --format '{{index .RepoDigests 0}}')");
-                            }
-                        }
-                        let allowed = [
-                            "name",
-                            "version",
-                            "publisher",
-                            "architecture",
-                            "native.image",
-                            "native",
-                        ];
-                        let q = t.os_query(&t.os_builders[i], e);
-                        let filters = q
-                            .get("filters")
-                            .and_then(|f| f.as_object())
-                            .cloned()
-                            .unwrap_or_default();
-                        for k in filters.keys().chain(q.keys().filter(|k| *k != "filters")) {
-                            if !allowed.contains(&k.as_str()) {
-                                self.d.error_hint(o.field("query"), &join_path(&path, "query"), format!("query key `{k}` cannot be answered by a docker daemon"), "docker queries use name, version, publisher, architecture and native.image");
-                            }
-                        }
-                    }
+                    let runtime_type = r.type_name();
+                    self.check_base_entry(t, &t.os_builders[i], e, runtime_type);
                 }
                 let e = &mut t.os_builders[i].runtimes[j];
                 e.image_builder = ib;
