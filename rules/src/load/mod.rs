@@ -2,6 +2,22 @@
 //! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
 //! and counted (not used by csis yet). All errors of a load are collected and
 //! returned together.
+//!
+//! This module holds the entry points and the `Loader`'s run; its parts, in the
+//! order of a load:
+//! - `files`: which YAML files are read, in which order;
+//! - `config`: the `cfg/` merge and the configuration;
+//! - `overlays`, `collections`: `--overlay`, `--undeclare`, the collection
+//!   directories;
+//! - `head`, `transforms`: an entry's name and type, then its decryption,
+//!   templates and strict model;
+//! - the entry loaders, one per class: `runtimes`, `builders`,
+//!   `os_builders`, `images`, `groups`;
+//! - `index`, `resolve`, `resolve_series`, `cycles`: names indexed, every
+//!   reference resolved, `source_image` cycles refused;
+//! - `offline_checks` (the runtime types' own checks, registered by the
+//!   caller), `recipe_checks`;
+//! - `helpers`, `made_names`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
