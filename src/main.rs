@@ -48,11 +48,11 @@ pub struct GlobalArgs {
     /// Where the records live, overriding `meta_state:` in cfg/_config.yml:
     /// `local` (meta-state/), `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///path`.
     #[arg(long = "meta-state", global = true, value_name = "URL", value_parser = parse_meta_state)]
-    pub meta_state: Option<csis_rules::model::MetaStateSpec>,
+    pub meta_state: Option<csis_schema::model::MetaStateSpec>,
 }
 
-fn parse_meta_state(s: &str) -> Result<csis_rules::model::MetaStateSpec, String> {
-    csis_rules::model::MetaStateSpec::parse(s)
+fn parse_meta_state(s: &str) -> Result<csis_schema::model::MetaStateSpec, String> {
+    csis_schema::model::MetaStateSpec::parse(s)
 }
 
 impl GlobalArgs {

@@ -2,7 +2,7 @@
 //! description.
 
 use csis_engine::{Plan, PlannedNode};
-use csis_rules::Diagnostic;
+use csis_schema::Diagnostic;
 use serde::Serialize;
 
 /// A report as pretty JSON on stdout (one document, newline-terminated).
@@ -229,7 +229,7 @@ pub fn github_annotations(diags: &[Diagnostic]) -> String {
         };
         out.push_str(&format!(
             "::{level}{props}::{}\n",
-            gh_data(&csis_rules::secret::redact(&d.message))
+            gh_data(&csis_schema::secret::redact(&d.message))
         ));
     }
     out

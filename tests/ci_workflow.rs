@@ -23,9 +23,9 @@ const GLOBAL_WITH_VALUE: &[&str] = &[
 fn workflow() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ci/csis.yml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let node = csis_rules::yaml::parse_str("examples/ci/csis.yml", &path, &text)
+    let node = csis_schema::yaml::parse_str("examples/ci/csis.yml", &path, &text)
         .unwrap_or_else(|d| panic!("the workflow does not parse: {}", d.message));
-    csis_rules::yaml::from_node::<Value>(&node, "").unwrap_or_else(|d| panic!("{}", d.message))
+    csis_schema::yaml::from_node::<Value>(&node, "").unwrap_or_else(|d| panic!("{}", d.message))
 }
 
 fn help(path: &[String]) -> Option<String> {

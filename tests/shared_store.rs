@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 
 use build_support::*;
-use csis_rules::model::MetaStateSpec;
+use csis_schema::model::MetaStateSpec;
 use serde_json::Value;
 
 const N: usize = 8;

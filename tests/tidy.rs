@@ -10,11 +10,11 @@
 //! - no command (`src/cmd/<command>.rs`) imports another: what two commands
 //!   share is an operation (`csis_ops`) or a helper of `src/cmd/mod.rs`;
 //! - the hand-kept key lists (`RUNTIME_COMMON_KEYS`, `BUILDER_COMMON_KEYS`)
-//!   name exactly the fields of their structs.
-//!
-//! Pending (not checked yet): "a runtime depends on `csis-rules`" becomes a
-//! rule once the configuration schema has a crate of its own; today every
-//! runtime reads its model from `csis-rules`.
+//!   name exactly the fields of their structs;
+//! - no runtime (`csis-runtime*`) and not `csis-cache` depends on
+//!   `csis-rules` (dev-dependencies aside: a test may load a tree): they
+//!   read the configuration schema (`csis-schema`), so that they compile
+//!   beside the loader, not after it.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -58,6 +58,26 @@ fn engine_csis_deps(meta: &Value) -> Vec<String> {
         })
         .map(|(name, kind)| format!("csis-engine depends on {name} ({kind})"))
         .collect()
+}
+
+/// "P depends on csis-rules": every runtime crate (`csis-runtime*`) and
+/// `csis-cache` that does, but for tests (a dev-dependency).
+fn rules_below_the_loader(meta: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in packages(meta) {
+        let name = p["name"].as_str().unwrap_or("?");
+        if !(name.starts_with("csis-runtime") || name == "csis-cache") {
+            continue;
+        }
+        for (dep, kind) in deps(p) {
+            if dep == "csis-rules" && kind != "dev" {
+                out.push(format!(
+                    "{name} depends on csis-rules ({kind}); it reads the schema from csis-schema"
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn is_aws_sdk(name: &str) -> bool {
@@ -213,6 +233,17 @@ fn only_the_aws_runtime_depends_on_the_aws_sdk() {
 }
 
 #[test]
+fn no_runtime_and_not_the_cache_depends_on_the_loader() {
+    let meta = cargo_metadata();
+    assert!(
+        packages(&meta).any(|p| p["name"] == "csis-cache"),
+        "the metadata lists the workspace"
+    );
+    let v = rules_below_the_loader(&meta);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
 fn every_source_file_says_what_it_is() {
     let root = workspace();
     let mut files = Vec::new();
@@ -252,7 +283,7 @@ fn no_command_imports_another() {
 
 #[test]
 fn the_common_key_lists_name_their_structs_fields() {
-    use csis_rules::model::{
+    use csis_schema::model::{
         BuilderCommon, RuntimeCommon, BUILDER_COMMON_KEYS, RUNTIME_COMMON_KEYS,
     };
     // The smallest entries that deserialize; serializing them back names
@@ -330,6 +361,32 @@ fn aws_rule_fails_on_an_sdk_crate_outside_the_aws_runtime() {
     );
     assert!(!is_aws_sdk("csis-runtime-aws"));
     assert!(!is_aws_sdk("awsome"));
+}
+
+#[test]
+fn loader_rule_fails_on_a_runtime_or_the_cache_depending_on_rules() {
+    let meta = synthetic(json!([
+        {"name": "csis-runtime-docker", "dependencies": [
+            {"name": "csis-schema", "kind": null},
+            {"name": "csis-rules", "kind": null}
+        ]},
+        {"name": "csis-runtime", "dependencies": [{"name": "csis-rules", "kind": "build"}]},
+        {"name": "csis-runtime-aws", "dependencies": [{"name": "csis-rules", "kind": "dev"}]},
+        {"name": "csis-cache", "dependencies": [{"name": "csis-rules", "kind": null}]},
+        {"name": "csis-ops", "dependencies": [{"name": "csis-rules", "kind": null}]}
+    ]));
+    assert_eq!(
+        rules_below_the_loader(&meta),
+        [
+            "csis-runtime-docker depends on csis-rules (normal); it reads the schema from csis-schema",
+            "csis-runtime depends on csis-rules (build); it reads the schema from csis-schema",
+            "csis-cache depends on csis-rules (normal); it reads the schema from csis-schema"
+        ]
+    );
+    let clean = synthetic(json!([
+        {"name": "csis-runtime-dummy", "dependencies": [{"name": "csis-schema", "kind": null}]}
+    ]));
+    assert!(rules_below_the_loader(&clean).is_empty());
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use csis_rules::model::MetaStateSpec;
+use csis_schema::model::MetaStateSpec;
 
 /// What a conditional write must find.
 #[derive(Debug, Clone, PartialEq, Eq)]

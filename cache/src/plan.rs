@@ -1,12 +1,13 @@
 //! Adapters between the records and the planner: [`LineageRecords`]
 //! (the engine's `Records`: each bake node's series head) and
-//! [`MetaPins`] (the compile's `PinSource`: pins and recorded fingerprints).
+//! [`MetaPins`] (what the compile asks of `meta-state/`: pins and recorded
+//! fingerprints; `csis_ops` lends it to the compile as its `PinSource`, so
+//! this crate needs no loader).
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
 use csis_engine::{Fingerprint, Node, Record, Records};
-use csis_rules::compile::PinSource;
 
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
@@ -110,13 +111,14 @@ impl<'a> MetaPins<'a> {
             by_id,
         }
     }
-}
 
-impl PinSource for MetaPins<'_> {
-    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
+    /// The parent build `image` is pinned to on `runtime`.
+    pub fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
         self.pins.image_pin(image, runtime).map(str::to_string)
     }
-    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+
+    /// The input fingerprint recorded for `build_id` (64 hex).
+    pub fn build_fingerprint(&self, build_id: &str) -> Option<String> {
         self.by_id
             .get(build_id)
             .and_then(|b| b.input_fingerprint.clone())

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use csis_rules::model::MetaStateSpec;
+use csis_schema::model::MetaStateSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::lineage::{BuildRecord, Lineage};
@@ -86,7 +86,7 @@ fn peek_config(root: &Path) -> Option<MetaStateSpec> {
     if !text.contains("meta_state") {
         return None;
     }
-    let v: serde_json::Value = csis_rules::yaml::from_str(&path.to_string_lossy(), &text).ok()?;
+    let v: serde_json::Value = csis_schema::yaml::from_str(&path.to_string_lossy(), &text).ok()?;
     MetaStateSpec::parse(v.get("meta_state")?.as_str()?).ok()
 }
 

@@ -286,12 +286,12 @@ impl MetaState {
 /// A record holds no secret value in clear (the compile already put tokens
 /// in the inputs; this covers every other field, `extra` included).
 fn redact_record(r: &mut BuildRecord) {
-    if !csis_rules::secret::any() {
+    if !csis_schema::secret::any() {
         return;
     }
     if let Ok(mut v) = serde_json::to_value(&*r) {
         let before = v.clone();
-        csis_rules::secret::redact_json(&mut v);
+        csis_schema::secret::redact_json(&mut v);
         if v != before {
             if let Ok(x) = serde_json::from_value(v) {
                 *r = x;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use csis_cache::lease::{lease_key, LeaseDoc, LeaseEvent, Leases};
 use csis_cache::objstore::{Cond, Store, StoreError};
 use csis_cache::{BuildRecord, CacheError, MetaState, PinBinding, Recorder};
-use csis_rules::model::MetaStateSpec;
+use csis_schema::model::MetaStateSpec;
 
 fn file_store() -> (tempfile::TempDir, MetaStateSpec, Store) {
     let t = tempfile::tempdir().unwrap();

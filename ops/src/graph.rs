@@ -11,9 +11,9 @@ use csis_cache::release_rules::ImageTests;
 use csis_cache::{parse_run_id, BuildRecord, Lineage, Pins, Releases, Revocations};
 use csis_engine::{Dep, Plan, PlannedNode, Reason};
 use csis_graph as g;
-use csis_rules::model::ParentPolicy;
 use csis_rules::tree::Parent;
 use csis_rules::Tree;
+use csis_schema::model::ParentPolicy;
 
 use crate::session::Session;
 

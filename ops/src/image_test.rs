@@ -118,7 +118,7 @@ pub fn evidence(stdout: &str, stderr: &str, n: usize) -> Vec<String> {
     let lines: Vec<String> = stdout
         .lines()
         .chain(stderr.lines())
-        .map(|l| csis_rules::secret::redact(l).into_owned())
+        .map(|l| csis_schema::secret::redact(l).into_owned())
         .collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
 }
@@ -164,7 +164,7 @@ fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestChec
         name: t.description.clone(),
         ok: rc_ok && contains_ok,
         detail,
-        command: Some(csis_rules::secret::redact(&t.run).into_owned()),
+        command: Some(csis_schema::secret::redact(&t.run).into_owned()),
         exit_code: Some(exit_code),
         evidence: evidence(stdout, stderr, EVIDENCE_LINES),
     }
@@ -240,7 +240,7 @@ pub async fn run_post_bake(
                 name: t.description.clone(),
                 ok: false,
                 detail: format!("the command could not run: {e}"),
-                command: Some(csis_rules::secret::redact(&t.run).into_owned()),
+                command: Some(csis_schema::secret::redact(&t.run).into_owned()),
                 exit_code: None,
                 evidence: Vec::new(),
             },

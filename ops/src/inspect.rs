@@ -435,7 +435,7 @@ pub fn verify_instance(
         c.evidence = c
             .evidence
             .drain(n.saturating_sub(EVIDENCE_LINES)..)
-            .map(|l| csis_rules::secret::redact(&l).into_owned())
+            .map(|l| csis_schema::secret::redact(&l).into_owned())
             .collect();
     }
     let report = VerifyReport {

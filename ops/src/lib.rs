@@ -45,7 +45,7 @@ pub use context::{Access, Context};
 /// The tree did not load: its diagnostics, for the caller to render.
 #[derive(Debug)]
 pub struct NotLoaded {
-    pub diagnostics: Vec<csis_rules::Diagnostic>,
+    pub diagnostics: Vec<csis_schema::Diagnostic>,
 }
 
 impl std::fmt::Display for NotLoaded {

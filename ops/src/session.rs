@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile, planner, Compiled, ForceBake};
+use csis_rules::compile::{compile, planner, Compiled, ForceBake, PinSource};
 use csis_rules::Tree;
 
 /// A loaded, compiled tree.
@@ -24,6 +24,20 @@ pub struct Session {
     pub revs: Revocations,
     pub compiled: Compiled,
     pub fps: Fingerprints,
+}
+
+/// The compile's [`PinSource`] over the records: `meta-state/`'s pins and
+/// the fingerprints recorded for builds ([`MetaPins`], which knows no
+/// compile).
+pub(crate) struct RecordedPins<'a>(pub MetaPins<'a>);
+
+impl PinSource for RecordedPins<'_> {
+    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
+        self.0.image_pin(image, runtime)
+    }
+    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+        self.0.build_fingerprint(build_id)
+    }
 }
 
 /// `CSIS_TIMING=1`: print how long each phase took (stderr).
@@ -59,7 +73,7 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
     let (meta, lineage, pins, revs) = read_meta(&root)?;
     let t0 = std::time::Instant::now();
-    let compiled = compile(&tree, &MetaPins::new(&pins, &lineage))?;
+    let compiled = compile(&tree, &RecordedPins(MetaPins::new(&pins, &lineage)))?;
     timing("compile", t0);
     let t0 = std::time::Instant::now();
     let fps = compiled.graph.fingerprints()?;

@@ -15,8 +15,8 @@ use anyhow::Result;
 use csis_cache::build_ref::{resolve_build, BuildScope};
 use csis_cache::{head_unrevoked, Lineage, PinMove, Revocations};
 use csis_rules::compile::{NodeSpec, ParentSpec};
-use csis_rules::model::ParentPolicy;
 use csis_rules::tree::Parent;
+use csis_schema::model::ParentPolicy;
 use serde::Serialize;
 
 use crate::Context;

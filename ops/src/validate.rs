@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use csis_rules::{Diagnostic, Tree};
+use csis_rules::Tree;
+use csis_schema::Diagnostic;
 
 /// The executables the used builders reference (runtime, image, mod builders).
 fn used_executables(tree: &Tree) -> BTreeSet<String> {
@@ -51,7 +52,7 @@ pub fn online_checks_list(tree: &Tree) -> Vec<String> {
 
 /// What a runtime's `check_online` found, as diagnostics at its entry.
 fn findings(
-    r: &csis_rules::Runtime,
+    r: &csis_schema::RuntimeEntry,
     res: csis_runtime::Result<Vec<csis_runtime::OnlineFinding>>,
 ) -> Vec<Diagnostic> {
     match res {

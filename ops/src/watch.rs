@@ -32,6 +32,7 @@ use csis_rules::compile::ForceBake;
 use csis_rules::incremental::{Counts, Incremental};
 use serde::Serialize;
 
+use crate::session::RecordedPins;
 use crate::{NotLoaded, TreeArgs};
 
 /// Every file under the tree (except `.csis/`, `generated/`, ...) with its
@@ -219,7 +220,8 @@ impl Watcher {
             .into());
         }
         let (meta, lineage, pins, revs) = crate::session::read_meta(&self.root)?;
-        self.inc.set_pins(&MetaPins::new(&pins, &lineage));
+        self.inc
+            .set_pins(&RecordedPins(MetaPins::new(&pins, &lineage)));
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),

@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
-use csis_rules::model::{RuntimeCommon, RuntimeKind};
-use csis_rules::{BaseEntry, MadeSeries, Problem, Runtime, RuntimeChecks, Tree};
+use csis_rules::{RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
+use csis_schema::model::{RuntimeCommon, RuntimeKind};
+use csis_schema::{BaseEntry, MadeSeries, Problem, RuntimeEntry};
 
 /// The fields of one runtime type that `csis runtime describe` shows.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +30,7 @@ pub struct RuntimeType {
     /// The `type:` of a runtime entry.
     pub name: &'static str,
     /// Construct the runtime from its tree entry (connects to nothing yet).
-    pub construct: fn(&Tree, &Runtime) -> Result<DynRuntime>,
+    pub construct: fn(&Tree, &RuntimeEntry) -> Result<DynRuntime>,
     /// Its offline checks of a runtime entry of this type.
     pub entry_problems: fn(&RuntimeCommon, &RuntimeKind) -> Vec<Problem>,
     /// Its offline checks of an OS builder's entry on it.
@@ -40,7 +41,7 @@ pub struct RuntimeType {
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
     /// Its own fields, for `csis runtime describe`.
-    pub fields: fn(&Runtime) -> TypeFields,
+    pub fields: fn(&RuntimeEntry) -> TypeFields,
 }
 
 /// Every runtime type csis knows.
@@ -69,7 +70,7 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
                 host: d
                     .host
                     .as_deref()
-                    .map(|h| csis_rules::secret::redact(h).into_owned()),
+                    .map(|h| csis_schema::secret::redact(h).into_owned()),
                 context: d.context.clone(),
                 repository: Some(d.repository_for(&rt.name)),
                 ..Default::default()
@@ -113,7 +114,7 @@ pub fn offline_checks() -> Vec<RuntimeChecks> {
 }
 
 /// The type of a runtime entry.
-pub fn runtime_type(rt: &Runtime) -> Result<&'static RuntimeType> {
+pub fn runtime_type(rt: &RuntimeEntry) -> Result<&'static RuntimeType> {
     RUNTIME_TYPES
         .iter()
         .find(|t| t.name == rt.type_name())
@@ -134,7 +135,7 @@ pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     (runtime_type(rt)?.construct)(tree, rt)
 }
 
-fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Dummy(d) = &rt.kind else {
         bail!("runtime {} is not a dummy runtime", rt.display);
     };
@@ -158,15 +159,20 @@ fn dummy(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
     Ok(Arc::new(DummyRuntime::new(cfg)))
 }
 
-fn docker(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
-    let settings = csis_runtime_docker::DockerSettings::from_model(tree, rt)
-        .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
+    let settings = csis_runtime_docker::DockerSettings::from_model(
+        rt,
+        tree.root(),
+        |n| tree.executable(n),
+        &tree.image_builders,
+    )
+    .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     let docker = csis_runtime_docker::docker_runtime(settings)
         .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     Ok(docker)
 }
 
-fn aws(tree: &Tree, rt: &Runtime) -> Result<DynRuntime> {
+fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Aws(aws) = &rt.kind else {
         bail!("runtime {} is not an aws runtime", rt.display);
     };

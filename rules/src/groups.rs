@@ -1,6 +1,6 @@
 //! Group builders (`cfg/` `group_builders:`), storage builders
-//! (`storage_builders:`) and groups (`groups/`), read into strict models
-//! (config.md C.8, C.9, D.4). csis runs none of their own lifecycles yet
+//! (`storage_builders:`) and groups (`groups/`), loaded from their strict
+//! models (`csis_schema::model`, re-exported here; config.md C.8, C.9, D.4). csis runs none of their own lifecycles yet
 //! (the OPA and tofu roots); what they change is the bake and its
 //! validation: a base image's identity-type prerequisites name the group
 //! builder of that type, its storage-type prerequisites the storage builder
@@ -9,87 +9,11 @@
 //! members, an Okta key) are kept as declared: an `ENC[age:...]` marker
 //! there is not opened.
 
-use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
-
-use crate::model::JsonMap;
 use crate::tree::Origin;
 
-/// A provider a group builder's roots require (`required_providers`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderModel {
-    pub name: String,
-    #[serde(default)]
-    pub source: Option<String>,
-    #[serde(default)]
-    pub version: Option<String>,
-    #[serde(default)]
-    pub config: JsonMap,
-}
-
-/// A `group_builders:` entry: `okta-tf`, `okta-tf-ro`, `posix`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct GroupBuilderModel {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub type_: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub aliases: Vec<String>,
-    #[serde(default)]
-    pub executable: Option<String>,
-    #[serde(default)]
-    pub is_default: bool,
-    #[serde(default)]
-    pub config: JsonMap,
-    #[serde(default)]
-    pub gitignore: Vec<String>,
-    #[serde(default)]
-    pub tags: IndexMap<String, String>,
-    #[serde(default)]
-    pub state_configuration: Option<String>,
-    // -- the Okta workspace (okta-tf, okta-tf-ro)
-    #[serde(default)]
-    pub org: Option<String>,
-    #[serde(default)]
-    pub team: Option<String>,
-    /// Kept as declared (an `ENC[age:...]` marker is not opened).
-    #[serde(default)]
-    pub key: Option<String>,
-    /// Kept as declared (an `ENC[age:...]` marker is not opened).
-    #[serde(default)]
-    pub secret: Option<String>,
-    #[serde(default)]
-    pub api_host: Option<String>,
-    #[serde(default)]
-    pub okta_base_url: Option<String>,
-    #[serde(default)]
-    pub default_user_status: Option<String>,
-    #[serde(default)]
-    pub required_providers: Vec<ProviderModel>,
-    #[serde(default)]
-    pub gateway_selector: Option<String>,
-    #[serde(default)]
-    pub account_discovery: Option<bool>,
-    #[serde(default)]
-    pub workload_connection: Option<String>,
-    #[serde(default)]
-    pub workload_role: Option<String>,
-    /// okta-tf: the posix group builder whose login hook also makes the
-    /// OPA groups exist on the machine.
-    #[serde(default)]
-    pub posix: Option<String>,
-    #[serde(default)]
-    pub posix_ssh_keys: Option<bool>,
-    // -- posix
-    #[serde(default)]
-    pub shell: Option<String>,
-    #[serde(default)]
-    pub admin_sudo: Option<bool>,
-}
+pub use crate::model::{
+    GroupAttributes, GroupBuilderModel, GroupModel, ProviderModel, StorageBuilderModel,
+};
 
 /// The group builder types and the identity type each stands for.
 pub const GROUP_BUILDER_TYPES: &[(&str, &str)] = &[
@@ -118,53 +42,6 @@ pub struct GroupBuilder {
     /// The resolved `posix:` builder (okta-tf), canonical.
     pub posix: Option<String>,
     pub origin: Origin,
-}
-
-/// A `storage_builders:` entry (`tf-aws-ebs`, `tf-aws-efs`, `tf-aws-s3`,
-/// `tf-gcp-pd`, `tf-gcp-filestore`, `tf-gcp-gcs`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct StorageBuilderModel {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub type_: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub aliases: Vec<String>,
-    #[serde(default)]
-    pub executable: Option<String>,
-    #[serde(default)]
-    pub is_default: bool,
-    #[serde(default)]
-    pub config: JsonMap,
-    #[serde(default)]
-    pub gitignore: Vec<String>,
-    #[serde(default)]
-    pub tags: IndexMap<String, String>,
-    /// The runtime its storage lives on (`default`).
-    #[serde(default)]
-    pub runtime: Option<String>,
-    #[serde(default)]
-    pub required_plugins: Vec<serde_json::Value>,
-    #[serde(default)]
-    pub state_configuration: Option<String>,
-    /// Typed module inputs per type (a misspelt key is refused at load).
-    #[serde(default)]
-    pub variables: JsonMap,
-    // -- the types' own fields
-    #[serde(default)]
-    pub size: Option<u32>,
-    #[serde(default)]
-    pub disk_type: Option<String>,
-    #[serde(default)]
-    pub bucket_name: Option<String>,
-    #[serde(default)]
-    pub tier: Option<String>,
-    #[serde(default)]
-    pub capacity_gb: Option<u32>,
-    #[serde(default)]
-    pub location: Option<String>,
 }
 
 /// A storage builder type: its storage type token, the runtime type its
@@ -251,60 +128,6 @@ pub struct StorageBuilder {
     /// and csis runs.
     pub runtime: Option<String>,
     pub origin: Origin,
-}
-
-/// `attributes:` of a group.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct GroupAttributes {
-    #[serde(default)]
-    pub unix_gid: Option<u32>,
-    #[serde(default)]
-    pub unix_group_name: Option<String>,
-    #[serde(default)]
-    pub windows_group_name: Option<String>,
-}
-
-/// A `groups:` entry of `groups/`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct GroupModel {
-    pub name: String,
-    /// The group builder (`default`).
-    #[serde(rename = "type", default)]
-    pub type_: Option<String>,
-    #[serde(default)]
-    pub aliases: Vec<String>,
-    #[serde(default)]
-    pub is_default: bool,
-    #[serde(default)]
-    pub config: JsonMap,
-    #[serde(default)]
-    pub is_root: bool,
-    /// User names, kept as declared (an `ENC[age:...]` marker is not opened).
-    #[serde(default)]
-    pub members: Vec<String>,
-    /// User names, kept as declared (an `ENC[age:...]` marker is not opened).
-    #[serde(default)]
-    pub admins: Vec<String>,
-    #[serde(default)]
-    pub in_both: Option<bool>,
-    #[serde(default)]
-    pub gid: Option<u32>,
-    #[serde(default = "yes")]
-    pub include_root_group_in_admins: bool,
-    #[serde(default)]
-    pub unmanaged: bool,
-    #[serde(default)]
-    pub attributes: Option<GroupAttributes>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub tags: IndexMap<String, String>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// A loaded group.

@@ -13,7 +13,10 @@ use serde::Serialize;
 
 use crate::diag::Diagnostic;
 use crate::model::*;
-use crate::yaml::Loc;
+
+pub use csis_schema::entry::{ExecutableEntry, ImageBuilder, Origin, RuntimeEntry};
+// The loader's own name for a runtime entry.
+pub(crate) use csis_schema::entry::RuntimeEntry as Runtime;
 
 /// Normalize a name as the original does: trimmed, lower-cased, spaces and
 /// `:` become `_`.
@@ -27,131 +30,6 @@ pub fn normalize_name(s: &str) -> String {
         .collect()
 }
 
-/// Where an entity was declared: its location and its field path
-/// (`runtime_builders[1]`, `images[0]`).
-#[derive(Debug, Clone)]
-pub struct Origin {
-    pub loc: Loc,
-    pub path: String,
-    /// Where each top-level field's value is (for errors about one field).
-    pub fields: Vec<(String, Loc)>,
-}
-
-impl Origin {
-    /// The origin of an entry node: its location, path and field locations.
-    pub fn of(node: &crate::yaml::Node, path: String) -> Origin {
-        Origin {
-            loc: node.loc.clone(),
-            path,
-            fields: node
-                .as_map()
-                .map(|m| {
-                    m.iter()
-                        .map(|e| (e.key.clone(), e.value.loc.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    }
-    /// Where `field`'s value is (the entry's location when it is not declared).
-    pub fn field(&self, field: &str) -> &Loc {
-        self.fields
-            .iter()
-            .find(|(k, _)| k == field)
-            .map(|(_, l)| l)
-            .unwrap_or(&self.loc)
-    }
-    /// `file:line:col`
-    pub fn display(&self) -> String {
-        self.loc.display()
-    }
-    pub fn file(&self) -> &str {
-        &self.loc.file.path
-    }
-}
-
-/// An `executables:` entry.
-#[derive(Debug, Clone)]
-pub struct ExecutableEntry {
-    pub name: String,
-    pub model: Executable,
-    pub origin: Origin,
-}
-
-/// A runtime csis implements (`aws`, `docker`, `dummy`).
-#[derive(Debug, Clone)]
-pub struct Runtime {
-    /// Canonical (normalized) name.
-    pub name: String,
-    /// As written.
-    pub display: String,
-    pub common: RuntimeCommon,
-    pub kind: RuntimeKind,
-    /// The resolved state backend (None when the tree declares none, or it is not one csis uses).
-    pub state_backend: Option<String>,
-    /// The resolved `executables:` entry (docker: `docker` by default), if declared.
-    pub executable: Option<String>,
-    pub origin: Origin,
-}
-
-impl Runtime {
-    pub fn type_name(&self) -> &'static str {
-        self.kind.type_name()
-    }
-    pub fn aws(&self) -> Option<&AwsRuntime> {
-        match &self.kind {
-            RuntimeKind::Aws(a) => Some(a),
-            _ => None,
-        }
-    }
-    pub fn docker(&self) -> Option<&DockerRuntime> {
-        match &self.kind {
-            RuntimeKind::Docker(d) => Some(d),
-            _ => None,
-        }
-    }
-    pub fn dummy(&self) -> Option<&DummyRuntime> {
-        match &self.kind {
-            RuntimeKind::Dummy(d) => Some(d),
-            _ => None,
-        }
-    }
-    /// aws: the region; docker: the host or context; dummy: `local`. A
-    /// secret in it (a password in an encrypted `host`) is redacted.
-    pub fn address(&self) -> String {
-        crate::secret::redact(&self.address_clear()).into_owned()
-    }
-
-    fn address_clear(&self) -> String {
-        match &self.kind {
-            RuntimeKind::Aws(a) => a.region.clone(),
-            RuntimeKind::Docker(d) => d
-                .host
-                .clone()
-                .map(|h| format!("host {h}"))
-                .or_else(|| d.context.clone().map(|c| format!("context {c}")))
-                .unwrap_or_else(|| "the local daemon (DOCKER_HOST or the default socket)".into()),
-            RuntimeKind::Dummy(_) => "local (simulated)".into(),
-        }
-    }
-    /// Bakes at once on this runtime (csis extension), if limited.
-    pub fn max_parallel(&self) -> Option<u32> {
-        self.common.max_parallel
-    }
-    /// A session mechanism usable for N9 (aws `ssm`; docker and dummy reach
-    /// their machines through the daemon / simulation).
-    pub fn has_session(&self) -> bool {
-        match &self.kind {
-            RuntimeKind::Aws(_) => self
-                .common
-                .session_mechanism
-                .as_deref()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case("ssm")),
-            RuntimeKind::Docker(_) | RuntimeKind::Dummy(_) => true,
-        }
-    }
-}
-
 /// A state backend csis uses (`s3`, `local`).
 #[derive(Debug, Clone)]
 pub struct StateBackend {
@@ -159,20 +37,6 @@ pub struct StateBackend {
     pub display: String,
     pub common: BuilderCommon,
     pub kind: StateBackendKind,
-    pub origin: Origin,
-}
-
-/// An image builder csis uses, bound to its runtime.
-#[derive(Debug, Clone)]
-pub struct ImageBuilder {
-    pub name: String,
-    pub display: String,
-    pub model: ImageBuilderModel,
-    pub kind: ImageBuilderKind,
-    /// Canonical name of the runtime it bakes on.
-    pub runtime: String,
-    /// Resolved `executables:` entry (packer), if any.
-    pub executable: Option<String>,
     pub origin: Origin,
 }
 
@@ -393,7 +257,7 @@ pub struct Tree {
     pub config: IaConfig,
     pub config_origin: Option<Origin>,
     pub executables: Vec<ExecutableEntry>,
-    pub runtimes: Vec<Runtime>,
+    pub runtimes: Vec<RuntimeEntry>,
     pub state_backends: Vec<StateBackend>,
     pub os_builders: Vec<OsBuilder>,
     pub image_builders: Vec<ImageBuilder>,
@@ -462,7 +326,7 @@ impl Tree {
         self.ix_exe.get(name).map(|i| &self.executables[i])
     }
     /// A runtime by name or alias (`default` = the default runtime).
-    pub fn runtime(&self, name: &str) -> Option<&Runtime> {
+    pub fn runtime(&self, name: &str) -> Option<&RuntimeEntry> {
         self.ix_rt.get(name).map(|i| &self.runtimes[i])
     }
     pub fn state_backend(&self, name: &str) -> Option<&StateBackend> {
@@ -531,7 +395,7 @@ impl Tree {
     pub fn image(&self, name: &str) -> Option<&Image> {
         self.ix_img.get(name).map(|i| &self.images[i])
     }
-    pub fn default_runtime(&self) -> Option<&Runtime> {
+    pub fn default_runtime(&self) -> Option<&RuntimeEntry> {
         self.ix_rt.default.map(|i| &self.runtimes[i])
     }
 
@@ -619,7 +483,7 @@ impl Tree {
         names_user(Some(&entry.entry.ssh_username)).or_else(|| self.bake_user_tail(os, rt))
     }
 
-    fn bake_user_tail(&self, os: &OsBuilder, rt: &Runtime) -> Option<String> {
+    fn bake_user_tail(&self, os: &OsBuilder, rt: &RuntimeEntry) -> Option<String> {
         names_user(os.model.config_username.as_deref())
             .or_else(|| names_user(Some(&rt.common.ssh_username)))
             .or_else(|| names_user(rt.common.default_config_username.as_deref()))

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use csis_rules::{Diagnostic, Severity};
+use csis_schema::{Diagnostic, Severity};
 use serde::Serialize;
 
 use crate::GlobalArgs;

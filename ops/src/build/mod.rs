@@ -20,11 +20,11 @@ use csis_engine::{
     Event, Events, NodeContext, NodeError, NodeId, NodeOutput, Plan, Reason, RunOptions, Summary,
 };
 use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
-use csis_rules::model::ParentPolicy;
 use csis_runtime::{
     BakeOutcome, BakeParent, BakeRequest, CancellationToken, DynRuntime, ImageFacts, LogSink,
     ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
 };
+use csis_schema::model::ParentPolicy;
 use serde_json::json;
 
 use crate::exit;
@@ -479,7 +479,7 @@ struct BakeLog {
 
 impl LogSink for BakeLog {
     fn line(&self, line: &str) {
-        let line = &*csis_rules::secret::redact(line);
+        let line = &*csis_schema::secret::redact(line);
         if let Some(f) = self.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = writeln!(f, "{line}");
         }

@@ -1,10 +1,10 @@
 //! A bake's steps as the runtimes take them, from the compiled bake spec.
 
 use csis_rules::compile::BakeSpec;
-use csis_rules::model::ModKind;
 use csis_runtime::{BakeStep, Ensure, EnsureCommand, EnsureFile};
+use csis_schema::model::ModKind;
 
-fn ensure_of(e: &csis_rules::model::EnsureModel) -> Ensure {
+fn ensure_of(e: &csis_schema::model::EnsureModel) -> Ensure {
     Ensure {
         packages: e.packages.clone(),
         files: e

@@ -337,7 +337,7 @@ impl Target {
 
 /// The package manager of a family/type: `dnf`, `apt` or `apk`.
 pub fn package_manager_of(os_type: &str, family: &str) -> &'static str {
-    csis_rules::model::package_manager(os_type, family)
+    csis_schema::model::package_manager(os_type, family)
 }
 
 fn py_list(v: &[String]) -> String {
@@ -1278,7 +1278,7 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                             serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
                                 .unwrap_or_default();
                         args.push("-e".into());
-                        args.push(if csis_rules::secret::contains(&json) {
+                        args.push(if csis_schema::secret::contains(&json) {
                             // a secret never lands in the emission: ansible
                             // reads the config from a 0600 file under .csis/
                             format!("@{}", private_vars(req, name, &json)?.display())

@@ -35,7 +35,7 @@ pub mod bake;
 pub mod cli_version;
 pub mod client;
 pub mod emit;
-pub mod from_rules;
+pub mod from_schema;
 pub mod inventory;
 pub mod network;
 pub mod offline;

@@ -3,8 +3,8 @@
 //! networking declaration a bake can use (one default subnet, at most five
 //! additional security groups).
 
-use csis_rules::model::{AwsRuntime as AwsModel, RuntimeCommon};
-use csis_rules::Problem;
+use csis_schema::model::{AwsRuntime as AwsModel, RuntimeCommon};
+use csis_schema::Problem;
 
 /// The most security groups a launch takes besides its own.
 const ADDL_SECURITY_GROUPS_MAX: usize = 5;

@@ -7,7 +7,7 @@
 //! a repository path component is `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`, components
 //! joined by `/`, optionally after a registry domain (`host[:port]/`).
 
-use csis_rules::{MadeSeries, Problem};
+use csis_schema::{MadeSeries, Problem};
 
 /// The longest tag the daemon accepts.
 pub const TAG_MAX: usize = 128;

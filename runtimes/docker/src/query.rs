@@ -2,7 +2,7 @@
 //! reference; and the offline check of a base image's entry on a docker
 //! runtime ([`base_entry_problems`]).
 
-use csis_rules::{BaseEntry, Problem};
+use csis_schema::{BaseEntry, Problem};
 use serde_json::Value;
 
 /// The query keys a docker runtime answers.

@@ -374,7 +374,7 @@ impl DockerRuntime {
     /// The daemon's address as configured (for messages; a secret in it is
     /// redacted).
     pub fn address(&self) -> String {
-        csis_rules::secret::redact(&self.address_clear()).into_owned()
+        csis_schema::secret::redact(&self.address_clear()).into_owned()
     }
 
     fn address_clear(&self) -> String {

@@ -1,13 +1,14 @@
 //! What a docker runtime is constructed from: a plain struct, independent of
-//! the configuration tree's models (see [`DockerSettings::from_model`] when the
-//! rules crate exposes its docker model); and the offline checks of a docker
+//! the configuration tree's models ([`DockerSettings::from_model`] makes one
+//! from a runtime entry of the schema); and the offline checks of a docker
 //! runtime entry that `validate` and every load run ([`entry_problems`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use csis_rules::model::{DockerRuntime as DockerModel, RuntimeCommon};
-use csis_rules::Problem;
+use csis_schema::entry::{ExecutableEntry, ImageBuilder};
+use csis_schema::model::{DockerRuntime as DockerModel, ImageBuilderKind, RuntimeCommon};
+use csis_schema::{Problem, RuntimeEntry};
 use serde::{Deserialize, Serialize};
 
 use crate::names;
@@ -183,13 +184,21 @@ impl DockerSettings {
 }
 
 impl DockerSettings {
-    /// The settings of the docker runtime `rt` of a loaded tree: its model
-    /// (`host`, `context`, `repository`, `tls_cert_path` (relative to the tree
-    /// root), `tls_verify`, `networking.network`, `machine_types`,
-    /// `default_machine_type`), the `executables:` entry it runs (binary and
-    /// version floor; `docker` when undeclared) and the `packer-docker` image
-    /// builders bound to it. `Err` when `rt` is not a docker runtime.
-    pub fn from_model(tree: &csis_rules::Tree, rt: &csis_rules::Runtime) -> Result<Self, String> {
+    /// The settings of the docker runtime entry `rt` of a loaded tree: its
+    /// model (`host`, `context`, `repository`, `tls_cert_path` (relative to
+    /// the tree's `root`), `tls_verify`, `networking.network`,
+    /// `machine_types`, `default_machine_type`), the `executables:` entry it
+    /// runs (binary and version floor; `docker` when undeclared), looked up
+    /// by `executable` (name or alias), and the `packer-docker` builders of
+    /// `image_builders` bound to it. The caller lends what the tree holds
+    /// around the entry, so this crate reads the schema, not the loader.
+    /// `Err` when `rt` is not a docker runtime.
+    pub fn from_model<'t>(
+        rt: &RuntimeEntry,
+        root: &Path,
+        executable: impl Fn(&str) -> Option<&'t ExecutableEntry>,
+        image_builders: &[ImageBuilder],
+    ) -> Result<Self, String> {
         let d = rt.docker().ok_or_else(|| {
             format!(
                 "runtime {} is of type {}, not docker",
@@ -208,7 +217,7 @@ impl DockerSettings {
                 if p.is_absolute() {
                     p.to_path_buf()
                 } else {
-                    tree.root().join(p)
+                    root.join(p)
                 }
             }),
             verify: d.tls_verify,
@@ -235,7 +244,7 @@ impl DockerSettings {
             .clone()
             .or_else(|| rt.common.executable.clone())
             .unwrap_or_else(|| "docker".to_string());
-        match tree.executable(&exe_name) {
+        match executable(&exe_name) {
             Some(e) => {
                 s.docker_binary = e.model.binary.clone().unwrap_or_else(|| e.name.clone());
                 s.docker_version = e.model.version.clone();
@@ -244,16 +253,12 @@ impl DockerSettings {
                 s.docker_binary = exe_name;
             }
         }
-        s.packer_builders = tree
-            .image_builders
+        s.packer_builders = image_builders
             .iter()
-            .filter(|b| {
-                b.runtime == rt.name && b.kind == csis_rules::model::ImageBuilderKind::PackerDocker
-            })
+            .filter(|b| b.runtime == rt.name && b.kind == ImageBuilderKind::PackerDocker)
             .map(|b| {
                 let exe = b.executable.clone().unwrap_or_else(|| "packer".to_string());
-                let binary = tree
-                    .executable(&exe)
+                let binary = executable(&exe)
                     .map(|e| e.model.binary.clone().unwrap_or_else(|| e.name.clone()))
                     .unwrap_or(exe);
                 (b.name.clone(), binary)

@@ -31,7 +31,13 @@ fn settings_from_the_rules_model() {
         )
     });
     let rt = tree.runtime("docker-local").unwrap();
-    let s = DockerSettings::from_model(&tree, rt).unwrap();
+    let s = DockerSettings::from_model(
+        rt,
+        tree.root(),
+        |n| tree.executable(n),
+        &tree.image_builders,
+    )
+    .unwrap();
     assert_eq!(s.name, "docker-local");
     assert_eq!(s.host, None);
     assert_eq!(s.context, None);
@@ -56,9 +62,14 @@ fn settings_from_the_rules_model() {
     assert_eq!(r.kind(), "docker");
     // not a docker runtime
     let sim = tree.runtime("sim").unwrap();
-    assert!(DockerSettings::from_model(&tree, sim)
-        .unwrap_err()
-        .contains("not docker"));
+    assert!(DockerSettings::from_model(
+        sim,
+        tree.root(),
+        |n| tree.executable(n),
+        &tree.image_builders
+    )
+    .unwrap_err()
+    .contains("not docker"));
 }
 
 fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> BakeRequest {

@@ -1,8 +1,8 @@
-//! The conversion from the strict config model of `csis-rules`
+//! The conversion from the strict config model of `csis-schema`
 //! (`RuntimeCommon` + `model::AwsRuntime`, i.e. the seed's
 //! `AwsCloudBuilderModel`) into [`AwsSettings`].
 
-use csis_rules::model::{AwsRuntime as AwsModel, RuntimeCommon};
+use csis_schema::model::{AwsRuntime as AwsModel, RuntimeCommon};
 
 use crate::settings::{
     AvailabilityZoneSettings, AwsCredentialSettings, AwsSettings, NetworkSettings, SubnetSettings,
@@ -96,7 +96,7 @@ impl AwsSettings {
     }
 
     /// From a loaded tree's runtime entry; `None` when it is not `type: aws`.
-    pub fn from_tree(rt: &csis_rules::Runtime) -> Option<AwsSettings> {
+    pub fn from_tree(rt: &csis_schema::RuntimeEntry) -> Option<AwsSettings> {
         let aws = rt.aws()?;
         let mut s = AwsSettings::from_model(&rt.common, aws);
         s.name = rt.name.clone();
