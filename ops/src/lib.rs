@@ -80,11 +80,12 @@ pub struct TreeArgs {
 
 impl TreeArgs {
     /// The load options: overlays and undeclares, the process environment
-    /// (and `CSIS_CONFIG_IDENTITY`).
+    /// (and `CSIS_CONFIG_IDENTITY`), every runtime type's offline checks.
     pub fn load_options(&self) -> csis_rules::LoadOptions {
         csis_rules::LoadOptions {
             overlays: self.overlays.clone(),
             undeclares: self.undeclare.clone(),
+            runtime_checks: crate::wiring::offline_checks(),
             ..Default::default()
         }
     }

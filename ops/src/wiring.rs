@@ -1,19 +1,20 @@
 //! Which runtime type is which crate: one table, [`RUNTIME_TYPES`]. Each
-//! entry constructs the runtime from its tree entry and says what its
-//! online checks ask and which of its fields `csis runtime describe`
-//! shows. Wiring a runtime is a lookup by type name; a new runtime type is
-//! one new row.
+//! entry constructs the runtime from its tree entry, names its offline
+//! checks (of its entries and of the series baked on it, which every load
+//! runs: [`offline_checks`]), says what its online checks ask and which of
+//! its fields `csis runtime describe` shows. Wiring a runtime is a lookup
+//! by type name; a new runtime type is one new row.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use csis_rules::compile::{BakeCost, DEFAULT_BAKE_COST};
-use csis_rules::Tree;
+use csis_rules::{RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
 use csis_runtime_dummy::{DummyConfig, DummyRuntime};
-use csis_schema::model::{JsonMap, RuntimeKind};
-use csis_schema::RuntimeEntry;
+use csis_schema::model::{JsonMap, RuntimeCommon, RuntimeKind};
+use csis_schema::{BaseEntry, MadeSeries, Problem, RuntimeEntry};
 
 /// The fields of one runtime type that `csis runtime describe` shows.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +36,12 @@ pub struct RuntimeType {
     /// runtime entry and the series' `config:` (None: every bake costs
     /// [`DEFAULT_BAKE_COST`]).
     pub bake_cost: Option<fn(&RuntimeEntry, &JsonMap) -> u64>,
+    /// Its offline checks of a runtime entry of this type.
+    pub entry_problems: fn(&RuntimeCommon, &RuntimeKind) -> Vec<Problem>,
+    /// Its offline checks of an OS builder's entry on it.
+    pub base_entry_problems: fn(&BaseEntry) -> Vec<Problem>,
+    /// Its offline checks of a series (image or OS builder) baked on it.
+    pub series_problems: fn(&MadeSeries) -> Vec<Problem>,
     /// What its online checks (`check_online`) ask, which `csis validate
     /// --offline` lists as skipped.
     pub online_checks: &'static str,
@@ -48,6 +55,9 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         name: "dummy",
         construct: dummy,
         bake_cost: Some(dummy_bake_cost),
+        entry_problems: |_, _| Vec::new(),
+        base_entry_problems: |_| Vec::new(),
+        series_problems: |_| Vec::new(),
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
     },
@@ -55,6 +65,12 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         name: "docker",
         construct: docker,
         bake_cost: None,
+        entry_problems: |common, kind| match kind {
+            RuntimeKind::Docker(d) => csis_runtime_docker::settings::entry_problems(common, d),
+            _ => Vec::new(),
+        },
+        base_entry_problems: csis_runtime_docker::query::base_entry_problems,
+        series_problems: csis_runtime_docker::names::series_problems,
         online_checks: "the daemon answering",
         fields: |rt| match &rt.kind {
             RuntimeKind::Docker(d) => TypeFields {
@@ -73,6 +89,12 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         name: "aws",
         construct: aws,
         bake_cost: None,
+        entry_problems: |common, kind| match kind {
+            RuntimeKind::Aws(a) => csis_runtime_aws::offline::entry_problems(common, a),
+            _ => Vec::new(),
+        },
+        base_entry_problems: |_| Vec::new(),
+        series_problems: |_| Vec::new(),
         online_checks: "network discovery (VPC, subnets, security groups)",
         fields: |rt| match &rt.kind {
             RuntimeKind::Aws(a) => TypeFields {
@@ -84,6 +106,20 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         },
     },
 ];
+
+/// Every runtime type's offline checks, for the load
+/// (`csis_rules::LoadOptions::runtime_checks`).
+pub fn offline_checks() -> Vec<RuntimeChecks> {
+    RUNTIME_TYPES
+        .iter()
+        .map(|t| RuntimeChecks {
+            runtime_type: t.name,
+            entry: t.entry_problems,
+            base_entry: t.base_entry_problems,
+            series: t.series_problems,
+        })
+        .collect()
+}
 
 /// The type of a runtime entry.
 pub fn runtime_type(rt: &RuntimeEntry) -> Result<&'static RuntimeType> {

@@ -30,8 +30,9 @@ pub mod tree;
 // The configuration schema lives in csis-schema; its modules are named at
 // the root so that `crate::model`, `crate::yaml`, `crate::diag`, ... (and
 // `csis_rules::yaml` in the tests and benches) keep naming them.
-pub use csis_schema::{diag, model, secret, yaml};
+pub use csis_schema::{diag, model, offline, secret, yaml};
 
 pub use diag::{Diagnostic, Severity};
-pub use load::{load, LoadOptions, Undeclare};
+pub use load::{load, LoadOptions, RuntimeChecks, Undeclare};
+pub use offline::{BaseEntry, MadeSeries, Problem};
 pub use tree::*;

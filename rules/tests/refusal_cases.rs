@@ -62,6 +62,8 @@ fn every_case_renders_as_its_snapshot() {
                 "CSIS_TEST_USER".to_string(),
                 "avery".to_string(),
             )])),
+            // every runtime type's offline checks, as `csis validate` runs them
+            runtime_checks: csis_ops::wiring::offline_checks(),
             ..Default::default()
         };
         let diags = match load(dir.path(), &opts) {

@@ -43,6 +43,7 @@ fn errors(case: &str) -> Vec<Diagnostic> {
         dir.path(),
         LoadOptions {
             env: Some(env()),
+            runtime_checks: csis_ops::wiring::offline_checks(),
             ..Default::default()
         },
     );
@@ -695,6 +696,7 @@ fn all_errors_of_a_load_are_reported_together() {
         dir.path(),
         LoadOptions {
             env: Some(env()),
+            runtime_checks: csis_ops::wiring::offline_checks(),
             ..Default::default()
         },
     );

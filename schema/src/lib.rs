@@ -13,6 +13,8 @@
 //! - [`diag`]: diagnostics naming file, line, column and field path;
 //! - [`model`]: the strict typed models of every entry of a tree, as
 //!   declared;
+//! - [`offline`]: the problems a runtime type's own offline checks find
+//!   (a field path, a message, a hint), which the loader places;
 //! - [`secret`]: the registry of secret values and their redaction;
 //! - [`tags`]: the names of the tags and labels csis stamps on what it
 //!   makes.
@@ -24,6 +26,7 @@
 pub mod diag;
 pub mod entry;
 pub mod model;
+pub mod offline;
 pub mod secret;
 pub mod span;
 pub mod tags;
@@ -31,4 +34,5 @@ pub mod yaml;
 
 pub use diag::{Diagnostic, Severity};
 pub use entry::{Origin, RuntimeEntry};
+pub use offline::{BaseEntry, MadeSeries, Problem};
 pub use span::{Loc, SourceFile};

@@ -165,39 +165,9 @@ impl Loader<'_> {
     /// what they name: a group's builder, an okta builder's `posix:`, a
     /// storage builder's runtime.
     pub(super) fn resolve_groups(&mut self, t: &mut Tree) {
-        t.ix_gb = self.index(
-            "group builder",
-            t.group_builders.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_stb = self.index(
-            "storage builder",
-            t.storage_builders.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
-        t.ix_grp = self.index(
-            "group",
-            t.groups.iter().map(|e| {
-                (
-                    e.display.as_str(),
-                    &e.model.aliases[..],
-                    e.model.is_default,
-                    &e.origin,
-                )
-            }),
-        );
+        t.ix_gb = self.index_of(&t.group_builders);
+        t.ix_stb = self.index_of(&t.storage_builders);
+        t.ix_grp = self.index_of(&t.groups);
         for i in 0..t.group_builders.len() {
             let Some(p) = t.group_builders[i].model.posix.clone() else {
                 continue;

@@ -48,6 +48,7 @@ mod instances;
 pub mod inventory;
 mod lookup;
 pub mod network;
+pub mod offline;
 mod power;
 mod preflight;
 pub mod resolve;
@@ -138,9 +139,9 @@ impl AwsRuntime {
         match self.settings.session_mechanism.as_deref() {
             None => Ok(None),
             Some(v) if v.trim().eq_ignore_ascii_case("ssm") => Ok(Some("ssm")),
-            Some(v) => Err(RuntimeError::Refused(format!(
-                "AWS runtime {}: unknown session mechanism '{v}' (supported: ssm)",
-                self.settings.name
+            Some(v) => Err(RuntimeError::Refused(offline::unknown_session_mechanism(
+                &self.settings.name,
+                v,
             ))),
         }
     }
@@ -167,12 +168,10 @@ impl AwsRuntime {
 
     /// The VPC the declaration resolves to (`default` -> the account's default VPC).
     pub async fn vpc_id(&self) -> Result<String> {
-        let net = self.settings.networking.as_ref().ok_or_else(|| {
-            RuntimeError::Refused(format!(
-                "No networking configuration provided for AWS cloud builder {}",
-                self.settings.name
-            ))
-        })?;
+        let net =
+            self.settings.networking.as_ref().ok_or_else(|| {
+                RuntimeError::Refused(offline::no_networking(&self.settings.name))
+            })?;
         let n = net.network.trim();
         if !n.is_empty() && n != "default" {
             return Ok(n.to_string());

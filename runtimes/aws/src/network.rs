@@ -173,7 +173,7 @@ pub fn verdicts(settings: &AwsSettings, d: &Discovery) -> Vec<OnlineFinding> {
     let Some(net) = settings.networking.as_ref() else {
         out.push(OnlineFinding {
             path: "networking".into(),
-            message: format!("No networking configuration provided for AWS cloud builder {name}"),
+            message: crate::offline::no_networking(name),
             error: false,
         });
         return out;

@@ -1,9 +1,13 @@
 //! Names on a docker daemon: tags, repositories, label keys, movable tags,
-//! release tags and bake container names. Pure functions, no daemon.
+//! release tags and bake container names. Pure functions, no daemon; the
+//! offline check of a series baked on a docker runtime
+//! ([`series_problems`]).
 //!
 //! Grammar (docker/distribution `reference`): a tag is `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`;
 //! a repository path component is `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`, components
 //! joined by `/`, optionally after a registry domain (`host[:port]/`).
+
+use csis_schema::{MadeSeries, Problem};
 
 /// The longest tag the daemon accepts.
 pub const TAG_MAX: usize = 128;
@@ -42,6 +46,46 @@ pub fn image_name_problem(name: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// The offline problems of a series baked on a docker runtime, as the load
+/// reports them: a made name longer than a tag, tag keys no label carries.
+pub fn series_problems(series: &MadeSeries) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let made = &series.made_name;
+    if image_name_problem(made).is_some() {
+        out.push(
+            Problem::error(
+                "name",
+                format!(
+                    "a docker tag is at most {TAG_MAX} characters: `{}...` is {} once made",
+                    &made[..40],
+                    made.len()
+                ),
+            )
+            .with_hint(format!("shorten the {} name", series.class)),
+        );
+    }
+    for k in &series.tag_keys {
+        if let Some(p) = label_key_refusal(k) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A tag key that no label can carry (see [`label_key_problem`]), as a
+/// problem of `tags.<key>`.
+pub fn label_key_refusal(key: &str) -> Option<Problem> {
+    label_key_problem(key)?;
+    Some(
+        Problem::error(
+            format!("tags.{key}"),
+            format!("docker label key `{key}` carries whitespace or `=`"),
+        )
+        .with_hint("a label key carries neither whitespace nor `=`")
+        .pointing_at("tags"),
+    )
 }
 
 /// Is `tag` a valid docker tag as it stands?
@@ -381,6 +425,31 @@ mod tests {
         assert_eq!(image_name_as_made(".hidden"), "_hidden");
         assert_eq!(image_name_as_made("-x"), "_x");
         assert!(is_valid_tag(&image_name_as_made("é/ü:::")));
+    }
+
+    #[test]
+    fn series_problems_name_the_field() {
+        let ok = MadeSeries {
+            class: "image",
+            made_name: "web-docker-20260101-120000".into(),
+            tag_keys: vec!["team".into()],
+        };
+        assert!(series_problems(&ok).is_empty());
+        let long = MadeSeries {
+            class: "OS builder",
+            made_name: "a".repeat(129),
+            tag_keys: vec!["bad key".into(), "a=b".into()],
+        };
+        let p = series_problems(&long);
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert_eq!(p[0].path, "name");
+        assert!(p[0]
+            .message
+            .starts_with("a docker tag is at most 128 characters"));
+        assert_eq!(p[0].hint.as_deref(), Some("shorten the OS builder name"));
+        assert_eq!(p[1].path, "tags.bad key");
+        assert_eq!(p[1].at.as_deref(), Some("tags"));
+        assert_eq!(p[2].path, "tags.a=b");
     }
 
     #[test]

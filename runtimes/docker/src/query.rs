@@ -1,5 +1,8 @@
-//! The image query: the keys a daemon answers, translated to an image reference.
+//! The image query: the keys a daemon answers, translated to an image
+//! reference; and the offline check of a base image's entry on a docker
+//! runtime ([`base_entry_problems`]).
 
+use csis_schema::{BaseEntry, Problem};
 use serde_json::Value;
 
 /// The query keys a docker runtime answers.
@@ -10,6 +13,43 @@ pub const QUERY_KEYS: [&str; 5] = [
     "architecture",
     "native.image",
 ];
+
+/// The offline problems of an OS builder's entry on a docker runtime, as
+/// the load reports them: an `image_id` that is not a digest reference, a
+/// query key (or filter) a daemon cannot answer.
+pub fn base_entry_problems(base: &BaseEntry) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Some(id) = &base.image_id {
+        if !id.contains("@sha256:") {
+            out.push(
+                Problem::error("image_id", format!("image_id '{id}' is not a digest reference"))
+                    .with_hint("pin `<repository>@sha256:<digest>` (docker image inspect --format '{{index .RepoDigests 0}}')"),
+            );
+        }
+    }
+    // `native` (the mapping of `native.image`) is asked as a whole.
+    let answered = |k: &str| QUERY_KEYS.contains(&k) || k == "native";
+    let q = &base.query;
+    let filters = q
+        .get("filters")
+        .and_then(|f| f.as_object())
+        .cloned()
+        .unwrap_or_default();
+    for k in filters.keys().chain(q.keys().filter(|k| *k != "filters")) {
+        if !answered(k) {
+            out.push(
+                Problem::error(
+                    "query",
+                    format!("query key `{k}` cannot be answered by a docker daemon"),
+                )
+                .with_hint(
+                    "docker queries use name, version, publisher, architecture and native.image",
+                ),
+            );
+        }
+    }
+    out
+}
 
 /// What a query asks the daemon for.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +177,30 @@ pub fn image_query(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn base_entry_problems_name_the_field() {
+        let mut base = BaseEntry {
+            image_id: Some(format!("debian@sha256:{}", "a".repeat(64))),
+            query: [
+                ("name".to_string(), json!("debian")),
+                ("native".to_string(), json!({"image": "debian:12"})),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        assert!(base_entry_problems(&base).is_empty());
+        base.image_id = Some("debian:12".into());
+        base.query.insert("root_device_type".into(), json!("ebs"));
+        let p = base_entry_problems(&base);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0].path, "image_id");
+        assert!(p[0].message.contains("is not a digest reference"));
+        assert_eq!(p[1].path, "query");
+        assert!(p[1]
+            .message
+            .contains("`root_device_type` cannot be answered"));
+    }
 
     #[test]
     fn name_version_publisher() {

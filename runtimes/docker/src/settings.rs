@@ -1,13 +1,14 @@
 //! What a docker runtime is constructed from: a plain struct, independent of
 //! the configuration tree's models ([`DockerSettings::from_model`] makes one
-//! from a runtime entry of the schema).
+//! from a runtime entry of the schema); and the offline checks of a docker
+//! runtime entry that `validate` and every load run ([`entry_problems`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use csis_schema::entry::{ExecutableEntry, ImageBuilder};
-use csis_schema::model::ImageBuilderKind;
-use csis_schema::RuntimeEntry;
+use csis_schema::model::{DockerRuntime as DockerModel, ImageBuilderKind, RuntimeCommon};
+use csis_schema::{Problem, RuntimeEntry};
 use serde::{Deserialize, Serialize};
 
 use crate::names;
@@ -80,17 +81,15 @@ impl DockerSettings {
         names::repository_name(&self.name, self.repository.as_deref())
     }
 
-    /// Offline problems of the entry (validate): both host and context, a
-    /// default machine type naming none, a memory size docker cannot read,
-    /// an invalid repository, a host scheme not spoken.
+    /// Problems of these settings, as a runtime made from them meets them:
+    /// both host and context, a default machine type naming none, a memory
+    /// size docker cannot read, an invalid repository, a host scheme not
+    /// spoken. What the load refuses of a tree entry is [`entry_problems`].
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let who = format!("docker runtime {}", self.name);
         if self.host.is_some() && self.context.is_some() {
-            out.push((
-                "host".to_string(),
-                format!("{who}: declare `host` or `context`, not both"),
-            ));
+            out.push(("host".to_string(), both_addresses(&self.name)));
         }
         if let Some(h) = &self.host {
             if !["unix://", "tcp://", "ssh://", "http://", "https://"]
@@ -267,6 +266,60 @@ impl DockerSettings {
             .collect();
         Ok(s)
     }
+}
+
+/// Why a runtime declaring both `host` and `context` is refused.
+fn both_addresses(runtime: &str) -> String {
+    format!("docker runtime {runtime}: declare `host` or `context`, not both")
+}
+
+/// The offline problems of a docker runtime entry, as the load reports
+/// them (paths relative to the entry): both `host` and `context`, a
+/// `default_machine_type` naming no declared machine type, a repository
+/// with characters no repository carries, tag keys no label carries.
+pub fn entry_problems(common: &RuntimeCommon, docker: &DockerModel) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if docker.host.is_some() && docker.context.is_some() {
+        out.push(
+            Problem::error("context", both_addresses(&common.name)).with_hint(
+                "keep one address: host (a DOCKER_HOST URL) or context (a docker context name)",
+            ),
+        );
+    }
+    if !docker.machine_types.is_empty()
+        && !docker
+            .machine_types
+            .contains_key(&common.default_machine_type)
+    {
+        let names: Vec<&str> = docker.machine_types.keys().map(String::as_str).collect();
+        out.push(
+            Problem::error(
+                "default_machine_type",
+                format!(
+                    "default_machine_type `{}` names no declared machine type",
+                    common.default_machine_type
+                ),
+            )
+            .with_hint(format!("declared machine_types: {}", names.join(", "))),
+        );
+    }
+    if let Some(r) = &docker.repository {
+        let ok = !r.is_empty()
+            && r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
+        if !ok {
+            out.push(Problem::error(
+                "repository",
+                format!("`{r}` is not a valid repository name"),
+            ));
+        }
+    }
+    for k in common.tags.keys() {
+        if let Some(p) = names::label_key_refusal(k) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// A docker memory size in bytes (go-units `RAMInBytes`: binary multiples,

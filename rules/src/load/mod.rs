@@ -1,0 +1,429 @@
+//! Loading a tree: `cfg/` merged, decrypted, templated, typed, resolved and
+//! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
+//! and counted (not used by csis yet). All errors of a load are collected and
+//! returned together.
+//!
+//! This module holds the entry points and the `Loader`'s run; its parts, in the
+//! order of a load:
+//! - `files`: which YAML files are read, in which order;
+//! - `config`: the `cfg/` merge and the configuration;
+//! - `overlays`, `collections`: `--overlay`, `--undeclare`, the collection
+//!   directories;
+//! - `head`, `transforms`: an entry's name and type, then its decryption,
+//!   templates and strict model;
+//! - the entry loaders, one per class: `runtimes`, `builders`,
+//!   `os_builders`, `images`, `groups`;
+//! - `index`, `resolve`, `resolve_series`, `cycles`: names indexed, every
+//!   reference resolved, `source_image` cycles refused;
+//! - `offline_checks` (the runtime types' own checks, registered by the
+//!   caller), `recipe_checks`;
+//! - `helpers`, `made_names`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::crypt::Identities;
+use crate::diag::{Diagnostic, Diags};
+use crate::template::Renderer;
+use crate::tree::*;
+use crate::yaml::{join_path, Node};
+
+mod builders;
+mod collections;
+mod config;
+mod cycles;
+mod files;
+mod groups;
+mod head;
+mod helpers;
+mod images;
+mod index;
+mod made_names;
+mod offline_checks;
+mod os_builders;
+mod overlays;
+mod recipe_checks;
+mod resolve;
+mod resolve_series;
+mod runtimes;
+mod transforms;
+
+use builders::Which;
+use files::yaml_files;
+pub use helpers::looks_private;
+use helpers::{glob_match, is_absent, known};
+pub use made_names::tag_safe;
+pub use offline_checks::RuntimeChecks;
+pub use overlays::Undeclare;
+use transforms::first_marker;
+
+/// How to load: the per-invocation changes and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--overlay FILE` (repeatable), applied in order.
+    pub overlays: Vec<PathBuf>,
+    /// `--undeclare kind:name` (repeatable).
+    pub undeclares: Vec<String>,
+    /// The environment templates see as `ENV` (None = the process environment).
+    pub env: Option<BTreeMap<String, String>>,
+    /// The age identity setting (`CSIS_CONFIG_IDENTITY`): a key, a file or a
+    /// directory. None = read `CSIS_CONFIG_IDENTITY` from `env`.
+    pub identity: Option<String>,
+    /// The load time for `execution.*` (None = now).
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// The offline checks of each runtime type, from the runtime crates
+    /// (`csis_ops::wiring::offline_checks`). A runtime type without an
+    /// entry here is checked for its common fields only.
+    pub runtime_checks: Vec<RuntimeChecks>,
+}
+
+/// Builder lists csis reads but does not implement yet, with their label.
+const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
+    ("user_builders", "user builders"),
+    ("instance_builders", "instance builders"),
+];
+
+/// An item of a merged list: its node and its index within its own file.
+struct Item {
+    node: Node,
+    path: String,
+}
+
+struct Loader<'o> {
+    root: PathBuf,
+    opts: &'o LoadOptions,
+    d: Diags,
+    env: BTreeMap<String, String>,
+    identities: Option<Result<Identities, String>>,
+    renderer: Renderer,
+    execution: Execution,
+    unused: Vec<UnusedSection>,
+    /// Names (normalized, incl. aliases) of declarations csis does not use,
+    /// per class: references to them are not errors.
+    unused_runtimes: HashSet<String>,
+    unused_image_builders: HashSet<String>,
+    unused_backends: HashSet<String>,
+    /// Duplicate mapping keys (the later value wins, as in the original's
+    /// YAML reader). Kept, not reported: the original's own starters carry one.
+    dup_keys: Vec<Diagnostic>,
+    /// Files parsed by the caller ([`load_from_nodes`]), by path: read
+    /// instead of the disk. None = parse the files on disk.
+    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+}
+
+/// Load and validate the tree at `root`. On success the tree carries the
+/// load's warnings; on failure every diagnostic (errors and warnings) is
+/// returned together.
+///
+/// Beyond the YAML, the load looks for every playbook and script a
+/// modification names and warns of those that are missing
+/// ([`missing_files`]: a warning, not an error, since the original loads
+/// such trees and its own examples carry some); the incremental load
+/// ([`crate::incremental`]) leaves that to the compile's content hashes.
+pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
+    let mut tree = load_with(root, opts, None)?;
+    let missing = missing_files(&tree);
+    tree.warnings.extend(missing);
+    Ok(tree)
+}
+
+/// A warning for each playbook or script a modification names that is not
+/// a file under the tree's root (a bake of that image would fail; the
+/// content hash in its fingerprint says `missing`). Each file is looked
+/// for once.
+pub fn missing_files(tree: &Tree) -> Vec<Diagnostic> {
+    let mut seen: HashMap<&str, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for img in &tree.images {
+        for m in &img.mods {
+            for (k, files) in [
+                ("playbooks", &m.item.playbooks),
+                ("scripts", &m.item.scripts),
+            ] {
+                for (i, f) in files.iter().enumerate() {
+                    let exists = *seen
+                        .entry(f.as_str())
+                        .or_insert_with(|| tree.root.join(f).is_file());
+                    if !exists {
+                        out.push(
+                            Diagnostic::at(
+                                m.origin.field(k),
+                                &format!("{}[{i}]", join_path(&m.origin.path, k)),
+                                format!("`{f}` does not exist in the tree: a bake of `{}` would fail", img.display),
+                            )
+                            .warning()
+                            .with_hint(format!(
+                                "paths are relative to the tree's root ({}); create the file or fix the path",
+                                tree.root.display()
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every YAML file [`load`] parses under `root`: `cfg/*.y(a)ml`, then
+/// `images/`, `groups/`, `storages/`, `instances/` (recursively), each
+/// directory in the loader's order.
+pub fn tree_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = yaml_files(&root.join("cfg"), false);
+    for dir in ["images", "groups", "storages", "instances"] {
+        let d = root.join(dir);
+        if d.is_dir() {
+            out.extend(yaml_files(&d, true));
+        }
+    }
+    out
+}
+
+/// [`load`] from files the caller has already parsed (the incremental
+/// compile, [`crate::incremental`]): `files` holds, per path of
+/// [`tree_files`], the parse of that file (as [`yaml::parse_file`] returns
+/// it). Files not in `files` are not read. Overlays are still read from disk.
+pub fn load_from_nodes(
+    root: &Path,
+    opts: &LoadOptions,
+    files: Vec<(PathBuf, Result<Node, Diagnostic>)>,
+) -> Result<Tree, Vec<Diagnostic>> {
+    load_with(root, opts, Some(files.into_iter().collect()))
+}
+
+fn load_with(
+    root: &Path,
+    opts: &LoadOptions,
+    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+) -> Result<Tree, Vec<Diagnostic>> {
+    let env: BTreeMap<String, String> = opts
+        .env
+        .clone()
+        .unwrap_or_else(|| std::env::vars().collect());
+    let now = opts.now.unwrap_or_else(chrono::Utc::now);
+    let mut l = Loader {
+        root: root.to_path_buf(),
+        opts,
+        d: Diags::default(),
+        identities: None,
+        renderer: Renderer::new(
+            &env,
+            &Execution {
+                timestamp: String::new(),
+                date: String::new(),
+                dateformat: String::new(),
+            },
+        ),
+        env,
+        execution: Execution {
+            timestamp: String::new(),
+            date: now.format("%Y-%m-%d").to_string(),
+            dateformat: String::new(),
+        },
+        unused: Vec::new(),
+        unused_runtimes: HashSet::new(),
+        unused_image_builders: HashSet::new(),
+        unused_backends: HashSet::new(),
+        dup_keys: Vec::new(),
+        pre,
+    };
+    let tree = l.run(now);
+    l.register_env_secrets();
+    l.d.items.iter_mut().for_each(Diagnostic::redact);
+    match tree {
+        Some(t) if !l.d.has_errors() => {
+            let mut t = t;
+            t.warnings = l.d.items;
+            Ok(t)
+        }
+        _ => Err(l.d.items),
+    }
+}
+
+impl Loader<'_> {
+    // -- generic helpers ---------------------------------------------------
+
+    // -- the load ------------------------------------------------------------
+
+    fn run(&mut self, now: chrono::DateTime<chrono::Utc>) -> Option<Tree> {
+        let cfg_dir = self.root.join("cfg");
+        if !cfg_dir.is_dir() {
+            self.d.push(
+                Diagnostic::plain(&self.root.display().to_string(), "not a configuration tree: there is no cfg/ directory")
+                    .with_hint("run csis in the tree's root, or pass -C DIR (csis init DIR writes a starter tree)"),
+            );
+            return None;
+        }
+
+        // 1. cfg/ merged
+        let (scalars, mut lists, config_map) = self.merge_cfg(&cfg_dir);
+
+        // 2. overlays (parsed once; applied to config and collections)
+        let overlays = self.read_overlays();
+
+        // 3. globals
+        let dateformat = scalars
+            .get("dateformat")
+            .and_then(|e| e.value.as_str())
+            .unwrap_or("%Y-%m-%d-%H%M%S")
+            .to_string();
+        self.execution.dateformat = dateformat.clone();
+        self.execution.timestamp = {
+            use std::fmt::Write;
+            let mut s = String::new();
+            if write!(s, "{}", now.format(&dateformat)).is_err() {
+                if let Some(e) = scalars.get("dateformat") {
+                    self.d.error(
+                        &e.value.loc,
+                        "dateformat",
+                        format!("not a strftime format: `{dateformat}`"),
+                    );
+                }
+                s = now.format("%Y-%m-%d-%H%M%S").to_string();
+            }
+            s
+        };
+        self.renderer = self.renderer.renew(&self.env, &self.execution);
+        let (config, config_origin) = self.load_config(&scalars, &overlays, config_map);
+
+        // 4. builders
+        let mut executables = Vec::new();
+        for it in lists.shift_remove("executables").unwrap_or_default() {
+            if let Some(x) = self.load_executable(it) {
+                executables.push(x);
+            }
+        }
+        let mut runtimes = Vec::new();
+        for it in lists.shift_remove("runtime_builders").unwrap_or_default() {
+            if let Some(r) = self.load_runtime(it) {
+                runtimes.push(r);
+            }
+        }
+        let mut backends = Vec::new();
+        for it in lists.shift_remove("state_backends").unwrap_or_default() {
+            if let Some(b) = self.load_backend(it) {
+                backends.push(b);
+            }
+        }
+        for (key, label) in UNUSED_BUILDER_LISTS {
+            let items = lists.shift_remove(*key).unwrap_or_default();
+            for it in &items {
+                self.head(&it.node, &it.path, true);
+            }
+            if !items.is_empty() {
+                self.unused.push(UnusedSection {
+                    what: label.to_string(),
+                    count: items.len(),
+                    place: "cfg/".into(),
+                });
+            }
+        }
+        let mut group_builders = Vec::new();
+        for it in lists.shift_remove("group_builders").unwrap_or_default() {
+            if let Some(b) = self.load_group_builder(it) {
+                group_builders.push(b);
+            }
+        }
+        let mut storage_builders = Vec::new();
+        for it in lists.shift_remove("storage_builders").unwrap_or_default() {
+            if let Some(b) = self.load_storage_builder(it) {
+                storage_builders.push(b);
+            }
+        }
+        let mut image_builders = Vec::new();
+        for it in lists.shift_remove("image_builders").unwrap_or_default() {
+            if let Some(b) = self.load_image_builder(it) {
+                image_builders.push(b);
+            }
+        }
+        let mut mod_builders = Vec::new();
+        for it in lists.shift_remove("mod_builders").unwrap_or_default() {
+            if let Some(b) = self.load_mod_builder(it) {
+                mod_builders.push(b);
+            }
+        }
+        let mut os_builders = Vec::new();
+        for it in lists.shift_remove("os_builders").unwrap_or_default() {
+            if let Some(b) = self.load_os_builder(it, &config) {
+                os_builders.push(b);
+            }
+        }
+
+        // 5. collections
+        let image_items = self.read_collection("images", &["images"], &overlays);
+        let mut images = Vec::new();
+        for it in image_items.into_iter().flat_map(|(_, v)| v) {
+            if let Some(i) = self.load_image(it) {
+                images.push(i);
+            }
+        }
+        let mut groups = Vec::new();
+        for (dir, keys) in [
+            ("groups", &["groups", "users"][..]),
+            ("storages", &["storages"][..]),
+            ("instances", &["instances"][..]),
+        ] {
+            for (key, items) in self.read_collection(dir, keys, &overlays) {
+                if key == "groups" {
+                    for it in items {
+                        if let Some(g) = self.load_group(it) {
+                            groups.push(g);
+                        }
+                    }
+                    continue;
+                }
+                if !items.is_empty() {
+                    self.unused.push(UnusedSection {
+                        what: key,
+                        count: items.len(),
+                        place: format!("{dir}/"),
+                    });
+                }
+            }
+        }
+        for u in &self.unused {
+            self.d
+                .push(Diagnostic::plain(&u.place, u.message()).warning());
+        }
+
+        // 6. resolve and validate
+        let mut tree = Tree {
+            root: self.root.clone(),
+            config,
+            config_origin,
+            executables,
+            runtimes,
+            state_backends: backends,
+            os_builders,
+            image_builders,
+            mod_builders,
+            images,
+            group_builders,
+            storage_builders,
+            groups,
+            unused: std::mem::take(&mut self.unused),
+            warnings: Vec::new(),
+            execution: self.execution.clone(),
+            template_reads: Default::default(),
+            ix_exe: Default::default(),
+            ix_rt: Default::default(),
+            ix_sb: Default::default(),
+            ix_os: Default::default(),
+            ix_ib: Default::default(),
+            ix_mb: Default::default(),
+            ix_img: Default::default(),
+            ix_gb: Default::default(),
+            ix_stb: Default::default(),
+            ix_grp: Default::default(),
+            kids: Default::default(),
+        };
+        self.resolve(&mut tree);
+        self.resolve_groups(&mut tree);
+        self.check_recipe(&tree);
+        self.check_image_groups(&tree);
+        tree.template_reads = self.renderer.reads();
+        Some(tree)
+    }
+
+    // -- resolution ----------------------------------------------------------
+}

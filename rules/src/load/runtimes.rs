@@ -1,0 +1,114 @@
+//! Runtime entries (`runtime_builders:`): read into their common and
+//! per-type models, and checked offline: the common fields here, the
+//! type's own fields by its runtime's registered checks
+//! (`offline_checks`).
+
+use super::{Item, Loader, Which};
+use crate::crypt;
+use crate::model::*;
+use crate::tree::*;
+use crate::yaml::{join_path, Node};
+
+impl Loader<'_> {
+    pub(super) fn load_runtime(&mut self, mut it: Item) -> Option<Runtime> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if UNUSED_RUNTIME_TYPES.contains(&ty.as_str()) {
+            self.note_unused(&format!("{ty} runtimes"), &it.node, Which::Runtime);
+            return None;
+        }
+        if !["aws", "docker", "dummy"].contains(&ty.as_str()) {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown runtime type `{ty}`"),
+                "csis implements the runtime types aws, docker and dummy (gcloud is read but not used yet)",
+            );
+            return None;
+        }
+        // A runtime's profile and credentials.profile_name are read raw.
+        if let Some(c) = it.node.get("credentials") {
+            if let Some(p) = c.get("profile_name") {
+                if p.as_str().is_some_and(crypt::contains_marker) {
+                    self.d.error(
+                        &p.loc,
+                        &format!("{}.credentials.profile_name", it.path),
+                        "`profile_name` may not be encrypted (it is read before decryption)",
+                    );
+                    return None;
+                }
+            }
+        }
+        self.decrypt(&mut it.node, &it.path, &["name", "type", "profile"]);
+        self.render_this(&mut it.node, &it.path, &[], false);
+        let common_node = it.node.filter_map(|k| RUNTIME_COMMON_KEYS.contains(&k));
+        let own_node = it.node.filter_map(|k| !RUNTIME_COMMON_KEYS.contains(&k));
+        let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
+        let kind = match ty.as_str() {
+            "aws" => self
+                .typed::<AwsRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Aws),
+            "docker" => self
+                .typed::<DockerRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Docker),
+            _ => self
+                .typed::<DummyRuntime>(&own_node, &it.path)
+                .map(RuntimeKind::Dummy),
+        };
+        let (common, kind) = (common?, kind?);
+        let origin = Origin::of(&it.node, it.path.clone());
+        self.check_runtime(&it.node, &it.path, &common, &kind);
+        Some(Runtime {
+            name: normalize_name(&name),
+            display: name,
+            common,
+            kind,
+            state_backend: None,
+            executable: None,
+            origin,
+        })
+    }
+
+    pub(super) fn check_runtime(
+        &mut self,
+        node: &Node,
+        path: &str,
+        common: &RuntimeCommon,
+        kind: &RuntimeKind,
+    ) {
+        let at = |key: &str| {
+            node.get(key)
+                .map(|n| n.loc.clone())
+                .unwrap_or(node.loc.clone())
+        };
+        if common.default_machine_type.trim().is_empty() {
+            self.d.error(
+                &at("default_machine_type"),
+                &join_path(path, "default_machine_type"),
+                "default_machine_type may not be empty",
+            );
+        }
+        if let Some(t) = &common.teardown_after {
+            let ok = t.len() > 1
+                && t[..t.len() - 1].chars().all(|c| c.is_ascii_digit())
+                && t.ends_with(['m', 'h', 'd']);
+            if !ok {
+                self.d.error_hint(
+                    &at("teardown_after"),
+                    &join_path(path, "teardown_after"),
+                    format!("`{t}` is not a duration"),
+                    "write <number> then m, h or d (e.g. 2h)",
+                );
+            }
+        }
+        if common.max_parallel == Some(0) {
+            self.d.error(
+                &at("max_parallel"),
+                &join_path(path, "max_parallel"),
+                "max_parallel must be at least 1",
+            );
+        }
+        self.check_runtime_entry(node, path, common, kind);
+    }
+}
