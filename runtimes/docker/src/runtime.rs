@@ -308,32 +308,40 @@ mod tests {
         let mut s = DockerSettings::new("far");
         s.host = Some("ssh://nobody@127.0.0.1:2222".into());
         // validate refuses it offline, on the `host` field
-        let p = s.problems();
+        let common: csis_schema::model::RuntimeCommon = serde_json::from_value(
+            serde_json::json!({"name": "far", "type": "docker", "default_machine_type": "m"}),
+        )
+        .unwrap();
+        let fields: csis_schema::model::DockerFields =
+            serde_json::from_value(serde_json::json!({"host": s.host})).unwrap();
+        let p = crate::settings::entry_problems(&common, &fields);
         assert_eq!(p.len(), 1, "{p:?}");
-        assert_eq!(p[0].0, "host");
+        assert_eq!(p[0].path, "host");
+        // the runtime names itself where the loader names file and line
+        let msg = format!("docker runtime far: {}", p[0].message);
         assert!(
-            p[0].1.starts_with(
+            msg.starts_with(
                 "docker runtime far: daemon address ssh://nobody@127.0.0.1:2222: port 2222 in an ssh:// address is not supported"
             ),
             "{p:?}"
         );
         assert!(
-            p[0].1.ends_with("`Host 127.0.0.1-2222` with `HostName 127.0.0.1, Port 2222` in ~/.ssh/config and use host: ssh://nobody@127.0.0.1-2222"),
+            msg.ends_with("`Host 127.0.0.1-2222` with `HostName 127.0.0.1, Port 2222` in ~/.ssh/config and use host: ssh://nobody@127.0.0.1-2222"),
             "{p:?}"
         );
         // the hooks say the same, as a refusal (no ssh is started, no "cannot be reached")
         let r = DockerRuntime::new(s).unwrap();
         let e = r.docker().await.unwrap_err();
         assert!(matches!(e, RuntimeError::Refused(_)), "{e:?}");
-        assert_eq!(e.to_string(), p[0].1);
+        assert_eq!(e.to_string(), msg);
         let f = r.check_online().await.unwrap();
         assert!(
             f.iter()
-                .any(|f| f.error && f.path == "host" && f.message == p[0].1),
+                .any(|f| f.error && f.path == "host" && f.message == msg),
             "{f:?}"
         );
         let pf = r.preflight().await.unwrap();
-        assert!(!pf[0].ok && pf[0].detail == p[0].1, "{pf:?}");
+        assert!(!pf[0].ok && pf[0].detail == msg, "{pf:?}");
     }
 
     #[tokio::test]

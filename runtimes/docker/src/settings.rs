@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use csis_schema::entry::{ExecutableEntry, ImageBuilder};
-use csis_schema::model::{DockerRuntime as DockerModel, ImageBuilderKind, RuntimeCommon};
+use csis_schema::model::{DockerFields, ImageBuilderKind, RuntimeCommon};
 use csis_schema::{Problem, RuntimeEntry};
 use serde::{Deserialize, Serialize};
 
@@ -79,75 +79,6 @@ impl DockerSettings {
     /// The repository builds are tagged in, made valid.
     pub fn repository(&self) -> Result<String, String> {
         names::repository_name(&self.name, self.repository.as_deref())
-    }
-
-    /// Problems of these settings, as a runtime made from them meets them:
-    /// both host and context, a default machine type naming none, a memory
-    /// size docker cannot read, an invalid repository, a host scheme not
-    /// spoken. What the load refuses of a tree entry is [`entry_problems`].
-    pub fn problems(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        let who = format!("docker runtime {}", self.name);
-        if self.host.is_some() && self.context.is_some() {
-            out.push(("host".to_string(), both_addresses(&self.name)));
-        }
-        if let Some(h) = &self.host {
-            if !["unix://", "tcp://", "ssh://", "http://", "https://"]
-                .iter()
-                .any(|p| h.starts_with(p))
-            {
-                out.push((
-                    "host".to_string(),
-                    format!("{who}: host '{h}' is not a DOCKER_HOST URL (unix://, tcp://, ssh://)"),
-                ));
-            }
-            if let Some(p) = ssh_port_problem(h) {
-                out.push(("host".to_string(), format!("{who}: {p}")));
-            }
-        }
-        if let Err(e) = self.repository() {
-            out.push(("repository".to_string(), format!("{who}: {e}")));
-        }
-        if !self.machine_types.is_empty() {
-            match &self.default_machine_type {
-                None => out.push((
-                    "default_machine_type".to_string(),
-                    format!(
-                        "{who}: machine_types are declared, so default_machine_type must name one"
-                    ),
-                )),
-                Some(d) if !self.machine_types.contains_key(d) => out.push((
-                    "default_machine_type".to_string(),
-                    format!(
-                        "{who}: default_machine_type '{d}' names no declared machine type ({})",
-                        self.machine_types
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                )),
-                _ => {}
-            }
-        }
-        for (n, m) in &self.machine_types {
-            if let Some(Err(e)) = m.memory.as_deref().map(parse_memory) {
-                out.push((format!("machine_types.{n}.memory"), format!("{who}: {e}")));
-            }
-            if m.cpus.is_some_and(|c| c.is_nan() || c <= 0.0) {
-                out.push((
-                    format!("machine_types.{n}.cpus"),
-                    format!("{who}: cpus must be more than 0"),
-                ));
-            }
-        }
-        if self.tls.verify && self.tls.cert_path.is_none() {
-            out.push((
-                "tls_cert_path".to_string(),
-                format!("{who}: tls_verify needs tls_cert_path (the directory of ca.pem, cert.pem, key.pem)"),
-            ));
-        }
-        out
     }
 
     /// The environment every tool a bake runs gets (`tool_environment()`):
@@ -277,7 +208,7 @@ fn both_addresses(runtime: &str) -> String {
 /// them (paths relative to the entry): both `host` and `context`, a
 /// `default_machine_type` naming no declared machine type, a repository
 /// with characters no repository carries, tag keys no label carries.
-pub fn entry_problems(common: &RuntimeCommon, docker: &DockerModel) -> Vec<Problem> {
+pub fn entry_problems(common: &RuntimeCommon, docker: &DockerFields) -> Vec<Problem> {
     let mut out = Vec::new();
     if docker.host.is_some() && docker.context.is_some() {
         out.push(
@@ -313,6 +244,37 @@ pub fn entry_problems(common: &RuntimeCommon, docker: &DockerModel) -> Vec<Probl
                 format!("`{r}` is not a valid repository name"),
             ));
         }
+    }
+    if let Some(h) = &docker.host {
+        if !["unix://", "tcp://", "ssh://", "http://", "https://"]
+            .iter()
+            .any(|p| h.starts_with(p))
+        {
+            out.push(
+                Problem::error("host", "host is not a DOCKER_HOST URL")
+                    .with_hint("a unix://, tcp:// or ssh:// URL; or context: NAME for a docker context"),
+            );
+        }
+        if let Some(p) = ssh_port_problem(h) {
+            out.push(Problem::error("host", p));
+        }
+    }
+    for (n, m) in &docker.machine_types {
+        if let Some(Err(e)) = m.memory.as_deref().map(parse_memory) {
+            out.push(Problem::error(format!("machine_types.{n}.memory"), e));
+        }
+        if m.cpus.is_some_and(|c| c.is_nan() || c <= 0.0) {
+            out.push(Problem::error(
+                format!("machine_types.{n}.cpus"),
+                "cpus must be more than 0",
+            ));
+        }
+    }
+    if docker.tls_verify && docker.tls_cert_path.is_none() {
+        out.push(
+            Problem::error("tls_verify", "tls_verify needs tls_cert_path")
+                .with_hint("tls_cert_path: the directory of ca.pem, cert.pem and key.pem"),
+        );
     }
     for k in common.tags.keys() {
         if let Some(p) = names::label_key_refusal(k) {
@@ -426,35 +388,55 @@ mod tests {
         assert!(parse_memory("1k").unwrap_err().contains("6m"));
     }
 
+    fn entry(docker: serde_json::Value) -> (RuntimeCommon, DockerFields) {
+        let common: RuntimeCommon = serde_json::from_value(serde_json::json!({
+            "name": "d", "type": "docker", "default_machine_type": "small"
+        }))
+        .unwrap();
+        (common, serde_json::from_value(docker).unwrap())
+    }
+
+    fn paths(p: &[Problem]) -> Vec<&str> {
+        p.iter().map(|p| p.path.as_str()).collect()
+    }
+
     #[test]
     fn problems_of_an_entry() {
-        let mut s = DockerSettings::new("d");
-        assert!(s.problems().is_empty());
-        s.host = Some("unix:///var/run/docker.sock".into());
-        s.context = Some("orbstack".into());
-        s.machine_types.insert(
-            "small".into(),
-            MachineType {
-                cpus: Some(1.0),
-                memory: Some("1g".into()),
-            },
-        );
-        s.default_machine_type = Some("big".into());
-        let p = s.problems();
+        let (c, d) = entry(serde_json::json!({}));
+        assert!(entry_problems(&c, &d).is_empty());
+        let (c, d) = entry(serde_json::json!({
+            "host": "unix:///var/run/docker.sock",
+            "context": "orbstack",
+            "machine_types": {"big": {"cpus": 1.0, "memory": "1g"}},
+        }));
+        let p = entry_problems(&c, &d);
         assert!(
-            p.iter().any(|(f, m)| f == "host" && m.contains("not both")),
+            p.iter().any(|p| p.path == "context" && p.message.contains("not both")),
             "{p:?}"
         );
         assert!(
-            p.iter()
-                .any(|(f, m)| f == "default_machine_type" && m.contains("'big' names no declared")),
+            p.iter().any(|p| p.path == "default_machine_type"
+                && p.message.contains("`small` names no declared")),
             "{p:?}"
         );
-        s.context = None;
-        s.default_machine_type = Some("small".into());
-        assert!(s.problems().is_empty(), "{:?}", s.problems());
-        s.host = Some("docker.example:2375".into());
-        assert!(s.problems()[0].1.contains("not a DOCKER_HOST URL"));
+        let (c, d) = entry(serde_json::json!({
+            "host": "docker.example:2375",
+            "machine_types": {"small": {"cpus": 0.0, "memory": "lots"}},
+            "tls_verify": true,
+        }));
+        let p = entry_problems(&c, &d);
+        assert_eq!(
+            paths(&p),
+            ["host", "machine_types.small.memory", "machine_types.small.cpus", "tls_verify"],
+            "{p:?}"
+        );
+        assert!(p[0].message.contains("not a DOCKER_HOST URL"), "{p:?}");
+        let (c, d) = entry(serde_json::json!({
+            "host": "tcp://127.0.0.1:2376",
+            "machine_types": {"small": {"cpus": 1.5, "memory": "1g"}},
+            "tls_verify": true, "tls_cert_path": "certs",
+        }));
+        assert!(entry_problems(&c, &d).is_empty());
     }
 
     #[test]

@@ -57,7 +57,8 @@ fn settings_from_the_rules_model() {
         s.packer_builders.is_empty(),
         "the fixture's docker builder is native"
     );
-    assert!(s.problems().is_empty(), "{:?}", s.problems());
+    let p = csis_runtime_docker::settings::entry_problems(&rt.common, rt.docker().unwrap());
+    assert!(p.is_empty(), "{p:?}");
     let r = DockerRuntime::new(s).unwrap();
     assert_eq!(r.kind(), "docker");
     // not a docker runtime
