@@ -4,7 +4,7 @@
 //! A plan needs, of each record, only its identity (build id, series,
 //! runtime), its parent build, its fingerprint and its run; of the pins, only
 //! the image pins. Parsing the full YAML (every record carries its canonical
-//! `inputs`) dominates a no-op build, so [`load_light`] reads a compact JSON
+//! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact JSON
 //! index instead, derived from the YAML and keyed by the blake3 of the YAML
 //! file's bytes:
 //!
@@ -164,7 +164,7 @@ fn light_pins(images: BTreeMap<String, String>) -> Pins {
 /// `input_fingerprint` and `run` (no `inputs`, mods, chain...; records from
 /// the journal are whole); the pins hold only `images`. Use
 /// [`MetaState::load_with_journal`] for anything else.
-pub fn load_light(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins), CacheError> {
+pub fn load_for_planning(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins), CacheError> {
     if meta.is_remote() {
         return meta.load_with_journal(&local.journal());
     }
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn absent_files_read_empty_and_create_nothing() {
         let (t, m, local) = setup();
-        let (l, p) = load_light(&m, &local).unwrap();
+        let (l, p) = load_for_planning(&m, &local).unwrap();
         assert!(l.builds.is_empty());
         assert_eq!(p, Pins::default());
         assert!(!t.path().join(".csis").exists());
@@ -290,18 +290,18 @@ mod tests {
         m.save_pins(&p).unwrap();
         // no .csis/ (as after a clone): read from the YAML, no index written
         let _ = std::fs::remove_dir_all(local.dir());
-        let (l1, p1) = load_light(&m, &local).unwrap();
+        let (l1, p1) = load_for_planning(&m, &local).unwrap();
         assert_eq!(l1, light(&l));
         assert_eq!(p1.images, p.images);
         assert!(p1.instances.is_empty());
         assert!(!local.dir().join("cache").exists());
         // with .csis/: the first read writes the index, the second uses it
         local.ensure().unwrap();
-        assert_eq!(load_light(&m, &local).unwrap().0, l1);
+        assert_eq!(load_for_planning(&m, &local).unwrap().0, l1);
         let idx = local.dir().join("cache").join(LINEAGE_INDEX);
         assert!(idx.exists());
         assert!(local.dir().join("cache").join(PINS_INDEX).exists());
-        let (l2, p2) = load_light(&m, &local).unwrap();
+        let (l2, p2) = load_for_planning(&m, &local).unwrap();
         assert_eq!(l2, l1);
         assert_eq!(p2, p1);
     }
@@ -313,16 +313,16 @@ mod tests {
         let (mut l, p) = sample();
         m.save_lineage(&l).unwrap();
         m.save_pins(&p).unwrap();
-        load_light(&m, &local).unwrap();
+        load_for_planning(&m, &local).unwrap();
         // the file changes behind csis's back (git pull, hand edit)
         l.add_build(rec("w2", "web", Some("rt"), "b1", "f9"));
         m.save_lineage(&l).unwrap();
-        let (l2, _) = load_light(&m, &local).unwrap();
+        let (l2, _) = load_for_planning(&m, &local).unwrap();
         assert_eq!(l2, light(&l));
         assert_eq!(l2.head("web", "rt").unwrap().build_id, "w2");
         // a corrupt index is ignored
         std::fs::write(local.dir().join("cache").join(LINEAGE_INDEX), b"{not json").unwrap();
-        assert_eq!(load_light(&m, &local).unwrap().0, light(&l));
+        assert_eq!(load_for_planning(&m, &local).unwrap().0, light(&l));
     }
 
     #[test]
@@ -358,7 +358,7 @@ mod tests {
         let (l, p) = sample();
         m.save_lineage(&l).unwrap();
         m.save_pins(&p).unwrap();
-        load_light(&m, &local).unwrap();
+        load_for_planning(&m, &local).unwrap();
         // a build interrupted after journaling w3 (not yet in lineage.yaml)
         let w3 = rec("w3", "web", Some("rt"), "b2", "f4");
         let line = serde_json::json!({
@@ -367,7 +367,7 @@ mod tests {
         });
         std::fs::write(local.journal(), format!("{line}\n")).unwrap();
         let (full_l, full_p) = m.load_with_journal(&local.journal()).unwrap();
-        let (l2, p2) = load_light(&m, &local).unwrap();
+        let (l2, p2) = load_for_planning(&m, &local).unwrap();
         assert_eq!(l2, light(&full_l));
         assert_eq!(p2.images, full_p.images);
         assert_eq!(l2.head("web", "rt").unwrap().build_id, "w3");

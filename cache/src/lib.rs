@@ -41,7 +41,7 @@ mod yamlio;
 use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
-pub use heads::load_light;
+pub use heads::load_for_planning;
 pub use journal::{replay_journal, PinBinding};
 pub use lineage::{BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
 pub use lock::TreeLock;

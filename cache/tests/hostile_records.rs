@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use csis_cache::{load_light, LocalDir, MetaState};
+use csis_cache::{load_for_planning, LocalDir, MetaState};
 
 /// Nine levels of nine aliases: 9^9 nodes once expanded.
 fn alias_bomb(key: &str) -> String {
@@ -38,7 +38,7 @@ fn an_alias_bomb_in_lineage_or_pins_is_refused_naming_the_file() {
             "{msg}"
         );
         assert!(msg.contains(&format!("{file}:")), "names a line: {msg}");
-        let light = load_light(&m, &LocalDir::of_tree(t.path()))
+        let light = load_for_planning(&m, &LocalDir::of_tree(t.path()))
             .map(|_| ())
             .unwrap_err()
             .to_string();
@@ -132,7 +132,7 @@ fn lost_pins_are_rebuilt_from_the_parents_lineage_names() {
         let (_, p) = m.load_with_journal(&j).unwrap();
         assert_eq!(p.image_pin("web", "rt"), Some("os1"), "{damage}");
         assert_eq!(p.image_pin("app", "rt"), Some("os1"), "{damage}");
-        let (_, p) = load_light(&m, &LocalDir::of_tree(t.path())).unwrap();
+        let (_, p) = load_for_planning(&m, &LocalDir::of_tree(t.path())).unwrap();
         assert_eq!(p.image_pin("web", "rt"), Some("os1"), "{damage} (light)");
         // A recorder writes them back.
         let r = Recorder::open(m.clone(), &j).unwrap();

@@ -18,7 +18,7 @@ pub struct Session {
     pub meta: MetaState,
     /// The planning view of the records (revocations applied), holding
     /// only each record's identity, parent, fingerprint and run (see
-    /// [`csis_cache::load_light`]); read `meta-state/` for whole records.
+    /// [`csis_cache::load_for_planning`]); read `meta-state/` for whole records.
     pub lineage: Lineage,
     /// `meta-state/revocations.yaml`, read once.
     pub revs: Revocations,
@@ -102,7 +102,7 @@ pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins, Revocations)>
     let t0 = std::time::Instant::now();
     // Records of an interrupted build still in the journal count. Only
     // what the plan needs is read (from `.csis/cache/` when current).
-    let (lineage, pins) = csis_cache::load_light(&meta, &LocalDir::of_tree(root))?;
+    let (lineage, pins) = csis_cache::load_for_planning(&meta, &LocalDir::of_tree(root))?;
     let revs = Revocations::load(&meta)?;
     let (lineage, pins) = planning_view(&revs, lineage, pins);
     timing("read meta-state", t0);

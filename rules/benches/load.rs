@@ -38,7 +38,7 @@ fn main() {
     let mut parse: Vec<Duration> = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        let r = csis_rules::yaml::parse_files(&files, dir.path());
+        let r = csis_schema::yaml::parse_files(&files, dir.path());
         parse.push(start.elapsed());
         std::hint::black_box(&r);
     }

@@ -27,7 +27,7 @@ pub struct Identities {
     /// Where they came from (for messages).
     pub source: String,
     /// The key of the tokens that stand for what these identities decrypt
-    /// (the same for every identity: see [`crate::secret::default_key`]).
+    /// (the same for every identity: see [`csis_schema::secret::default_key`]).
     pub token_key: [u8; 32],
 }
 
@@ -56,7 +56,7 @@ impl Identities {
             return Ok(Identities {
                 ids,
                 source: "CSIS_CONFIG_IDENTITY (a key)".into(),
-                token_key: crate::secret::default_key(),
+                token_key: csis_schema::secret::default_key(),
             });
         }
         let p = Path::new(v);
@@ -79,14 +79,14 @@ impl Identities {
             return Ok(Identities {
                 ids,
                 source: format!("CSIS_CONFIG_IDENTITY directory {v}"),
-                token_key: crate::secret::default_key(),
+                token_key: csis_schema::secret::default_key(),
             });
         }
         if p.is_file() {
             return Ok(Identities {
                 ids: read_identity_file(p)?,
                 source: format!("CSIS_CONFIG_IDENTITY file {v}"),
-                token_key: crate::secret::default_key(),
+                token_key: csis_schema::secret::default_key(),
             });
         }
         Err(format!(

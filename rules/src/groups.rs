@@ -11,7 +11,7 @@
 
 use csis_schema::Origin;
 
-pub use crate::model::{
+pub use csis_schema::model::{
     GroupAttributes, GroupBuilderModel, GroupModel, ProviderModel, StorageBuilderModel,
 };
 

@@ -89,11 +89,11 @@ use salsa::Setter;
 use crate::compile::{
     self, Assembler, BakeCost, Compiled, DefaultCost, LinkedSpecs, PinSource, SeriesKind, Unit,
 };
-use crate::diag::Diagnostic;
+use csis_schema::diag::Diagnostic;
 use crate::load::{self, LoadOptions};
-use crate::model::ParentPolicy;
+use csis_schema::model::ParentPolicy;
 use crate::tree::Tree;
-use crate::yaml::{self, Node, SourceFile};
+use csis_schema::yaml::{self, Node, SourceFile};
 
 /// How many times each query body ran (and how many executions salsa
 /// reported through its `WillExecute` event, all queries together).
@@ -337,7 +337,7 @@ fn put(h: &mut blake3::Hasher, bytes: &[u8]) {
     h.update(bytes);
 }
 
-/// Parse one file into the spanned node tree (`yaml::parse_source_w`).
+/// Parse one file into the spanned node tree (`yaml::parse_source`).
 #[salsa::tracked(returns(ref))]
 pub fn parse_file(db: &dyn Db, file: TreeFile) -> ParsedFile {
     db.counters().parses.fetch_add(1, Ordering::Relaxed);
@@ -356,7 +356,7 @@ pub fn parse_file(db: &dyn Db, file: TreeFile) -> ParsedFile {
                 abs: path.clone(),
                 text: text.clone(),
             });
-            yaml::parse_source_w(src, &mut Vec::new())
+            yaml::parse_source(src)
         }
         Err(e) => {
             h.update(b"E");

@@ -28,8 +28,8 @@ pub mod tools;
 pub mod tree;
 
 // The configuration schema lives in csis-schema; its modules are named at
-// the root so that `crate::model`, `crate::yaml`, `crate::diag`, ... (and
-// `csis_rules::yaml` in the tests and benches) keep naming them.
+// the root so that `csis_schema::model`, `csis_schema::yaml`, `csis_schema::diag`, ... (and
+// `csis_schema::yaml` in the tests and benches) keep naming them.
 pub use csis_schema::{diag, model, offline, secret, yaml};
 
 pub use diag::{Diagnostic, Severity};

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, UndefinedBehavior, Value as JValue};
 
-use crate::yaml::{Node, Value};
+use csis_schema::yaml::{Node, Value};
 
 /// The values of `execution.*` in templates.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -215,7 +215,7 @@ impl Renderer {
         path: &str,
         scopes: &[(&str, &JValue)],
         literal: &[&str],
-        errors: &mut Vec<(crate::yaml::Loc, String, String)>,
+        errors: &mut Vec<(csis_schema::yaml::Loc, String, String)>,
     ) {
         match &mut node.value {
             Value::Str(s) if is_template(s) => match self.render(s, scopes) {
@@ -232,7 +232,7 @@ impl Renderer {
                     if literal.contains(&e.key.as_str()) {
                         continue;
                     }
-                    let p = crate::yaml::join_path(path, &e.key);
+                    let p = csis_schema::yaml::join_path(path, &e.key);
                     self.render_node(&mut e.value, &p, scopes, literal, errors);
                 }
             }

@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::process::Command;
 
-use crate::model::Executable;
+use csis_schema::model::Executable;
 
 /// A parsed version: its numeric release segments.
 #[derive(Debug, Clone, PartialEq, Eq)]

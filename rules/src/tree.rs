@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::diag::Diagnostic;
-use crate::model::*;
+use csis_schema::diag::Diagnostic;
+use csis_schema::model::*;
 pub use crate::template::Execution;
 
 pub use csis_schema::entry::{ExecutableEntry, ImageBuilder, Origin, RuntimeEntry};
 // The loader's own name for a runtime entry.
-pub(crate) use csis_schema::entry::RuntimeEntry as Runtime;
 
 /// Normalize a name as the original does: trimmed, lower-cased, spaces and
 /// `:` become `_`.
@@ -270,16 +269,16 @@ pub struct Tree {
     /// What the templates read from outside the tree (`ENV` keys,
     /// `execution.*` fields).
     pub template_reads: crate::template::TemplateReads,
-    pub(crate) ix_exe: Index,
-    pub(crate) ix_rt: Index,
-    pub(crate) ix_sb: Index,
-    pub(crate) ix_os: Index,
-    pub(crate) ix_ib: Index,
-    pub(crate) ix_mb: Index,
-    pub(crate) ix_img: Index,
-    pub(crate) ix_gb: Index,
-    pub(crate) ix_stb: Index,
-    pub(crate) ix_grp: Index,
+    pub(crate) executables_by_name: Index,
+    pub(crate) runtimes_by_name: Index,
+    pub(crate) state_backends_by_name: Index,
+    pub(crate) os_builders_by_name: Index,
+    pub(crate) image_builders_by_name: Index,
+    pub(crate) mod_builders_by_name: Index,
+    pub(crate) images_by_name: Index,
+    pub(crate) group_builders_by_name: Index,
+    pub(crate) storage_builders_by_name: Index,
+    pub(crate) groups_by_name: Index,
     /// parent (canonical name) -> images built from it
     pub(crate) kids: HashMap<String, Vec<usize>>,
 }
@@ -314,23 +313,23 @@ impl Tree {
         &self.root
     }
     pub fn executable(&self, name: &str) -> Option<&ExecutableEntry> {
-        self.ix_exe.get(name).map(|i| &self.executables[i])
+        self.executables_by_name.get(name).map(|i| &self.executables[i])
     }
     /// A runtime by name or alias (`default` = the default runtime).
     pub fn runtime(&self, name: &str) -> Option<&RuntimeEntry> {
-        self.ix_rt.get(name).map(|i| &self.runtimes[i])
+        self.runtimes_by_name.get(name).map(|i| &self.runtimes[i])
     }
     pub fn state_backend(&self, name: &str) -> Option<&StateBackend> {
-        self.ix_sb.get(name).map(|i| &self.state_backends[i])
+        self.state_backends_by_name.get(name).map(|i| &self.state_backends[i])
     }
     /// An OS builder (base image) by name or alias.
     pub fn os_builder(&self, name: &str) -> Option<&OsBuilder> {
-        self.ix_os.get(name).map(|i| &self.os_builders[i])
+        self.os_builders_by_name.get(name).map(|i| &self.os_builders[i])
     }
     /// A group builder by name or alias; `default` is the one marked
     /// `is_default`, else the only one declared.
     pub fn group_builder(&self, name: &str) -> Option<&crate::groups::GroupBuilder> {
-        match self.ix_gb.get(name) {
+        match self.group_builders_by_name.get(name) {
             Some(i) => Some(&self.group_builders[i]),
             None if normalize_name(name) == "default" && self.group_builders.len() == 1 => {
                 self.group_builders.first()
@@ -340,7 +339,7 @@ impl Tree {
     }
     /// A group of `groups/` by name.
     pub fn group(&self, name: &str) -> Option<&crate::groups::Group> {
-        self.ix_grp
+        self.groups_by_name
             .map
             .get(&normalize_name(name))
             .map(|i| &self.groups[*i])
@@ -377,17 +376,17 @@ impl Tree {
             .or_else(|| of.next())
     }
     pub fn image_builder(&self, name: &str) -> Option<&ImageBuilder> {
-        self.ix_ib.get(name).map(|i| &self.image_builders[i])
+        self.image_builders_by_name.get(name).map(|i| &self.image_builders[i])
     }
     pub fn mod_builder(&self, name: &str) -> Option<&ModBuilder> {
-        self.ix_mb.get(name).map(|i| &self.mod_builders[i])
+        self.mod_builders_by_name.get(name).map(|i| &self.mod_builders[i])
     }
     /// An image by name or alias.
     pub fn image(&self, name: &str) -> Option<&Image> {
-        self.ix_img.get(name).map(|i| &self.images[i])
+        self.images_by_name.get(name).map(|i| &self.images[i])
     }
     pub fn default_runtime(&self) -> Option<&RuntimeEntry> {
-        self.ix_rt.default.map(|i| &self.runtimes[i])
+        self.runtimes_by_name.default.map(|i| &self.runtimes[i])
     }
 
     /// The images directly built from `name` (an image or OS builder), in

@@ -214,14 +214,14 @@ proptest! {
         let bytes = apply(text.clone(), &muts);
         let name = name.clone();
         within_deadline(format!("{name} with {muts:?}"), move || {
-            let text = match csis_rules::yaml::decode_utf8(&name, bytes) {
+            let text = match csis_schema::yaml::decode_utf8(&name, bytes) {
                 Ok(t) => t,
                 Err(d) => {
                     assert!(d.line > 0, "UTF-8 errors are located: {d}");
                     return;
                 }
             };
-            match csis_rules::yaml::parse_str(&name, Path::new(&name), &text) {
+            match csis_schema::yaml::parse_str(&name, Path::new(&name), &text) {
                 Ok(n) => {
                     // What a later walk does: no overflow on what parsed.
                     let _ = n.to_json();
@@ -229,7 +229,7 @@ proptest! {
                 Err(d) => assert!(d.line > 0 || d.message.contains("YAML"), "{d}"),
             }
             // The typed path of the cache crate (meta-state files).
-            let _ = csis_rules::yaml::from_str::<serde_json::Value>(&name, &text);
+            let _ = csis_schema::yaml::from_str::<serde_json::Value>(&name, &text);
         });
     }
 }

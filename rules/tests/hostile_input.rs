@@ -113,7 +113,7 @@ fn an_alias_bomb_is_refused_at_the_alias_that_exceeds_the_budget() {
 #[test]
 fn aliases_below_the_budget_still_expand() {
     let text = "a: &a {k: v, l: [1, 2]}\nb: *a\nc:\n  <<: *a\n  m: 3\n";
-    let n = csis_rules::yaml::parse_str("t.yaml", Path::new("t.yaml"), text).unwrap();
+    let n = csis_schema::yaml::parse_str("t.yaml", Path::new("t.yaml"), text).unwrap();
     assert_eq!(n.get("b").unwrap().get_str("k").as_deref(), Some("v"));
     assert_eq!(n.get("c").unwrap().get_str("k").as_deref(), Some("v"));
     assert_eq!(n.get("c").unwrap().get_str("m").as_deref(), Some("3"));
@@ -122,7 +122,7 @@ fn aliases_below_the_budget_still_expand() {
 #[test]
 fn nesting_deeper_than_the_limit_is_refused_with_its_line() {
     let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
-    let e = csis_rules::yaml::parse_str("t.yaml", Path::new("t.yaml"), &deep).unwrap_err();
+    let e = csis_schema::yaml::parse_str("t.yaml", Path::new("t.yaml"), &deep).unwrap_err();
     // The parser's own recursion limit or ours, whichever comes first.
     assert!(
         e.message.contains("nest deeper than") || e.message.contains("recursion limit"),
@@ -134,7 +134,7 @@ fn nesting_deeper_than_the_limit_is_refused_with_its_line() {
     for i in 1..40 {
         s.push_str(&format!("a{i}: &a{i} [[[[*a{}]]]]\n", i - 1));
     }
-    let e = csis_rules::yaml::parse_str("t.yaml", Path::new("t.yaml"), &s).unwrap_err();
+    let e = csis_schema::yaml::parse_str("t.yaml", Path::new("t.yaml"), &s).unwrap_err();
     assert!(e.message.contains("deeper than"), "{e}");
     assert!(e.line > 20, "{e}");
 }

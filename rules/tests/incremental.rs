@@ -86,7 +86,7 @@ fn graph_view(t: &Tree) -> (BTreeMap<String, (String, serde_json::Value)>, Vec<S
     (nodes, t.warnings.iter().map(|w| w.to_string()).collect())
 }
 
-fn diag_strings(d: &[csis_rules::Diagnostic]) -> Vec<String> {
+fn diag_strings(d: &[csis_schema::Diagnostic]) -> Vec<String> {
     d.iter().map(|d| d.to_string()).collect()
 }
 

@@ -32,14 +32,14 @@ fn an_overlay_merges_adds_and_overrides_config() {
     let plain = load(&valid, &opts(&[], &[])).unwrap();
     assert_eq!(
         plain.image("app").unwrap().model.parent_policy,
-        csis_rules::model::ParentPolicy::Follow
+        csis_schema::model::ParentPolicy::Follow
     );
     assert!(plain.image("extra").is_none());
     let t = load(&valid, &opts(&["add-and-change.yaml"], &[])).unwrap();
     let app = t.image("app").unwrap();
     assert_eq!(
         app.model.parent_policy,
-        csis_rules::model::ParentPolicy::Pinned
+        csis_schema::model::ParentPolicy::Pinned
     );
     // merged key by key: the rest of `app` is the tree's
     assert_eq!(app.model.retention.as_ref().unwrap().keep, 2);

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use csis_rules::yaml::{self, Node, SourceFile, Value};
+use csis_schema::yaml::{self, Node, SourceFile, Value};
 
 fn same(a: &Node, b: &Node, at: &str, diffs: &mut Vec<String>) {
     if (a.loc.line, a.loc.column) != (b.loc.line, b.loc.column) {

@@ -5,7 +5,7 @@
 //! them; names are canonical (normalized) where the doc says so.
 
 use crate::model::{
-    AwsRuntime, DockerRuntime, DummyRuntime, Executable, ImageBuilderKind, ImageBuilderModel,
+    AwsFields, DockerFields, DummyFields, Executable, ImageBuilderKind, ImageBuilderModel,
     RuntimeCommon, RuntimeKind,
 };
 use crate::span::Loc;
@@ -84,19 +84,19 @@ impl RuntimeEntry {
     pub fn type_name(&self) -> &'static str {
         self.kind.type_name()
     }
-    pub fn aws(&self) -> Option<&AwsRuntime> {
+    pub fn aws(&self) -> Option<&AwsFields> {
         match &self.kind {
             RuntimeKind::Aws(a) => Some(a),
             _ => None,
         }
     }
-    pub fn docker(&self) -> Option<&DockerRuntime> {
+    pub fn docker(&self) -> Option<&DockerFields> {
         match &self.kind {
             RuntimeKind::Docker(d) => Some(d),
             _ => None,
         }
     }
-    pub fn dummy(&self) -> Option<&DummyRuntime> {
+    pub fn dummy(&self) -> Option<&DummyFields> {
         match &self.kind {
             RuntimeKind::Dummy(d) => Some(d),
             _ => None,

@@ -10,7 +10,7 @@ use csis_engine::Fingerprint;
 use serde_json::{json, Value};
 
 use super::vocabulary::GroupSpec;
-use crate::model::ModKind;
+use csis_schema::model::ModKind;
 use crate::tree::{InBakeTest, ModInput, OsBuilder, OsRuntime};
 
 /// Version of the bake-input recipe (what goes into a bake's inputs). Bump

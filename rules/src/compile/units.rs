@@ -18,7 +18,7 @@ use super::vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, NodeKind, ParentSpec, PinSource,
     ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
-use crate::model::{JsonMap, ParentPolicy};
+use csis_schema::model::{JsonMap, ParentPolicy};
 use crate::tree::{InBakeTest, Parent, Tree};
 
 /// The group activation of an image, from its `group:` and the group's builder.
@@ -202,7 +202,7 @@ fn test_node(
         .with_policy(RunPolicy::WhenDependencyDue)
         .with_attr("series", &image.name)
         .with_attr("runtime", runtime)
-        .with_inputs(crate::secret::redacted(
+        .with_inputs(csis_schema::secret::redacted(
             json!({"post_bake": tests_input(&tests)}),
         ));
     Some((Arc::new(node), tests))
@@ -368,7 +368,7 @@ pub fn os_unit(
         entries.push(Entry {
             runtime: rt,
             resolve: Some((Arc::new(resolve), resolve_spec)),
-            bake: Arc::new(bake.with_inputs(crate::secret::redacted(bake_inputs))),
+            bake: Arc::new(bake.with_inputs(csis_schema::secret::redacted(bake_inputs))),
             spec: Arc::new(spec),
             parent: ParentLink::Vendor,
             emit: Arc::new(emit),
@@ -489,7 +489,7 @@ pub fn image_draft(
         entries.push(Entry {
             runtime: rt,
             resolve: None,
-            bake: Arc::new(bake.with_inputs(crate::secret::redacted(bake_inputs))),
+            bake: Arc::new(bake.with_inputs(csis_schema::secret::redacted(bake_inputs))),
             spec: Arc::new(spec),
             parent,
             emit: Arc::new(emit),
@@ -522,7 +522,7 @@ pub fn finish_image(
         .mods
         .iter()
         .map(|m| mod_input_and_record(m, hash))
-        .map(|(i, r)| (crate::secret::redacted(i), crate::secret::redacted(r)))
+        .map(|(i, r)| (csis_schema::secret::redacted(i), csis_schema::secret::redacted(r)))
         .unzip();
     for e in &mut draft.entries {
         if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {

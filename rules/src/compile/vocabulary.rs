@@ -9,7 +9,7 @@ use std::sync::Arc;
 use csis_engine::{Graph, GraphError, Label, NodeId};
 use serde_json::Value;
 
-use crate::model::{JsonMap, ParentPolicy};
+use csis_schema::model::{JsonMap, ParentPolicy};
 use crate::tree::{InBakeTest, ModInput, RuntimeEntry};
 
 /// What the compile needs from `meta-state/` (implemented by csis-cache):
@@ -179,7 +179,7 @@ pub struct BaseRecipeSpec {
     pub family_version: String,
     pub admin_user: String,
     pub admin_public_keys: Vec<String>,
-    pub update: crate::model::UpdatePolicy,
+    pub update: csis_schema::model::UpdatePolicy,
     pub identity_types: Vec<String>,
     pub storage_types: Vec<String>,
     /// Per declared identity type, the group builder that supplies its

@@ -4,9 +4,9 @@
 //! not implement yet are counted, and references to them are not errors.
 
 use super::{Item, Loader};
-use crate::model::*;
+use csis_schema::model::*;
 use crate::tree::*;
-use crate::yaml::{join_path, Node};
+use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
     pub(super) fn load_executable(&mut self, mut it: Item) -> Option<ExecutableEntry> {

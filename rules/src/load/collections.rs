@@ -3,8 +3,8 @@
 //! per key, then the overlays and undeclares applied.
 
 use super::{Item, Loader};
-use crate::diag::Diagnostic;
-use crate::yaml::{Node, Value};
+use csis_schema::diag::Diagnostic;
+use csis_schema::yaml::{Node, Value};
 
 impl Loader<'_> {
     /// Read a collection directory: per key, its items, with overlays and

@@ -8,11 +8,11 @@ use indexmap::IndexMap;
 
 use super::{first_marker, looks_private, Item, Loader};
 use crate::crypt;
-use crate::diag::Diagnostic;
-use crate::model::*;
+use csis_schema::diag::Diagnostic;
+use csis_schema::model::*;
 use crate::template;
 use crate::tree::*;
-use crate::yaml::{self, Entry, Loc, Node, Value};
+use csis_schema::yaml::{self, Entry, Loc, Node, Value};
 
 /// Builder lists in `cfg/` (concatenated across files).
 pub(super) const BUILDER_LISTS: &[&str] = &[

@@ -3,7 +3,7 @@
 
 use super::Loader;
 use crate::tree::{Parent, Tree};
-use crate::yaml::join_path;
+use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
     /// Refuse `source_image` cycles, printing the cycle.
@@ -38,7 +38,7 @@ impl Loader<'_> {
                         state[c] = 1;
                         pathv.push(c);
                         cur = match &t.images[c].parent {
-                            Parent::Image(p) => t.ix_img.map.get(p).copied(),
+                            Parent::Image(p) => t.images_by_name.map.get(p).copied(),
                             Parent::Os(_) => None,
                         };
                     }

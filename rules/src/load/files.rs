@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::Loader;
-use crate::diag::Diagnostic;
-use crate::yaml::{self, Node};
+use csis_schema::diag::Diagnostic;
+use csis_schema::yaml::{self, Node};
 
 impl Loader<'_> {
     /// The parsed YAML files of `dir` (recursively or not), in the
@@ -41,7 +41,7 @@ impl Loader<'_> {
         }
         let mut out = Vec::with_capacity(files.len());
         for f in &files {
-            out.push(yaml::parse_file_w(f, &self.root, &mut self.dup_keys));
+            out.push(yaml::parse_file(f, &self.root));
         }
         out
     }

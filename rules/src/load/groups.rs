@@ -6,7 +6,7 @@
 use super::{known, Item, Loader};
 use crate::groups::*;
 use crate::tree::{normalize_name, Origin, Tree};
-use crate::yaml::join_path;
+use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
     pub(super) fn load_group_builder(&mut self, it: Item) -> Option<GroupBuilder> {
@@ -165,9 +165,9 @@ impl Loader<'_> {
     /// what they name: a group's builder, an okta builder's `posix:`, a
     /// storage builder's runtime.
     pub(super) fn resolve_groups(&mut self, t: &mut Tree) {
-        t.ix_gb = self.index_of(&t.group_builders);
-        t.ix_stb = self.index_of(&t.storage_builders);
-        t.ix_grp = self.index_of(&t.groups);
+        t.group_builders_by_name = self.index_of(&t.group_builders);
+        t.storage_builders_by_name = self.index_of(&t.storage_builders);
+        t.groups_by_name = self.index_of(&t.groups);
         for i in 0..t.group_builders.len() {
             let Some(p) = t.group_builders[i].model.posix.clone() else {
                 continue;

@@ -5,7 +5,7 @@
 use super::Loader;
 use crate::crypt;
 use crate::template;
-use crate::yaml::{join_path, Node};
+use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
     /// Check an entry's `name` and `type` before anything renders: present,

@@ -3,9 +3,9 @@
 //! resolution fills them in.
 
 use super::{Item, Loader};
-use crate::model::*;
+use csis_schema::model::*;
 use crate::tree::*;
-use crate::yaml::{join_path, Node};
+use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
     pub(super) fn load_image(&mut self, mut it: Item) -> Option<Image> {

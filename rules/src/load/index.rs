@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::Loader;
 use crate::groups::{Group, GroupBuilder, StorageBuilder};
 use crate::tree::*;
-use crate::yaml::join_path;
+use csis_schema::yaml::join_path;
 
 /// An entry of a class the load indexes by name.
 pub(super) trait Declared {
@@ -55,7 +55,7 @@ declared!(
     false
 );
 declared!(
-    Runtime,
+    RuntimeEntry,
     "runtime",
     |e| e.display.as_str(),
     e.common.aliases,

@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::crypt::Identities;
-use crate::diag::{Diagnostic, Diags};
+use csis_schema::diag::{Diagnostic, Diags};
 use crate::template::Renderer;
 use crate::tree::*;
-use crate::yaml::{join_path, Node};
+use csis_schema::yaml::{join_path, Node};
 
 mod builders;
 mod collections;
@@ -103,9 +103,6 @@ struct Loader<'o> {
     unused_runtimes: HashSet<String>,
     unused_image_builders: HashSet<String>,
     unused_backends: HashSet<String>,
-    /// Duplicate mapping keys (the later value wins, as in the original's
-    /// YAML reader). Kept, not reported: the original's own starters carry one.
-    dup_keys: Vec<Diagnostic>,
     /// Files parsed by the caller ([`load_from_nodes`]), by path: read
     /// instead of the disk. None = parse the files on disk.
     pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
@@ -224,7 +221,6 @@ fn load_with(
         unused_runtimes: HashSet::new(),
         unused_image_builders: HashSet::new(),
         unused_backends: HashSet::new(),
-        dup_keys: Vec::new(),
         pre,
     };
     let tree = l.run(now);
@@ -405,16 +401,16 @@ impl Loader<'_> {
             warnings: Vec::new(),
             execution: self.execution.clone(),
             template_reads: Default::default(),
-            ix_exe: Default::default(),
-            ix_rt: Default::default(),
-            ix_sb: Default::default(),
-            ix_os: Default::default(),
-            ix_ib: Default::default(),
-            ix_mb: Default::default(),
-            ix_img: Default::default(),
-            ix_gb: Default::default(),
-            ix_stb: Default::default(),
-            ix_grp: Default::default(),
+            executables_by_name: Default::default(),
+            runtimes_by_name: Default::default(),
+            state_backends_by_name: Default::default(),
+            os_builders_by_name: Default::default(),
+            image_builders_by_name: Default::default(),
+            mod_builders_by_name: Default::default(),
+            images_by_name: Default::default(),
+            group_builders_by_name: Default::default(),
+            storage_builders_by_name: Default::default(),
+            groups_by_name: Default::default(),
             kids: Default::default(),
         };
         self.resolve(&mut tree);

@@ -5,11 +5,11 @@
 //! and turns each [`Problem`] into a diagnostic at the place of its field.
 
 use super::Loader;
-use crate::diag::Diagnostic;
-use crate::model::{RuntimeCommon, RuntimeKind};
-use crate::offline::{BaseEntry, MadeSeries, Problem};
+use csis_schema::diag::Diagnostic;
+use csis_schema::model::{RuntimeCommon, RuntimeKind};
+use csis_schema::offline::{BaseEntry, MadeSeries, Problem};
 use crate::tree::{Origin, OsBuilder, OsRuntime, Tree};
-use crate::yaml::{join_path, Loc, Node};
+use csis_schema::yaml::{join_path, Loc, Node};
 
 /// The offline checks of one runtime type.
 #[derive(Clone, Copy)]

@@ -3,10 +3,10 @@
 //! policy and the admin keys checked.
 
 use super::{glob_match, looks_private, Item, Loader};
-use crate::model::*;
+use csis_schema::model::*;
 use crate::template;
 use crate::tree::*;
-use crate::yaml::{join_path, Node, Value};
+use csis_schema::yaml::{join_path, Node, Value};
 
 impl Loader<'_> {
     pub(super) fn load_os_builder(&mut self, mut it: Item, config: &IaConfig) -> Option<OsBuilder> {

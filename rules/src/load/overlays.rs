@@ -3,9 +3,9 @@
 //! the configuration and to each collection as it is read.
 
 use super::{Item, Loader};
-use crate::diag::Diagnostic;
+use csis_schema::diag::Diagnostic;
 use crate::tree::normalize_name;
-use crate::yaml::{self, Node};
+use csis_schema::yaml::{self, Node};
 
 impl Loader<'_> {
     pub(super) fn read_overlays(&mut self) -> Vec<Node> {
@@ -25,7 +25,7 @@ impl Loader<'_> {
                 );
                 continue;
             }
-            let node = match yaml::parse_file_w(&abs, &self.root, &mut self.dup_keys) {
+            let node = match yaml::parse_file(&abs, &self.root) {
                 Ok(n) => n,
                 Err(d) => {
                     self.d.push(d);

@@ -4,9 +4,9 @@
 //! of, an identity type a runtime cannot run (the OPA agent on docker).
 
 use super::Loader;
-use crate::model::UpdatePolicyKind;
+use csis_schema::model::UpdatePolicyKind;
 use crate::tree::Tree;
-use crate::yaml::join_path;
+use csis_schema::yaml::join_path;
 
 /// Identity types a base image can declare (group builder kinds).
 pub const IDENTITY_TYPES: &[&str] = &["okta", "posix"];

@@ -5,19 +5,19 @@
 //! `resolve_series`.
 
 use super::{is_absent, known, Loader};
-use crate::model::*;
+use csis_schema::model::*;
 use crate::tree::*;
-use crate::yaml::{join_path, Loc};
+use csis_schema::yaml::{join_path, Loc};
 
 impl Loader<'_> {
     pub(super) fn resolve(&mut self, t: &mut Tree) {
-        t.ix_exe = self.index_of(&t.executables);
-        t.ix_rt = self.index_of(&t.runtimes);
-        t.ix_sb = self.index_of(&t.state_backends);
-        t.ix_os = self.index_of(&t.os_builders);
-        t.ix_ib = self.index_of(&t.image_builders);
-        t.ix_mb = self.index_of(&t.mod_builders);
-        t.ix_img = self.index_of(&t.images);
+        t.executables_by_name = self.index_of(&t.executables);
+        t.runtimes_by_name = self.index_of(&t.runtimes);
+        t.state_backends_by_name = self.index_of(&t.state_backends);
+        t.os_builders_by_name = self.index_of(&t.os_builders);
+        t.image_builders_by_name = self.index_of(&t.image_builders);
+        t.mod_builders_by_name = self.index_of(&t.mod_builders);
+        t.images_by_name = self.index_of(&t.images);
         self.check_shared_namespace(t);
         self.resolve_runtimes(t);
         self.resolve_image_builders(t);
@@ -42,7 +42,7 @@ impl Loader<'_> {
         loc: &Loc,
         path: &str,
     ) -> (Option<String>, Option<String>) {
-        match t.ix_ib.get(name) {
+        match t.image_builders_by_name.get(name) {
             Some(b) => {
                 let ib = &t.image_builders[b];
                 let rt = (!ib.runtime.is_empty()).then(|| ib.runtime.clone());
@@ -77,7 +77,7 @@ impl Loader<'_> {
     /// has the name of an OS builder.
     pub(super) fn check_shared_namespace(&mut self, t: &Tree) {
         for img in &t.images {
-            if let Some(o) = t.ix_os.map.get(&img.name) {
+            if let Some(o) = t.os_builders_by_name.map.get(&img.name) {
                 let os = &t.os_builders[*o];
                 self.d.error_hint(
                     img.origin.field("name"),
@@ -104,7 +104,7 @@ impl Loader<'_> {
             let sc = rt.common.state_configuration.clone();
             let mut backend = None;
             if !is_absent(&sc) {
-                match t.ix_sb.get(&sc) {
+                match t.state_backends_by_name.get(&sc) {
                     Some(b) => backend = Some(t.state_backends[b].name.clone()),
                     None if self.unused_backends.contains(&normalize_name(&sc)) => {}
                     None => self.d.error_hint(
@@ -117,12 +117,12 @@ impl Loader<'_> {
                         ),
                     ),
                 }
-            } else if let Some(b) = t.ix_sb.default {
+            } else if let Some(b) = t.state_backends_by_name.default {
                 backend = Some(t.state_backends[b].name.clone());
             }
             let dib = rt.common.default_image_builder.clone();
             if !is_absent(&dib)
-                && t.ix_ib.get(&dib).is_none()
+                && t.image_builders_by_name.get(&dib).is_none()
                 && !self.unused_image_builders.contains(&normalize_name(&dib))
             {
                 self.d.error_hint(
@@ -169,7 +169,7 @@ impl Loader<'_> {
             let o = ib.origin.clone();
             let rname = ib.model.runtime.clone();
             let mut runtime = String::new();
-            match t.ix_rt.get(&rname) {
+            match t.runtimes_by_name.get(&rname) {
                 Some(r) => {
                     let rt = &t.runtimes[r];
                     if !ib.kind.runtime_types().contains(&rt.type_name()) {
@@ -250,5 +250,5 @@ impl Loader<'_> {
 
 /// Is `name` a declared executable?
 fn exe_declared(t: &Tree, name: &str) -> bool {
-    t.ix_exe.map.contains_key(&normalize_name(name))
+    t.executables_by_name.map.contains_key(&normalize_name(name))
 }

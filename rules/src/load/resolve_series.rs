@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{is_absent, known, Loader};
-use crate::model::*;
+use csis_schema::model::*;
 use crate::tree::*;
-use crate::yaml::join_path;
+use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
     /// Each OS builder's runtime entries: their image builder and runtime, no
@@ -82,7 +82,7 @@ impl Loader<'_> {
             let o = img.origin.clone();
             let src = img.model.source_image.clone();
             let parent = if is_absent(&src) {
-                match t.ix_os.default {
+                match t.os_builders_by_name.default {
                     Some(o) => Some(Parent::Os(t.os_builders[o].name.clone())),
                     None => {
                         self.d.error_hint(
@@ -94,7 +94,7 @@ impl Loader<'_> {
                         None
                     }
                 }
-            } else if let Some(j) = t.ix_img.get(&src) {
+            } else if let Some(j) = t.images_by_name.get(&src) {
                 if j == i {
                     self.d.error(
                         o.field("source_image"),
@@ -105,7 +105,7 @@ impl Loader<'_> {
                 } else {
                     Some(Parent::Image(t.images[j].name.clone()))
                 }
-            } else if let Some(o) = t.ix_os.get(&src) {
+            } else if let Some(o) = t.os_builders_by_name.get(&src) {
                 Some(Parent::Os(t.os_builders[o].name.clone()))
             } else {
                 let mut names: Vec<&str> =
@@ -120,7 +120,7 @@ impl Loader<'_> {
                 None
             };
             let ty = img.model.type_.clone();
-            let primary = match t.ix_ib.get(&ty) {
+            let primary = match t.image_builders_by_name.get(&ty) {
                 Some(b) => Some(t.image_builders[b].name.clone()),
                 None if self.unused_image_builders.contains(&normalize_name(&ty)) => None,
                 None if is_absent(&ty) => None,
@@ -167,7 +167,7 @@ impl Loader<'_> {
                         ),
                     );
                 }
-                let r = match t.ix_mb.get(&m.item.type_) {
+                let r = match t.mod_builders_by_name.get(&m.item.type_) {
                     Some(b) => Some((t.mod_builders[b].name.clone(), t.mod_builders[b].kind)),
                     None => {
                         if is_absent(&m.item.type_) {

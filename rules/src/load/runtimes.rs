@@ -5,12 +5,12 @@
 
 use super::{Item, Loader, Which};
 use crate::crypt;
-use crate::model::*;
+use csis_schema::model::*;
 use crate::tree::*;
-use crate::yaml::{join_path, Node};
+use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
-    pub(super) fn load_runtime(&mut self, mut it: Item) -> Option<Runtime> {
+    pub(super) fn load_runtime(&mut self, mut it: Item) -> Option<RuntimeEntry> {
         let (name, ty) = self.head(&it.node, &it.path, true)?;
         let ty = ty.unwrap_or_default();
         if UNUSED_RUNTIME_TYPES.contains(&ty.as_str()) {
@@ -47,19 +47,19 @@ impl Loader<'_> {
         let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
         let kind = match ty.as_str() {
             "aws" => self
-                .typed::<AwsRuntime>(&own_node, &it.path)
+                .typed::<AwsFields>(&own_node, &it.path)
                 .map(RuntimeKind::Aws),
             "docker" => self
-                .typed::<DockerRuntime>(&own_node, &it.path)
+                .typed::<DockerFields>(&own_node, &it.path)
                 .map(RuntimeKind::Docker),
             _ => self
-                .typed::<DummyRuntime>(&own_node, &it.path)
+                .typed::<DummyFields>(&own_node, &it.path)
                 .map(RuntimeKind::Dummy),
         };
         let (common, kind) = (common?, kind?);
         let origin = Origin::of(&it.node, it.path.clone());
         self.check_runtime(&it.node, &it.path, &common, &kind);
-        Some(Runtime {
+        Some(RuntimeEntry {
             name: normalize_name(&name),
             display: name,
             common,

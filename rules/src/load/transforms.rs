@@ -9,11 +9,11 @@ use minijinja::Value as JValue;
 use super::Loader;
 use crate::crypt::{self, Identities};
 use crate::template;
-use crate::yaml::{self, join_path, Loc, Node, Value};
+use csis_schema::yaml::{self, join_path, Loc, Node, Value};
 
 impl Loader<'_> {
     /// The environment values the templates read are secrets (see
-    /// [`crate::secret`]): registered once the tree is rendered.
+    /// [`csis_schema::secret`]): registered once the tree is rendered.
     pub(super) fn register_env_secrets(&mut self) {
         let reads = self.renderer.reads();
         if reads.env_keys.is_empty() {
@@ -22,10 +22,10 @@ impl Loader<'_> {
         let key = self
             .identities()
             .map(|i| i.token_key)
-            .unwrap_or_else(crate::secret::default_key);
+            .unwrap_or_else(csis_schema::secret::default_key);
         for k in &reads.env_keys {
             if let Some(v) = self.env.get(k) {
-                crate::secret::register(v, &key);
+                csis_schema::secret::register(v, &key);
             }
         }
     }
@@ -97,12 +97,12 @@ impl Loader<'_> {
                 match result {
                     Ok(plain) => {
                         // A secret from here on: every copy that leaves the
-                        // process is redacted (crate::secret).
+                        // process is redacted (csis_schema::secret).
                         let key = self
                             .identities()
                             .map(|i| i.token_key)
-                            .unwrap_or_else(crate::secret::default_key);
-                        crate::secret::register(&plain, &key);
+                            .unwrap_or_else(csis_schema::secret::default_key);
+                        csis_schema::secret::register(&plain, &key);
                         *s = plain
                     }
                     Err(e) => self.d.error_hint(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::crypt::{self, Identities};
-use crate::yaml::{self, join_path, Node, Value};
+use csis_schema::yaml::{self, join_path, Node, Value};
 
 use super::seal::{stanza_count, Recipients};
 use super::{display_path, write_atomic};

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::crypt::Identities;
-use crate::yaml::{self, Node, Value};
+use csis_schema::yaml::{self, Node, Value};
 
 pub mod markers;
 pub mod public_safe;

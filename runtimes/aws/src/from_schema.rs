@@ -1,8 +1,8 @@
 //! The conversion from the strict config model of `csis-schema`
-//! (`RuntimeCommon` + `model::AwsRuntime`, i.e. the seed's
+//! (`RuntimeCommon` + `model::AwsFields`, i.e. the seed's
 //! `AwsCloudBuilderModel`) into [`AwsSettings`].
 
-use csis_schema::model::{AwsRuntime as AwsModel, RuntimeCommon};
+use csis_schema::model::{AwsFields, RuntimeCommon};
 
 use crate::settings::{
     AvailabilityZoneSettings, AwsCredentialSettings, AwsSettings, NetworkSettings, SubnetSettings,
@@ -21,7 +21,7 @@ impl AwsSettings {
     /// Build the settings of one `type: aws` entry from the loaded model.
     /// `packer_binary` is the resolved `executables:` binary of the packer
     /// image builder, when the caller knows it.
-    pub fn from_model(common: &RuntimeCommon, aws: &AwsModel) -> AwsSettings {
+    pub fn from_model(common: &RuntimeCommon, aws: &AwsFields) -> AwsSettings {
         let networking = aws.networking.as_ref().map(|n| {
             let mut zones: Vec<AvailabilityZoneSettings> = n
                 .availability_zones

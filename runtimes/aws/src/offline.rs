@@ -3,7 +3,7 @@
 //! networking declaration a bake can use (one default subnet, at most five
 //! additional security groups).
 
-use csis_schema::model::{AwsRuntime as AwsModel, RuntimeCommon};
+use csis_schema::model::{AwsFields, RuntimeCommon};
 use csis_schema::Problem;
 
 /// The most security groups a launch takes besides its own.
@@ -20,7 +20,7 @@ pub(crate) fn no_networking(runtime: &str) -> String {
 }
 
 /// The offline problems of an aws runtime entry (paths relative to the entry).
-pub fn entry_problems(common: &RuntimeCommon, aws: &AwsModel) -> Vec<Problem> {
+pub fn entry_problems(common: &RuntimeCommon, aws: &AwsFields) -> Vec<Problem> {
     let mut out = Vec::new();
     if aws.region.trim().is_empty() {
         out.push(Problem::error("region", "region may not be empty"));

@@ -7,7 +7,7 @@
 //!
 //! A runtime entry is split in two when it loads: the fields every runtime
 //! shares ([`RuntimeCommon`]) and the fields of its `type`
-//! ([`AwsRuntime`], [`DockerRuntime`], [`DummyRuntime`]), each strict.
+//! ([`AwsFields`], [`DockerFields`], [`DummyFields`]), each strict.
 //!
 //! One file per section of a tree; every name is re-exported here
 //! (`model::ImageModel`).

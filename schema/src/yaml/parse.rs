@@ -505,18 +505,9 @@ pub fn parse_str(path: &str, abs: &Path, text: &str) -> Result<Node, Diagnostic>
     parse_source(file)
 }
 
-/// Parse an already-registered source file.
+/// Parse an already-registered source file. A duplicate mapping key keeps
+/// the later value silently, as the original's YAML reader does.
 pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
-    parse_source_w(file, &mut Vec::new())
-}
-
-/// Parse a source file. `warnings` is reserved for parse warnings (none
-/// today: a duplicate key keeps the later value silently, as the original's
-/// YAML reader does).
-pub fn parse_source_w(
-    file: Arc<SourceFile>,
-    warnings: &mut Vec<Diagnostic>,
-) -> Result<Node, Diagnostic> {
     let text = file.text.clone();
     let doc_loc = Loc {
         file: file.clone(),
@@ -533,7 +524,6 @@ pub fn parse_source_w(
     {
         return Ok(Node::new(Value::Null, doc_loc));
     }
-    let _ = warnings;
     match build_from_events(&file) {
         Ok(Some(node)) => Ok(node),
         Ok(None) => Ok(Node::new(Value::Null, doc_loc)),
@@ -592,15 +582,6 @@ pub fn decode_utf8(label: &str, bytes: Vec<u8>) -> Result<String, Diagnostic> {
 
 /// Read and parse a file. `root` is used to make the display path relative.
 pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
-    parse_file_w(path, root, &mut Vec::new())
-}
-
-/// [`parse_file`] with a place for parse warnings (see [`parse_source_w`]).
-pub fn parse_file_w(
-    path: &Path,
-    root: &Path,
-    warnings: &mut Vec<Diagnostic>,
-) -> Result<Node, Diagnostic> {
     let display = path
         .strip_prefix(root)
         .unwrap_or(path)
@@ -614,7 +595,7 @@ pub fn parse_file_w(
         abs: path.to_path_buf(),
         text: Arc::from(text.as_str()),
     });
-    parse_source_w(file, warnings)
+    parse_source(file)
 }
 
 /// Parse many files, in parallel (one thread per core), keeping their order.

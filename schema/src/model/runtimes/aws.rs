@@ -103,7 +103,7 @@ impl AwsNetworking {
 /// The `aws` runtime's own fields (`AwsCloudBuilderModel`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AwsRuntime {
+pub struct AwsFields {
     /// boto3 `region_name`, the packer `region`.
     pub region: String,
     /// Reported by `runtime describe`; a bare number becomes a string.

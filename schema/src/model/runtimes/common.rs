@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::values::default_str;
-use crate::model::{AwsRuntime, DockerRuntime, DummyRuntime, JsonMap};
+use crate::model::{AwsFields, DockerFields, DummyFields, JsonMap};
 
 /// Fields every runtime entry has, whatever its type.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -109,9 +109,9 @@ pub struct NoCredentials {}
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum RuntimeKind {
-    Aws(AwsRuntime),
-    Docker(DockerRuntime),
-    Dummy(DummyRuntime),
+    Aws(AwsFields),
+    Docker(DockerFields),
+    Dummy(DummyFields),
 }
 
 impl RuntimeKind {

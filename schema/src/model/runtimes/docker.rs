@@ -38,7 +38,7 @@ fn default_bridge() -> String {
 /// The `docker` runtime's own fields (`DockerContainerBuilderModel`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DockerRuntime {
+pub struct DockerFields {
     /// A `DOCKER_HOST` URL; may be an `ENC[age:...]` marker. Not with `context`.
     #[serde(default)]
     pub host: Option<String>,
@@ -63,7 +63,7 @@ pub struct DockerRuntime {
     pub credentials: NoCredentials,
 }
 
-impl DockerRuntime {
+impl DockerFields {
     /// The repository builds are tagged in (`csis/<runtime>` by default), lower-cased.
     pub fn repository_for(&self, runtime_name: &str) -> String {
         self.repository

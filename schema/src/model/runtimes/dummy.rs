@@ -9,7 +9,7 @@ use crate::model::{MachineType, NoCredentials};
 /// The `dummy` test runtime's own fields: nothing leaves the machine.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DummyRuntime {
+pub struct DummyFields {
     /// Simulated seconds every bake takes.
     #[serde(default)]
     pub bake_seconds: f64,
