@@ -164,7 +164,10 @@ fn light_pins(images: BTreeMap<String, String>) -> Pins {
 /// `input_fingerprint` and `run` (no `inputs`, mods, chain...; records from
 /// the journal are whole); the pins hold only `images`. Use
 /// [`MetaState::load_with_journal`] for anything else.
-pub fn load_for_planning(meta: &MetaState, local: &LocalDir) -> Result<(Lineage, Pins), CacheError> {
+pub fn load_for_planning(
+    meta: &MetaState,
+    local: &LocalDir,
+) -> Result<(Lineage, Pins), CacheError> {
     if meta.is_remote() {
         return meta.load_with_journal(&local.journal());
     }

@@ -89,10 +89,10 @@ use salsa::Setter;
 use crate::compile::{
     self, Assembler, BakeCost, Compiled, DefaultCost, LinkedSpecs, PinSource, SeriesKind, Unit,
 };
-use csis_schema::diag::Diagnostic;
 use crate::load::{self, LoadOptions};
-use csis_schema::model::ParentPolicy;
 use crate::tree::Tree;
+use csis_schema::diag::Diagnostic;
+use csis_schema::model::ParentPolicy;
 use csis_schema::yaml::{self, Node, SourceFile};
 
 /// How many times each query body ran (and how many executions salsa

@@ -1,12 +1,11 @@
 //! csis-rules: the configuration tree.
 //!
-//! Files -> spanned YAML ([`yaml`], the one module that knows serde-saphyr)
-//! -> `ENC[age:...]` decryption ([`crypt`]) -> templates ([`template`],
-//! minijinja) -> strict typed models ([`model`]) -> resolution and
-//! validation ([`load`]) -> the resolved [`Tree`] ([`tree`]), with every
-//! problem a [`Diagnostic`] naming file, line, column and field path. The
-//! schema ([`yaml`], [`model`], [`diag`], [`secret`]) is `csis-schema`'s,
-//! named here.
+//! Files -> spanned YAML (`csis_schema::yaml`, the one module that knows
+//! serde-saphyr) -> `ENC[age:...]` decryption ([`crypt`]) -> templates
+//! ([`template`], minijinja) -> strict typed models (`csis_schema::model`)
+//! -> resolution and validation ([`load`]) -> the resolved [`Tree`]
+//! ([`tree`]), with every problem a `csis_schema::Diagnostic` naming file,
+//! line, column and field path.
 //!
 //! ```no_run
 //! let tree = csis_rules::load(std::path::Path::new("."), &csis_rules::LoadOptions::default());
@@ -27,12 +26,5 @@ pub mod template;
 pub mod tools;
 pub mod tree;
 
-// The configuration schema lives in csis-schema; its modules are named at
-// the root so that `csis_schema::model`, `csis_schema::yaml`, `csis_schema::diag`, ... (and
-// `csis_schema::yaml` in the tests and benches) keep naming them.
-pub use csis_schema::{diag, model, offline, secret, yaml};
-
-pub use diag::{Diagnostic, Severity};
 pub use load::{load, LoadOptions, RuntimeChecks, Undeclare};
-pub use offline::{BaseEntry, MadeSeries, Problem};
 pub use tree::*;

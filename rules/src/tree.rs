@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use crate::template::Execution;
 use csis_schema::diag::Diagnostic;
 use csis_schema::model::*;
-pub use crate::template::Execution;
 
 pub use csis_schema::entry::{ExecutableEntry, ImageBuilder, Origin, RuntimeEntry};
 // The loader's own name for a runtime entry.
@@ -313,18 +313,24 @@ impl Tree {
         &self.root
     }
     pub fn executable(&self, name: &str) -> Option<&ExecutableEntry> {
-        self.executables_by_name.get(name).map(|i| &self.executables[i])
+        self.executables_by_name
+            .get(name)
+            .map(|i| &self.executables[i])
     }
     /// A runtime by name or alias (`default` = the default runtime).
     pub fn runtime(&self, name: &str) -> Option<&RuntimeEntry> {
         self.runtimes_by_name.get(name).map(|i| &self.runtimes[i])
     }
     pub fn state_backend(&self, name: &str) -> Option<&StateBackend> {
-        self.state_backends_by_name.get(name).map(|i| &self.state_backends[i])
+        self.state_backends_by_name
+            .get(name)
+            .map(|i| &self.state_backends[i])
     }
     /// An OS builder (base image) by name or alias.
     pub fn os_builder(&self, name: &str) -> Option<&OsBuilder> {
-        self.os_builders_by_name.get(name).map(|i| &self.os_builders[i])
+        self.os_builders_by_name
+            .get(name)
+            .map(|i| &self.os_builders[i])
     }
     /// A group builder by name or alias; `default` is the one marked
     /// `is_default`, else the only one declared.
@@ -376,10 +382,14 @@ impl Tree {
             .or_else(|| of.next())
     }
     pub fn image_builder(&self, name: &str) -> Option<&ImageBuilder> {
-        self.image_builders_by_name.get(name).map(|i| &self.image_builders[i])
+        self.image_builders_by_name
+            .get(name)
+            .map(|i| &self.image_builders[i])
     }
     pub fn mod_builder(&self, name: &str) -> Option<&ModBuilder> {
-        self.mod_builders_by_name.get(name).map(|i| &self.mod_builders[i])
+        self.mod_builders_by_name
+            .get(name)
+            .map(|i| &self.mod_builders[i])
     }
     /// An image by name or alias.
     pub fn image(&self, name: &str) -> Option<&Image> {

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use csis_rules::{load, Diagnostic, LoadOptions};
+use csis_rules::{load, LoadOptions};
+use csis_schema::Diagnostic;
 
 fn cases() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(csis_testkit::fixture("config/refusals"))

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use csis_rules::{load, Diagnostic, LoadOptions};
+use csis_rules::{load, LoadOptions};
+use csis_schema::Diagnostic;
 use csis_testkit::copy_dir;
 
 fn fixtures() -> PathBuf {

@@ -10,8 +10,8 @@ use csis_engine::Fingerprint;
 use serde_json::{json, Value};
 
 use super::vocabulary::GroupSpec;
-use csis_schema::model::ModKind;
 use crate::tree::{InBakeTest, ModInput, OsBuilder, OsRuntime};
+use csis_schema::model::ModKind;
 
 /// Version of the bake-input recipe (what goes into a bake's inputs). Bump
 /// it when the inputs change shape: every bake fingerprint then moves once.

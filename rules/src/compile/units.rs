@@ -18,8 +18,8 @@ use super::vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, GroupSpec, NodeKind, ParentSpec, PinSource,
     ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
 };
-use csis_schema::model::{JsonMap, ParentPolicy};
 use crate::tree::{InBakeTest, Parent, Tree};
+use csis_schema::model::{JsonMap, ParentPolicy};
 
 /// The group activation of an image, from its `group:` and the group's builder.
 pub fn group_spec(tree: &Tree, image: &crate::tree::Image) -> Option<GroupSpec> {
@@ -522,7 +522,12 @@ pub fn finish_image(
         .mods
         .iter()
         .map(|m| mod_input_and_record(m, hash))
-        .map(|(i, r)| (csis_schema::secret::redacted(i), csis_schema::secret::redacted(r)))
+        .map(|(i, r)| {
+            (
+                csis_schema::secret::redacted(i),
+                csis_schema::secret::redacted(r),
+            )
+        })
         .unzip();
     for e in &mut draft.entries {
         if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {

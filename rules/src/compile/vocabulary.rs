@@ -9,8 +9,8 @@ use std::sync::Arc;
 use csis_engine::{Graph, GraphError, Label, NodeId};
 use serde_json::Value;
 
-use csis_schema::model::{JsonMap, ParentPolicy};
 use crate::tree::{InBakeTest, ModInput, RuntimeEntry};
+use csis_schema::model::{JsonMap, ParentPolicy};
 
 /// What the compile needs from `meta-state/` (implemented by csis-cache):
 /// pins, and the fingerprints recorded for builds.

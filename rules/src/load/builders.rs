@@ -4,8 +4,8 @@
 //! not implement yet are counted, and references to them are not errors.
 
 use super::{Item, Loader};
-use csis_schema::model::*;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {

@@ -8,10 +8,10 @@ use indexmap::IndexMap;
 
 use super::{first_marker, looks_private, Item, Loader};
 use crate::crypt;
-use csis_schema::diag::Diagnostic;
-use csis_schema::model::*;
 use crate::template;
 use crate::tree::*;
+use csis_schema::diag::Diagnostic;
+use csis_schema::model::*;
 use csis_schema::yaml::{self, Entry, Loc, Node, Value};
 
 /// Builder lists in `cfg/` (concatenated across files).

@@ -3,8 +3,8 @@
 //! resolution fills them in.
 
 use super::{Item, Loader};
-use csis_schema::model::*;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {

@@ -23,9 +23,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::crypt::Identities;
-use csis_schema::diag::{Diagnostic, Diags};
 use crate::template::Renderer;
 use crate::tree::*;
+use csis_schema::diag::{Diagnostic, Diags};
 use csis_schema::yaml::{join_path, Node};
 
 mod builders;

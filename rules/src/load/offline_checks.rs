@@ -5,10 +5,10 @@
 //! and turns each [`Problem`] into a diagnostic at the place of its field.
 
 use super::Loader;
+use crate::tree::{Origin, OsBuilder, OsRuntime, Tree};
 use csis_schema::diag::Diagnostic;
 use csis_schema::model::{RuntimeCommon, RuntimeKind};
 use csis_schema::offline::{BaseEntry, MadeSeries, Problem};
-use crate::tree::{Origin, OsBuilder, OsRuntime, Tree};
 use csis_schema::yaml::{join_path, Loc, Node};
 
 /// The offline checks of one runtime type.

@@ -3,9 +3,9 @@
 //! policy and the admin keys checked.
 
 use super::{glob_match, looks_private, Item, Loader};
-use csis_schema::model::*;
 use crate::template;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node, Value};
 
 impl Loader<'_> {

@@ -3,8 +3,8 @@
 //! the configuration and to each collection as it is read.
 
 use super::{Item, Loader};
-use csis_schema::diag::Diagnostic;
 use crate::tree::normalize_name;
+use csis_schema::diag::Diagnostic;
 use csis_schema::yaml::{self, Node};
 
 impl Loader<'_> {

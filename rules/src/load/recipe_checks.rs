@@ -4,8 +4,8 @@
 //! of, an identity type a runtime cannot run (the OPA agent on docker).
 
 use super::Loader;
-use csis_schema::model::UpdatePolicyKind;
 use crate::tree::Tree;
+use csis_schema::model::UpdatePolicyKind;
 use csis_schema::yaml::join_path;
 
 /// Identity types a base image can declare (group builder kinds).

@@ -5,8 +5,8 @@
 //! `resolve_series`.
 
 use super::{is_absent, known, Loader};
-use csis_schema::model::*;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Loc};
 
 impl Loader<'_> {
@@ -250,5 +250,7 @@ impl Loader<'_> {
 
 /// Is `name` a declared executable?
 fn exe_declared(t: &Tree, name: &str) -> bool {
-    t.executables_by_name.map.contains_key(&normalize_name(name))
+    t.executables_by_name
+        .map
+        .contains_key(&normalize_name(name))
 }

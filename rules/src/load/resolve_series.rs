@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{is_absent, known, Loader};
-use csis_schema::model::*;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::join_path;
 
 impl Loader<'_> {

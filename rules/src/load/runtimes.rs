@@ -5,8 +5,8 @@
 
 use super::{Item, Loader, Which};
 use crate::crypt;
-use csis_schema::model::*;
 use crate::tree::*;
+use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {

@@ -251,8 +251,9 @@ pub fn entry_problems(common: &RuntimeCommon, docker: &DockerFields) -> Vec<Prob
             .any(|p| h.starts_with(p))
         {
             out.push(
-                Problem::error("host", "host is not a DOCKER_HOST URL")
-                    .with_hint("a unix://, tcp:// or ssh:// URL; or context: NAME for a docker context"),
+                Problem::error("host", "host is not a DOCKER_HOST URL").with_hint(
+                    "a unix://, tcp:// or ssh:// URL; or context: NAME for a docker context",
+                ),
             );
         }
         if let Some(p) = ssh_port_problem(h) {
@@ -411,7 +412,8 @@ mod tests {
         }));
         let p = entry_problems(&c, &d);
         assert!(
-            p.iter().any(|p| p.path == "context" && p.message.contains("not both")),
+            p.iter()
+                .any(|p| p.path == "context" && p.message.contains("not both")),
             "{p:?}"
         );
         assert!(
@@ -427,7 +429,12 @@ mod tests {
         let p = entry_problems(&c, &d);
         assert_eq!(
             paths(&p),
-            ["host", "machine_types.small.memory", "machine_types.small.cpus", "tls_verify"],
+            [
+                "host",
+                "machine_types.small.memory",
+                "machine_types.small.cpus",
+                "tls_verify"
+            ],
             "{p:?}"
         );
         assert!(p[0].message.contains("not a DOCKER_HOST URL"), "{p:?}");
