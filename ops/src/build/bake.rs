@@ -1,0 +1,353 @@
+//! The bake node and what it stands on: the parent an emission names and
+//! the one a bake takes, the request a runtime gets, and the adoption of a
+//! build a killed run left unrecorded.
+
+use super::*;
+
+impl BuildState {
+    /// The parent an emission names, before the bake: the vendor image the
+    /// resolve node found; the pinned build; a build made earlier in this
+    /// run; for a parent that still bakes in this run, a lookup of its
+    /// newest output by name ([`BakeParent::Deferred`], the original's
+    /// name-pattern query); otherwise the parent's head build. Never a
+    /// placeholder.
+    pub(super) fn parent_for_emit(&self, spec: &BakeSpec) -> Result<BakeParent, NodeError> {
+        let c = &self.session.compiled;
+        match &spec.parent {
+            ParentSpec::Vendor { .. } => Ok(self.parent_for_bake(spec)?.0),
+            ParentSpec::Image {
+                series,
+                bake,
+                policy,
+                pinned_build,
+            } => {
+                let build = |build_id: String| BakeParent::Build {
+                    series: series.clone(),
+                    build_id,
+                };
+                if let (ParentPolicy::Pinned, Some(pin)) = (policy, pinned_build) {
+                    return Ok(build(pin.clone()));
+                }
+                if let Some(id) = self.built.lock().unwrap().get(bake).cloned() {
+                    return Ok(build(id));
+                }
+                if self.due_bakes.contains(bake) {
+                    let name_prefix = c
+                        .bake_spec(*bake)
+                        .map(name_prefix)
+                        .unwrap_or_else(|| series.clone());
+                    return Ok(BakeParent::Deferred {
+                        series: series.clone(),
+                        name_prefix,
+                    });
+                }
+                Ok(self.parent_for_bake(spec)?.0)
+            }
+            ParentSpec::Fixed { .. } => Ok(self.parent_for_bake(spec)?.0),
+        }
+    }
+
+    /// The parent build a bake starts from, known only now (the parent may
+    /// have baked earlier in this run).
+    pub(super) fn parent_for_bake(
+        &self,
+        spec: &BakeSpec,
+    ) -> Result<(BakeParent, String), NodeError> {
+        match &spec.parent {
+            ParentSpec::Vendor { resolve } => {
+                let img = self
+                    .resolved
+                    .lock()
+                    .unwrap()
+                    .get(resolve)
+                    .cloned()
+                    .ok_or_else(|| NodeError::new("the vendor image was not resolved"))?;
+                Ok((BakeParent::Vendor(img), "vendor".into()))
+            }
+            ParentSpec::Image {
+                series,
+                policy,
+                pinned_build,
+                ..
+            } => {
+                let build = match (policy, pinned_build) {
+                    (ParentPolicy::Pinned, Some(pin)) => pin.clone(),
+                    _ => self
+                        .recorder
+                        .head_build(series, &spec.runtime)
+                        .ok_or_else(|| {
+                            NodeError::new(format!(
+                                "parent {series} has no build on {} yet",
+                                spec.runtime
+                            ))
+                        })?,
+                };
+                Ok((
+                    BakeParent::Build {
+                        series: series.clone(),
+                        build_id: build.clone(),
+                    },
+                    build,
+                ))
+            }
+            ParentSpec::Fixed { id } => Ok((
+                BakeParent::Build {
+                    series: String::new(),
+                    build_id: id.clone(),
+                },
+                id.clone(),
+            )),
+        }
+    }
+
+    pub(super) fn request(
+        &self,
+        spec: &BakeSpec,
+        parent: BakeParent,
+        fingerprint: String,
+        log: Option<Arc<dyn LogSink>>,
+        cancel: CancellationToken,
+    ) -> BakeRequest {
+        // As the original tags: `vendor`, the parent build, or `series:<parent>`
+        // while the parent's build is not known (the bake re-emits with it).
+        let parent_id = match &parent {
+            BakeParent::Vendor(_) => "vendor".to_string(),
+            BakeParent::Build { build_id, .. } => build_id.clone(),
+            BakeParent::Deferred { series, .. } => format!("series:{series}"),
+        };
+        let caps: Capabilities =
+            serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
+        let mut tags = spec.tags.clone();
+        // The tree's config id on every image and bake machine: what tells
+        // this tree's builds from another tree's in one account or daemon.
+        tags.insert(tags::CONFIG.into(), self.session.tree.config.id.clone());
+        tags.insert(tags::SERIES.into(), spec.series.clone());
+        tags.insert(tags::PARENT.into(), parent_id);
+        tags.insert(tags::RUN.into(), self.run_id.clone());
+        tags.insert(
+            tags::FINGERPRINT.into(),
+            fingerprint.chars().take(16).collect(),
+        );
+        tags.insert(tags::IDENTITY_TYPES.into(), caps.identity_types.join(","));
+        tags.insert(tags::STORAGE_TYPES.into(), caps.storage_types.join(","));
+        let root = self.session.root.clone();
+        let emit_dir: PathBuf = root
+            .join("generated")
+            .join(if spec.base {
+                "base-image"
+            } else {
+                "instance-image"
+            })
+            .join(format!("{}@{}", spec.series, spec.runtime));
+        BakeRequest {
+            label: spec.label.to_string(),
+            series: spec.series.clone(),
+            runtime: spec.runtime.clone(),
+            image_builder: spec.image_builder.clone(),
+            final_name: spec.final_name.clone(),
+            prefix: spec.series.clone(),
+            parent,
+            machine_type: spec.machine_type.clone(),
+            disk_size_gb: Some(spec.disk_size_gb),
+            bake_user: spec.bake_user.clone(),
+            package_manager: spec.package_manager.clone(),
+            family: spec.family.clone(),
+            architecture: spec.architecture.clone(),
+            steps: steps(spec),
+            tests: spec
+                .tests
+                .iter()
+                .map(|t| TestCommand {
+                    description: t.description.clone(),
+                    run: t.run.clone(),
+                    expect_rc: t.expect_rc,
+                    contains: t.contains.clone(),
+                })
+                .collect(),
+            recipe: steps::recipe_of(spec),
+            required_plugins: spec
+                .required_plugins
+                .iter()
+                .map(
+                    |(name, version, source)| csis_runtime::recipe::RequiredPlugin {
+                        name: name.clone(),
+                        version: version.clone(),
+                        source: source.clone(),
+                    },
+                )
+                .collect(),
+            tags,
+            tree_root: root,
+            emit_dir,
+            log: log.unwrap_or_else(|| Arc::new(csis_runtime::NullLog)),
+            cancel,
+        }
+    }
+
+    /// A build on the runtime with this bake's lineage tags (series, parent,
+    /// fingerprint) that no record names: a bake that finished in the
+    /// runtime while the csis that started it was killed before recording
+    /// it. Adopting it instead of baking again is what makes "nothing is
+    /// baked twice" hold across a kill. The runtime is asked once per run;
+    /// a runtime that cannot answer means no recovery, never a failure.
+    pub(super) async fn unrecorded_build(
+        &self,
+        runtime: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Option<(BakeOutcome, Option<String>)> {
+        let images = {
+            let mut cache = self.images.lock().await;
+            match cache.get(runtime) {
+                Some(images) => images.clone(),
+                None => {
+                    let rt = self.runtimes.get(runtime)?;
+                    let images = Arc::new(rt.query_images().await.unwrap_or_default());
+                    cache.insert(runtime.to_string(), images.clone());
+                    images
+                }
+            }
+        };
+        let same =
+            |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
+        // Another tree's build (another config id, or none) is never adopted.
+        images
+            .iter()
+            .filter(|img| {
+                [tags::CONFIG, tags::SERIES, tags::PARENT, tags::FINGERPRINT]
+                    .iter()
+                    .all(|k| same(k, img))
+            })
+            .find(|img| self.recorder.find(&img.build_id).is_none())
+            .map(|img| {
+                let outcome = BakeOutcome {
+                    build_id: img.build_id.clone(),
+                    name: img.name.clone().unwrap_or_else(|| img.build_id.clone()),
+                    assertions: 0,
+                };
+                (outcome, img.tags.get(tags::RUN).cloned())
+            })
+    }
+
+    pub(super) async fn bake(
+        &self,
+        cx: &NodeContext,
+        spec: &BakeSpec,
+    ) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        if let Some(f) = self.recorder.failure() {
+            return Err(NodeError::new(format!(
+                "not baked: records cannot be written ({f})"
+            )));
+        }
+        let rt = self.runtime(&spec.runtime)?;
+        let (parent, parent_build) = self.parent_for_bake(spec)?;
+        let log_path = run_log(&self.local, &self.run_id, &cx.label().to_string());
+        self.renderer.bake_log(&cx.label().to_string(), &log_path);
+        if let Some(d) = log_path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let log = Arc::new(BakeLog {
+            label: cx.label().to_string(),
+            file: Mutex::new(File::create(&log_path).ok()),
+            renderer: self.renderer.clone(),
+        });
+        log.line(&format!("{} ({})", cx.label(), cx.reason()));
+        let fp = cx.fingerprint().to_hex();
+        let req = self.request(
+            spec,
+            parent,
+            fp.clone(),
+            Some(log.clone()),
+            cx.cancel().clone(),
+        );
+        let recovered = if matches!(cx.reason(), Reason::Forced) {
+            None
+        } else {
+            self.unrecorded_build(&spec.runtime, &req.tags).await
+        };
+        // An adopted build keeps the run that baked it (its `csis_run` tag).
+        let baked_by = recovered.as_ref().and_then(|r| r.1.clone());
+        let outcome = match recovered.map(|r| r.0) {
+            Some(outcome) => {
+                log.line(&format!(
+                    "recovered {}: an earlier, interrupted run baked it with these very inputs and did not record it",
+                    outcome.build_id
+                ));
+                outcome
+            }
+            None => {
+                let baked = rt.bake(&req).await;
+                csis_runtime::recipe::remove_private_vars(&req);
+                baked.map_err(|e| {
+                    log.line(&format!("bake failed: {e}"));
+                    rt_err(e)
+                })?
+            }
+        };
+        // Record at once, before the node is reported finished.
+        let canonical = self
+            .session
+            .compiled
+            .graph
+            .canonical(cx.id(), &self.session.fps);
+        let mut rec = BuildRecord::new(&outcome.build_id, &spec.series, &spec.runtime);
+        rec.name = Some(outcome.name.clone());
+        rec.parent = Some(parent_build.clone());
+        rec.input_fingerprint = Some(fp);
+        rec.run = Some(baked_by.unwrap_or_else(|| self.run_id.clone()));
+        rec.capabilities = serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
+        rec.mods = spec
+            .mod_records
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m["run"] = json!(self.run_id);
+                m
+            })
+            .collect();
+        rec.local_mods = !spec.base && !spec.mods.is_empty();
+        rec.tests = RecordTests {
+            in_bake: true,
+            assertions: outcome.assertions as u64,
+        };
+        rec.update = spec.update.clone();
+        rec.chain = spec.chain.clone();
+        rec.parent_fingerprint = canonical["deps"]["parent"].as_str().map(str::to_string);
+        rec.inputs = Some(canonical);
+        rec.fingerprint_recipe = Some(format!("{}+{}", csis_engine::RECIPE, BAKE_RECIPE));
+        let pin = match &spec.parent {
+            ParentSpec::Image { .. } => Some(PinBinding {
+                image: spec.series.clone(),
+                runtime: spec.runtime.clone(),
+                parent_build: parent_build.clone(),
+            }),
+            _ => None,
+        };
+        self.recorder.record(rec, pin).map_err(|e| {
+            NodeError::new(format!(
+                "the bake of {} succeeded as {} but could not be recorded: {e}",
+                cx.label(),
+                outcome.build_id
+            ))
+        })?;
+        self.built
+            .lock()
+            .unwrap()
+            .insert(cx.id(), outcome.build_id.clone());
+        log.line(&format!("recorded {}", outcome.build_id));
+        Ok(NodeOutput::new(json!({"build_id": outcome.build_id})))
+    }
+}
+
+/// A build's final name without its timestamp: what a child baking in
+/// the same run looks its parent up by (`<os>-<runtime>` for a base image,
+/// `<image>-<image builder>`; emission.md §3.1).
+pub fn name_prefix(spec: &BakeSpec) -> String {
+    if spec.base {
+        format!("{}-{}", spec.display, spec.runtime)
+    } else {
+        format!("{}-{}", spec.display, spec.image_builder)
+    }
+}
