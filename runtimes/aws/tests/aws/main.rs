@@ -10,6 +10,8 @@ mod common;
 
 mod bake;
 mod emission;
+mod emitted_files;
+mod golden;
 mod hooks;
 mod leftovers;
 mod network;

@@ -1,0 +1,230 @@
+//! The incremental load recomputes only what an edit invalidates (files
+//! added, removed, broken, undone; new options) and answers what a fresh
+//! `csis_rules::load` of the same files answers.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use csis_rules::compile::{compile, NoPins};
+use csis_rules::incremental::{Counts, Incremental};
+use csis_rules::{load, LoadOptions, Tree};
+
+use crate::{during, opts, write_tree, APP, WEB};
+
+const TREE_FILES: usize = 8;
+
+/// What the graph sees of a tree: every node's label with its fingerprint
+/// and canonical inputs, and the load's warnings.
+fn graph_view(t: &Tree) -> (BTreeMap<String, (String, serde_json::Value)>, Vec<String>) {
+    let c = compile(t, &NoPins).expect("compiles");
+    let fps = c.graph.fingerprints().unwrap();
+    let nodes = c
+        .graph
+        .ids()
+        .map(|id| {
+            (
+                c.graph.node(id).label().to_string(),
+                (fps.get(id).to_hex(), c.graph.canonical(id, &fps)),
+            )
+        })
+        .collect();
+    (nodes, t.warnings.iter().map(|w| w.to_string()).collect())
+}
+
+fn diag_strings(d: &[csis_schema::Diagnostic]) -> Vec<String> {
+    d.iter().map(|d| d.to_string()).collect()
+}
+
+/// The incremental tree equals a fresh load of the same files.
+fn assert_same_as_fresh(inc: &Incremental, root: &Path) {
+    let fresh = load(root, &opts());
+    match (inc.tree(), &fresh) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.images.len(), b.images.len());
+            assert_eq!(graph_view(a), graph_view(b));
+        }
+        (Err(a), Err(b)) => assert_eq!(diag_strings(a), diag_strings(b)),
+        (a, b) => panic!(
+            "incremental and fresh loads disagree: {:?} vs {:?}",
+            a.as_ref().map(|_| "tree").map_err(|d| diag_strings(d)),
+            b.as_ref().map(|_| "tree").map_err(|d| diag_strings(d))
+        ),
+    }
+}
+
+fn bake_fp(inc: &Incremental, image: &str) -> String {
+    let t = inc.tree().as_ref().expect("loads");
+    let c = compile(t, &NoPins).unwrap();
+    let fps = c.graph.fingerprints().unwrap();
+    fps.get(c.bake_of(image, "sim").unwrap()).to_hex()
+}
+
+#[test]
+fn first_load_parses_every_file_once_and_a_rerun_executes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    assert_eq!(inc.files().count(), TREE_FILES);
+    let first = during(&mut inc, |i| {
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(first.parses, TREE_FILES);
+    assert_eq!(first.loads, 1);
+    assert_eq!(first.executions, TREE_FILES + 1);
+    assert_same_as_fresh(&inc, dir.path());
+
+    // unchanged: asking again, and syncing an unchanged tree, execute nothing
+    let again = during(&mut inc, |i| {
+        assert!(i.sync().is_empty());
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(again, Counts::default());
+}
+
+#[test]
+fn editing_one_image_file_reparses_only_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let app0 = bake_fp(&inc, "app");
+    let web0 = bake_fp(&inc, "web");
+    let tools0 = bake_fp(&inc, "tools");
+
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        APP.replace("app-setup", "app-setup-2"),
+    )
+    .unwrap();
+    let edit = during(&mut inc, |i| {
+        let r = i.sync();
+        assert_eq!((r.changed, r.added, r.removed), (1, 0, 0));
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(edit.parses, 1, "only images/app.yml re-parses");
+    assert_eq!(edit.loads, 1);
+    assert_eq!(edit.executions, 2);
+    assert_same_as_fresh(&inc, dir.path());
+    // the edit took effect: app and its follow child move, web does not
+    assert_ne!(bake_fp(&inc, "app"), app0);
+    assert_ne!(bake_fp(&inc, "tools"), tools0);
+    assert_eq!(bake_fp(&inc, "web"), web0);
+
+    // a cfg edit re-parses only that cfg file
+    std::fs::write(
+        dir.path().join("cfg/_config.yml"),
+        "id: incremental-test\n# a comment\n",
+    )
+    .unwrap();
+    let cfg = during(&mut inc, |i| {
+        assert_eq!(i.sync().changed, 1);
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!((cfg.parses, cfg.loads), (1, 1));
+    assert_same_as_fresh(&inc, dir.path());
+}
+
+#[test]
+fn a_change_undone_reparses_one_file_and_does_not_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.tree().as_ref().expect("loads");
+    let web = dir.path().join("images/web.yml");
+    // changed and changed back before the next look: the input was set
+    // twice, the parse runs again, compares equal by content, is backdated,
+    // and the load is not re-executed.
+    std::fs::write(&web, WEB.replace("web-setup", "web-setup-2")).unwrap();
+    assert_eq!(inc.sync().changed, 1);
+    std::fs::write(&web, WEB).unwrap();
+    assert_eq!(inc.sync().changed, 1);
+    let c = during(&mut inc, |i| {
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(c.parses, 1);
+    assert_eq!(c.loads, 0, "an unchanged parse does not reload the tree");
+    assert_same_as_fresh(&inc, dir.path());
+}
+
+#[test]
+fn added_removed_and_broken_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.tree().as_ref().expect("loads");
+
+    // a new image file: parsed alone, the tree has one more image
+    std::fs::write(
+        dir.path().join("images/more/a-worker.yml"),
+        "images:\n  - name: worker\n    source_image: deb12\n    runtimes: [{image_builder: sim-bake}]\n",
+    )
+    .unwrap();
+    let add = during(&mut inc, |i| {
+        let r = i.sync();
+        assert_eq!((r.changed, r.added, r.removed), (0, 1, 0));
+        assert_eq!(i.tree().as_ref().expect("loads").images.len(), 4);
+    });
+    assert_eq!((add.parses, add.loads), (1, 1));
+    assert_same_as_fresh(&inc, dir.path());
+
+    // a removed file: nothing parses, the tree reloads without it
+    std::fs::remove_file(dir.path().join("images/more/tools.yaml")).unwrap();
+    let rm = during(&mut inc, |i| {
+        let r = i.sync();
+        assert_eq!((r.changed, r.added, r.removed), (0, 0, 1));
+        assert_eq!(i.tree().as_ref().expect("loads").images.len(), 3);
+    });
+    assert_eq!((rm.parses, rm.loads), (0, 1));
+    assert_same_as_fresh(&inc, dir.path());
+
+    // invalid YAML: the same diagnostics as a fresh load (file and line)
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        "images:\n  - name: [app\n",
+    )
+    .unwrap();
+    inc.sync();
+    let errs = inc.tree().as_ref().expect_err("does not load");
+    assert!(
+        errs.iter()
+            .any(|d| d.file == "images/app.yml" && d.line >= 2),
+        "{:?}",
+        diag_strings(errs)
+    );
+    assert_same_as_fresh(&inc, dir.path());
+
+    // fixed again: loads, and only the fixed file re-parsed
+    std::fs::write(dir.path().join("images/app.yml"), APP).unwrap();
+    let fix = during(&mut inc, |i| {
+        assert_eq!(i.sync().changed, 1);
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!((fix.parses, fix.loads), (1, 1));
+    assert_same_as_fresh(&inc, dir.path());
+}
+
+#[test]
+fn loads_the_repository_fixture_like_load() {
+    let root = csis_testkit::fixture("graph/basic");
+    let inc = Incremental::new(&root, &opts());
+    inc.tree().as_ref().expect("loads");
+    assert_same_as_fresh(&inc, &root);
+}
+
+#[test]
+fn new_options_reload_without_reparsing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    inc.tree().as_ref().expect("loads");
+    let o = LoadOptions {
+        undeclares: vec!["image:tools".into()],
+        ..opts()
+    };
+    let c = during(&mut inc, |i| {
+        i.set_options(&o);
+        assert_eq!(i.tree().as_ref().expect("loads").images.len(), 2);
+    });
+    assert_eq!((c.parses, c.loads), (0, 1));
+    let fresh = load(dir.path(), &o).expect("loads");
+    assert_eq!(graph_view(inc.tree().as_ref().unwrap()), graph_view(&fresh));
+}
