@@ -261,11 +261,7 @@ impl BuildState {
 
 /// The builds of `series` (on `runtime`, or every runtime): all a release
 /// or a retention of that series reads, copied out of the recorder.
-fn records_of(
-    l: &csis_cache::Lineage,
-    series: &str,
-    runtime: Option<&str>,
-) -> csis_cache::Lineage {
+fn records_of(l: &csis_cache::Lineage, series: &str, runtime: Option<&str>) -> csis_cache::Lineage {
     let mut out = csis_cache::Lineage::default();
     for b in &l.builds {
         if b.series == series && runtime.is_none_or(|r| b.runtime.as_deref() == Some(r)) {
