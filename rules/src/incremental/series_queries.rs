@@ -1,0 +1,357 @@
+//! The queries of the compile, per series: the names, a series' draft, its
+//! pins and nodes, its bakes and their fingerprints, the order of the series
+//! and the assembled graph.
+
+use super::*;
+
+/// What `meta-state/` answers the compile of a tree: for every image under
+/// `parent_policy: pinned` and each of its runtimes, the pinned parent
+/// build and that build's recorded fingerprint. A value, so that a change
+/// of the records that no pin of the tree sees changes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinTable {
+    /// `(image, runtime) -> (build, recorded fingerprint)`.
+    pins: BTreeMap<(String, String), (String, Option<String>)>,
+}
+
+impl PinTable {
+    /// Ask `source` every pin the compile of `tree` can ask.
+    pub fn of(tree: &Tree, source: &dyn PinSource) -> PinTable {
+        let mut pins = BTreeMap::new();
+        for image in &tree.images {
+            if image.model.parent_policy != ParentPolicy::Pinned {
+                continue;
+            }
+            for entry in image.active_runtimes() {
+                let Some(rt) = &entry.runtime else { continue };
+                if let Some(build) = source.image_pin(&image.name, rt) {
+                    let fp = source.build_fingerprint(&build);
+                    pins.insert((image.name.clone(), rt.clone()), (build, fp));
+                }
+            }
+        }
+        PinTable { pins }
+    }
+}
+
+/// An OS builder or an image, by canonical name.
+#[salsa::interned]
+pub struct Series<'db> {
+    #[returns(copy)]
+    pub kind: SeriesKind,
+    #[returns(ref)]
+    pub name: String,
+}
+
+/// A series' [`Unit`] (None: no such series in the loaded tree, or the
+/// tree does not load; Err: a compile error, as text).
+pub type UnitResult = Option<Result<Arc<Unit>, String>>;
+
+/// The names of the tree's OS builders and images (so that a lookup by
+/// name asks only for series that exist).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names {
+    pub os: BTreeSet<String>,
+    pub images: BTreeSet<String>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn names(db: &dyn Db, input: TreeInput) -> Names {
+    let Ok(tree) = &*load_tree(db, input).result else {
+        return Names::default();
+    };
+    Names {
+        os: tree.os_builders.iter().map(|o| o.name.clone()).collect(),
+        images: tree.images.iter().map(|i| i.name.clone()).collect(),
+    }
+}
+
+/// A series' unit as far as the tree alone decides it: an OS builder's
+/// whole unit ([`compile::os_unit`]), an image's draft
+/// ([`compile::image_draft`]: no file hashes, no pins). It reads the
+/// loaded tree, so every series' draft runs again when the tree reloads;
+/// it is compared by value, so an unchanged series is backdated and
+/// nothing after it runs again (the firewall between the whole tree and
+/// the per-series work).
+#[salsa::tracked(returns(ref))]
+pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResult {
+    bump(&db.counters().drafts);
+    let Ok(tree) = &*load_tree(db, input).result else {
+        return None;
+    };
+    let name = s.name(db);
+    let unit = match s.kind(db) {
+        SeriesKind::Os => {
+            let os = tree.os_builder(name).filter(|o| o.name == *name)?;
+            compile::os_unit(tree, os, db.bake_costs())
+        }
+        SeriesKind::Image => {
+            let image = tree.image(name).filter(|i| i.name == *name)?;
+            compile::image_draft(tree, image, db.bake_costs())
+        }
+    };
+    Some(unit.map(Arc::new).map_err(|e| e.to_string()))
+}
+
+/// The pins of one image, `(runtime, build, recorded fingerprint)`: the
+/// firewall between the whole [`PinTable`] and one image.
+#[salsa::tracked(returns(ref))]
+pub fn image_pins<'db>(
+    db: &'db dyn Db,
+    input: TreeInput,
+    s: Series<'db>,
+) -> Vec<(String, String, Option<String>)> {
+    let name = s.name(db);
+    input
+        .pins(db)
+        .pins
+        .iter()
+        .filter(|((image, _), _)| image == name)
+        .map(|((_, rt), (b, fp))| (rt.clone(), b.clone(), fp.clone()))
+        .collect()
+}
+
+/// [`PinSource`] over [`image_pins`], asked only when the compile asks (an
+/// image under `follow` never depends on the pins).
+struct SeriesPins<'db> {
+    db: &'db dyn Db,
+    input: TreeInput,
+    s: Series<'db>,
+    answers: OnceCell<&'db [(String, String, Option<String>)]>,
+}
+
+impl SeriesPins<'_> {
+    fn answers(&self) -> &[(String, String, Option<String>)] {
+        self.answers
+            .get_or_init(|| image_pins(self.db, self.input, self.s).as_slice())
+    }
+}
+
+impl PinSource for SeriesPins<'_> {
+    fn image_pin(&self, _image: &str, runtime: &str) -> Option<String> {
+        self.answers()
+            .iter()
+            .find(|(rt, ..)| rt == runtime)
+            .map(|(_, b, _)| b.clone())
+    }
+    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+        self.answers()
+            .iter()
+            .find(|(_, b, _)| b == build_id)
+            .and_then(|(.., fp)| fp.clone())
+    }
+}
+
+/// A series' unit, ready for the graph: an image's draft finished with the
+/// content hash of its playbooks and scripts ([`ContentFile`] inputs) and
+/// its pins ([`compile::finish_image`]). Runs when the draft, one of those
+/// files or one of those pins changed; compared by value.
+#[salsa::tracked(returns(ref))]
+pub fn nodes<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResult {
+    bump(&db.counters().compiles);
+    let draft = draft(db, input, s).clone()?;
+    let unit = match draft {
+        Ok(u) if s.kind(db) == SeriesKind::Image => u,
+        other => return Some(other),
+    };
+    let pins = SeriesPins {
+        db,
+        input,
+        s,
+        answers: OnceCell::new(),
+    };
+    let mut hash = |p: &Path| db.content_file(p).hash(db).clone();
+    Some(Ok(Arc::new(compile::finish_image(
+        (*unit).clone(),
+        &mut hash,
+        &pins,
+    ))))
+}
+
+/// Which entries of a series' unit hold the graph's bake of that series on
+/// their runtime (the compile's `bakes` map, per series): `(runtime, entry
+/// index)`. An OS builder's first entry on each runtime; an image's first
+/// entry on a runtime where no OS builder of the same name bakes and its
+/// parent has a bake (or its parent is an `image_identifier`). Depends on
+/// the drafts only: a new file hash or pin does not move it.
+#[salsa::tracked(returns(ref))]
+pub fn bakes_of<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Vec<(String, usize)> {
+    let Some(Ok(unit)) = draft(db, input, s) else {
+        return Vec::new();
+    };
+    let os_twin = match s.kind(db) {
+        SeriesKind::Image if names(db, input).os.contains(s.name(db)) => Some(bakes_of(
+            db,
+            input,
+            Series::new(db, SeriesKind::Os, s.name(db).clone()),
+        )),
+        _ => None,
+    };
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (i, e) in unit.entries.iter().enumerate() {
+        let taken = out.iter().any(|(rt, _)| *rt == e.runtime)
+            || os_twin.is_some_and(|b| b.iter().any(|(rt, _)| *rt == e.runtime));
+        if taken {
+            continue;
+        }
+        if let Some((parent, _)) = e.parent_series() {
+            if bake_site(db, input, parent, &e.runtime).is_none() {
+                continue;
+            }
+        }
+        out.push((e.runtime.clone(), i));
+    }
+    out
+}
+
+/// The series and entry holding the graph's bake named `name` on `rt`.
+fn bake_site<'db>(
+    db: &'db dyn Db,
+    input: TreeInput,
+    name: &str,
+    rt: &str,
+) -> Option<(Series<'db>, usize)> {
+    let n = names(db, input);
+    for (kind, exists) in [
+        (SeriesKind::Os, n.os.contains(name)),
+        (SeriesKind::Image, n.images.contains(name)),
+    ] {
+        if !exists {
+            continue;
+        }
+        let s = Series::new(db, kind, name.to_string());
+        if let Some((_, i)) = bakes_of(db, input, s).iter().find(|(r, _)| r == rt) {
+            return Some((s, *i));
+        }
+    }
+    None
+}
+
+/// The fingerprints of one entry's nodes (graph order) and of its bake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFps {
+    pub bake: Fingerprint,
+    pub nodes: Vec<Fingerprint>,
+}
+
+/// The fingerprints of a series' nodes, per entry of its unit (None: the
+/// entry is not in the graph). Depends on the series' [`nodes`], on
+/// [`bakes_of`], and, for an image whose bake hashes its parent's (follow,
+/// or pinned with no recorded fingerprint), on the parent's
+/// fingerprints: so an edit re-fingerprints the series and its `follow`
+/// descendants, and compared by value, stops where a fingerprint does not
+/// move.
+#[salsa::tracked(returns(ref))]
+pub fn fingerprints<'db>(
+    db: &'db dyn Db,
+    input: TreeInput,
+    s: Series<'db>,
+) -> Vec<Option<EntryFps>> {
+    bump(&db.counters().fingerprints);
+    let Some(Ok(unit)) = nodes(db, input, s) else {
+        return Vec::new();
+    };
+    let live = bakes_of(db, input, s);
+    unit.entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if !live.iter().any(|(_, j)| *j == i) {
+                return None;
+            }
+            let parent = match e.parent_series() {
+                Some((p, true)) => bake_fingerprint(db, input, p, &e.runtime),
+                _ => None,
+            };
+            let nodes = e.fingerprints(parent);
+            Some(EntryFps {
+                bake: nodes[e.bake_index()],
+                nodes,
+            })
+        })
+        .collect()
+}
+
+/// The fingerprint of the graph's bake named `name` on `rt`.
+fn bake_fingerprint(db: &dyn Db, input: TreeInput, name: &str, rt: &str) -> Option<Fingerprint> {
+    let (s, i) = bake_site(db, input, name, rt)?;
+    fingerprints(db, input, s).get(i)?.as_ref().map(|f| f.bake)
+}
+
+/// The compiled graph and every node's fingerprint.
+pub struct CompiledTree {
+    pub compiled: Compiled,
+    pub fps: Fingerprints,
+}
+
+/// The series in the compile's order: OS builders, then images parents
+/// first. Compared by value: an edit that moves no series does not
+/// reassemble the graph.
+#[salsa::tracked(returns(ref))]
+pub fn series_order(db: &dyn Db, input: TreeInput) -> Option<Vec<(SeriesKind, String)>> {
+    let Ok(tree) = &*load_tree(db, input).result else {
+        return None;
+    };
+    Some(
+        tree.os_builders
+            .iter()
+            .map(|o| (SeriesKind::Os, o.name.clone()))
+            .chain(
+                compile::image_order(tree)
+                    .into_iter()
+                    .map(|i| (SeriesKind::Image, tree.images[i].name.clone())),
+            )
+            .collect(),
+    )
+}
+
+/// The graph assembled from the series' units in the compile's order (OS
+/// builders, then images parents first) by the same [`Assembler`] as
+/// [`compile::compile`], with the fingerprints of the series' entries
+/// (None: the tree does not load). Runs when the order, a unit or a
+/// fingerprint changed; not compared (nothing depends on it).
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, String>> {
+    bump(&db.counters().graphs);
+    let order = series_order(db, input).as_ref()?;
+    let previous =
+        std::mem::take(&mut *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()));
+    let mut a = Assembler::with_specs(previous);
+    let mut fps: Vec<Fingerprint> = Vec::new();
+    let mut memo_ok = true;
+    for (kind, name) in order {
+        let s = Series::new(db, *kind, name.clone());
+        let unit = match nodes(db, input, s) {
+            Some(Ok(u)) => u,
+            Some(Err(e)) => return Some(Err(e.clone())),
+            None => continue,
+        };
+        let added = match a.add((**unit).clone()) {
+            Ok(added) => added,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        let f = fingerprints(db, input, s);
+        for (i, added) in added.into_iter().enumerate() {
+            match (added, f.get(i).and_then(|x| x.as_ref())) {
+                (true, Some(e)) => fps.extend_from_slice(&e.nodes),
+                (false, None) => {}
+                _ => memo_ok = false,
+            }
+        }
+    }
+    let (compiled, linked) = a.finish_with_specs();
+    *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()) = linked;
+    // The memoized fingerprints cover exactly the nodes the assembler
+    // added (else a bug: fingerprint the graph as a whole instead).
+    let memo_ok = memo_ok && fps.len() == compiled.graph.len();
+    debug_assert!(memo_ok, "the memoized fingerprints disagree with the graph");
+    let fps = if memo_ok {
+        Fingerprints::from_computed(&compiled.graph, fps)
+    } else {
+        compiled.graph.fingerprints()
+    };
+    Some(match fps {
+        Ok(fps) => Ok(Arc::new(CompiledTree { compiled, fps })),
+        Err(e) => Err(e.to_string()),
+    })
+}

@@ -1,0 +1,62 @@
+//! The queries of the tree: each file parsed, and the tree loaded from the
+//! parsed files (the loader over salsa inputs).
+
+use super::*;
+
+/// Parse one file into the spanned node tree (`yaml::parse_source`).
+#[salsa::tracked(returns(ref))]
+pub fn parse_file(db: &dyn Db, file: TreeFile) -> ParsedFile {
+    db.counters().parses.fetch_add(1, Ordering::Relaxed);
+    let path = file.path(db);
+    let display = file.display(db);
+    let mut h = blake3::Hasher::new();
+    h.update(b"csis-incremental-parse-v1");
+    put(&mut h, display.as_bytes());
+    put(&mut h, path.to_string_lossy().as_bytes());
+    let result = match file.text(db) {
+        Ok(text) => {
+            h.update(b"T");
+            put(&mut h, text.as_bytes());
+            let src = Arc::new(SourceFile {
+                path: display.clone(),
+                abs: path.clone(),
+                text: text.clone(),
+            });
+            yaml::parse_source(src)
+        }
+        Err(e) => {
+            h.update(b"E");
+            put(&mut h, e.as_bytes());
+            Err(Diagnostic::plain(display, format!("cannot read: {e}")))
+        }
+    };
+    ParsedFile {
+        hash: h.finalize(),
+        result: Arc::new(result),
+    }
+}
+
+/// Merge, template, type, resolve and validate the parsed files
+/// ([`load::load_from_nodes`]).
+#[salsa::tracked(returns(ref))]
+pub fn load_tree(db: &dyn Db, input: TreeInput) -> LoadedTree {
+    db.counters().loads.fetch_add(1, Ordering::Relaxed);
+    let opts = input.options(db);
+    let mut h = blake3::Hasher::new();
+    h.update(b"csis-incremental-load-v1");
+    put(&mut h, input.root(db).to_string_lossy().as_bytes());
+    // The options by content (their Debug rendering is deterministic:
+    // vectors, a BTreeMap, strings and a time).
+    put(&mut h, format!("{:?}", opts.0).as_bytes());
+    let mut nodes = Vec::with_capacity(input.files(db).len());
+    for f in input.files(db) {
+        let p = parse_file(db, *f);
+        h.update(p.hash.as_bytes());
+        nodes.push((f.path(db).clone(), (*p.result).clone()));
+    }
+    let result = load::load_from_nodes(input.root(db), &opts.0, nodes);
+    LoadedTree {
+        hash: h.finalize(),
+        result: Arc::new(result),
+    }
+}
