@@ -3,7 +3,7 @@
 //! `cfg/zz-x.yml`, `images--x.yaml` to `images/zz-x.yaml`), loaded, and
 //! every diagnostic it gets is rendered (severity, file:line:column, field
 //! path, message, hint) into one insta snapshot per case
-//! (`rules/tests/snapshots/refusal_cases__<case>.snap`). A new refusal is a
+//! (`tests/snapshots/refusal_cases__<case>.snap`). A new refusal is a
 //! new case file and its reviewed snapshot; `refusals.rs` asserts the
 //! chosen details by hand.
 
