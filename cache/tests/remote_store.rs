@@ -143,8 +143,9 @@ fn leases_exclude_wait_and_take_over() {
     let b = Leases::new(s.clone(), "run-b");
     let key = ("img".to_string(), "sim".to_string());
     let covers = BTreeMap::from([(key.clone(), vec!["parent-1".to_string()])]);
-    a.acquire(&[key.clone()], &covers, false, &|_| {}).unwrap();
-    let e = b.acquire(&[key.clone()], &BTreeMap::new(), false, &|_| {});
+    a.acquire(std::slice::from_ref(&key), &covers, false, &|_| {})
+        .unwrap();
+    let e = b.acquire(std::slice::from_ref(&key), &BTreeMap::new(), false, &|_| {});
     assert!(matches!(e, Err(CacheError::Locked { .. })));
     let covered = csis_cache::lease::covered_by_others(&s, "run-b").unwrap();
     assert_eq!(covered.keys().collect::<Vec<_>>(), ["parent-1"]);
@@ -156,7 +157,7 @@ fn leases_exclude_wait_and_take_over() {
         s.get(&lease_key("img", "sim")).unwrap().is_none(),
         "released on drop"
     );
-    b.acquire(&[key.clone()], &BTreeMap::new(), false, &|_| {})
+    b.acquire(std::slice::from_ref(&key), &BTreeMap::new(), false, &|_| {})
         .unwrap();
     drop(b);
 

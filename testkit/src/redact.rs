@@ -68,7 +68,7 @@ impl Redact {
         if !id.is_empty() && !self.named.iter().any(|(i, _)| i == id) {
             self.named.push((id.to_string(), name.to_string()));
             // a longer id first, so that no id is cut by another it holds
-            self.named.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            self.named.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
         }
     }
 

@@ -13,6 +13,9 @@ use std::collections::BTreeSet;
 
 use super::Tree;
 
+/// Reads the tag `key` of a build on the runtime: (build id, key).
+pub type TagReader<'a> = dyn Fn(&str, &str) -> Option<String> + 'a;
+
 /// A runtime, as its tests see it through one tree.
 pub struct RuntimeUnderTest<'a> {
     pub tree: &'a Tree,
@@ -23,7 +26,7 @@ pub struct RuntimeUnderTest<'a> {
     pub holds: &'a dyn Fn(&str) -> bool,
     /// The runtime's lineage tag `key` on a build, where the test can read
     /// it.
-    pub tag: Option<&'a dyn Fn(&str, &str) -> Option<String>>,
+    pub tag: Option<&'a TagReader<'a>>,
 }
 
 impl RuntimeUnderTest<'_> {

@@ -199,7 +199,7 @@ impl Loader<'_> {
         // Where the configuration mapping is (cfg/_config.yml's, else the
         // first file with a scalar key): a missing `id` is reported there.
         let mut config_map: Option<Loc> = None;
-        for parsed in self.parsed_files(&cfg_dir, false) {
+        for parsed in self.parsed_files(cfg_dir, false) {
             let node = match parsed {
                 Ok(n) => n,
                 Err(d) => {

@@ -90,12 +90,15 @@ pub async fn context(rt: &DockerRuntime, req: &BakeRequest) -> EmitContext {
     }
 }
 
+/// Side files a packer root names: (file name, contents).
+pub type SideFiles = Vec<(String, Vec<u8>)>;
+
 /// The packer root for a bake, as HCL text and the side files it needs.
 pub fn render(
     rt: &DockerRuntime,
     req: &BakeRequest,
     ctx: &EmitContext,
-) -> Result<(String, Vec<(String, Vec<u8>)>)> {
+) -> Result<(String, SideFiles)> {
     let settings = rt.settings();
     let image = image_of(req);
     let container = names::bake_container_name(
