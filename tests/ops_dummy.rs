@@ -195,6 +195,7 @@ fn foreign_image_found_then_adopted_by_state_import() {
     // the record of the app build is lost (e.g. the bake was killed before recording)
     let app = t.ids("app")[0].clone();
     let mut l = t.meta().lineage().unwrap();
+    let app_fingerprint = l.find(&app).unwrap().input_fingerprint.clone();
     l.builds.retain(|b| b.build_id != app);
     t.meta().save_lineage(&l).unwrap();
 
@@ -215,6 +216,12 @@ fn foreign_image_found_then_adopted_by_state_import() {
 
     let web = t.ids("web")[0].clone();
     t.sim(|rt| suite::foreign_is_adopted(rt, &app, "app", &web));
+    // its tag's fingerprint prefix is the tree's: the record gets it whole
+    let adopted = t.meta().lineage().unwrap();
+    assert_eq!(
+        adopted.find(&app).unwrap().input_fingerprint,
+        app_fingerprint
+    );
     let rec = t.meta().lineage().unwrap().find(&app).cloned().unwrap();
     assert_eq!(rec.imported, Some(true));
     assert!(!rec.tests.in_bake, "an adopted build is not verified");

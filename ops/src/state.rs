@@ -292,15 +292,17 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     let mut lineage = cx.records()?.0;
     let run = csis_cache::run_id_now();
     let mut adopted = Vec::new();
+    let current = current_fingerprints(tree)?;
     for v in &views {
         let Ok(images) = &v.images else { continue };
         for img in images {
             if lineage.find(&img.build_id).is_some() {
                 continue;
             }
-            let Some(rec) = drift::record_from_tags(img, &v.runtime, &run) else {
+            let Some(mut rec) = drift::record_from_tags(img, &v.runtime, &run) else {
                 continue;
             };
+            complete_fingerprint(&mut rec, &current);
             adopted.push(Adopted {
                 build_id: rec.build_id.clone(),
                 series: rec.series.clone(),
@@ -316,6 +318,48 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
         write_report(tree, &report)?;
     }
     Ok(ImportReport { dry_run, adopted })
+}
+
+/// The tree's bake fingerprints and canonical inputs, by (series, runtime).
+fn current_fingerprints(
+    tree: &Tree,
+) -> Result<BTreeMap<(String, String), (String, serde_json::Value)>> {
+    let session = crate::session::open_tree(tree.clone())?;
+    let mut out = BTreeMap::new();
+    for id in session.compiled.bake_nodes() {
+        if let Some(spec) = session.compiled.bake_spec(id) {
+            out.insert(
+                (spec.series.clone(), spec.runtime.clone()),
+                (
+                    session.fps.get(id).to_hex(),
+                    session.compiled.graph.canonical(id, &session.fps),
+                ),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// An image's tag carries a prefix of its fingerprint: when the tree's
+/// fingerprint of its (series, runtime) starts with it, the build was baked
+/// from the tree's inputs, and its record gets them whole (so the plan sees
+/// it current and a restamp has nothing to do).
+fn complete_fingerprint(
+    rec: &mut csis_cache::BuildRecord,
+    current: &BTreeMap<(String, String), (String, serde_json::Value)>,
+) {
+    let (Some(prefix), Some(runtime)) = (rec.input_fingerprint.as_deref(), rec.runtime.as_deref())
+    else {
+        return;
+    };
+    let Some((fp, canonical)) = current.get(&(rec.series.clone(), runtime.to_string())) else {
+        return;
+    };
+    if !prefix.is_empty() && fp.starts_with(prefix) {
+        rec.input_fingerprint = Some(fp.clone());
+        rec.inputs = Some(canonical.clone());
+        rec.fingerprint_recipe = Some(csis_rules::compile::BAKE_RECIPE.to_string());
+    }
 }
 
 /// What `csis state pull` / `csis state push` moved.
