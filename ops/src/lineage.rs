@@ -316,28 +316,17 @@ pub fn restamp(
         let mut lineage = cx.records()?.0;
         let revs = csis_cache::Revocations::load(&session.meta)?;
         let mut moved = Vec::new();
-        for id in session.compiled.bake_nodes() {
-            let Some(spec) = session.compiled.bake_spec(id) else {
-                continue;
-            };
-            if spec.runtime != runtime || (!only.is_empty() && !only.contains(&spec.series)) {
+        for ((series, rt), (current, canonical)) in session.bake_fingerprints() {
+            if rt != runtime || (!only.is_empty() && !only.contains(&series)) {
                 continue;
             }
-            let Some(head) = csis_cache::head_unrevoked(&lineage, &revs, &spec.series, runtime)
-            else {
+            let Some(head) = csis_cache::head_unrevoked(&lineage, &revs, &series, runtime) else {
                 continue;
             };
-            let current = session.fps.get(id).to_hex();
             if head.input_fingerprint.as_deref() == Some(current.as_str()) {
                 continue;
             }
-            let canonical = session.compiled.graph.canonical(id, &session.fps);
-            moved.push((
-                head.build_id.clone(),
-                spec.series.clone(),
-                current,
-                canonical,
-            ));
+            moved.push((head.build_id.clone(), series, current, canonical));
         }
         if moved.is_empty() {
             break;

@@ -110,6 +110,25 @@ pub fn read_meta(root: &Path) -> Result<(MetaState, Lineage, Pins, Revocations)>
 }
 
 impl Session {
+    /// Every bake's (series, runtime) with its fingerprint (hex) and
+    /// canonical inputs, in the graph's order: what a record of a build of
+    /// the tree's inputs holds.
+    pub fn bake_fingerprints(&self) -> Vec<((String, String), (String, serde_json::Value))> {
+        let mut out = Vec::new();
+        for id in self.compiled.bake_nodes() {
+            if let Some(spec) = self.compiled.bake_spec(id) {
+                out.push((
+                    (spec.series.clone(), spec.runtime.clone()),
+                    (
+                        self.fps.get(id).to_hex(),
+                        self.compiled.graph.canonical(id, &self.fps),
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
     /// Select by patterns (none = `//...`). A pattern matching nothing is an
     /// error naming the closest labels.
     pub fn select(&self, patterns: &[String]) -> Result<Selection> {

@@ -292,7 +292,10 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     let mut lineage = cx.records()?.0;
     let run = csis_cache::run_id_now();
     let mut adopted = Vec::new();
-    let current = current_fingerprints(tree)?;
+    let current: BTreeMap<_, _> = crate::session::open_tree(tree.clone())?
+        .bake_fingerprints()
+        .into_iter()
+        .collect();
     for v in &views {
         let Ok(images) = &v.images else { continue };
         for img in images {
@@ -318,26 +321,6 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
         write_report(tree, &report)?;
     }
     Ok(ImportReport { dry_run, adopted })
-}
-
-/// The tree's bake fingerprints and canonical inputs, by (series, runtime).
-fn current_fingerprints(
-    tree: &Tree,
-) -> Result<BTreeMap<(String, String), (String, serde_json::Value)>> {
-    let session = crate::session::open_tree(tree.clone())?;
-    let mut out = BTreeMap::new();
-    for id in session.compiled.bake_nodes() {
-        if let Some(spec) = session.compiled.bake_spec(id) {
-            out.insert(
-                (spec.series.clone(), spec.runtime.clone()),
-                (
-                    session.fps.get(id).to_hex(),
-                    session.compiled.graph.canonical(id, &session.fps),
-                ),
-            );
-        }
-    }
-    Ok(out)
 }
 
 /// An image's tag carries a prefix of its fingerprint: when the tree's
