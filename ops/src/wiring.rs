@@ -167,14 +167,11 @@ fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let mut cfg = DummyConfig::new(rt.name.clone(), state_dir);
     cfg.bake_seconds = d.bake_seconds;
     cfg.fail_series.extend(d.fail.iter().cloned());
-    for image in &tree.images {
-        if let Some(s) = image
-            .model
-            .config
-            .get(csis_runtime_dummy::SERIES_SECONDS_KEY)
-            .and_then(|v| v.as_f64())
-        {
-            cfg.series_seconds.insert(image.name.clone(), s);
+    let series = (tree.images.iter().map(|i| (&i.name, &i.model.config)))
+        .chain(tree.os_builders.iter().map(|o| (&o.name, &o.model.config)));
+    for (name, config) in series {
+        if let Some(s) = csis_runtime_dummy::series_seconds(config) {
+            cfg.series_seconds.insert(name.clone(), s);
         }
     }
     Ok(Arc::new(DummyRuntime::new(cfg)))
@@ -185,7 +182,7 @@ fn dummy_bake_cost(rt: &RuntimeEntry, config: &JsonMap) -> u64 {
     match rt.dummy() {
         Some(d) => csis_runtime_dummy::bake_cost(
             d.bake_seconds,
-            config.get(csis_runtime_dummy::SERIES_SECONDS_KEY),
+            csis_runtime_dummy::series_seconds(config),
         ),
         None => DEFAULT_BAKE_COST,
     }

@@ -79,17 +79,21 @@ impl DummyConfig {
 /// The key of a series' `config:` that sets its own bake time in seconds.
 pub const SERIES_SECONDS_KEY: &str = "dummy_bake_seconds";
 
-/// The scheduler's cost of a bake on a dummy runtime, in milliseconds (at
-/// least 1): the series' own seconds (`series`, its `config:` value of
-/// [`SERIES_SECONDS_KEY`]: a number, or a string holding one), else the
-/// runtime entry's `bake_seconds`.
-pub fn bake_cost(bake_seconds: f64, series: Option<&serde_json::Value>) -> u64 {
-    let secs = series.and_then(|v| match v {
+/// A series' own bake time: its `config:` value of [`SERIES_SECONDS_KEY`],
+/// a number or a string holding one (a template renders to a string).
+pub fn series_seconds(config: &csis_schema::model::JsonMap) -> Option<f64> {
+    match config.get(SERIES_SECONDS_KEY)? {
         serde_json::Value::Number(n) => n.as_f64(),
         serde_json::Value::String(s) => s.parse().ok(),
         _ => None,
-    });
-    ((secs.unwrap_or(bake_seconds).max(0.0) * 1000.0) as u64).max(1)
+    }
+}
+
+/// The scheduler's cost of a bake on a dummy runtime, in milliseconds (at
+/// least 1): the series' own seconds, else the runtime entry's
+/// `bake_seconds`; the same time [`DummyRuntime`]'s bake waits.
+pub fn bake_cost(bake_seconds: f64, series: Option<f64>) -> u64 {
+    ((series.unwrap_or(bake_seconds).max(0.0) * 1000.0) as u64).max(1)
 }
 
 /// The dummy runtime. See the crate documentation.
