@@ -55,7 +55,19 @@ impl Fingerprint {
 
     /// Full lowercase hex (64 chars).
     pub fn to_hex(&self) -> String {
-        self.to_string()
+        self.hex_str().to_string()
+    }
+
+    /// The 64 lowercase hex digits, written with a table (no formatter
+    /// call per byte: `to_hex` runs once per node of every plan).
+    fn hex_str(&self) -> HexDigits {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[(b >> 4) as usize];
+            out[2 * i + 1] = DIGITS[(b & 0xf) as usize];
+        }
+        HexDigits(out)
     }
 
     /// The first 16 hex chars: the form stamped into tags (`csis_fingerprint`).
@@ -65,9 +77,7 @@ impl Fingerprint {
 
     /// The first `n` hex chars (`n` <= 64), e.g. 12 for plan reasons.
     pub fn prefix(&self, n: usize) -> String {
-        let mut s = self.to_string();
-        s.truncate(n.min(64));
-        s
+        self.hex_str().as_str()[..n.min(64)].to_string()
     }
 
     /// Parse 64 hex chars (either case).
@@ -87,7 +97,13 @@ impl Fingerprint {
 
     /// Whether `short` (e.g. a 16-char tag value) is a prefix of this fingerprint.
     pub fn starts_with(&self, short: &str) -> bool {
-        !short.is_empty() && self.to_string().starts_with(&short.to_ascii_lowercase())
+        !short.is_empty()
+            && short.len() <= 64
+            && self
+                .hex_str()
+                .as_str()
+                .as_bytes()
+                .starts_with(short.to_ascii_lowercase().as_bytes())
     }
 
     /// The fingerprint of one node: see the module docs for the recipe.
@@ -124,12 +140,25 @@ impl Fingerprint {
     }
 }
 
+/// A fingerprint's 64 hex digits on the stack.
+struct HexDigits([u8; 64]);
+
+impl HexDigits {
+    fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever written into it.
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+impl fmt::Display for HexDigits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in &self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(self.hex_str().as_str())
     }
 }
 
@@ -418,6 +447,25 @@ pub fn diff(old: &Value, new: &Value) -> Vec<FieldChange> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hex_is_each_byte_as_two_lowercase_digits() {
+        for seed in 0u8..=255 {
+            let mut bytes = [0u8; 32];
+            for (i, b) in bytes.iter_mut().enumerate() {
+                *b = seed
+                    .wrapping_mul(31)
+                    .wrapping_add((i as u8).wrapping_mul(97));
+            }
+            let f = Fingerprint::from_bytes(bytes);
+            let slow: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(f.to_hex(), slow);
+            assert_eq!(f.to_string(), slow);
+            assert_eq!(f.prefix(12), slow[..12]);
+            assert!(f.starts_with(&slow[..16].to_ascii_uppercase()));
+            assert!(!f.starts_with(&format!("{slow}0")));
+        }
+    }
 
     #[test]
     fn hex_round_trip_and_short() {
