@@ -126,8 +126,23 @@ pub enum Command {
     Man(cmd::completions::ManArgs),
 }
 
+/// The arguments; `--version` names the runtime types this binary carries
+/// (its cargo features).
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let version = format!(
+        "{} (runtimes: {})",
+        env!("CARGO_PKG_VERSION"),
+        csis_ops::wiring::built_in_types().join(", ")
+    );
+    let matches = Cli::command()
+        .version(&*Box::leak(version.into_boxed_str()))
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let global = cli.global;
     csis_cache::remote::set_override(global.meta_state.clone());
     let result = match cli.command {

@@ -4,15 +4,19 @@
 //! runs: [`offline_checks`]), says what its online checks ask and which of
 //! its fields `csis runtime describe` shows. Wiring a runtime is a lookup
 //! by type name; a new runtime type is one new row.
+//!
+//! Each runtime type is also a cargo feature of `csis-ops` (and of the
+//! binary): `aws`, `docker`, `dummy`, all on by default. A type built out
+//! keeps its row ([`RuntimeType::built_in`] false): a tree that declares a
+//! runtime of that type is refused at its `type:` line by the load, and
+//! constructing one says how to get a binary that carries it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use csis_rules::compile::{BakeCost, DEFAULT_BAKE_COST};
 use csis_rules::{RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
-use csis_runtime_dummy::{DummyConfig, DummyRuntime};
 use csis_schema::model::{JsonMap, RuntimeCommon, RuntimeKind};
 use csis_schema::{BaseEntry, MadeSeries, Problem, RuntimeEntry};
 
@@ -30,6 +34,8 @@ pub struct TypeFields {
 pub struct RuntimeType {
     /// The `type:` of a runtime entry.
     pub name: &'static str,
+    /// Whether this binary carries the type (its cargo feature is on).
+    pub built_in: bool,
     /// Construct the runtime from its tree entry (connects to nothing yet).
     pub construct: fn(&Tree, &RuntimeEntry) -> Result<DynRuntime>,
     /// The scheduler's cost of a bake on it, in milliseconds, from the
@@ -51,8 +57,10 @@ pub struct RuntimeType {
 
 /// Every runtime type csis knows.
 pub static RUNTIME_TYPES: &[RuntimeType] = &[
+    #[cfg(feature = "dummy")]
     RuntimeType {
         name: "dummy",
+        built_in: true,
         construct: dummy,
         bake_cost: Some(dummy_bake_cost),
         entry_problems: |_, _| Vec::new(),
@@ -61,8 +69,12 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
     },
+    #[cfg(not(feature = "dummy"))]
+    RuntimeType::missing("dummy"),
+    #[cfg(feature = "docker")]
     RuntimeType {
         name: "docker",
+        built_in: true,
         construct: docker,
         bake_cost: None,
         entry_problems: |common, kind| match kind {
@@ -85,8 +97,12 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             _ => TypeFields::default(),
         },
     },
+    #[cfg(not(feature = "docker"))]
+    RuntimeType::missing("docker"),
+    #[cfg(feature = "aws")]
     RuntimeType {
         name: "aws",
+        built_in: true,
         construct: aws,
         bake_cost: None,
         entry_problems: |common, kind| match kind {
@@ -105,7 +121,52 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             _ => TypeFields::default(),
         },
     },
+    #[cfg(not(feature = "aws"))]
+    RuntimeType::missing("aws"),
 ];
+
+impl RuntimeType {
+    /// The row of a type this binary was built without: the load refuses
+    /// an entry of it at its `type:` line, and it constructs nothing.
+    #[cfg_attr(not(test), allow(dead_code))] // used when a runtime feature is off
+    const fn missing(name: &'static str) -> RuntimeType {
+        RuntimeType {
+            name,
+            built_in: false,
+            construct: |_, rt| {
+                Err(anyhow!(
+                    "runtime {}: {}",
+                    rt.display,
+                    not_built_in(rt.type_name())
+                ))
+            },
+            bake_cost: None,
+            entry_problems: |_, kind| vec![Problem::error("type", not_built_in(kind.type_name()))],
+            base_entry_problems: |_| Vec::new(),
+            series_problems: |_| Vec::new(),
+            online_checks: "nothing (not built in)",
+            fields: |_| TypeFields::default(),
+        }
+    }
+}
+
+/// What a binary without runtime type `name` says of an entry of it.
+#[cfg_attr(not(test), allow(dead_code))] // used when a runtime feature is off
+fn not_built_in(name: &str) -> String {
+    format!(
+        "this csis was built without the `{name}` runtime type \
+         (install it with `cargo install --path . --features {name}`, or the default features)"
+    )
+}
+
+/// The runtime types this binary carries, for `csis --version`.
+pub fn built_in_types() -> Vec<&'static str> {
+    RUNTIME_TYPES
+        .iter()
+        .filter(|t| t.built_in)
+        .map(|t| t.name)
+        .collect()
+}
 
 /// Every runtime type's offline checks, for the load
 /// (`csis_rules::LoadOptions::runtime_checks`).
@@ -156,7 +217,10 @@ pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     (runtime_type(rt)?.construct)(tree, rt)
 }
 
+#[cfg(feature = "dummy")]
 fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
+    use csis_runtime_dummy::{DummyConfig, DummyRuntime};
+    use std::sync::Arc;
     let RuntimeKind::Dummy(d) = &rt.kind else {
         bail!("runtime {} is not a dummy runtime", rt.display);
     };
@@ -178,6 +242,7 @@ fn dummy(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
 }
 
 /// A dummy bake takes the seconds its series or its runtime entry says.
+#[cfg(feature = "dummy")]
 fn dummy_bake_cost(rt: &RuntimeEntry, config: &JsonMap) -> u64 {
     match rt.dummy() {
         Some(d) => csis_runtime_dummy::bake_cost(
@@ -188,6 +253,7 @@ fn dummy_bake_cost(rt: &RuntimeEntry, config: &JsonMap) -> u64 {
     }
 }
 
+#[cfg(feature = "docker")]
 fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let settings = csis_runtime_docker::DockerSettings::from_model(
         rt,
@@ -201,16 +267,20 @@ fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     Ok(docker)
 }
 
+#[cfg(feature = "aws")]
 fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Aws(aws) = &rt.kind else {
         bail!("runtime {} is not an aws runtime", rt.display);
     };
     let mut settings = csis_runtime_aws::AwsSettings::from_model(&rt.common, aws);
     settings.packer_binary = packer_binary(tree, &rt.name);
-    Ok(Arc::new(csis_runtime_aws::AwsRuntime::new(settings)))
+    Ok(std::sync::Arc::new(csis_runtime_aws::AwsRuntime::new(
+        settings,
+    )))
 }
 
 /// The `executables:` binary of the packer image builder bound to `runtime`.
+#[cfg(feature = "aws")]
 fn packer_binary(tree: &Tree, runtime: &str) -> Option<String> {
     tree.image_builders
         .iter()
@@ -233,4 +303,46 @@ pub fn runtimes<'a>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_has_one_row_built_in_or_not() {
+        let names: Vec<&str> = RUNTIME_TYPES.iter().map(|t| t.name).collect();
+        assert_eq!(names, ["dummy", "docker", "aws"]);
+        let built: Vec<&str> = RUNTIME_TYPES
+            .iter()
+            .filter(|t| t.built_in)
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(built_in_types(), built);
+        // The test build carries the default features.
+        assert_eq!(built_in_types(), ["dummy", "docker", "aws"]);
+    }
+
+    #[test]
+    fn a_type_built_out_is_refused_at_its_type_line() {
+        let row = RuntimeType::missing("dummy");
+        assert!(!row.built_in);
+        let common: RuntimeCommon = serde_json::from_value(serde_json::json!({
+            "name": "sim", "type": "dummy", "default_machine_type": "small"
+        }))
+        .unwrap();
+        let kind = RuntimeKind::Dummy(Default::default());
+        let problems = (row.entry_problems)(&common, &kind);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "type");
+        assert!(!problems[0].warning);
+        assert!(
+            problems[0]
+                .message
+                .contains("built without the `dummy` runtime type")
+                && problems[0].message.contains("--features dummy"),
+            "{}",
+            problems[0].message
+        );
+    }
 }
