@@ -135,8 +135,20 @@ impl Session {
         select(&self.compiled.graph, patterns)
     }
 
-    /// The plan for a selection.
+    /// The plan for a selection: due or current and why, without the
+    /// changed fields (what `csis build` and `csis watch` need).
     pub fn plan(&self, sel: &Selection, force: &ForceBake) -> Result<Plan> {
+        self.plan_with(sel, force, Explain::No)
+    }
+
+    /// The plan with the changed fields of every due bake whose head
+    /// holds canonical inputs (`csis plan --explain`, the markdown table,
+    /// the graph): it reads the whole records when a bake is due.
+    pub fn plan_explained(&self, sel: &Selection, force: &ForceBake) -> Result<Plan> {
+        self.plan_with(sel, force, Explain::Yes)
+    }
+
+    fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
         plan(
             &self.meta,
             &self.lineage,
@@ -145,6 +157,7 @@ impl Session {
             &self.fps,
             sel,
             force,
+            explain,
         )
     }
 }
@@ -162,8 +175,16 @@ pub fn select(graph: &Graph, patterns: &[String]) -> Result<Selection> {
     graph.select(&pats).map_err(|e| anyhow!("{e}"))
 }
 
+/// Whether a plan says which inputs changed ([`Session::plan_explained`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Explain {
+    No,
+    Yes,
+}
+
 /// [`Session::plan`] on a graph and its fingerprints, with the records of
 /// [`read_meta`] (`csis watch` plans on the incremental compile's graph).
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     meta: &MetaState,
     lineage: &Lineage,
@@ -172,6 +193,7 @@ pub fn plan(
     fps: &Fingerprints,
     sel: &Selection,
     force: &ForceBake,
+    explain: Explain,
 ) -> Result<Plan> {
     let t0 = std::time::Instant::now();
     let now = SystemTime::now();
@@ -181,14 +203,15 @@ pub fn plan(
     // The planning view holds no canonical inputs: when a due node's
     // fingerprint differs from its head's, plan again with the whole
     // records, so the plan says which inputs changed (`--explain`).
-    let diffable = plan.nodes.iter().any(|n| {
-        let node = graph.node(n.id);
-        n.due
-            && node.policy() == RunPolicy::Decide
-            && records
-                .record(node)
-                .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
-    });
+    let diffable = explain == Explain::Yes
+        && plan.nodes.iter().any(|n| {
+            let node = graph.node(n.id);
+            n.due
+                && node.policy() == RunPolicy::Decide
+                && records
+                    .record(node)
+                    .is_some_and(|r| r.fingerprint != Some(n.fingerprint))
+        });
     if diffable {
         // The tree's root holds `meta-state/` and `.csis/`.
         let root = meta.dir().parent().unwrap_or(Path::new("."));

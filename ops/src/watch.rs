@@ -254,6 +254,7 @@ impl Watcher {
             &c.fps,
             &sel,
             &ForceBake::default(),
+            crate::session::Explain::No,
         )
     }
 }

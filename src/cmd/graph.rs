@@ -40,7 +40,7 @@ pub struct Args {
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let s = super::session(global)?;
     let sel = s.select(&args.patterns)?;
-    let plan = s.plan(&sel, &ForceBake::default())?;
+    let plan = s.plan_explained(&sel, &ForceBake::default())?;
     let model = csis_ops::graph::picture(&s, &plan, !args.all_nodes)?;
     let text = match args.format {
         Format::Dot => g::dot(&model),

@@ -69,7 +69,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let sel = s.select(&args.patterns)?;
-    let plan = s.plan(&sel, &ForceBake::parse(&args.force_bake))?;
+    let force = ForceBake::parse(&args.force_bake);
+    // Only the explanations and the markdown table show changed fields.
+    let plan = if args.explain || format == Format::Markdown {
+        s.plan_explained(&sel, &force)?
+    } else {
+        s.plan(&sel, &force)?
+    };
     let behind = csis_ops::upgrade::behind(&s, &plan);
     if let Some(n) = args.shards {
         let split = csis_ops::shards::split(&s.compiled.graph, &plan, n as usize);
