@@ -34,7 +34,7 @@ use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v2";
+const RECIPE: &str = "csis-heads-v3";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -57,6 +57,9 @@ struct Head {
     /// Adopted from tags (`imported: true`).
     #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
     imported: Option<bool>,
+    /// The bake's seconds (the scheduler's cost of the next bake).
+    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
+    bake_seconds: Option<f64>,
 }
 
 impl Head {
@@ -69,6 +72,7 @@ impl Head {
             fingerprint: b.input_fingerprint.clone(),
             run: b.run.clone(),
             imported: b.imported,
+            bake_seconds: b.bake_seconds,
         }
     }
 
@@ -79,6 +83,7 @@ impl Head {
         r.input_fingerprint = self.fingerprint;
         r.run = self.run;
         r.imported = self.imported;
+        r.bake_seconds = self.bake_seconds;
         r
     }
 }

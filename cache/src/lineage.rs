@@ -122,6 +122,11 @@ pub struct BuildRecord {
     /// parent build's recorded fingerprint (`pinned`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_fingerprint: Option<String>,
+    /// How long the runtime's bake took, in seconds (none for an adopted
+    /// or imported build): the scheduler's cost of this series' next bake
+    /// on this runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bake_seconds: Option<f64>,
 
     /// Fields this version does not know, kept as read.
     #[serde(flatten)]
@@ -148,6 +153,7 @@ impl BuildRecord {
             local_mods: false,
             tests: RecordTests::default(),
             update: None,
+            bake_seconds: None,
             chain: Vec::new(),
             imported: None,
             imported_by: None,
@@ -175,6 +181,27 @@ impl Lineage {
             .find(|b| b.series == series && b.on_runtime(runtime))
     }
 
+    /// How long the next bake of `series` on `runtime` should take, in
+    /// seconds, from the records: the last recorded bake of that series
+    /// there, else the mean of every recorded bake on that runtime, else
+    /// none (the runtime type's estimate stands).
+    pub fn bake_seconds_estimate(&self, series: &str, runtime: &str) -> Option<f64> {
+        let timed = || {
+            self.builds.iter().filter_map(|b| {
+                let d = b.bake_seconds.filter(|d| d.is_finite() && *d >= 0.0)?;
+                (b.runtime.as_deref() == Some(runtime)).then_some((b, d))
+            })
+        };
+        let last = timed()
+            .filter(|(b, _)| b.series == series)
+            .max_by(|(a, _), (b, _)| a.run.cmp(&b.run))
+            .map(|(_, d)| d);
+        last.or_else(|| {
+            let (n, sum) = timed().fold((0u32, 0.0), |(n, s), (_, d)| (n + 1, s + d));
+            (n > 0).then(|| sum / f64::from(n))
+        })
+    }
+
     /// The record of one build id.
     pub fn find(&self, build_id: &str) -> Option<&BuildRecord> {
         self.builds.iter().find(|b| b.build_id == build_id)
@@ -198,5 +225,57 @@ impl Lineage {
         self.builds
             .iter()
             .filter(move |b| b.series == series && b.on_runtime(runtime))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed(id: &str, series: &str, rt: &str, run: &str, secs: Option<f64>) -> BuildRecord {
+        let mut r = BuildRecord::new(id, series, rt);
+        r.run = Some(run.into());
+        r.bake_seconds = secs;
+        r
+    }
+
+    #[test]
+    fn the_next_bake_is_estimated_from_the_last_recorded_one_then_the_runtime_mean() {
+        let mut l = Lineage::default();
+        l.add_build(timed(
+            "b2",
+            "web",
+            "rt",
+            "2026_11_02t00_00_00_000000",
+            Some(30.0),
+        ));
+        // Appended after, but an earlier run: not the last bake.
+        l.add_build(timed(
+            "b1",
+            "web",
+            "rt",
+            "2026_11_01t00_00_00_000000",
+            Some(90.0),
+        ));
+        l.add_build(timed("b3", "web", "rt", "2026_11_03t00_00_00_000000", None));
+        l.add_build(timed(
+            "o1",
+            "other",
+            "rt",
+            "2026_11_01t00_00_00_000000",
+            Some(60.0),
+        ));
+        l.add_build(timed(
+            "x1",
+            "web",
+            "elsewhere",
+            "2026_11_04t00_00_00_000000",
+            Some(5.0),
+        ));
+        assert_eq!(l.bake_seconds_estimate("web", "rt"), Some(30.0));
+        assert_eq!(l.bake_seconds_estimate("web", "elsewhere"), Some(5.0));
+        // No bake of `new` on rt: the mean of rt's recorded bakes.
+        assert_eq!(l.bake_seconds_estimate("new", "rt"), Some(60.0));
+        assert_eq!(l.bake_seconds_estimate("new", "nowhere"), None);
     }
 }

@@ -45,6 +45,7 @@ pub struct RunOptions {
     count_kind: Option<String>,
     cancel: CancellationToken,
     grace: Option<Duration>,
+    costs: HashMap<NodeId, u64>,
 }
 
 impl RunOptions {
@@ -57,7 +58,15 @@ impl RunOptions {
             count_kind: None,
             cancel: CancellationToken::new(),
             grace: None,
+            costs: HashMap::new(),
         }
+    }
+    /// This run's cost of `node`, where the caller knows better than the
+    /// graph's estimate ([`crate::Node::with_cost`]), e.g. from how long
+    /// the node's last run took. Only the order of ready nodes changes.
+    pub fn cost(mut self, node: NodeId, cost: u64) -> Self {
+        self.costs.insert(node, cost);
+        self
     }
     /// At most `limit` actions of nodes in `pool` at once (0 is taken as 1).
     /// Pools without a limit are bounded only by `jobs`.
@@ -378,7 +387,12 @@ where
             .map(|s| prio[s.index()])
             .max()
             .unwrap_or(0);
-        prio[id.index()] = tail.saturating_add(graph.node(id).cost());
+        let cost = opts
+            .costs
+            .get(&id)
+            .copied()
+            .unwrap_or_else(|| graph.node(id).cost());
+        prio[id.index()] = tail.saturating_add(cost);
     }
 
     // Pools: index 0 is "no limit".

@@ -396,6 +396,34 @@ async fn critical_path_first_with_one_job() {
 }
 
 #[tokio::test]
+async fn a_run_cost_overrides_the_graph_estimate() {
+    // The graph says `heavy` is the long one; this run knows `light` took
+    // longer last time (its recorded duration): `light` starts first.
+    let (g, plan) = graph_with(&["light", "heavy"], &[], |n| {
+        if n.label().path() == "heavy" {
+            n.with_cost(10)
+        } else {
+            n
+        }
+    });
+    let first = |opts: RunOptions| {
+        let (g, plan) = (&g, &plan);
+        async move {
+            let (events, log) = Events::collect();
+            run(g, plan, opts, events, |_cx| async {
+                Ok(NodeOutput::none())
+            })
+            .await;
+            let ev = kinds(&log.lock().unwrap());
+            ev.iter().find(|(t, _)| t == "started").unwrap().1.clone()
+        }
+    };
+    assert_eq!(first(RunOptions::new(1)).await, "heavy");
+    let light = g.find(&l("//light@rt:bake")).unwrap();
+    assert_eq!(first(RunOptions::new(1).cost(light, 50)).await, "light");
+}
+
+#[tokio::test]
 async fn descendants_read_their_dependencies_outputs_and_logs_are_events() {
     let mut g = Graph::new();
     let os = l("//os/deb12@rt");

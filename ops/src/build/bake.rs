@@ -269,6 +269,8 @@ impl BuildState {
         };
         // An adopted build keeps the run that baked it (its `csis_run` tag).
         let baked_by = recovered.as_ref().and_then(|r| r.1.clone());
+        // The runtime's bake time (none for an adopted build).
+        let mut bake_seconds = None;
         let outcome = match recovered.map(|r| r.0) {
             Some(outcome) => {
                 log.line(&format!(
@@ -278,7 +280,9 @@ impl BuildState {
                 outcome
             }
             None => {
+                let started = std::time::Instant::now();
                 let baked = rt.bake(&req).await;
+                bake_seconds = Some(started.elapsed().as_secs_f64());
                 csis_runtime::recipe::remove_private_vars(&req);
                 baked.map_err(|e| {
                     log.line(&format!("bake failed: {e}"));
@@ -317,6 +321,7 @@ impl BuildState {
         rec.parent_fingerprint = canonical["deps"]["parent"].as_str().map(str::to_string);
         rec.inputs = Some(canonical);
         rec.fingerprint_recipe = Some(format!("{}+{}", csis_engine::RECIPE, BAKE_RECIPE));
+        rec.bake_seconds = bake_seconds.map(|d| (d * 1000.0).round() / 1000.0);
         let pin = match &spec.parent {
             ParentSpec::Image { .. } => Some(PinBinding {
                 image: spec.series.clone(),

@@ -217,6 +217,19 @@ pub fn run(
             opts = opts.pool_limit(&rt.name, m as usize);
         }
     }
+    // A due bake costs what its series' last bake on that runtime took.
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| n.due && n.kind == NodeKind::Bake)
+    {
+        let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
+            continue;
+        };
+        if let Some(secs) = session.lineage.bake_seconds_estimate(series, rt) {
+            opts = opts.cost(n.id, (secs * 1000.0).max(1.0) as u64);
+        }
+    }
     let cancel = args.cancel.clone();
     opts = opts.cancel_token(cancel.clone());
 
