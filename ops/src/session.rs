@@ -224,19 +224,12 @@ fn retention_due(
     now: SystemTime,
 ) -> Result<()> {
     use csis_cache::retention::{retention_plan, LaunchParams, PlanInputs, Protections};
-    let idle: Vec<usize> = (0..plan.nodes.len())
-        .filter(|&i| !plan.nodes[i].due && plan.nodes[i].kind == NodeKind::Dispose)
-        .collect();
-    if idle.is_empty() {
-        return Ok(());
-    }
-    let root = meta.dir().parent().unwrap_or(Path::new("."));
-    let (_, pins) = csis_cache::load_for_planning(meta, &LocalDir::of_tree(root))?;
-    let prot = Protections::from_records(&pins, &meta.releases()?, &LaunchParams::load(meta)?);
-    let revoked = revs.ids();
-    let runtimes = std::collections::BTreeSet::new();
-    for i in idle {
-        let n = &plan.nodes[i];
+    // (series, runtime) -> (the node's position, its keep count)
+    let mut idle: std::collections::HashMap<(String, String), (usize, u32)> = Default::default();
+    for (i, n) in plan.nodes.iter().enumerate() {
+        if n.due || n.kind != NodeKind::Dispose {
+            continue;
+        }
         let (Some(series), Some(rt)) = (n.series.clone(), n.runtime.clone()) else {
             continue;
         };
@@ -245,20 +238,50 @@ fn retention_due(
             Some(true) => Some(0),
             _ => inputs["keep"].as_u64().map(|k| k as u32),
         };
-        let Some(keep) = keep else { continue };
-        let inp = PlanInputs {
-            lineage,
-            protections: &prot,
-            configured_runtimes: &runtimes,
-            revoked: &revoked,
-            now,
-        };
-        let only = |s: &str, r: &str| (s == series && r == rt).then_some(keep);
-        let p = retention_plan(inp, Some(&rt), None, &only);
-        if p.items.is_empty() {
-            continue;
+        if let Some(keep) = keep {
+            idle.insert((series, rt), (i, keep));
         }
-        let ids: Vec<&str> = p.items.iter().map(|i| i.build_id.as_str()).collect();
+    }
+    // Only where a (series, runtime) holds more builds than it keeps.
+    let mut count: std::collections::HashMap<(&str, &str), u32> = Default::default();
+    for b in &lineage.builds {
+        if let Some(rt) = b.runtime.as_deref() {
+            *count.entry((b.series.as_str(), rt)).or_default() += 1;
+        }
+    }
+    idle.retain(|(s, r), (_, keep)| {
+        count
+            .get(&(s.as_str(), r.as_str()))
+            .is_some_and(|n| n > keep)
+    });
+    if idle.is_empty() {
+        return Ok(());
+    }
+    let root = meta.dir().parent().unwrap_or(Path::new("."));
+    let (_, pins) = csis_cache::load_for_planning(meta, &LocalDir::of_tree(root))?;
+    let prot = Protections::from_records(&pins, &meta.releases()?, &LaunchParams::load(meta)?);
+    let revoked = revs.ids();
+    let runtimes = std::collections::BTreeSet::new();
+    let inp = PlanInputs {
+        lineage,
+        protections: &prot,
+        configured_runtimes: &runtimes,
+        revoked: &revoked,
+        now,
+    };
+    let keep_of = |s: &str, r: &str| idle.get(&(s.to_string(), r.to_string())).map(|k| k.1);
+    let p = retention_plan(inp, None, None, &keep_of);
+    let mut items: std::collections::BTreeMap<(&str, &str), Vec<&str>> = Default::default();
+    for it in &p.items {
+        items
+            .entry((it.series.as_str(), it.runtime.as_str()))
+            .or_default()
+            .push(it.build_id.as_str());
+    }
+    for ((series, rt), ids) in items {
+        let Some(&(i, keep)) = idle.get(&(series.to_string(), rt.to_string())) else {
+            continue;
+        };
         let n = &mut plan.nodes[i];
         n.due = true;
         n.code = RETENTION_DUE.to_string();
