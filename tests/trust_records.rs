@@ -399,3 +399,24 @@ fn retention_added_to_a_converged_tree_disposes_without_a_bake() {
     let plan = t.ok(&["plan"]);
     assert!(!plan.contains("retention (keep"), "{plan}");
 }
+
+/// Item 8: a checkout where the report cannot be written (here `generated`
+/// is a file) still gets the state query's answer, and is told so.
+#[test]
+fn the_state_query_answers_where_it_cannot_write_its_report() {
+    let t = Tree::basic();
+    t.build(&[]);
+    let _ = std::fs::remove_dir_all(t.root.join("generated"));
+    t.write("generated", "not a directory\n");
+    let (code, out, err) = t.run(&["state", "query"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("no drift: records and reality agree"), "{out}");
+    assert!(
+        err.contains("note: the report was not written (")
+            && err.contains("the answer above stands"),
+        "{err}"
+    );
+    // and hard drift still exits 1
+    t.lose(&t.ids("tools")[0]);
+    assert_eq!(t.run(&["state", "query"]).0, 1);
+}

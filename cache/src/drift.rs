@@ -701,6 +701,13 @@ mod tests {
                 ("pin", "instance vm", "missing", true),
             ]
         );
+        assert!(
+            rep.drift[2]
+                .detail
+                .starts_with("an image of web (untagged) that lineage does not record"),
+            "{}",
+            rep.drift[2].detail
+        );
         assert!(rep.drift[1]
             .detail
             .contains("parent: lineage=b1 tag=series:base"));
