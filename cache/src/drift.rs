@@ -532,10 +532,10 @@ pub fn judge(
             continue;
         }
         let image = key.split_once('@').map_or(key.as_str(), |(i, _)| i);
-        if records.follow.contains(image) {
-            continue;
-        }
-        if let Some(why) = why_revoked(records.revocations, b) {
+        // (a follow image's next bake follows its parent's unrevoked head)
+        let revoked =
+            why_revoked(records.revocations, b).filter(|_| !records.follow.contains(image));
+        if let Some(why) = revoked {
             drift.push(Drift {
                 kind: "pin".into(),
                 name: key.clone(),
@@ -819,6 +819,15 @@ mod tests {
         assert!(rep.drift[0].detail.contains("csis upgrade image web"));
         assert!(rep.drift[1].detail.contains("revoked build w1 (cve-3)"));
         assert!(rep.has_hard());
+        // a follow image's pin only records its head's parent: no drift
+        f.follow.insert("web".into());
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs)]);
+        assert!(
+            !rep.drift.iter().any(|d| d.kind == "pin"),
+            "{:?}",
+            rep.drift
+        );
     }
 
     #[test]

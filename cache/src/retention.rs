@@ -99,6 +99,9 @@ pub struct Protections {
     pub launched: BTreeMap<String, Vec<String>>,
     /// build -> other runners whose live lease covers it.
     pub leased: BTreeMap<String, Vec<String>>,
+    /// Images under `parent_policy: follow` (their pin moves with their
+    /// next bake; a pinned image's moves with `csis upgrade image`).
+    pub follow: BTreeSet<String>,
 }
 
 impl Protections {
@@ -141,6 +144,12 @@ impl Protections {
         self
     }
 
+    /// Name the images under `parent_policy: follow` (for the hints).
+    pub fn with_follow(mut self, follow: BTreeSet<String>) -> Self {
+        self.follow = follow;
+        self
+    }
+
     /// A build another live runner's lease covers (`holder`).
     pub fn lease(&mut self, build: &str, holder: &str) {
         self.leased
@@ -164,9 +173,15 @@ impl Protections {
         if let Some(keys) = self.image_pins.get(build) {
             for k in keys {
                 let image = k.split_once('@').map_or(k.as_str(), |(i, _)| i);
-                out.push(format!(
-                    "pinned by image {k} (its parent build): move the pin first (`csis upgrade image {image}`)"
-                ));
+                if self.follow.contains(image) {
+                    out.push(format!(
+                        "pinned by image {k} (its parent build): {image} follows its parent, its next bake moves the pin"
+                    ));
+                } else {
+                    out.push(format!(
+                        "pinned by image {k} (its parent build): move the pin first (`csis upgrade image {image}`)"
+                    ));
+                }
             }
         }
         if let Some(i) = self.instance_pins.get(build) {

@@ -357,7 +357,8 @@ pub fn compute_plan(
     let releases = meta.releases()?;
     let launches = LaunchParams::load(meta)?;
     let mut prot = Protections::from_records(&pins, &releases, &launches)
-        .needing(&|key| crate::state::pin_needed(tree, key));
+        .needing(&|key| crate::state::pin_needed(tree, key))
+        .with_follow(crate::state::follow_images(tree));
     // On a shared store: what other runners' live leases cover is kept as
     // a pinned build is (they may be baking on it, or on its series).
     if let Some(store) = meta.store()? {
@@ -384,13 +385,17 @@ fn plan_refusals(v: Vec<csis_cache::retention::Refusal>) -> Vec<Refusal> {
         .collect()
 }
 
+/// Forget a disposed build: its id and the pin keys no declared image needs;
+/// returns the pin keys removed.
+pub type Forget<'a> = dyn Fn(&str, &[String]) -> Result<Vec<String>> + Send + Sync + 'a;
+
 /// How a disposal reaches the runtimes and the records.
 pub struct Disposer<'a> {
     /// The runtime of a name (an error refuses the whole plan).
     pub runtime: &'a (dyn Fn(&str) -> Result<DynRuntime, String> + Send + Sync),
     /// Remove a disposed build's record and the image pins named (those no
     /// declared image needs), written at once; returns the pin keys removed.
-    pub forget: &'a (dyn Fn(&str, &[String]) -> Result<Vec<String>> + Send + Sync),
+    pub forget: &'a Forget<'a>,
 }
 
 /// Carry out a plan with the runtimes and records given: the debt, then
@@ -540,7 +545,8 @@ pub async fn retention_in_build(
     let releases = meta.releases()?;
     let launches = LaunchParams::load(&meta)?;
     let mut prot = Protections::from_records(pins, &releases, &launches)
-        .needing(&|key| crate::state::pin_needed(tree, key));
+        .needing(&|key| crate::state::pin_needed(tree, key))
+        .with_follow(crate::state::follow_images(tree));
     for (build, holder) in leased {
         prot.lease(build, holder);
     }

@@ -234,12 +234,8 @@ impl BuildState {
     /// build that is gone: hard drift, never a parent). A build this run
     /// made is the runtime's; a runtime that cannot answer is no claim.
     async fn refuse_parent(&self, spec: &BakeSpec, parent: &str) -> Result<(), NodeError> {
-        if !matches!(spec.parent, ParentSpec::Image { .. }) {
+        let ParentSpec::Image { series, .. } = &spec.parent else {
             return Ok(());
-        }
-        let series = match &spec.parent {
-            ParentSpec::Image { series, .. } => series.as_str(),
-            _ => "",
         };
         if let Some(r) = self.session.revs.get(parent) {
             return Err(NodeError::new(format!(
