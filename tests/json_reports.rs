@@ -103,7 +103,7 @@ fn lineage_operation_json() {
         "--dry-run",
         "--json",
     ]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "a released and a pinned build refuse --all");
     insta::assert_json_snapshot!("dispose_all_dry_run", v);
     let (code, v) = t.json(&["lineage", "relabel", "--runtime", "sim", "--json"]);
     assert_eq!(code, 0);

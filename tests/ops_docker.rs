@@ -1,7 +1,8 @@
 //! Lineage operations through the real `csis` binary on the local Docker
 //! daemon (skipped, loudly, without one): a live container refuses a
 //! disposal; retention keeps a released and a pinned build and disposes the
-//! rest children-first, read back from the daemon (a disposed parent's
+//! rest children-first (an explicit disposal of a released build is refused;
+//! a release moves `<repository>:<series>--<model>`), read back from the daemon (a disposed parent's
 //! layers kept for its child, and freed with the last of them); a build
 //! whose record is lost is found foreign and adopted by `state import`;
 //! relabel and restamp. The rules every runtime keeps are
@@ -96,7 +97,8 @@ fn docker_dispose_retention_refusal_foreign_import() {
     // `changed`; relabel moves the tags; restamp records a new fingerprint
     let mut l = t.meta().lineage().unwrap();
     let rec = l.builds.iter_mut().find(|x| x.build_id == w[2]).unwrap();
-    rec.run = Some("2026_01_01t00_00_00_000000".into());
+    // (a later run: the head is the newest run, and w[2] stays web's head)
+    rec.run = Some("2099_01_01t00_00_00_000000".into());
     t.meta().save_lineage(&l).unwrap();
     suite::changed_until_relabelled(&rt, &w[2], "run:");
     suite::restamp_records_the_current_fingerprint(&rt, "web", &w[2]);
@@ -112,7 +114,34 @@ fn docker_dispose_retention_refusal_foreign_import() {
     );
     assert!(out.contains(&freed), "{freed}\nin\n{out}");
     assert!(!image_exists(&w[0]) && !image_exists(&b[0]), "{out}");
-    // the released a[1], disposed by its id: the two kept under it go with it, nearest first
+    // a release moves `<repository>:<series>--<model>` (the seed's tag form)
+    let release_tag = format!("{repo}:app--prod");
+    let tagged = |r: &str| docker(&["image", "inspect", "--format", "{{.Id}}", r]);
+    assert_eq!(
+        tagged(&release_tag).as_deref().map(str::trim),
+        Some(a[1].as_str())
+    );
+    // the released a[1] is never disposed: refused, naming the model
+    let (code, _, err) = t.run(&["dispose", "image", &a[1]]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is released on model prod"), "{err}");
+    assert!(image_exists(&a[1]));
+    // (a[2] was adopted from its tags above, so not verified: its bake's
+    // in-bake tests did pass, as the record it lost said)
+    let mut l = t.meta().lineage().unwrap();
+    l.builds
+        .iter_mut()
+        .find(|x| x.build_id == a[2])
+        .unwrap()
+        .tests
+        .in_bake = true;
+    t.meta().save_lineage(&l).unwrap();
+    t.ok(&["release", "app", "--build", &a[2], "--model", "prod"]);
+    assert_eq!(
+        tagged(&release_tag).as_deref().map(str::trim),
+        Some(a[2].as_str())
+    );
+    // a[1], no longer released, disposed by its id: the two kept under it go with it, nearest first
     let out = t.ok(&["dispose", "image", &a[1]]);
     let freed = format!(
         "disposed {} (app on docker-ops)\n  freed the image {} too: a build disposed earlier, kept untagged until this last child went\n  freed the image {} too: a build disposed earlier, kept untagged until this last child went\n",

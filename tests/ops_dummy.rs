@@ -138,8 +138,8 @@ fn retention_keeps_released_and_pinned_and_disposes_children_first() {
 }
 
 /// Refused disposals delete nothing, from the runtime or the records; an
-/// explicit disposal of an image-pinned parent removes the pin too. What
-/// each refusal says is the case `tests/cli_cases/dispose-refusals.case`.
+/// explicit disposal of an image-pinned parent is refused and keeps the pin.
+/// What each refusal says is the case `tests/cli_cases/dispose-refusals.case`.
 #[test]
 fn dispose_refusals_delete_nothing() {
     let t = Tree::basic();
@@ -168,21 +168,18 @@ fn dispose_refusals_delete_nothing() {
         lineage
     );
 
-    // an explicit disposal of an image-pinned parent removes the pin too
+    // an explicit disposal of an image-pinned parent is refused: the pin
+    // stays (moving it would be an upgrade nobody asked for)
     let tools_pin = t.meta().pins().unwrap().images["tools@sim"].clone();
     assert_eq!(tools_pin, w[0], "tools is pinned to the first web build");
     let mut pins = t.meta().pins().unwrap();
     pins.instances.clear();
     t.meta().save_pins(&pins).unwrap();
-    t.ok(&["dispose", "image", &w[0]]);
-    assert!(!t.store_ids().contains(&w[0]));
-    let pins = t.meta().pins().unwrap();
-    assert!(!pins.images.contains_key("tools@sim"));
-    let j = pins.upgrades.last().unwrap();
-    assert_eq!(
-        (j.op.as_str(), j.from.as_deref()),
-        ("dispose", Some(w[0].as_str()))
-    );
+    let (code, _, err) = t.run(&["dispose", "image", &w[0]]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is pinned by image tools@sim"), "{err}");
+    assert!(t.store_ids().contains(&w[0]));
+    assert_eq!(t.meta().pins().unwrap().images["tools@sim"], w[0]);
 }
 
 #[test]
@@ -309,15 +306,22 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     let plan = t.ok(&["plan"]);
     assert!(plan.contains("0 of 4 bake(s) due"), "{plan}");
     t.ok(&["revoke", &w0, "--descendants", "--reason", "CVE-2026-3"]);
-    // the revocation makes web and everything descending from it due
+    // the revocation makes web and its follow child due; the pinned child
+    // is held on its revoked pin, with the upgrade that moves it
     let plan = t.ok(&["plan"]);
-    for s in ["web", "app", "tools"] {
+    for s in ["web", "app"] {
         assert!(
             plan.lines()
                 .any(|l| l.starts_with("bake") && l.contains(&format!("//images/{s}@sim:bake"))),
             "{s} not due:\n{plan}"
         );
     }
+    assert!(
+        plan.lines().any(|l| l.starts_with("skip")
+            && l.contains("//images/tools@sim:bake")
+            && l.contains("`csis upgrade image tools --runtime sim`")),
+        "{plan}"
+    );
     assert!(
         plan.lines()
             .any(|l| l.starts_with("skip") && l.contains("//os/deb12@sim")),
@@ -333,20 +337,19 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     assert_ne!(out.status.code(), Some(0));
     assert_eq!(t.ids("app"), vec![a0.clone()]);
     assert_eq!(t.ids("tools"), vec![t0.clone()]);
-    // a new web build: the children bake from it, never from the revoked one
+    // a new web build: app bakes from it; tools waits for its upgrade
     t.build(&[]);
     let w = t.ids("web");
     assert_eq!(w.len(), 2);
-    for s in ["app", "tools"] {
-        let b = t.builds(s);
-        assert_eq!(b.len(), 2, "{s}");
-        assert_eq!(
-            b[1].parent.as_deref(),
-            Some(w[1].as_str()),
-            "{s} baked from {:?}",
-            b[1].parent
-        );
-    }
+    let b = t.builds("app");
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[1].parent.as_deref(), Some(w[1].as_str()));
+    assert_eq!(t.ids("tools"), vec![t0.clone()]);
+    t.ok(&["upgrade", "image", "tools"]);
+    t.build(&[]);
+    let b = t.builds("tools");
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[1].parent.as_deref(), Some(w[1].as_str()));
     assert_eq!(t.meta().pins().unwrap().images["tools@sim"], w[1]);
     let plan = t.ok(&["plan"]);
     assert!(plan.contains("0 of 4 bake(s) due"), "{plan}");
@@ -433,8 +436,9 @@ fn csis_build_ends_with_the_declared_retention() {
 fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     let t = Tree::basic();
     t.build(&[]);
-    let w1 = t.ids("web")[0].clone();
-    // the web build tools is pinned to disappears from the runtime
+    let w1 = t.ids("tools")[0].clone();
+    // the head of tools disappears from the runtime (a head is what the next
+    // child would bake from: hard drift; a pinned one could not be disposed)
     let mut s = t.store();
     s["images"].as_object_mut().unwrap().remove(&w1);
     std::fs::write(t.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
@@ -649,15 +653,15 @@ fn dispose_nodes_dispose_beyond_keep_and_never_a_build_in_use() {
     }
     for why in [
         format!(
-            "kept (retention debt): {} (web on sim): pinned as the parent of image tools@sim",
+            "kept (retention debt): {} (web on sim): pinned by image tools@sim",
             w[0]
         ),
         format!(
-            "kept (retention debt): {} (web on sim): RELEASED build (prod)",
+            "kept (retention debt): {} (web on sim): released on model prod",
             w[1]
         ),
         format!(
-            "kept (retention debt): {} (app on sim): pinned to instance vm-1",
+            "kept (retention debt): {} (app on sim): pinned by instance vm-1",
             a[0]
         ),
     ] {
@@ -707,14 +711,14 @@ fn on_an_ephemeral_runtime_dispose_nodes_wait_for_the_bakes_on_their_builds() {
     assert!(t.ids("tools").is_empty(), "the leaf's build goes");
     assert!(
         err.contains(&format!(
-            "kept (retention debt): {} (deb12 on sim): pinned as the parent of image web@sim",
+            "kept (retention debt): {} (deb12 on sim): pinned by image web@sim",
             b[0]
         )),
         "{err}"
     );
     assert!(
         err.contains(&format!(
-            "kept (retention debt): {} (app on sim): RELEASED build (beta)",
+            "kept (retention debt): {} (app on sim): released on model beta",
             a[0]
         )),
         "{err}"

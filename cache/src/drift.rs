@@ -5,7 +5,8 @@
 //!
 //! Image rules (per runtime that answered):
 //! - **missing**: a recorded build on R is not among R's tagged images;
-//!   hard iff an instance or image pin names it;
+//!   hard iff an instance or image pin names it, a model releases it, or it
+//!   is its series' head on R (the next child would bake from it);
 //! - **foreign**: a tagged image on R that lineage does not record;
 //! - **changed**: recorded and present, but the tag `csis_series`,
 //!   `csis_parent` or `csis_run` differs from the record, or `csis_fingerprint`
@@ -13,8 +14,10 @@
 //!   carried is not drift);
 //! - **stale**: an image pin `img@rt` is behind its parent series' head on rt.
 //!
-//! Pin rule: a pin naming a build lineage does not record is **missing** and
-//! hard. Instances (where the runtime lists them): one running a revoked
+//! Pin and release rules: a pin or a current release naming a build lineage
+//! does not record is **missing** and hard; one naming a revoked build is
+//! **revoked** and hard (a pinned child would bake from it, a model hands
+//! it out). Instances (where the runtime lists them): one running a revoked
 //! build is drift `revoked`; one booted from another build than its pin is
 //! `changed` (a note when a pending replacement onto the pin explains it);
 //! a stopped one is a note.
@@ -26,6 +29,7 @@ use serde_json::{json, Value};
 
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
+use crate::releases::Releases;
 use crate::revocations::{head_unrevoked, Revocations};
 use csis_schema::tags;
 
@@ -63,7 +67,7 @@ pub struct RuntimeView {
 /// One drift entry (the original's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drift {
-    /// `image`, `pin`, `instance`.
+    /// `image`, `pin`, `instance`, `release`.
     pub kind: String,
     pub name: String,
     /// `missing`, `foreign`, `changed`, `stale`, `revoked`.
@@ -146,6 +150,10 @@ pub struct Records<'a> {
     pub lineage: &'a Lineage,
     pub pins: &'a Pins,
     pub revocations: &'a Revocations,
+    pub releases: &'a Releases,
+    /// The images under `parent_policy: follow`: their pin only records
+    /// what their head was baked from (the next bake follows the head).
+    pub follow: &'a BTreeSet<String>,
     /// `image -> parent series` for every declared image (for `stale`).
     pub image_parents: &'a BTreeMap<String, String>,
 }
@@ -235,6 +243,28 @@ pub fn record_from_tags(img: &SeenImage, runtime: &str, run: &str) -> Option<Bui
     Some(r)
 }
 
+fn why_revoked(revs: &Revocations, build: &str) -> Option<String> {
+    revs.get(build).map(|rv| {
+        rv.reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default()
+    })
+}
+
+/// What needs a build: its pins, then the models it is released on.
+fn needed_by(records: &Records<'_>, build: &str) -> Vec<String> {
+    let mut v = pinned_by(records.pins, build);
+    for (model, m) in &records.releases.current {
+        for (image, b) in m {
+            if b == build {
+                v.push(format!("the {model} release of {image}"));
+            }
+        }
+    }
+    v
+}
+
 fn pinned_by(pins: &Pins, build: &str) -> Vec<String> {
     let mut v: Vec<String> = pins
         .instances
@@ -284,7 +314,19 @@ pub fn judge(
                 for rec in l.builds.iter().filter(|b| b.runtime.as_deref() == Some(rt)) {
                     match present.get(rec.build_id.as_str()) {
                         None => {
-                            let by = pinned_by(records.pins, &rec.build_id);
+                            let mut by = needed_by(&records, &rec.build_id);
+                            let head = l
+                                .head(&rec.series, rt)
+                                .is_some_and(|h| h.build_id == rec.build_id);
+                            if head {
+                                by.insert(
+                                    0,
+                                    format!(
+                                        "the head of {} on {rt} (a child would bake from it)",
+                                        rec.series
+                                    ),
+                                );
+                            }
                             drift.push(Drift {
                                 kind: "image".into(),
                                 name: format!("{}@{rt}", rec.build_id),
@@ -293,7 +335,7 @@ pub fn judge(
                                     format!("recorded build of {} is gone from {rt}", rec.series)
                                 } else {
                                     format!(
-                                        "recorded build of {} is gone from {rt}; pinned by {}",
+                                        "recorded build of {} is gone from {rt}; it is {}",
                                         rec.series,
                                         by.join(", ")
                                     )
@@ -327,9 +369,9 @@ pub fn judge(
                             name: format!("{}@{rt}", img.build_id),
                             drift: "foreign".into(),
                             detail: format!(
-                                "tagged {} ({}) but not recorded: `csis state import` adopts it, or remove it by hand",
+                                "an image of {} ({}) that lineage does not record: `csis state import` adopts it, or remove it by hand",
                                 img.tags.get(tags::SERIES).map(String::as_str).unwrap_or("?"),
-                                img.name.as_deref().unwrap_or("no name")
+                                img.name.as_deref().unwrap_or("untagged")
                             ),
                             hard: false,
                         });
@@ -434,20 +476,43 @@ pub fn judge(
         }
     }
     for (inst, b) in &records.pins.instances {
-        if let Some(rv) = records.revocations.get(b) {
+        if let Some(why) = why_revoked(records.revocations, b) {
             drift.push(Drift {
-                kind: "instance".into(),
+                kind: "pin".into(),
                 name: format!("instance {inst}"),
                 drift: "revoked".into(),
                 detail: format!(
-                    "pinned to revoked build {b}{}: upgrade it to a new build",
-                    rv.reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                    "pinned to revoked build {b}{why}: `csis upgrade instance {inst}` moves it to a new build"
                 ),
-                hard: false,
+                hard: true,
             });
+        }
+    }
+    // Releases.
+    for (model, m) in &records.releases.current {
+        for (image, b) in m {
+            let name = format!("{model} {image}");
+            if !recorded.contains(b.as_str()) {
+                drift.push(Drift {
+                    kind: "release".into(),
+                    name,
+                    drift: "missing".into(),
+                    detail: format!(
+                        "the {model} release of {image} is {b}, which lineage does not record: release another build (`csis release {image} --model {model}`)"
+                    ),
+                    hard: true,
+                });
+            } else if let Some(why) = why_revoked(records.revocations, b) {
+                drift.push(Drift {
+                    kind: "release".into(),
+                    name,
+                    drift: "revoked".into(),
+                    detail: format!(
+                        "the {model} release of {image} is revoked build {b}{why}: release another build (`csis release {image} --model {model}`)"
+                    ),
+                    hard: true,
+                });
+            }
         }
     }
     for (inst, b) in &records.pins.pending_replacements {
@@ -466,10 +531,21 @@ pub fn judge(
             });
             continue;
         }
-        if records.revocations.is_revoked(b) {
-            notes.insert(format!(
-                "image pin {key} names revoked build {b}: its next bake needs a new parent build"
-            ));
+        let image = key.split_once('@').map_or(key.as_str(), |(i, _)| i);
+        // (a follow image's next bake follows its parent's unrevoked head)
+        let revoked =
+            why_revoked(records.revocations, b).filter(|_| !records.follow.contains(image));
+        if let Some(why) = revoked {
+            drift.push(Drift {
+                kind: "pin".into(),
+                name: key.clone(),
+                drift: "revoked".into(),
+                detail: format!(
+                    "pinned to revoked build {b}{why}: its next bake would start from it; `csis upgrade image {image}` moves the pin"
+                ),
+                hard: true,
+            });
+            continue;
         }
         let Some((image, rt)) = key.split_once('@') else {
             continue;
@@ -544,6 +620,8 @@ mod tests {
         l: Lineage,
         p: Pins,
         r: Revocations,
+        rel: Releases,
+        follow: BTreeSet<String>,
         parents: BTreeMap<String, String>,
     }
 
@@ -557,6 +635,8 @@ mod tests {
             l,
             p,
             r: Revocations::default(),
+            rel: Releases::default(),
+            follow: BTreeSet::new(),
             parents: [("web".to_string(), "base".to_string())].into(),
         }
     }
@@ -566,6 +646,8 @@ mod tests {
             lineage: &f.l,
             pins: &f.p,
             revocations: &f.r,
+            releases: &f.rel,
+            follow: &f.follow,
             image_parents: &f.parents,
         };
         judge(recs, &views, &["rt".to_string()].into(), Some("r"))
@@ -619,6 +701,13 @@ mod tests {
                 ("pin", "instance vm", "missing", true),
             ]
         );
+        assert!(
+            rep.drift[2]
+                .detail
+                .starts_with("an image of web (untagged) that lineage does not record"),
+            "{}",
+            rep.drift[2].detail
+        );
         assert!(rep.drift[1]
             .detail
             .contains("parent: lineage=b1 tag=series:base"));
@@ -633,6 +722,7 @@ mod tests {
     fn stale_pin_and_unpinned_missing_is_soft() {
         let mut f = fx();
         f.l.add_build(rec("b2", "base", "vendor"));
+        f.l.add_build(rec("w2", "web", "b1"));
         let imgs: Vec<_> =
             f.l.builds
                 .iter()
@@ -652,6 +742,92 @@ mod tests {
         let rep = run(&f, vec![view(imgs)]);
         assert_eq!(rep.drift.len(), 1);
         assert!(!rep.strict_fails());
+        // the head gone is hard: a child would bake from it
+        let imgs: Vec<_> =
+            f.l.builds
+                .iter()
+                .filter(|b| b.build_id != "w2")
+                .map(seen)
+                .collect();
+        let rep = run(&f, vec![view(imgs)]);
+        let w2 = rep.drift.iter().find(|d| d.name == "w2@rt").unwrap();
+        assert_eq!((w2.drift.as_str(), w2.hard), ("missing", true));
+        assert!(
+            w2.detail
+                .contains("the head of web on rt (a child would bake from it)"),
+            "{}",
+            w2.detail
+        );
+    }
+
+    #[test]
+    fn releases_and_pins_on_gone_or_revoked_builds_are_hard() {
+        let mut f = fx();
+        f.l.add_build(rec("w2", "web", "b1"));
+        f.rel
+            .current
+            .entry("prod".into())
+            .or_default()
+            .insert("web".into(), "w1".into());
+        f.rel
+            .current
+            .entry("prod".into())
+            .or_default()
+            .insert("app".into(), "gone".into());
+        // w1 (released, not the head) gone from the runtime: hard
+        let imgs: Vec<_> =
+            f.l.builds
+                .iter()
+                .filter(|b| b.build_id != "w1")
+                .map(seen)
+                .collect();
+        let rep = run(&f, vec![view(imgs.clone())]);
+        let got: Vec<_> = rep
+            .drift
+            .iter()
+            .map(|d| (d.kind.as_str(), d.name.as_str(), d.drift.as_str(), d.hard))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("image", "w1@rt", "missing", true),
+                ("release", "prod app", "missing", true),
+            ]
+        );
+        assert!(rep.drift[0].detail.contains("the prod release of web"));
+        assert!(rep.drift[1]
+            .detail
+            .contains("csis release app --model prod"));
+        // a revoked release and a pin on a revoked build are hard
+        f.rel.current.get_mut("prod").unwrap().remove("app");
+        crate::revocations::revoke(&f.l, &mut f.r, "w1", false, Some("cve-3"), None).unwrap();
+        crate::revocations::revoke(&f.l, &mut f.r, "b1", false, None, None).unwrap();
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs)]);
+        let got: Vec<_> = rep
+            .drift
+            .iter()
+            .map(|d| (d.kind.as_str(), d.name.as_str(), d.drift.as_str(), d.hard))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("pin", "web@rt", "revoked", true),
+                ("release", "prod web", "revoked", true),
+            ]
+        );
+        assert!(rep.drift[0].detail.contains("csis upgrade image web"));
+        assert!(rep.drift[1].detail.contains("revoked build w1 (cve-3)"));
+        assert!(rep.has_hard());
+        // a follow image's pin only records its head's parent: no drift
+        f.follow.insert("web".into());
+        let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
+        let rep = run(&f, vec![view(imgs)]);
+        assert!(
+            !rep.drift.iter().any(|d| d.kind == "pin"),
+            "{:?}",
+            rep.drift
+        );
     }
 
     #[test]
@@ -723,10 +899,11 @@ mod tests {
         crate::revocations::revoke(&f.l, &mut f.r, "w1", false, Some("cve-2"), None).unwrap();
         let rep = run(&f, vec![view(imgs)]);
         assert_eq!(rep.drift.len(), 1);
+        assert_eq!(rep.drift[0].kind, "pin");
         assert_eq!(rep.drift[0].name, "instance vm");
         assert_eq!(rep.drift[0].drift, "revoked");
         assert!(rep.drift[0].detail.contains("cve-2"));
-        assert!(!rep.has_hard() && !rep.strict_fails());
+        assert!(rep.has_hard() && rep.strict_fails());
         assert_eq!(rep.summary["revoked"], 1);
     }
 

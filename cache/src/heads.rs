@@ -198,6 +198,9 @@ pub fn load_for_planning(
             }
         }
     };
+    for line in lineage.dedupe() {
+        eprintln!("warning: {}: {line}", meta.dir().display());
+    }
     let ppath = meta.dir().join(PINS_FILE);
     let mut pins = match read_source(&ppath)? {
         None => Pins::default(),

@@ -171,14 +171,54 @@ impl BuildRecord {
     }
 }
 
+/// The order of builds: by run id (lexicographic = chronological; a record
+/// without one is the oldest), then by position in the file. A file whose
+/// records were reversed, merged or moved by hand means the same.
+pub fn run_order(a: &BuildRecord, b: &BuildRecord) -> std::cmp::Ordering {
+    a.run
+        .as_deref()
+        .unwrap_or("")
+        .cmp(b.run.as_deref().unwrap_or(""))
+}
+
 impl Lineage {
-    /// The series head on a runtime: the LAST-APPENDED record of that series
-    /// whose runtime is `runtime` (or unset). Append order, not timestamps.
+    /// The series head on a runtime: the newest record (by run id, then the
+    /// later in the file; [`run_order`]) of that series whose runtime is
+    /// `runtime` (or unset). A deliberate difference from the original's
+    /// append order: records are ordered by the run that baked them, so a
+    /// reordered file names the same head.
     pub fn head(&self, series: &str, runtime: &str) -> Option<&BuildRecord> {
-        self.builds
+        let mut head: Option<&BuildRecord> = None;
+        for b in self
+            .builds
             .iter()
-            .rev()
-            .find(|b| b.series == series && b.on_runtime(runtime))
+            .filter(|b| b.series == series && b.on_runtime(runtime))
+        {
+            if head.is_none_or(|h| run_order(b, h).is_ge()) {
+                head = Some(b);
+            }
+        }
+        head
+    }
+
+    /// Drop the records of a build id already recorded earlier in the file
+    /// (the first is kept, as [`Lineage::add_build`] keeps it). Returns one
+    /// line per record dropped, for the caller to report.
+    pub fn dedupe(&mut self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        self.builds.retain(|b| {
+            if seen.insert(b.build_id.clone()) {
+                true
+            } else {
+                out.push(format!(
+                    "lineage.yaml records build {} ({}) more than once: the first record is kept",
+                    b.build_id, b.series
+                ));
+                false
+            }
+        });
+        out
     }
 
     /// How long the next bake of `series` on `runtime` should take, in
@@ -194,7 +234,7 @@ impl Lineage {
         };
         let last = timed()
             .filter(|(b, _)| b.series == series)
-            .max_by(|(a, _), (b, _)| a.run.cmp(&b.run))
+            .max_by(|(a, _), (b, _)| run_order(a, b))
             .map(|(_, d)| d);
         last.or_else(|| {
             let (n, sum) = timed().fold((0u32, 0.0), |(n, s), (_, d)| (n + 1, s + d));
@@ -239,6 +279,12 @@ mod tests {
         r
     }
 
+    fn rec(id: &str, run: &str) -> BuildRecord {
+        let mut r = BuildRecord::new(id, "web", "rt");
+        r.run = Some(run.into());
+        r
+    }
+
     #[test]
     fn the_next_bake_is_estimated_from_the_last_recorded_one_then_the_runtime_mean() {
         let mut l = Lineage::default();
@@ -277,5 +323,32 @@ mod tests {
         // No bake of `new` on rt: the mean of rt's recorded bakes.
         assert_eq!(l.bake_seconds_estimate("new", "rt"), Some(60.0));
         assert_eq!(l.bake_seconds_estimate("new", "nowhere"), None);
+    }
+
+    #[test]
+    fn the_head_is_the_newest_run_wherever_it_sits_in_the_file() {
+        let mut l = Lineage::default();
+        l.builds.push(rec("new", "2026_11_03t00_00_00_000000"));
+        l.builds.push(rec("old", "2026_11_01t00_00_00_000000"));
+        assert_eq!(l.head("web", "rt").unwrap().build_id, "new");
+        // equal runs: the later in the file
+        l.builds.push(rec("same", "2026_11_03t00_00_00_000000"));
+        assert_eq!(l.head("web", "rt").unwrap().build_id, "same");
+    }
+
+    #[test]
+    fn a_build_recorded_twice_is_read_once_and_reported() {
+        let mut l = Lineage::default();
+        l.builds.push(rec("a", "r1"));
+        l.builds.push(rec("b", "r2"));
+        let mut again = rec("a", "r3");
+        again.name = Some("copy".into());
+        l.builds.push(again);
+        let said = l.dedupe();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("build a (web) more than once"), "{said:?}");
+        assert_eq!(l.builds.len(), 2);
+        assert_eq!(l.find("a").unwrap().name, None, "the first record is kept");
+        assert!(l.dedupe().is_empty());
     }
 }

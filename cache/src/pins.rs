@@ -100,7 +100,10 @@ impl Pins {
         let mut heads: HashMap<(&str, &str), &crate::BuildRecord> = HashMap::new();
         for b in &lineage.builds {
             if let Some(rt) = b.runtime.as_deref() {
-                heads.insert((b.series.as_str(), rt), b);
+                let e = heads.entry((b.series.as_str(), rt)).or_insert(b);
+                if crate::lineage::run_order(b, e).is_ge() {
+                    *e = b;
+                }
             }
         }
         let mut keys: Vec<_> = heads.into_iter().collect();

@@ -45,13 +45,20 @@ pub struct LineageRecords {
 
 impl LineageRecords {
     pub fn new(lineage: &Lineage, now: SystemTime) -> Self {
-        let mut heads = HashMap::new();
-        // Later records overwrite earlier ones: the last appended is the head.
+        // The newest record by run id (then position) is the head.
+        let mut newest: HashMap<(&str, &str), &BuildRecord> = HashMap::new();
         for b in &lineage.builds {
             if let Some(rt) = &b.runtime {
-                heads.insert((b.series.clone(), rt.clone()), engine_record(b, now));
+                let e = newest.entry((b.series.as_str(), rt.as_str())).or_insert(b);
+                if crate::lineage::run_order(b, e).is_ge() {
+                    *e = b;
+                }
             }
         }
+        let heads = newest
+            .into_iter()
+            .map(|((s, r), b)| ((s.to_string(), r.to_string()), engine_record(b, now)))
+            .collect();
         // Records without a runtime count on any runtime, unless a later
         // record with a runtime exists: handled at lookup.
         let anyrt: Vec<&BuildRecord> = lineage

@@ -30,6 +30,8 @@ pub struct ImageTests {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ImageTestRecord {
+    /// A YAML boolean: `ok: 'yes'` (or any string) is refused at its line.
+    #[serde(deserialize_with = "strict_bool")]
     pub ok: bool,
     #[serde(default)]
     pub run: Option<String>,
@@ -47,6 +49,23 @@ pub struct ImageTestRecord {
     pub checks: Vec<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// A typed boolean field of a record: `true` or `false`, never a string
+/// (`'yes'`, `"true"`): a record deciding a release is read as written or
+/// refused, naming the file and line.
+pub(crate) fn strict_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    struct Strict;
+    impl serde::de::Visitor<'_> for Strict {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a boolean (true or false), not a string")
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<bool, E> {
+            Ok(v)
+        }
+    }
+    d.deserialize_any(Strict)
 }
 
 impl ImageTests {
@@ -217,7 +236,7 @@ pub fn qualify<'a>(
             None => {
                 return Err(ReleaseRefusal::PostBake {
                     build: build_id.into(),
-                    why: "no post-bake test record exists for it (csis verify)".into(),
+                    why: "no post-bake test record exists for it (csis test)".into(),
                 })
             }
         }
@@ -293,6 +312,25 @@ mod tests {
         l.add_build(imp);
         l.add_build(BuildRecord::new("o1", "other", "rt"));
         l
+    }
+
+    #[test]
+    fn a_string_never_passes_for_a_passing_test() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = MetaState::at(dir.path());
+        let path = dir.path().join(IMAGE_TESTS_FILE);
+        for bad in ["'yes'", "\"no\"", "1"] {
+            std::fs::write(
+                &path,
+                format!("builds:\n  b1:\n    ok: {bad}\n    run: r\n"),
+            )
+            .unwrap();
+            let e = ImageTests::load(&meta).unwrap_err().to_string();
+            assert!(e.contains("image-tests.yaml:3"), "{bad}: {e}");
+            assert!(e.contains("boolean"), "{bad}: {e}");
+        }
+        std::fs::write(&path, "builds:\n  b1:\n    ok: true\n").unwrap();
+        assert_eq!(ImageTests::load(&meta).unwrap().result("b1"), Some(true));
     }
 
     #[test]

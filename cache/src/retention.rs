@@ -7,14 +7,21 @@
 //! disposal read back from the runtime, calls [`forget_build`].
 //!
 //! Invariants (held by [`plan_dispose`], checked by a property test):
-//! - a retention plan never holds a build that is a current release (any
-//!   model), pinned by an instance or an image, recorded as launched, or
-//!   younger than `--min-age`: those are retention *debt*, kept and reported;
-//! - an explicit plan (ids, `--all`) never holds an instance-pinned or
-//!   launched build: the whole request is refused before anything is deleted;
-//!   `--all` keeps current releases (only an explicit id disposes one);
+//! - no plan holds a build that is a current release (any model), pinned by
+//!   an instance or by an image the tree still declares, recorded as
+//!   launched, or covered by another runner's lease ([`Protections`]): a
+//!   retention plan keeps them as *debt* (kept and reported, with every
+//!   reason); an explicit plan (ids, `--all`) is refused, naming each reason,
+//!   before anything is deleted (a deliberate difference from the original,
+//!   whose explicit id disposed a current release);
+//! - a retention plan counts only unrevoked builds among the N it keeps: a
+//!   revoked build is never kept in place of a good one;
 //! - every refusal is found before anything is deleted;
 //! - a build whose parent is also in the plan comes before its parent.
+//!
+//! An image pin held by an image the tree no longer declares (on that
+//! runtime) protects nothing: it is removed with the build it names
+//! ([`DisposeItem::image_pins`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
@@ -82,13 +89,23 @@ pub struct Protections {
     pub released: BTreeMap<String, Vec<String>>,
     /// build -> instances pinned to it.
     pub instance_pins: BTreeMap<String, Vec<String>>,
-    /// build -> image pin keys (`image@runtime`) pinned to it.
+    /// build -> image pin keys (`image@runtime`) pinned to it, held by an
+    /// image the tree declares there (so its next bake reads the pin).
     pub image_pins: BTreeMap<String, Vec<String>>,
+    /// build -> image pin keys held by an image the tree no longer declares
+    /// there: they protect nothing and are removed with the build.
+    pub unneeded_pins: BTreeMap<String, Vec<String>>,
     /// build -> instances launched from it.
     pub launched: BTreeMap<String, Vec<String>>,
+    /// build -> other runners whose live lease covers it.
+    pub leased: BTreeMap<String, Vec<String>>,
+    /// Images under `parent_policy: follow` (their pin moves with their
+    /// next bake; a pinned image's moves with `csis upgrade image`).
+    pub follow: BTreeSet<String>,
 }
 
 impl Protections {
+    /// Every image pin counts as needed; see [`Protections::needing`].
     pub fn from_records(pins: &Pins, releases: &Releases, launches: &LaunchParams) -> Self {
         let mut p = Protections::default();
         for (model, m) in &releases.current {
@@ -109,24 +126,89 @@ impl Protections {
         p
     }
 
-    /// Why an automatic plan (retention) keeps this build, if it does.
-    pub fn retention_keeps(&self, build: &str) -> Option<String> {
+    /// Only the image pins `needed` answers true for (by their key,
+    /// `image@runtime` or a legacy bare `image`) protect; the others move to
+    /// [`Protections::unneeded_pins`].
+    pub fn needing(mut self, needed: &dyn Fn(&str) -> bool) -> Self {
+        let mut keep: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (build, keys) in std::mem::take(&mut self.image_pins) {
+            for k in keys {
+                if needed(&k) {
+                    keep.entry(build.clone()).or_default().push(k);
+                } else {
+                    self.unneeded_pins.entry(build.clone()).or_default().push(k);
+                }
+            }
+        }
+        self.image_pins = keep;
+        self
+    }
+
+    /// Name the images under `parent_policy: follow` (for the hints).
+    pub fn with_follow(mut self, follow: BTreeSet<String>) -> Self {
+        self.follow = follow;
+        self
+    }
+
+    /// A build another live runner's lease covers (`holder`).
+    pub fn lease(&mut self, build: &str, holder: &str) {
+        self.leased
+            .entry(build.to_string())
+            .or_default()
+            .push(holder.to_string());
+    }
+
+    /// Every reason the build may not be disposed, in a fixed order
+    /// (released, pinned by an image, pinned by an instance, launched,
+    /// leased); empty when nothing protects it.
+    pub fn reasons(&self, build: &str) -> Vec<String> {
+        let mut out = Vec::new();
         if let Some(m) = self.released.get(build) {
-            return Some(format!(
-                "RELEASED build ({}), kept by decision; dispose explicitly",
+            out.push(format!(
+                "released on {} {}: release another build there first",
+                if m.len() == 1 { "model" } else { "models" },
                 m.join(", ")
             ));
         }
+        if let Some(keys) = self.image_pins.get(build) {
+            for k in keys {
+                let image = k.split_once('@').map_or(k.as_str(), |(i, _)| i);
+                if self.follow.contains(image) {
+                    out.push(format!(
+                        "pinned by image {k} (its parent build): {image} follows its parent, its next bake moves the pin"
+                    ));
+                } else {
+                    out.push(format!(
+                        "pinned by image {k} (its parent build): move the pin first (`csis upgrade image {image}`)"
+                    ));
+                }
+            }
+        }
         if let Some(i) = self.instance_pins.get(build) {
-            return Some(format!("pinned to instance {}", i.join(", ")));
+            out.push(format!(
+                "pinned by instance {}: decommission first",
+                i.join(", ")
+            ));
         }
         if let Some(i) = self.launched.get(build) {
-            return Some(format!("launched from by instance {}", i.join(", ")));
+            out.push(format!(
+                "launched by instance {}: decommission first",
+                i.join(", ")
+            ));
         }
-        if let Some(i) = self.image_pins.get(build) {
-            return Some(format!("pinned as the parent of image {}", i.join(", ")));
+        if let Some(h) = self.leased.get(build) {
+            out.push(format!(
+                "covered by the live lease of {} (another runner bakes on it)",
+                h.join(", ")
+            ));
         }
-        None
+        out
+    }
+
+    /// Why an automatic plan (retention) keeps this build, if it does.
+    pub fn retention_keeps(&self, build: &str) -> Option<String> {
+        let r = self.reasons(build);
+        (!r.is_empty()).then(|| r.join("; "))
     }
 }
 
@@ -159,7 +241,8 @@ pub struct DisposeItem {
     pub runtime: String,
     pub parent: Option<String>,
     pub run: Option<String>,
-    /// Image pin keys that will be removed with it.
+    /// Image pin keys that will be removed with it: held by images the tree
+    /// no longer declares there (a pin some image needs refuses the plan).
     pub image_pins: Vec<String>,
 }
 
@@ -203,6 +286,8 @@ pub struct PlanInputs<'a> {
     pub protections: &'a Protections,
     /// Runtimes declared in the tree (a record naming another is refused).
     pub configured_runtimes: &'a BTreeSet<String>,
+    /// Revoked builds: never one of the N a retention keeps.
+    pub revoked: &'a BTreeSet<String>,
     pub now: SystemTime,
 }
 
@@ -222,7 +307,11 @@ fn item(rec: &BuildRecord, runtime: &str, p: &Protections) -> DisposeItem {
         runtime: runtime.to_string(),
         parent: rec.parent.clone(),
         run: rec.run.clone(),
-        image_pins: p.image_pins.get(&rec.build_id).cloned().unwrap_or_default(),
+        image_pins: p
+            .unneeded_pins
+            .get(&rec.build_id)
+            .cloned()
+            .unwrap_or_default(),
     }
 }
 
@@ -236,8 +325,9 @@ fn debt(rec: &BuildRecord, runtime: &str, reason: String) -> Debt {
 }
 
 /// The retention plan (core.md §5.2): per (series, runtime) with a keep
-/// count, the oldest `len - keep` builds (by run id, then append order) are
-/// dropped; each dropped build is disposable unless protected (debt).
+/// count, the newest `keep` unrevoked builds (by run id, then append order)
+/// are kept and every other is dropped (a revoked build never counts among
+/// the kept); each dropped build is disposable unless protected (debt).
 /// `keep(series, runtime)` answers [`keep_for`]. Records without a runtime
 /// are never planned (where they live is unknown).
 pub fn retention_plan(
@@ -264,17 +354,19 @@ pub fn retention_plan(
         let Some(k) = keep(&series, &rt) else {
             continue;
         };
-        let k = k as usize;
-        if builds.len() <= k {
-            continue;
-        }
         builds.sort_by(|a, b| {
             let ra = a.1.run.as_deref().unwrap_or("");
             let rb = b.1.run.as_deref().unwrap_or("");
             ra.cmp(rb).then(a.0.cmp(&b.0))
         });
-        let drop = builds.len() - k;
-        for (_, rec) in builds.into_iter().take(drop) {
+        let kept: BTreeSet<usize> = builds
+            .iter()
+            .rev()
+            .filter(|(_, b)| !inp.revoked.contains(&b.build_id))
+            .take(k as usize)
+            .map(|(i, _)| *i)
+            .collect();
+        for (_, rec) in builds.into_iter().filter(|(i, _)| !kept.contains(i)) {
             if let Some(why) = inp.protections.retention_keeps(&rec.build_id) {
                 plan.debt.push(debt(rec, &rt, why));
             } else if let Some(why) = too_young(rec, min_age, inp.now) {
@@ -323,22 +415,11 @@ pub fn plan_dispose(
                 .iter()
                 .filter(|b| b.runtime.as_deref() == Some(rt))
             {
-                if let Some(m) = inp.protections.released.get(&rec.build_id) {
-                    plan.debt.push(debt(
-                        rec,
-                        rt,
-                        format!(
-                            "RELEASED build ({}), kept by decision; dispose explicitly",
-                            m.join(", ")
-                        ),
-                    ));
-                    continue;
-                }
                 if let Some(why) = too_young(rec, req.min_age_days, inp.now) {
                     plan.debt.push(debt(rec, rt, why));
                     continue;
                 }
-                refuse_in_use(rec, inp.protections, &mut refusals);
+                refuse_protected(rec, inp.protections, &mut refusals);
                 plan.items.push(item(rec, rt, inp.protections));
             }
         }
@@ -382,7 +463,7 @@ pub fn plan_dispose(
                     refusals.push(Refusal(format!("build {id} ({}): {why}", rec.series)));
                     continue;
                 }
-                refuse_in_use(rec, inp.protections, &mut refusals);
+                refuse_protected(rec, inp.protections, &mut refusals);
                 plan.items.push(item(rec, rt, inp.protections));
             }
         }
@@ -405,21 +486,13 @@ pub fn plan_dispose(
     Ok(plan)
 }
 
-fn refuse_in_use(rec: &BuildRecord, p: &Protections, refusals: &mut Vec<Refusal>) {
-    if let Some(i) = p.instance_pins.get(&rec.build_id) {
+/// One refusal per reason that protects the build (released, pinned,
+/// launched, leased): an explicit plan never disposes it.
+fn refuse_protected(rec: &BuildRecord, p: &Protections, refusals: &mut Vec<Refusal>) {
+    for why in p.reasons(&rec.build_id) {
         refusals.push(Refusal(format!(
-            "build {} ({}) is pinned to instance {}: decommission first",
-            rec.build_id,
-            rec.series,
-            i.join(", ")
-        )));
-    }
-    if let Some(i) = p.launched.get(&rec.build_id) {
-        refusals.push(Refusal(format!(
-            "build {} ({}) is recorded as launched by instance {}: decommission first",
-            rec.build_id,
-            rec.series,
-            i.join(", ")
+            "build {} ({}) is {why}",
+            rec.build_id, rec.series
         )));
     }
 }
@@ -455,20 +528,24 @@ pub fn children_first(items: Vec<DisposeItem>, lineage: &Lineage) -> Vec<Dispose
     keyed.into_iter().map(|(_, i)| i).collect()
 }
 
-/// After a disposal read back from the runtime: remove the record and every
-/// image pin to the build (journaled `op: dispose`). Returns the image pin
-/// keys removed. The record goes (git history keeps it), as in the original.
+/// After a disposal read back from the runtime: remove the record, and the
+/// image pins `unneeded` names that still point at the build (those its plan
+/// found held by images the tree no longer declares; journaled `op:
+/// dispose`). A pin some image needs never reaches here: its build is not
+/// disposed. Returns the image pin keys removed. The record goes (git
+/// history keeps it), as in the original.
 pub fn forget_build(
     lineage: &mut Lineage,
     pins: &mut Pins,
     build_id: &str,
+    unneeded: &[String],
     run: Option<&str>,
 ) -> Vec<String> {
     lineage.builds.retain(|b| b.build_id != build_id);
     let keys: Vec<String> = pins
         .images
         .iter()
-        .filter(|(_, b)| b.as_str() == build_id)
+        .filter(|(k, b)| b.as_str() == build_id && unneeded.contains(k))
         .map(|(k, _)| k.clone())
         .collect();
     for k in &keys {
@@ -549,6 +626,10 @@ mod tests {
         l
     }
 
+    fn none() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
     fn rts() -> BTreeSet<String> {
         ["rt".to_string(), "other".to_string()].into()
     }
@@ -576,6 +657,7 @@ mod tests {
             lineage: &l,
             protections: &p,
             configured_runtimes: &rts(),
+            revoked: &none(),
             now: now(),
         };
         // keep 1 of base on rt: b1 (released), b2 (pinned) debt; b3 disposable
@@ -588,8 +670,14 @@ mod tests {
             ["b3"]
         );
         assert_eq!(plan.debt.len(), 2);
-        assert!(plan.debt[0].reason.contains("RELEASED"));
-        assert!(plan.debt[1].reason.contains("instance vm"));
+        assert_eq!(
+            plan.debt[0].reason,
+            "released on model prod: release another build there first"
+        );
+        assert_eq!(
+            plan.debt[1].reason,
+            "pinned by instance vm: decommission first"
+        );
         // runtime filter excludes `other`
         assert!(plan.items.iter().all(|i| i.runtime == "rt"));
         // min-age keeps young builds
@@ -628,6 +716,7 @@ mod tests {
             lineage: &l,
             protections: &p,
             configured_runtimes: &only_rt,
+            revoked: &none(),
             now: now(),
         };
         let req = |sel: Selection, rt: Option<&str>| DisposeRequest {
@@ -667,10 +756,12 @@ mod tests {
         assert!(err
             .iter()
             .any(|r| r.0.contains("not rt") || r.0.contains("not other")));
-        // explicit ok, children first, image pin listed
+        // explicit ok, children first; a pin of an image the tree no longer
+        // declares is listed (removed with the build); a needed one refuses
         let mut pins2 = Pins::default();
         pins2.images.insert("web@rt".into(), "b1".into());
-        let p2 = Protections::from_records(&pins2, &Releases::default(), &LaunchParams::default());
+        let p2 = Protections::from_records(&pins2, &Releases::default(), &LaunchParams::default())
+            .needing(&|_| false);
         let inp2 = PlanInputs {
             protections: &p2,
             ..inp
@@ -684,6 +775,22 @@ mod tests {
         assert_eq!(plan.items[0].build_id, "w1");
         assert_eq!(plan.items[1].build_id, "b1");
         assert_eq!(plan.items[1].image_pins, vec!["web@rt"]);
+        let p3 = Protections::from_records(&pins2, &Releases::default(), &LaunchParams::default())
+            .needing(&|k| k == "web@rt");
+        let inp3 = PlanInputs {
+            protections: &p3,
+            ..inp
+        };
+        let err = plan_dispose(
+            inp3,
+            &req(Selection::Ids(vec!["b1".into(), "w1".into()]), None),
+            &|_, _| None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+            ["build b1 (base) is pinned by image web@rt (its parent build): move the pin first (`csis upgrade image web`)"]
+        );
         // --all on rt refused because b2 pinned and b3 launched
         assert!(plan_dispose(inp, &req(Selection::All, Some("rt")), &|_, _| None).is_err());
         // min-age refuses an explicit young build
@@ -696,45 +803,103 @@ mod tests {
     }
 
     #[test]
-    fn all_keeps_releases() {
+    fn explicit_ids_and_all_refuse_a_released_build() {
         let l = lineage();
         let mut rel = Releases::default();
-        rel.current
-            .entry("default".into())
-            .or_default()
-            .insert("web".into(), "w2".into());
+        for model in ["prod", "staging"] {
+            rel.current
+                .entry(model.into())
+                .or_default()
+                .insert("web".into(), "w2".into());
+        }
         let p = Protections::from_records(&Pins::default(), &rel, &LaunchParams::default());
         let inp = PlanInputs {
             lineage: &l,
             protections: &p,
             configured_runtimes: &rts(),
+            revoked: &none(),
             now: now(),
         };
-        let req = DisposeRequest {
-            selection: Selection::All,
-            runtime: Some("rt".into()),
-            min_age_days: None,
-        };
-        let plan = plan_dispose(inp, &req, &|_, _| None).unwrap();
-        assert_eq!(plan.items.len(), 5);
+        let why =
+            "build w2 (web) is released on models prod, staging: release another build there first";
+        for selection in [
+            Selection::All,
+            Selection::Ids(vec!["w1".into(), "w2".into()]),
+        ] {
+            let req = DisposeRequest {
+                selection,
+                runtime: Some("rt".into()),
+                min_age_days: None,
+            };
+            let err = plan_dispose(inp, &req, &|_, _| None).unwrap_err();
+            assert_eq!(err.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), [why]);
+        }
+        // retention keeps it as debt, with the same reason
+        let plan = retention_plan(inp, Some("rt"), None, &|_, _| Some(0));
         assert!(plan.items.iter().all(|i| i.build_id != "w2"));
-        assert_eq!(plan.debt[0].build_id, "w2");
+        let d: Vec<_> = plan
+            .debt
+            .iter()
+            .map(|d| (d.build_id.as_str(), d.reason.as_str()))
+            .collect();
+        assert_eq!(
+            d,
+            [(
+                "w2",
+                "released on models prod, staging: release another build there first"
+            )]
+        );
     }
 
     #[test]
-    fn forget_removes_record_and_image_pins() {
+    fn retention_never_keeps_a_revoked_build_in_place_of_a_good_one() {
+        let l = lineage();
+        let p = Protections::default();
+        // base on rt: b1, b2, b3, b4 (newest); b4 revoked
+        let revoked: BTreeSet<String> = ["b4".to_string()].into();
+        let inp = PlanInputs {
+            lineage: &l,
+            protections: &p,
+            configured_runtimes: &rts(),
+            revoked: &revoked,
+            now: now(),
+        };
+        let keep = |s: &str, _: &str| (s == "base").then_some(2);
+        let plan = retention_plan(inp, Some("rt"), None, &keep);
+        let mut ids: Vec<_> = plan.items.iter().map(|i| i.build_id.as_str()).collect();
+        ids.sort();
+        // b2, b3 are the two newest good builds: kept; b1 and the revoked b4 go
+        assert_eq!(ids, ["b1", "b4"]);
+        // without the revocation, b3 and b4 are kept
+        let inp = PlanInputs {
+            revoked: &none(),
+            ..inp
+        };
+        let mut ids: Vec<_> = retention_plan(inp, Some("rt"), None, &keep)
+            .items
+            .iter()
+            .map(|i| i.build_id.clone())
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["b1", "b2"]);
+    }
+
+    #[test]
+    fn forget_removes_the_record_and_only_the_pins_it_is_told() {
         let mut l = lineage();
         let mut pins = Pins::default();
         pins.images.insert("web@rt".into(), "b1".into());
+        pins.images.insert("old@rt".into(), "b1".into());
         pins.images.insert("app@rt".into(), "w1".into());
-        let removed = forget_build(&mut l, &mut pins, "b1", Some("r"));
-        assert_eq!(removed, vec!["web@rt"]);
+        let removed = forget_build(&mut l, &mut pins, "b1", &["old@rt".into()], Some("r"));
+        assert_eq!(removed, vec!["old@rt"]);
         assert!(l.find("b1").is_none());
-        assert_eq!(pins.images.len(), 1);
+        assert_eq!(pins.images.len(), 2);
+        assert_eq!(pins.images["web@rt"], "b1");
         let j = pins.upgrades.last().unwrap();
         assert_eq!(
             (j.op.as_str(), j.name.as_str(), j.from.as_deref()),
-            ("dispose", "web", Some("b1"))
+            ("dispose", "old", Some("b1"))
         );
     }
 

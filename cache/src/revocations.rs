@@ -165,9 +165,10 @@ pub fn head_unrevoked<'a>(
 /// The records as the planner and the graph compile must see them once
 /// revocations apply: every record of a (series, runtime) whose head is
 /// revoked is left out (so the series has no head there and its bake is due:
-/// "no build yet"), and every image pin naming a revoked build is dropped (so
-/// a pinned child binds again to its parent's next unrevoked head instead of
-/// baking from a revoked build). `meta-state/` itself is not changed.
+/// "no build yet"). Image pins are kept as they are: a pinned child whose
+/// pin names a revoked build is held by the plan (never baked from it, never
+/// moved unasked) until `csis upgrade image` moves the pin. `meta-state/`
+/// itself is not changed.
 pub fn planning_view(
     lineage: &Lineage,
     pins: &crate::Pins,
@@ -176,20 +177,26 @@ pub fn planning_view(
     if revs.revocations.is_empty() {
         return (lineage.clone(), pins.clone());
     }
-    let mut blocked: BTreeSet<(String, Option<String>)> = BTreeSet::new();
-    let mut seen: BTreeSet<(String, Option<String>)> = BTreeSet::new();
-    for b in lineage.builds.iter().rev() {
-        let key = (b.series.clone(), b.runtime.clone());
-        if seen.insert(key.clone()) && revs.is_revoked(&b.build_id) {
-            blocked.insert(key);
+    // The head of each (series, runtime): the newest by run id.
+    let mut heads: std::collections::HashMap<(&str, Option<&str>), &BuildRecord> =
+        Default::default();
+    for b in &lineage.builds {
+        let e = heads
+            .entry((b.series.as_str(), b.runtime.as_deref()))
+            .or_insert(b);
+        if crate::lineage::run_order(b, e).is_ge() {
+            *e = b;
         }
     }
+    let blocked: BTreeSet<(String, Option<String>)> = heads
+        .into_iter()
+        .filter(|(_, h)| revs.is_revoked(&h.build_id))
+        .map(|((s, r), _)| (s.to_string(), r.map(str::to_string)))
+        .collect();
     let mut l = lineage.clone();
     l.builds
         .retain(|b| !blocked.contains(&(b.series.clone(), b.runtime.clone())));
-    let mut p = pins.clone();
-    p.images.retain(|_, b| !revs.is_revoked(b));
-    (l, p)
+    (l, pins.clone())
 }
 
 // ---- small helpers for meta-state files this crate's lineage operations own ----
@@ -308,8 +315,8 @@ mod tests {
         // web's head w2 is not revoked: web keeps its records (w1 too)
         assert_eq!(v.head("web", "rt").unwrap().build_id, "w2");
         assert!(v.find("w1").is_some());
-        // both pins name revoked builds
-        assert!(p.images.is_empty());
+        // the pins stay: the plan holds a child pinned to a revoked build
+        assert_eq!(p, pins);
     }
 
     #[test]

@@ -228,12 +228,17 @@ impl MetaState {
         Ok(changed)
     }
 
-    /// `lineage.yaml` (empty when absent).
+    /// `lineage.yaml` (empty when absent). A build recorded twice is read
+    /// once (the first record) and reported; the next write drops the copy.
     pub fn lineage(&self) -> Result<Lineage, CacheError> {
         if let Some(r) = self.remote()? {
             return Ok(r.load()?.0);
         }
-        self.read(LINEAGE_FILE)
+        let mut l: Lineage = self.read(LINEAGE_FILE)?;
+        for line in l.dedupe() {
+            eprintln!("warning: {}: {line}", self.dir.display());
+        }
+        Ok(l)
     }
     pub fn pins(&self) -> Result<Pins, CacheError> {
         if let Some(r) = self.remote()? {

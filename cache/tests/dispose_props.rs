@@ -101,7 +101,8 @@ proptest! {
         let p = Protections::from_records(&w.pins, &w.releases, &w.launches);
         let rts: BTreeSet<String> = ["rt0".to_string(), "rt1".to_string()].into();
         let now = csis_cache::parse_run_id("2026_11_05t00_00_00_000000").unwrap();
-        let inp = PlanInputs { lineage: &w.lineage, protections: &p, configured_runtimes: &rts, now };
+        let revoked = BTreeSet::new();
+        let inp = PlanInputs { lineage: &w.lineage, protections: &p, configured_runtimes: &rts, revoked: &revoked, now };
         let keep = |s: &str, _: &str| w.keep.get(s).copied();
         let check_order = |items: &[csis_cache::retention::DisposeItem]| {
             for (i, it) in items.iter().enumerate() {
@@ -149,9 +150,8 @@ proptest! {
                 for it in &plan.items {
                     prop_assert!(!w.pins.instances.values().any(|b| b == &it.build_id));
                     prop_assert!(!p.launched.contains_key(&it.build_id));
-                    if sel == Selection::All {
-                        prop_assert!(!w.releases.is_current(&it.build_id));
-                    }
+                    prop_assert!(!w.releases.is_current(&it.build_id));
+                    prop_assert!(!w.pins.images.values().any(|b| b == &it.build_id));
                     prop_assert_eq!(it.runtime.as_str(), "rt0");
                 }
                 check_order(&plan.items)?;

@@ -182,6 +182,8 @@ fn strict_fails_when_nothing_was_checked_and_the_report_says_so() {
             lineage: &l,
             pins: &p,
             revocations: &revs,
+            releases: &Default::default(),
+            follow: &Default::default(),
             image_parents: &parents,
         },
         &[RuntimeView {

@@ -22,7 +22,7 @@ fn a_forgotten_build_stays_forgotten() {
     r.record(BuildRecord::new("c1", "c", "rt"), Some(pin))
         .unwrap();
     let removed = r
-        .update(|l, p| forget_build(l, p, "p1", Some("run")))
+        .update(|l, p| forget_build(l, p, "p1", &["c@rt".to_string()], Some("run")))
         .unwrap();
     assert_eq!(removed, vec!["c@rt".to_string()]);
     // written at once, journal settled

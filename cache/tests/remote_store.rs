@@ -113,7 +113,7 @@ fn concurrent_recorders_lose_nothing() {
         .unwrap()
         .record(rec("late", "shared", "late"), None)
         .unwrap();
-    r.update(|l, p| csis_cache::retention::forget_build(l, p, "b-0-0", None))
+    r.update(|l, p| csis_cache::retention::forget_build(l, p, "b-0-0", &[], None))
         .unwrap();
     let l = meta.lineage().unwrap();
     assert!(

@@ -4,8 +4,11 @@
 //! refusal found before anything is deleted), checks live references the
 //! runtime can see (`image_users`), then disposes one build at a time: the
 //! runtime's `dispose_image`, a read-back through `query_images`, and only
-//! then the record and every image pin to it are removed (written at once,
-//! so an interruption loses nothing done).
+//! then the record is removed, with the pins to it that no declared image
+//! needs (written at once, so an interruption loses nothing done). A build
+//! that is released, pinned (by an instance, or by an image the tree
+//! declares), launched or leased is never disposed: an explicit request
+//! naming one is refused with every reason, a retention keeps it as debt.
 //!
 //! What happens is a stream of [`DisposeEvent`]s (typed: callers never
 //! parse lines), collected into a [`DisposeReport`].
@@ -19,7 +22,7 @@ use csis_cache::retention::{
     forget_build, plan_dispose, DisposePlan, DisposeRequest, LaunchParams, PlanInputs, Protections,
     Selection,
 };
-use csis_cache::{Lineage, MetaState, Pins};
+use csis_cache::{Lineage, MetaState, Pins, Revocations};
 use csis_runtime::{DynRuntime, RuntimeError};
 use serde::Serialize;
 
@@ -324,10 +327,10 @@ pub fn dispose(
             let run = csis_cache::run_id_now();
             let meta = &cx.meta;
             let runtime = |name: &str| cx.runtime(name).map_err(|e| format!("{e:#}"));
-            let forget = |build_id: &str| -> Result<Vec<String>> {
+            let forget = |build_id: &str, unneeded: &[String]| -> Result<Vec<String>> {
                 let mut lineage = meta.lineage()?;
                 let mut pins = meta.pins()?;
-                let removed = forget_build(&mut lineage, &mut pins, build_id, Some(&run));
+                let removed = forget_build(&mut lineage, &mut pins, build_id, unneeded, Some(&run));
                 meta.save_lineage(&lineage)?;
                 if !removed.is_empty() {
                     meta.save_pins(&pins)?;
@@ -350,23 +353,26 @@ pub fn compute_plan(
     meta: &MetaState,
     req: &DisposeRequest,
 ) -> Result<Result<DisposePlan, Vec<Refusal>>> {
-    let (lineage, mut pins) = crate::state::records(tree.root())?;
+    let (lineage, pins) = crate::state::records(tree.root())?;
+    let releases = meta.releases()?;
+    let launches = LaunchParams::load(meta)?;
+    let mut prot = Protections::from_records(&pins, &releases, &launches)
+        .needing(&|key| crate::state::pin_needed(tree, key))
+        .with_follow(crate::state::follow_images(tree));
     // On a shared store: what other runners' live leases cover is kept as
     // a pinned build is (they may be baking on it, or on its series).
     if let Some(store) = meta.store()? {
         for (build, holder) in csis_cache::lease::protected_from(&store, "", &lineage)? {
-            pins.instances
-                .insert(format!("lease of {holder} on {build}"), build);
+            prot.lease(&build, &holder);
         }
     }
-    let releases = meta.releases()?;
-    let launches = LaunchParams::load(meta)?;
-    let prot = Protections::from_records(&pins, &releases, &launches);
     let configured = declared_runtimes(tree);
+    let revoked = Revocations::load(meta)?.ids();
     let inp = PlanInputs {
         lineage: &lineage,
         protections: &prot,
         configured_runtimes: &configured,
+        revoked: &revoked,
         now: SystemTime::now(),
     };
     let keep = |s: &str, r: &str| keep_for(tree, s, r);
@@ -379,13 +385,17 @@ fn plan_refusals(v: Vec<csis_cache::retention::Refusal>) -> Vec<Refusal> {
         .collect()
 }
 
+/// Forget a disposed build: its id and the pin keys no declared image needs;
+/// returns the pin keys removed.
+pub type Forget<'a> = dyn Fn(&str, &[String]) -> Result<Vec<String>> + Send + Sync + 'a;
+
 /// How a disposal reaches the runtimes and the records.
 pub struct Disposer<'a> {
     /// The runtime of a name (an error refuses the whole plan).
     pub runtime: &'a (dyn Fn(&str) -> Result<DynRuntime, String> + Send + Sync),
-    /// Remove a disposed build's record and every image pin to it, written
-    /// at once; returns the pin keys removed.
-    pub forget: &'a (dyn Fn(&str) -> Result<Vec<String>> + Send + Sync),
+    /// Remove a disposed build's record and the image pins named (those no
+    /// declared image needs), written at once; returns the pin keys removed.
+    pub forget: &'a Forget<'a>,
 }
 
 /// Carry out a plan with the runtimes and records given: the debt, then
@@ -497,7 +507,7 @@ async fn execute_with(
                 return Ok(());
             }
         }
-        let removed = (d.forget)(&it.build_id)?;
+        let removed = (d.forget)(&it.build_id, &it.image_pins)?;
         out.push(DisposeEvent::Disposed {
             build_id: it.build_id.clone(),
             series: it.series.clone(),
@@ -516,8 +526,9 @@ async fn execute_with(
 /// runtime), then the disposals, children first, live references checked.
 ///
 /// `lineage` and `pins` are the records as the build's `Recorder` holds
-/// them (this run's bakes included); releases and launch records are read
-/// from `meta-state/`. The caller holds the tree lock, serializes the
+/// them (this run's bakes included); `leased` the builds other runners'
+/// live leases cover (build -> holder); releases, revocations and launch
+/// records are read from `meta-state/`. The caller holds the tree lock, serializes the
 /// writers of `meta-state/`, and orders the node after every bake of this
 /// run that stands on a build of the series (`d.forget` goes through the
 /// recorder).
@@ -525,6 +536,7 @@ pub async fn retention_in_build(
     tree: &csis_rules::Tree,
     lineage: &Lineage,
     pins: &Pins,
+    leased: &BTreeMap<String, String>,
     (series, runtime, keep): (&str, &str, Option<u32>),
     d: &Disposer<'_>,
     each: &(dyn Fn(&DisposeEvent) + Send + Sync),
@@ -532,12 +544,19 @@ pub async fn retention_in_build(
     let meta = MetaState::of_tree(tree.root());
     let releases = meta.releases()?;
     let launches = LaunchParams::load(&meta)?;
-    let prot = Protections::from_records(pins, &releases, &launches);
+    let mut prot = Protections::from_records(pins, &releases, &launches)
+        .needing(&|key| crate::state::pin_needed(tree, key))
+        .with_follow(crate::state::follow_images(tree));
+    for (build, holder) in leased {
+        prot.lease(build, holder);
+    }
     let configured = declared_runtimes(tree);
+    let revoked = Revocations::load(&meta)?.ids();
     let inp = PlanInputs {
         lineage,
         protections: &prot,
         configured_runtimes: &configured,
+        revoked: &revoked,
         now: SystemTime::now(),
     };
     let req = DisposeRequest {
@@ -613,9 +632,9 @@ mod tests {
         let meta = MetaState::of_tree(tree.root());
         let (lineage, pins) = (meta.lineage().unwrap(), meta.pins().unwrap());
         let runtime = |n: &str| crate::wiring::runtime(tree, n).map_err(|e| format!("{e:#}"));
-        let forget = |id: &str| -> Result<Vec<String>> {
+        let forget = |id: &str, unneeded: &[String]| -> Result<Vec<String>> {
             let (mut l, mut p) = (meta.lineage()?, meta.pins()?);
-            let removed = forget_build(&mut l, &mut p, id, None);
+            let removed = forget_build(&mut l, &mut p, id, unneeded, None);
             meta.save_lineage(&l)?;
             meta.save_pins(&p)?;
             Ok(removed)
@@ -630,6 +649,7 @@ mod tests {
                 tree,
                 &lineage,
                 &pins,
+                &BTreeMap::new(),
                 (series, "sim", keep),
                 &d,
                 &each,

@@ -139,12 +139,15 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
     // A strict query of this runtime must agree too.
     let (lineage, pins) = cx.records()?;
     let revs = Revocations::load(&cx.meta)?;
+    let releases = cx.meta.releases()?;
     let parents = image_parents(tree);
     let judged = drift::judge(
         drift::Records {
             lineage: &lineage,
             pins: &pins,
             revocations: &revs,
+            releases: &releases,
+            follow: &crate::state::follow_images(tree),
             image_parents: &parents,
         },
         std::slice::from_ref(&view),

@@ -175,7 +175,9 @@ pub struct ReleaseArgs {
     pub image: Option<String>,
     /// The build (default: the series head on the runtime).
     pub build: Option<String>,
-    pub model: String,
+    /// The model (default: the image's declared `release: {model}`, else
+    /// `default`).
+    pub model: Option<String>,
     pub note: Option<String>,
     pub runtime: Option<String>,
     /// Per image with `release: {model}` and runtime, the head that qualifies.
@@ -242,11 +244,32 @@ pub fn release(cx: &Context, args: &ReleaseArgs) -> Result<ReleaseReport> {
     match choose(tree, &ctx, args) {
         Err(reason) => report.events.push(ReleaseEvent::Refused { reason }),
         Ok((rec, series, runtime)) => {
-            let e = do_release(cx, &ctx, &mut releases, &rec, &series, &runtime, args)?;
+            let model = match &args.model {
+                Some(m) => m.clone(),
+                None => declared_model(tree, &series),
+            };
+            let e = do_release(
+                cx,
+                &ctx,
+                &mut releases,
+                &rec,
+                (&series, &runtime, &model),
+                args,
+            )?;
             report.events.push(e);
         }
     }
     Ok(report)
+}
+
+/// The model a release of `series` uses when none is named: the image's
+/// declared `release: {model}`, else `default` (the original's).
+pub fn declared_model(tree: &Tree, series: &str) -> String {
+    tree.image(series)
+        .filter(|i| i.name == series)
+        .and_then(|i| i.model.release.as_ref())
+        .map(|r| r.model.clone())
+        .unwrap_or_else(|| "default".to_string())
 }
 
 /// The build, series and runtime `args` name, or why not.
@@ -302,11 +325,7 @@ fn choose(
         Some(b) => b.clone(),
         None => match head_unrevoked(&ctx.lineage, &ctx.revs, &series, &runtime) {
             Some(h) => h.build_id.clone(),
-            None => {
-                return Err(format!(
-                    "{series} has no (unrevoked) build on {runtime} to release"
-                ))
-            }
+            None => return Err(no_head(ctx, &series, &runtime)),
         },
     };
     let rec = qualify(ctx.recs(), &series, &build, rules_for(tree, &series))
@@ -319,16 +338,42 @@ fn choose(
     Ok((rec.clone(), series, runtime))
 }
 
+/// Why `release SERIES` without `--build` has nothing to release: no build
+/// on the runtime, or its head is revoked (an older build is never promoted
+/// silently: name it with `--build`, or bake a new one).
+fn no_head(ctx: &Ctx, series: &str, runtime: &str) -> String {
+    let Some(head) = ctx.lineage.head(series, runtime) else {
+        return format!("{series} has no build on {runtime} to release yet");
+    };
+    let good: Vec<&str> = ctx
+        .lineage
+        .series_builds(series, runtime)
+        .filter(|b| !ctx.revs.is_revoked(&b.build_id))
+        .map(|b| b.build_id.as_str())
+        .collect();
+    let older = if good.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "name an unrevoked build with --build ({}), or ",
+            good.join(", ")
+        )
+    };
+    format!(
+        "the head of {series} on {runtime}, {}, is revoked: {older}bake a new one (`csis build`)",
+        head.build_id
+    )
+}
+
 fn do_release(
     cx: &Context,
     ctx: &Ctx,
     releases: &mut Releases,
     rec: &BuildRecord,
-    series: &str,
-    runtime: &str,
+    (series, runtime, model): (&str, &str, &str),
     args: &ReleaseArgs,
 ) -> Result<ReleaseEvent> {
-    let (tree, model) = (cx.tree(), args.model.as_str());
+    let tree = cx.tree();
     if releases.current.get(model).and_then(|m| m.get(series)) == Some(&rec.build_id) {
         return Ok(ReleaseEvent::AlreadyCurrent {
             build_id: rec.build_id.clone(),
@@ -435,11 +480,8 @@ fn declared(
                 Ok(Some(rec)) => {
                     any = true;
                     let rec = rec.clone();
-                    let a = ReleaseArgs {
-                        model: rel.model.clone(),
-                        ..args.clone()
-                    };
-                    out.push(do_release(cx, ctx, releases, &rec, &image.name, rt, &a)?);
+                    let what = (image.name.as_str(), rt, rel.model.as_str());
+                    out.push(do_release(cx, ctx, releases, &rec, what, args)?);
                 }
                 Ok(None) => out.push(ReleaseEvent::HeadAlreadyCurrent {
                     series,

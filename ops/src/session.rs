@@ -8,7 +8,9 @@ use std::time::SystemTime;
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
-use csis_rules::compile::{compile_with_costs, planner, Compiled, ForceBake, PinSource};
+use csis_rules::compile::{
+    compile_with_costs, planner, Compiled, ForceBake, NodeKind, PinSource, PINNED_PARENT_ATTR,
+};
 use csis_rules::Tree;
 
 /// A loaded, compiled tree.
@@ -221,8 +223,160 @@ pub fn plan(
         plan = planner.plan(graph, sel, fps, &records)?;
     }
     name_revoked_heads(revs, &mut plan);
+    retention_due(meta, lineage, revs, graph, &mut plan, now)?;
+    hold_revoked_pins(revs, graph, &mut plan);
     timing("plan", t0);
     Ok(plan)
+}
+
+/// The plan's code for a dispose node due for its retention alone.
+pub const RETENTION_DUE: &str = "retention";
+
+/// Retention runs in every run where it is declared (core.md §5.3): a
+/// dispose node nothing else makes due is due when the retention plan of
+/// its (series, runtime) has a build to dispose (a `retention:` added to a
+/// converged tree, a release moved off an old build), so `csis build`
+/// disposes without a bake and `csis plan` says why. The node itself reads
+/// the records afresh and asks the runtime before it deletes anything.
+fn retention_due(
+    meta: &MetaState,
+    lineage: &Lineage,
+    revs: &Revocations,
+    graph: &Graph,
+    plan: &mut Plan,
+    now: SystemTime,
+) -> Result<()> {
+    use csis_cache::retention::{retention_plan, LaunchParams, PlanInputs, Protections};
+    // (series, runtime) -> (the node's position, its keep count)
+    let mut idle: std::collections::HashMap<(String, String), (usize, u32)> = Default::default();
+    for (i, n) in plan.nodes.iter().enumerate() {
+        if n.due || n.kind != NodeKind::Dispose {
+            continue;
+        }
+        let (Some(series), Some(rt)) = (n.series.clone(), n.runtime.clone()) else {
+            continue;
+        };
+        let inputs = graph.node(n.id).inputs();
+        let keep = match inputs["ephemeral"].as_bool() {
+            Some(true) => Some(0),
+            _ => inputs["keep"].as_u64().map(|k| k as u32),
+        };
+        if let Some(keep) = keep {
+            idle.insert((series, rt), (i, keep));
+        }
+    }
+    // Only where a (series, runtime) holds more builds than it keeps.
+    let mut count: std::collections::HashMap<(&str, &str), u32> = Default::default();
+    for b in &lineage.builds {
+        if let Some(rt) = b.runtime.as_deref() {
+            *count.entry((b.series.as_str(), rt)).or_default() += 1;
+        }
+    }
+    idle.retain(|(s, r), (_, keep)| {
+        count
+            .get(&(s.as_str(), r.as_str()))
+            .is_some_and(|n| n > keep)
+    });
+    if idle.is_empty() {
+        return Ok(());
+    }
+    let root = meta.dir().parent().unwrap_or(Path::new("."));
+    let (_, pins) = csis_cache::load_for_planning(meta, &LocalDir::of_tree(root))?;
+    let prot = Protections::from_records(&pins, &meta.releases()?, &LaunchParams::load(meta)?);
+    let revoked = revs.ids();
+    let runtimes = std::collections::BTreeSet::new();
+    let inp = PlanInputs {
+        lineage,
+        protections: &prot,
+        configured_runtimes: &runtimes,
+        revoked: &revoked,
+        now,
+    };
+    let keep_of = |s: &str, r: &str| idle.get(&(s.to_string(), r.to_string())).map(|k| k.1);
+    let p = retention_plan(inp, None, None, &keep_of);
+    let mut items: std::collections::BTreeMap<(&str, &str), Vec<&str>> = Default::default();
+    for it in &p.items {
+        items
+            .entry((it.series.as_str(), it.runtime.as_str()))
+            .or_default()
+            .push(it.build_id.as_str());
+    }
+    for ((series, rt), ids) in items {
+        let Some(&(i, keep)) = idle.get(&(series.to_string(), rt.to_string())) else {
+            continue;
+        };
+        let n = &mut plan.nodes[i];
+        n.due = true;
+        n.code = RETENTION_DUE.to_string();
+        n.reason = format!(
+            "retention (keep {keep}): {} build(s) of {series} on {rt} to dispose ({})",
+            ids.len(),
+            ids.join(", ")
+        );
+        n.decision = csis_engine::Decision::Due {
+            reason: csis_engine::Reason::custom(RETENTION_DUE, n.reason.clone()),
+        };
+    }
+    Ok(())
+}
+
+/// The plan's code for an image held on a pin to a revoked build.
+pub const PIN_REVOKED: &str = "pin-revoked";
+
+/// A pinned image whose pin names a revoked build is held: its bake and
+/// what follows it (emit, retag, test, release) do not run, whatever else
+/// makes them due, and the plan names the upgrade that moves the pin. It is
+/// never baked from the revoked build, and never moved to another parent
+/// build unasked (`csis upgrade image` is the operator's decision).
+fn hold_revoked_pins(revs: &Revocations, graph: &Graph, plan: &mut Plan) {
+    if revs.revocations.is_empty() {
+        return;
+    }
+    // The compile puts a pinned image's pin on its bake node.
+    let held: Vec<(String, String, String)> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Bake)
+        .filter_map(|n| {
+            let pin = graph.node(n.id).attr(PINNED_PARENT_ATTR)?;
+            revs.is_revoked(pin).then(|| {
+                (
+                    n.series.clone().unwrap_or_default(),
+                    n.runtime.clone().unwrap_or_default(),
+                    pin.to_string(),
+                )
+            })
+        })
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let follows_bake = [
+        NodeKind::Bake,
+        NodeKind::Emit,
+        NodeKind::Retag,
+        NodeKind::Test,
+        NodeKind::Release,
+    ];
+    for n in plan.nodes.iter_mut() {
+        let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
+            continue;
+        };
+        let Some((image, _, build)) = held.iter().find(|(i, r, _)| i == series && r == rt) else {
+            continue;
+        };
+        if !follows_bake.iter().any(|k| n.kind == *k) {
+            continue;
+        }
+        n.reason = format!(
+            "held: pinned to revoked build {build}; `csis upgrade image {image} --runtime {rt}` moves the pin"
+        );
+        n.code = PIN_REVOKED.to_string();
+        if n.due {
+            n.due = false;
+            n.decision = csis_engine::Decision::Current { build: None };
+        }
+    }
 }
 
 /// A bake due for want of a build, where the series' builds on that runtime

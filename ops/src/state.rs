@@ -74,6 +74,34 @@ pub fn image_parents(tree: &Tree) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The images under `parent_policy: follow` (their pin records what their
+/// head was baked from; their next bake follows the parent's head).
+pub fn follow_images(tree: &Tree) -> BTreeSet<String> {
+    tree.images
+        .iter()
+        .filter(|i| i.model.parent_policy == csis_schema::model::ParentPolicy::Follow)
+        .map(|i| i.name.clone())
+        .collect()
+}
+
+/// Does an image the tree declares need the image pin `key`
+/// (`image@runtime`, or a legacy bare `image`)? Its next bake on that
+/// runtime reads it; a pin of an image the tree no longer declares there
+/// protects nothing.
+pub fn pin_needed(tree: &Tree, key: &str) -> bool {
+    let (image, runtime) = match key.split_once('@') {
+        Some((i, r)) => (i, Some(r)),
+        None => (key, None),
+    };
+    let Some(img) = tree.image(image).filter(|i| i.name == image) else {
+        return false;
+    };
+    runtime.is_none_or(|rt| {
+        img.active_runtimes()
+            .any(|e| e.runtime.as_deref() == Some(rt))
+    })
+}
+
 /// Builds kept per series on a runtime (core.md §5.1): 0 on an ephemeral
 /// runtime, else the image's `retention.keep`, else the runtime's
 /// `retention_keep`, else None (keep all). Unknown runtime: None.
@@ -173,7 +201,8 @@ pub fn views(tree: &Tree, only: Option<&str>) -> Result<Vec<RuntimeView>> {
 pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<RuntimeView>)> {
     let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
-    meta.releases()?; // a corrupt releases.yaml is reported here, not only by `csis release`
+    // a corrupt releases.yaml is reported here, not only by `csis release`
+    let releases = meta.releases()?;
     let parents = image_parents(tree);
     let views = views(tree, None)?;
     let report = drift::judge(
@@ -181,6 +210,8 @@ pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<R
             lineage: &lineage,
             pins: &pins,
             revocations: &revs,
+            releases: &releases,
+            follow: &follow_images(tree),
             image_parents: &parents,
         },
         &views,
@@ -207,7 +238,10 @@ pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
 }
 
 /// The last report's hard drift, for `csis build` to refuse on (None = no
-/// report, no opinion).
+/// report, no opinion). Drift a new build is the way out of does not stop
+/// one: a release on a revoked or gone build (release another build, which
+/// may have to be baked first) and a pin on a revoked build (the plan holds
+/// that child; `csis upgrade` moves the pin once a new parent build exists).
 #[allow(dead_code)]
 pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(report_path(tree)).ok()?;
@@ -216,7 +250,7 @@ pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
         report
             .drift
             .iter()
-            .filter(|d| d.hard)
+            .filter(|d| d.hard && d.kind != "release" && d.drift != "revoked")
             .map(|d| format!("{} {}: {}: {}", d.kind, d.name, d.drift, d.detail))
             .collect(),
     )
@@ -241,7 +275,9 @@ pub fn state_query_gate(tree: &Tree, run_query: bool) -> Result<Vec<String>> {
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryReport {
     pub report: StateReport,
-    pub path: PathBuf,
+    /// `<generated>/state-report.json`, or why it could not be written (a
+    /// read-only checkout): the answer stands either way.
+    pub path: Result<PathBuf, String>,
 }
 
 impl QueryReport {
@@ -260,10 +296,11 @@ impl QueryReport {
     }
 }
 
-/// `csis state query`: ask every declared runtime, judge, write the report.
+/// `csis state query`: ask every declared runtime, judge, write the report
+/// (where it can: a checkout it cannot write still gets its answer).
 pub fn query(cx: &OpContext) -> Result<QueryReport> {
     let (report, _) = state_report(cx.tree(), &cx.meta)?;
-    let path = write_report(cx.tree(), &report)?;
+    let path = write_report(cx.tree(), &report).map_err(|e| format!("{e:#}"));
     Ok(QueryReport { report, path })
 }
 
@@ -372,7 +409,8 @@ fn shared_store(root: &Path) -> Result<MetaState> {
 
 /// `csis state pull`: write the store's records into `meta-state/` (the
 /// original's `lineage.yaml`, `pins.yaml`, `releases.yaml`,
-/// `revocations.yaml`), e.g. to keep a git copy for review. Replaces them.
+/// `revocations.yaml`; `image-tests.yaml` and `verifications.yaml` are
+/// merged in), e.g. to keep a git copy for review. Replaces them.
 pub fn pull(root: &Path) -> Result<StateSync> {
     let store = shared_store(root)?;
     let local = MetaState::local_of_tree(root);
@@ -392,6 +430,7 @@ pub fn pull(root: &Path) -> Result<StateSync> {
     if Revocations::load(&store)?.save(&local)? {
         written.push("revocations.yaml".to_string());
     }
+    written.extend(copy_verdicts(&store, &local)?);
     Ok(StateSync {
         direction: "pull",
         store: store.location(),
@@ -401,11 +440,42 @@ pub fn pull(root: &Path) -> Result<StateSync> {
     })
 }
 
+/// The verdicts a release reads, from one side to the other when the
+/// source holds any: `image-tests.yaml` (post-bake tests, `csis test`) and
+/// `verifications.yaml` (`csis verify instance`). Returns the files written.
+fn copy_verdicts(from: &MetaState, to: &MetaState) -> Result<Vec<String>> {
+    use csis_cache::release_rules::{ImageTests, IMAGE_TESTS_FILE};
+    use csis_cache::verifications::{Verifications, VERIFICATIONS_FILE};
+    let mut written = Vec::new();
+    let tests = ImageTests::load(from)?;
+    if !tests.builds.is_empty() {
+        let mut all = ImageTests::load(to)?;
+        all.builds.extend(tests.builds);
+        if all.save(to)? {
+            written.push(IMAGE_TESTS_FILE.to_string());
+        }
+    }
+    let v = Verifications::load(from)?;
+    if !v.verifications.is_empty() {
+        let mut all = Verifications::load(to)?;
+        for e in v.verifications {
+            if !all.verifications.contains(&e) {
+                all.verifications.push(e);
+            }
+        }
+        if all.save(to)? {
+            written.push(VERIFICATIONS_FILE.to_string());
+        }
+    }
+    Ok(written)
+}
+
 /// `csis state push`: add the records of `meta-state/` (with a journal
 /// left by an interrupted local build) to the store, to migrate a tree to
 /// it. Records the store has are kept; pins are set; `releases.yaml` and
 /// `revocations.yaml` replace the store's when the local ones hold anything
-/// (conditionally on what was read).
+/// (conditionally on what was read); the post-bake test results and the
+/// verdicts are merged in.
 pub fn push(root: &Path) -> Result<StateSync> {
     let store = shared_store(root)?;
     let local = MetaState::local_of_tree(root);
@@ -431,6 +501,7 @@ pub fn push(root: &Path) -> Result<StateSync> {
             written.push("revocations.yaml".to_string());
         }
     }
+    written.extend(copy_verdicts(&local, &store)?);
     Ok(StateSync {
         direction: "push",
         store: store.location(),

@@ -16,9 +16,9 @@ pub struct Args {
     /// The build to release (default: the series head on the runtime).
     #[arg(long, value_name = "ID")]
     pub build: Option<String>,
-    /// The release model.
-    #[arg(long, value_name = "M", default_value = "default")]
-    pub model: String,
+    /// The release model (default: the image's declared `release: {model}`, else `default`).
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
     /// A note kept with the release.
     #[arg(long, value_name = "T")]
     pub note: Option<String>,

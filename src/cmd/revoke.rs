@@ -20,7 +20,7 @@ pub struct Args {
     /// Print what would be revoked; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the report as JSON (`{build_id, dry_run, refused, revoked, unrevoked_descendants}`).
+    /// Print the report as JSON (`{build_id, dry_run, refused, revoked, unrevoked_descendants, releases, pins}`).
     #[arg(long)]
     pub json: bool,
 }
@@ -61,6 +61,27 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     }
     if r.revoked.is_empty() {
         println!("{} is already revoked", r.build_id);
+    }
+    let (is, pinned) = if r.dry_run {
+        ("would be", "would stay pinned")
+    } else {
+        ("is", "stays pinned")
+    };
+    for h in &r.releases {
+        println!(
+            "warning: {} {is} the {} release of {} and revoked: release another build (`csis release {} --model {}`)",
+            h.build_id, h.model, h.image, h.image, h.model
+        );
+    }
+    for p in &r.pins {
+        let what = match &p.runtime {
+            Some(rt) => format!("{} {}@{rt}", p.kind, p.name),
+            None => format!("{} {}", p.kind, p.name),
+        };
+        println!(
+            "warning: {what} {pinned} to revoked build {}: `csis upgrade {}` moves it",
+            p.build_id, p.upgrade
+        );
     }
     if !r.unrevoked_descendants.is_empty() {
         println!(

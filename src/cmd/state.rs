@@ -60,7 +60,12 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
                 for l in q.report.lines() {
                     println!("{l}");
                 }
-                eprintln!("report: {}", q.path.display());
+                match &q.path {
+                    Ok(p) => eprintln!("report: {}", p.display()),
+                    Err(why) => eprintln!(
+                        "note: the report was not written ({why}); the answer above stands"
+                    ),
+                }
             }
             Ok(ExitCode::from(q.exit_code(a.strict)))
         }

@@ -177,7 +177,7 @@ impl BuildState {
             }
             None => BTreeMap::new(),
         };
-        let (lineage, mut pins) = self
+        let (lineage, pins) = self
             .recorder
             .read(|l, p| {
                 let l = records_of(l, series, Some(runtime));
@@ -198,13 +198,11 @@ impl BuildState {
                 (l, pins)
             })
             .map_err(NodeError::new)?;
-        // A build another runner's lease covers is kept as an instance pin is.
-        for (build, holder) in covered {
-            if lineage.builds.iter().any(|b| b.build_id == build) {
-                pins.instances
-                    .insert(format!("lease of {holder} on {build}"), build);
-            }
-        }
+        // A build another runner's lease covers is kept as a pinned one is.
+        let leased: BTreeMap<String, String> = covered
+            .into_iter()
+            .filter(|(build, _)| lineage.builds.iter().any(|b| &b.build_id == build))
+            .collect();
         let rt = self.runtime(runtime)?.clone();
         let runtime_of = |name: &str| {
             if name == runtime {
@@ -214,9 +212,9 @@ impl BuildState {
             }
         };
         let disposed = Mutex::new(Vec::<String>::new());
-        let forget = |build_id: &str| -> Result<Vec<String>> {
+        let forget = |build_id: &str, unneeded: &[String]| -> Result<Vec<String>> {
             let removed = self.recorder.update(|l, p| {
-                csis_cache::retention::forget_build(l, p, build_id, Some(&self.run_id))
+                csis_cache::retention::forget_build(l, p, build_id, unneeded, Some(&self.run_id))
             })?;
             disposed.lock().unwrap().push(build_id.to_string());
             Ok(removed)
@@ -236,6 +234,7 @@ impl BuildState {
             &self.session.tree,
             &lineage,
             &pins,
+            &leased,
             (series, runtime, keep),
             &d,
             &each,

@@ -195,18 +195,7 @@ impl BuildState {
         runtime: &str,
         tags: &BTreeMap<String, String>,
     ) -> Option<(BakeOutcome, Option<String>)> {
-        let images = {
-            let mut cache = self.images.lock().await;
-            match cache.get(runtime) {
-                Some(images) => images.clone(),
-                None => {
-                    let rt = self.runtimes.get(runtime)?;
-                    let images = Arc::new(rt.query_images().await.unwrap_or_default());
-                    cache.insert(runtime.to_string(), images.clone());
-                    images
-                }
-            }
-        };
+        let images = self.runtime_images(runtime).await?;
         let same =
             |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
         // Another tree's build (another config id, or none) is never adopted.
@@ -228,6 +217,60 @@ impl BuildState {
             })
     }
 
+    /// What the runtime holds, asked once per run (None: it could not say).
+    async fn runtime_images(&self, runtime: &str) -> Option<Arc<Vec<ImageFacts>>> {
+        let mut cache = self.images.lock().await;
+        if let Some(images) = cache.get(runtime) {
+            return Some(images.clone());
+        }
+        let rt = self.runtimes.get(runtime)?;
+        let images = Arc::new(rt.query_images().await.ok()?);
+        cache.insert(runtime.to_string(), images.clone());
+        Some(images)
+    }
+
+    /// A recorded parent build a bake may not start from: a revoked one, or
+    /// one the runtime no longer holds (a record or journal line naming a
+    /// build that is gone: hard drift, never a parent). A build this run
+    /// made is the runtime's; a runtime that cannot answer is no claim.
+    async fn refuse_parent(&self, spec: &BakeSpec, parent: &str) -> Result<(), NodeError> {
+        let ParentSpec::Image { series, .. } = &spec.parent else {
+            return Ok(());
+        };
+        if let Some(r) = self.session.revs.get(parent) {
+            return Err(NodeError::new(format!(
+                "not baked: parent build {parent} of {series} is revoked{}; bake a new {series} build or move the pin (`csis upgrade image {} --runtime {}`)",
+                r.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default(),
+                spec.series,
+                spec.runtime
+            )));
+        }
+        if self.built.lock().unwrap().values().any(|b| b == parent) {
+            return Ok(());
+        }
+        let holds = |images: &[ImageFacts]| images.iter().any(|i| i.build_id == parent);
+        if self
+            .runtime_images(&spec.runtime)
+            .await
+            .is_some_and(|i| !holds(&i))
+        {
+            // Asked earlier in the run: ask again before refusing (another
+            // runner may have baked it since).
+            self.images.lock().await.remove(&spec.runtime);
+            if self
+                .runtime_images(&spec.runtime)
+                .await
+                .is_some_and(|i| !holds(&i))
+            {
+                return Err(NodeError::new(format!(
+                    "not baked: parent build {parent} of {series} is recorded but gone from {} (hard drift: `csis state query`); a child never bakes from a build the runtime lacks",
+                    spec.runtime
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) async fn bake(
         &self,
         cx: &NodeContext,
@@ -243,6 +286,7 @@ impl BuildState {
         }
         let rt = self.runtime(&spec.runtime)?;
         let (parent, parent_build) = self.parent_for_bake(spec)?;
+        self.refuse_parent(spec, &parent_build).await?;
         let log_path = run_log(&self.local, &self.run_id, &cx.label().to_string());
         self.renderer.bake_log(&cx.label().to_string(), &log_path);
         if let Some(d) = log_path.parent() {
