@@ -119,8 +119,12 @@ impl BuildState {
             serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
         let mut tags = spec.tags.clone();
         // The tree's config id on every image and bake machine: what tells
-        // this tree's builds from another tree's in one account or daemon.
-        tags.insert(tags::CONFIG.into(), self.session.tree.config.id.clone());
+        // this tree's builds from another tree's in one account or daemon,
+        // in the original's form (lowercased) so its builds and ours agree.
+        tags.insert(
+            tags::CONFIG.into(),
+            tags::config_value(&self.session.tree.config.id),
+        );
         tags.insert(tags::SERIES.into(), spec.series.clone());
         tags.insert(tags::PARENT.into(), parent_id);
         tags.insert(tags::RUN.into(), self.run_id.clone());
@@ -209,13 +213,18 @@ impl BuildState {
         };
         let same =
             |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
-        // Another tree's build (another config id, or none) is never adopted.
+        // Another tree's build (another config id, or none) is never adopted;
+        // this tree's is in either form of its id (the original's, csis's earlier).
+        let id = &self.session.tree.config.id;
         images
             .iter()
             .filter(|img| {
-                [tags::CONFIG, tags::SERIES, tags::PARENT, tags::FINGERPRINT]
-                    .iter()
-                    .all(|k| same(k, img))
+                img.tags
+                    .get(tags::CONFIG)
+                    .is_some_and(|c| tags::is_config_of(c, id))
+                    && [tags::SERIES, tags::PARENT, tags::FINGERPRINT]
+                        .iter()
+                        .all(|k| same(k, img))
             })
             .find(|img| self.recorder.find(&img.build_id).is_none())
             .map(|img| {

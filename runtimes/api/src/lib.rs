@@ -28,8 +28,11 @@ pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 /// one whose config id is `config`? An image without the tag (made before
 /// csis stamped it, or by hand) belongs to no other tree: it stays visible
 /// (a foreign image to adopt or dispose), but is never adopted silently.
+/// `config` is the tree's id as written; the tag may hold the original's
+/// form of it (lowercased, [`tags::config_value`]) or the id as written.
 pub fn of_other_tree(tags: &BTreeMap<String, String>, config: &str) -> bool {
-    tags.get(tags::CONFIG).is_some_and(|c| c != config)
+    tags.get(tags::CONFIG)
+        .is_some_and(|c| !tags::is_config_of(c, config))
 }
 
 pub mod owner;
