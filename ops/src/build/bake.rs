@@ -237,6 +237,46 @@ impl BuildState {
             })
     }
 
+    /// Builds of this tree's `series` an interrupted bake committed and
+    /// never named (the runtime holds them unnamed, no record names them)
+    /// that this bake does not adopt: baked from other inputs, nobody can
+    /// adopt them. Each is removed and said so in the bake log; one that
+    /// cannot be removed is said so too, and stays (`csis state query`
+    /// shows it foreign).
+    async fn remove_unadoptable(
+        &self,
+        rt: &DynRuntime,
+        runtime: &str,
+        series: &str,
+        adopted: Option<&str>,
+        log: &BakeLog,
+    ) {
+        let Some(images) = self.images.lock().await.get(runtime).cloned() else {
+            return;
+        };
+        let id = &self.session.tree.config.id;
+        for img in images.iter().filter(|i| {
+            i.unnamed
+                && Some(i.build_id.as_str()) != adopted
+                && i.tags.get(tags::SERIES).map(String::as_str) == Some(series)
+                && i.tags
+                    .get(tags::CONFIG)
+                    .is_some_and(|c| tags::is_config_of(c, id))
+                && self.recorder.find(&i.build_id).is_none()
+        }) {
+            match rt.dispose_image(&img.build_id).await {
+                Ok(_) => log.line(&format!(
+                    "removed {}: an interrupted bake of {series} committed it and never tagged it, from other inputs than this bake's (not adoptable)",
+                    img.build_id
+                )),
+                Err(e) => log.line(&format!(
+                    "warning: {} (committed by an interrupted bake of {series}, never tagged, not adoptable) could not be removed: {e}",
+                    img.build_id
+                )),
+            }
+        }
+    }
+
     pub(super) async fn bake(
         &self,
         cx: &NodeContext,
@@ -278,6 +318,29 @@ impl BuildState {
         };
         // An adopted build keeps the run that baked it (its `csis_run` tag).
         let baked_by = recovered.as_ref().and_then(|r| r.1.clone());
+        // A recovered build is named as its bake would have named it: an
+        // adoption that cannot be completed is no adoption (bake anew).
+        let recovered = match recovered {
+            Some(r) => match rt.adopt(&r.0.build_id, true).await {
+                Ok(lines) => {
+                    for l in lines {
+                        log.line(&format!("{}: {l}", r.0.build_id));
+                    }
+                    Some(r)
+                }
+                Err(e) => {
+                    log.line(&format!(
+                        "not adopting {}: it cannot be named ({e}); baking anew",
+                        r.0.build_id
+                    ));
+                    None
+                }
+            },
+            None => None,
+        };
+        let adopted = recovered.as_ref().map(|r| r.0.build_id.clone());
+        self.remove_unadoptable(rt, &spec.runtime, &spec.series, adopted.as_deref(), &log)
+            .await;
         let outcome = match recovered.map(|r| r.0) {
             Some(outcome) => {
                 log.line(&format!(

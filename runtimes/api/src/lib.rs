@@ -204,6 +204,11 @@ pub struct ImageFacts {
     pub created: Option<String>,
     /// Lineage tags (`csis_series`, `csis_parent`, ...) as the runtime sees them now.
     pub tags: BTreeMap<String, String>,
+    /// The runtime holds it without any of the names a bake gives a build
+    /// (docker: committed and never tagged, a bake stopped between its
+    /// commit and its tag): what an interrupted bake leaves.
+    #[serde(default)]
+    pub unnamed: bool,
 }
 
 /// What a disposal did: whether the build was there, and what the runtime
@@ -427,6 +432,19 @@ pub trait Runtime: Send + Sync {
     async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
         let _ = req;
         Err(self.unsupported("bake"))
+    }
+
+    /// Give a build an interrupted bake left on the runtime (found again by
+    /// its lineage tags and adopted instead of baked again) what that bake
+    /// would have given it once made: docker tags it with its name and,
+    /// with `head` (it becomes its series' newest build, as when a bake
+    /// adopts it), its series' movable tag, as a commit is tagged. Returns
+    /// one line for the log per name given (or not given, and why). A
+    /// runtime whose builds are named when they are made (an AMI) has
+    /// nothing to do.
+    async fn adopt(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
+        let _ = (build_id, head);
+        Ok(Vec::new())
     }
 
     /// Remove leftovers of bakes that were killed (stale bake containers,
