@@ -22,6 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use csis_schema::model::MetaStateSpec;
 
@@ -156,10 +157,26 @@ impl Store {
 
     /// The object under `key` and its version, `None` when absent.
     pub fn get(&self, key: &str) -> Result<Option<(Vec<u8>, Version)>, StoreError> {
+        Ok(self.get_modified(key)?.map(|(b, v, _)| (b, v)))
+    }
+
+    /// [`Store::get`], with when the store itself last wrote the object
+    /// (its `Last-Modified`; a `file://` store's mtime): the store's clock,
+    /// not the writer's.
+    #[allow(clippy::type_complexity)]
+    pub fn get_modified(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Version, Option<SystemTime>)>, StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
-            Backend::Dir(d) => dir_get(d, &full),
+            Backend::Dir(d) => {
+                let modified = std::fs::metadata(d.join(&full))
+                    .and_then(|m| m.modified())
+                    .ok();
+                Ok(dir_get(d, &full)?.map(|(b, v)| (b, v, modified)))
+            }
             Backend::Object { store, rt } => {
                 let store = store.clone();
                 run(rt, async move {
@@ -171,8 +188,9 @@ impl Store {
                                 e_tag: r.meta.e_tag.clone(),
                                 version: r.meta.version.clone(),
                             };
+                            let modified = SystemTime::from(r.meta.last_modified);
                             let bytes = r.bytes().await.map_err(other)?;
-                            Ok(Some((bytes.to_vec(), v)))
+                            Ok(Some((bytes.to_vec(), v, Some(modified))))
                         }
                         Err(object_store::Error::NotFound { .. }) => Ok(None),
                         Err(e) => Err(other(e)),
