@@ -16,7 +16,10 @@
 //!
 //! Every write is [`Cond::Create`] (If-None-Match: *) or [`Cond::Match`]
 //! (If-Match: etag); a lost race is [`StoreError::Conflict`], which callers
-//! answer by reading again and retrying. Every request is counted
+//! answer by reading again and retrying. A request to an object store that
+//! fails on the way is sent again with backoff, writes included (a retried
+//! conditional write that finds its own bytes there succeeded the first
+//! time). Every request is counted
 //! ([`Store::requests`]) for `BENCHMARKS.md`.
 
 use std::path::{Path, PathBuf};
@@ -168,6 +171,14 @@ impl Store {
         &self,
         key: &str,
     ) -> Result<Option<(Vec<u8>, Version, Option<SystemTime>)>, StoreError> {
+        self.retried(|| self.get_once(key))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn get_once(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Version, Option<SystemTime>)>, StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
@@ -200,8 +211,52 @@ impl Store {
         }
     }
 
-    /// Write `bytes` under `key` if `cond` holds; the new version.
+    /// Write `bytes` under `key` if `cond` holds; the new version. On an
+    /// object store a request that failed on the way (a dropped
+    /// connection, a timeout) is sent again with backoff ([`RETRIES`]); a
+    /// retry that finds the condition broken reads the object back, and
+    /// when it holds exactly these bytes the earlier attempt did succeed
+    /// (its answer was lost): the write is ours, not a conflict.
     pub fn put(&self, key: &str, bytes: Vec<u8>, cond: Cond) -> Result<Version, StoreError> {
+        if matches!(self.backend, Backend::Dir(_)) {
+            return self.put_once(key, bytes, cond);
+        }
+        let mut attempt = 0;
+        loop {
+            match self.put_once(key, bytes.clone(), cond.clone()) {
+                Err(StoreError::Other(_)) if attempt < RETRIES => {
+                    backoff(attempt);
+                    attempt += 1;
+                }
+                Err(StoreError::Conflict) if attempt > 0 => {
+                    return match self.get(key)? {
+                        Some((b, v)) if b == bytes => Ok(v),
+                        _ => Err(StoreError::Conflict),
+                    };
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// A request retried on an object store: `f` again with backoff while
+    /// it fails on the way (idempotent requests only: reads, delete).
+    fn retried<T>(&self, f: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match f() {
+                Err(StoreError::Other(_))
+                    if attempt < RETRIES && matches!(self.backend, Backend::Object { .. }) =>
+                {
+                    backoff(attempt);
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn put_once(&self, key: &str, bytes: Vec<u8>, cond: Cond) -> Result<Version, StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
@@ -238,8 +293,12 @@ impl Store {
         }
     }
 
-    /// Remove `key` (absent is fine).
+    /// Remove `key` (absent is fine; retried on an object store).
     pub fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.retried(|| self.delete_once(key))
+    }
+
+    fn delete_once(&self, key: &str) -> Result<(), StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
@@ -262,8 +321,13 @@ impl Store {
         }
     }
 
-    /// The keys under `dir/` (relative to the prefix, `dir/name`), sorted.
+    /// The keys under `dir/` (relative to the prefix, `dir/name`), sorted
+    /// (retried on an object store).
     pub fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        self.retried(|| self.list_once(dir))
+    }
+
+    fn list_once(&self, dir: &str) -> Result<Vec<String>, StoreError> {
         self.count();
         let full = self.full(dir);
         let strip = if self.prefix.is_empty() {
@@ -306,6 +370,14 @@ impl Store {
         keys.sort();
         Ok(keys)
     }
+}
+
+/// How many times a request to an object store that failed on the way is
+/// sent again (after 100 ms, 200 ms, 400 ms, ...).
+pub const RETRIES: u32 = 6;
+
+fn backoff(attempt: u32) {
+    std::thread::sleep(std::time::Duration::from_millis(100 << attempt.min(6)));
 }
 
 fn object(store: Arc<dyn object_store::ObjectStore>) -> Result<Backend, StoreError> {
