@@ -426,3 +426,66 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Two trees with one repository on one daemon: the first tree's builds
+/// keep the series' movable tags (`<repo>:<series>`), the second's bake
+/// says it did not move them, and `empty` of either tree sees only its
+/// own config id's images and machines (a container of no tree is not a
+/// leftover of either).
+#[test]
+fn two_trees_on_one_repository_keep_their_own_movable_tags() {
+    if skip() {
+        return;
+    }
+    let (tmp, repo, base, cleanup) = setup("onerepo", &["onerepo-a", "onerepo-b"]);
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    tree(&a, "onerepo-a", &repo, &base, "echo a > /web.txt");
+    tree(&b, "onerepo-b", &repo, &base, "echo b > /web.txt");
+    ok(&a, &["build", "--json"]);
+    let tag_id = |series: &str| {
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &format!("{repo}:{series}"),
+        ])
+    };
+    let (wa, ba) = (
+        ids(&a, "web").pop().unwrap(),
+        ids(&a, "base").pop().unwrap(),
+    );
+    assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()));
+    let (code, out, err) = run(&b, &["build"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let wb = ids(&b, "web").pop().unwrap();
+    assert_ne!(wa, wb);
+    // a's builds keep the movable tags; b's bake says so
+    assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()), "{out}\n{err}");
+    assert_eq!(tag_id("base").as_deref(), Some(ba.as_str()));
+    let logs: Vec<String> = walk(&b.join(".csis"))
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    assert!(
+        logs.iter().any(|t| t.contains(&format!(
+            "movable tag {repo}:web not moved: it names {wa}, a build of another tree (csis_config onerepo-a)"
+        ))),
+        "{logs:?}"
+    );
+    // each tree's records still agree with the daemon
+    for t in [&a, &b] {
+        let (code, out, err) = run(t, &["state", "query", "--strict"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+    // a container of no tree on the daemon is nobody's leftover
+    let c = format!("csis-ci-test-onerepo-{:08x}", std::process::id());
+    assert!(docker(&["create", "--name", &c, &base, "true"]).is_some());
+    let (_, out, _) = run(&a, &["empty", "--runtime", "docker-shared", "--json"]);
+    let _ = docker(&["rm", "-f", &c]);
+    assert!(!out.contains(&c), "{out}");
+    assert!(!out.contains(&wb), "b's build is not a's leftover: {out}");
+    assert!(out.contains(&wa), "a's unreleased build is: {out}");
+    drop(cleanup);
+}
