@@ -1,7 +1,8 @@
 //! Lineage operations through the real `csis` binary against moto (never
 //! real AWS; skipped loudly when moto does not answer, a failure under
-//! `CSIS_REQUIRE_MOTO`): AMIs carrying csis tags are made in moto with boto3,
-//! lineage records are written for some of them, then: the state query finds
+//! `CSIS_REQUIRE_MOTO`): AMIs carrying csis tags are made in moto with boto3
+//! (`csis_config` in the original's form, the tree's id lowercased, and one
+//! in csis's earlier form, the id as written: both are the tree's), lineage records are written for some of them, then: the state query finds
 //! the foreign one; a running instance refuses the disposal of its AMI with
 //! nothing deleted, and `empty` lists it from the runtime's inventory;
 //! `runtime verify-instance` runs the runtime's verify_instance; a release
@@ -152,12 +153,17 @@ const BUILDS: &[(&str, &str, &str, &str, char)] = &[
     ("o1", "web", "b2", "2026_10_07t00_00_00_000000", '8'),
 ];
 
-/// The config id of a seeded AMI: the fixture tree's, or another tree's.
+/// The config id of the tree under test, as its `cfg/_config.yml` writes it.
+const TREE_ID: &str = "Ops-AWS";
+
+/// The `csis_config` of a seeded AMI: the tree's id as the original 0.1.1
+/// writes it (lowercased, as its emission tags the starter's AMIs), as
+/// csis wrote it before (the id as written: `w0`), or another tree's.
 fn config_of(key: &str) -> &'static str {
-    if key == "o1" {
-        "another-tree"
-    } else {
-        "ops-aws"
+    match key {
+        "o1" => "another-tree",
+        "w0" => TREE_ID,
+        _ => "ops-aws",
     }
 }
 
@@ -194,7 +200,11 @@ fn aws_dispose_retention_release_foreign_import_on_moto() {
         );
         subnet = out["subnet"].as_str().unwrap().to_string();
     }
-    let t = Tree::new(&[("@SUBNET@", &subnet), ("us-east-2", REGION)]);
+    let t = Tree::new(&[
+        ("@SUBNET@", &subnet),
+        ("us-east-2", REGION),
+        ("id: ops-aws", &format!("id: {TREE_ID}")),
+    ]);
     // lineage records for all but the foreign one
     let mut l = csis_cache::Lineage::default();
     for (key, series, parent, run, c) in BUILDS.iter().filter(|b| b.0 != "f1" && b.0 != "o1") {

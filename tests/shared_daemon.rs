@@ -271,6 +271,20 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
         out.contains(&format!("adopted {untagged} (web on docker-shared")),
         "{out}"
     );
+    // and named as its bake would have named it (a child standing on an
+    // untagged build would hide it)
+    assert_ne!(
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{len .RepoTags}}",
+            &untagged
+        ])
+        .as_deref(),
+        Some("0"),
+        "{out}"
+    );
     assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
     let out = ok(&root, &["dispose", "image", &untagged]);
     assert!(out.contains(&format!("disposed {untagged}")), "{out}");
@@ -282,4 +296,196 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
     assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
     drop(cleanup);
     let _: PathBuf = root;
+}
+
+/// A kill during `docker commit` of a bake leaves the committed image with
+/// the bake's labels and no tag. The next build adopts it (same tree,
+/// series, parent and fingerprint) and tags it as the bake would have:
+/// its name and the series' movable tag; a child bakes on it and the
+/// state query agrees with the records. A second such image, committed from
+/// other inputs, cannot be adopted: the build removes it and says so.
+#[test]
+fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
+    if skip() {
+        return;
+    }
+    let (tmp, repo, base, cleanup) = setup("killcommit", &["killcommit"]);
+    let root = tmp.path().join("tree");
+    tree(&root, "killcommit", &repo, &base, "echo web1 > /web.txt");
+    let images = root.join("images/images.yaml");
+    let mut text = std::fs::read_to_string(&images).unwrap();
+    text.push_str(
+        "  - name: app\n    source_image: web\n    parent_policy: follow\n    runtimes: [{image_builder: native}]\n    modifications:\n      - name: app-file\n        script: [\"echo app > /app.txt\"]\n",
+    );
+    std::fs::write(&images, &text).unwrap();
+    ok(&root, &["build", "--json"]);
+    let w1 = ids(&root, "web").pop().unwrap();
+    // web's inputs change; its bake's fingerprint, as the plan says it
+    std::fs::write(&images, text.replace("echo web1", "echo web2")).unwrap();
+    let plan: serde_json::Value =
+        serde_json::from_str(&ok(&root, &["plan", "--json"])).expect("plan --json");
+    let fp = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["label"] == "//images/web@docker-shared:bake" && n["due"] == true)
+        .map(|n| n["fingerprint"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("web is due: {plan}"));
+    // what the killed bake left: web's labels (inherited), this bake's
+    // fingerprint, run and name, no tag
+    let commit = |fingerprint: &str, name: &str| {
+        let c = format!("csis-ci-test-killcommit-{name}-{:08x}", std::process::id());
+        assert!(docker(&["create", "--name", &c, &w1, "true"]).is_some());
+        let id = docker(&[
+            "commit",
+            "--change",
+            &format!("LABEL csis_fingerprint={fingerprint}"),
+            "--change",
+            "LABEL csis_run=2026_12_01t00_00_00_000000",
+            "--change",
+            &format!("LABEL csis.name={name}"),
+            &c,
+        ])
+        .expect("docker commit");
+        let _ = docker(&["rm", "-f", &c]);
+        id
+    };
+    let killed = commit(&fp[..16], "web-killed");
+    let other = commit("0123456789abcdef", "web-other");
+    assert_eq!(
+        docker(&["image", "inspect", "--format", "{{len .RepoTags}}", &killed]).as_deref(),
+        Some("0")
+    );
+    let (code, out, err) = run(&root, &["build"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // adopted, not baked again: web's newest record is the killed bake's image
+    let web = ids(&root, "web");
+    assert_eq!(web.last(), Some(&killed), "{web:?}\n{out}\n{err}");
+    // tagged as the bake would have tagged it: its name and the movable tag
+    let tags = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RepoTags}}",
+        &killed,
+    ])
+    .unwrap();
+    assert!(tags.contains(&format!("{repo}:web-killed")), "{tags}");
+    assert_eq!(
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &format!("{repo}:web")
+        ])
+        .as_deref(),
+        Some(killed.as_str()),
+        "the movable tag names the adopted build"
+    );
+    // app stands on it, and records and daemon agree
+    let lineage = MetaState::of_tree(&root).lineage().unwrap();
+    let app = lineage
+        .builds
+        .iter()
+        .rev()
+        .find(|b| b.series == "app")
+        .unwrap();
+    assert_eq!(app.parent.as_deref(), Some(killed.as_str()));
+    let (code, out, err) = run(&root, &["state", "query", "--strict"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // the image from other inputs is not adoptable: removed, and said so
+    assert!(
+        docker(&["image", "inspect", &other]).is_none(),
+        "the unadoptable commit is removed"
+    );
+    let logs = root.join(".csis");
+    let said = walk(&logs)
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .any(|t| t.contains(&format!("removed {other}")) && t.contains("not adoptable"));
+    assert!(said, "the bake log says it removed {other}\n{out}\n{err}");
+    // a second build has nothing to do
+    let (code, out, err) = run(&root, &["build"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(ids(&root, "web").len(), web.len());
+    drop(cleanup);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Two trees with one repository on one daemon: the first tree's builds
+/// keep the series' movable tags (`<repo>:<series>`), the second's bake
+/// says it did not move them, and `empty` of either tree sees only its
+/// own config id's images and machines (a container of no tree is not a
+/// leftover of either).
+#[test]
+fn two_trees_on_one_repository_keep_their_own_movable_tags() {
+    if skip() {
+        return;
+    }
+    let (tmp, repo, base, cleanup) = setup("onerepo", &["onerepo-a", "onerepo-b"]);
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    tree(&a, "onerepo-a", &repo, &base, "echo a > /web.txt");
+    tree(&b, "onerepo-b", &repo, &base, "echo b > /web.txt");
+    ok(&a, &["build", "--json"]);
+    let tag_id = |series: &str| {
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &format!("{repo}:{series}"),
+        ])
+    };
+    let (wa, ba) = (
+        ids(&a, "web").pop().unwrap(),
+        ids(&a, "base").pop().unwrap(),
+    );
+    assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()));
+    let (code, out, err) = run(&b, &["build"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let wb = ids(&b, "web").pop().unwrap();
+    assert_ne!(wa, wb);
+    // a's builds keep the movable tags; b's bake says so
+    assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()), "{out}\n{err}");
+    assert_eq!(tag_id("base").as_deref(), Some(ba.as_str()));
+    let logs: Vec<String> = walk(&b.join(".csis"))
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    assert!(
+        logs.iter().any(|t| t.contains(&format!(
+            "movable tag {repo}:web not moved: it names {wa}, a build of another tree (csis_config onerepo-a)"
+        ))),
+        "{logs:?}"
+    );
+    // each tree's records still agree with the daemon
+    for t in [&a, &b] {
+        let (code, out, err) = run(t, &["state", "query", "--strict"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+    // a container of no tree on the daemon is nobody's leftover
+    let c = format!("csis-ci-test-onerepo-{:08x}", std::process::id());
+    assert!(docker(&["create", "--name", &c, &base, "true"]).is_some());
+    let (_, out, _) = run(&a, &["empty", "--runtime", "docker-shared", "--json"]);
+    let _ = docker(&["rm", "-f", &c]);
+    assert!(!out.contains(&c), "{out}");
+    assert!(!out.contains(&wb), "b's build is not a's leftover: {out}");
+    assert!(out.contains(&wa), "a's unreleased build is: {out}");
+    drop(cleanup);
 }

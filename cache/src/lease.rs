@@ -8,7 +8,10 @@
 //! while the build runs, and deleted when the build ends. A lease whose
 //! term passed (its owner died, or hung) is taken over with If-Match on the
 //! version read, and the taker says so. The term is
-//! [`lease_seconds`]: `CSIS_LEASE_SECONDS` (default 120).
+//! [`lease_seconds`]: `CSIS_LEASE_SECONDS` (default 120). A lease never
+//! lasts longer than one term after the store last wrote it (its own
+//! `Last-Modified`, not the writer's clock), and a lease whose holder is a
+//! process of this host that is gone (a `kill -9`) is taken over at once.
 //!
 //! Retention never disposes a build that another runner's live lease
 //! covers ([`covered_by_others`]).
@@ -87,6 +90,28 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// When a lease ends: the expiry its writer wrote, but never later than
+/// one term after the store last wrote it (`modified`, the store's own
+/// clock): a writer whose clock runs fast, or a bad write, cannot hold a
+/// lease past its term.
+pub fn expires_at(written: f64, modified: Option<SystemTime>, term: f64) -> f64 {
+    match modified.and_then(|m| m.duration_since(UNIX_EPOCH).ok()) {
+        Some(m) => written.min(m.as_secs_f64() + term),
+        None => written,
+    }
+}
+
+/// Is the lease's holder a process of this host that is no longer
+/// running? The rule bake machines follow (`csis_runtime::owner`):
+/// another host's holder, or one this host cannot tell, is not.
+fn holder_gone(doc: &LeaseDoc, this_host: &str) -> bool {
+    if doc.host != this_host || doc.pid == 0 || doc.pid == std::process::id() {
+        return false;
+    }
+    let proc = std::path::Path::new("/proc");
+    proc.join("self").exists() && !proc.join(doc.pid.to_string()).exists()
+}
+
 /// What taking the leases said (for the user).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -99,6 +124,9 @@ pub enum LeaseEvent {
         holder: String,
         expired: f64,
     },
+    /// Its holder was a process of this host that is gone (a `kill -9`):
+    /// taken over at once.
+    TakenFromDead { key: String, holder: String },
 }
 
 impl LeaseEvent {
@@ -114,6 +142,9 @@ impl LeaseEvent {
             } => format!(
                 "took over the lease of {key} from {holder}: it expired {:.0} s ago (its owner stopped renewing it)",
                 (now() - expired).max(0.0)
+            ),
+            LeaseEvent::TakenFromDead { key, holder } => format!(
+                "took over the lease of {key} from {holder}: that process is gone from this host"
             ),
         }
     }
@@ -261,21 +292,31 @@ impl Leases {
                     Err(e) => return Err(err(&self.store, e)),
                 }
                 // Held: by whom, until when?
-                let Some((b, v)) = self.store.get(&key).map_err(|e| err(&self.store, e))? else {
+                let Some((b, v, modified)) = self
+                    .store
+                    .get_modified(&key)
+                    .map_err(|e| err(&self.store, e))?
+                else {
                     continue; // released meanwhile: try again
                 };
                 let other: Option<LeaseDoc> = serde_json::from_slice(&b).ok();
                 let (holder, expires) = other
                     .as_ref()
-                    .map(|o| (o.holder(), o.expires))
+                    .map(|o| (o.holder(), expires_at(o.expires, modified, self.term)))
                     .unwrap_or_else(|| ("an unreadable lease".into(), 0.0));
-                if expires < now() {
+                let dead = other.as_ref().is_some_and(|o| holder_gone(o, &self.host));
+                if dead || expires < now() {
                     match self.store.put(&key, bytes, Cond::Match(v)) {
                         Ok(v) => {
-                            let e = LeaseEvent::TakenOver {
-                                key: format!("{series}@{runtime}"),
-                                holder,
-                                expired: expires,
+                            let name = format!("{series}@{runtime}");
+                            let e = if dead {
+                                LeaseEvent::TakenFromDead { key: name, holder }
+                            } else {
+                                LeaseEvent::TakenOver {
+                                    key: name,
+                                    holder,
+                                    expired: expires,
+                                }
                             };
                             on_event(&e);
                             events.push(e);
@@ -379,12 +420,16 @@ fn renew_loop(
     }
 }
 
-/// Every lease on the store (key -> lease), expired ones included.
+/// Every lease on the store (key -> lease), expired ones included; each
+/// one's `expires` bounded by its term from the store's `Last-Modified`
+/// ([`expires_at`]).
 pub fn list(store: &Store) -> Result<BTreeMap<String, LeaseDoc>, CacheError> {
     let mut out = BTreeMap::new();
+    let term = lease_seconds();
     for k in store.list(LEASE_DIR).map_err(|e| err(store, e))? {
-        if let Some((b, _)) = store.get(&k).map_err(|e| err(store, e))? {
-            if let Ok(d) = serde_json::from_slice::<LeaseDoc>(&b) {
+        if let Some((b, _, modified)) = store.get_modified(&k).map_err(|e| err(store, e))? {
+            if let Ok(mut d) = serde_json::from_slice::<LeaseDoc>(&b) {
+                d.expires = expires_at(d.expires, modified, term);
                 out.insert(k, d);
             }
         }

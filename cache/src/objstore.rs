@@ -16,12 +16,16 @@
 //!
 //! Every write is [`Cond::Create`] (If-None-Match: *) or [`Cond::Match`]
 //! (If-Match: etag); a lost race is [`StoreError::Conflict`], which callers
-//! answer by reading again and retrying. Every request is counted
+//! answer by reading again and retrying. A request to an object store that
+//! fails on the way is sent again with backoff, writes included (a retried
+//! conditional write that finds its own bytes there succeeded the first
+//! time). Every request is counted
 //! ([`Store::requests`]) for `BENCHMARKS.md`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use csis_schema::model::MetaStateSpec;
 
@@ -156,10 +160,34 @@ impl Store {
 
     /// The object under `key` and its version, `None` when absent.
     pub fn get(&self, key: &str) -> Result<Option<(Vec<u8>, Version)>, StoreError> {
+        Ok(self.get_modified(key)?.map(|(b, v, _)| (b, v)))
+    }
+
+    /// [`Store::get`], with when the store itself last wrote the object
+    /// (its `Last-Modified`; a `file://` store's mtime): the store's clock,
+    /// not the writer's.
+    #[allow(clippy::type_complexity)]
+    pub fn get_modified(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Version, Option<SystemTime>)>, StoreError> {
+        self.retried(|| self.get_once(key))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn get_once(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Version, Option<SystemTime>)>, StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
-            Backend::Dir(d) => dir_get(d, &full),
+            Backend::Dir(d) => {
+                let modified = std::fs::metadata(d.join(&full))
+                    .and_then(|m| m.modified())
+                    .ok();
+                Ok(dir_get(d, &full)?.map(|(b, v)| (b, v, modified)))
+            }
             Backend::Object { store, rt } => {
                 let store = store.clone();
                 run(rt, async move {
@@ -171,8 +199,9 @@ impl Store {
                                 e_tag: r.meta.e_tag.clone(),
                                 version: r.meta.version.clone(),
                             };
+                            let modified = SystemTime::from(r.meta.last_modified);
                             let bytes = r.bytes().await.map_err(other)?;
-                            Ok(Some((bytes.to_vec(), v)))
+                            Ok(Some((bytes.to_vec(), v, Some(modified))))
                         }
                         Err(object_store::Error::NotFound { .. }) => Ok(None),
                         Err(e) => Err(other(e)),
@@ -182,8 +211,52 @@ impl Store {
         }
     }
 
-    /// Write `bytes` under `key` if `cond` holds; the new version.
+    /// Write `bytes` under `key` if `cond` holds; the new version. On an
+    /// object store a request that failed on the way (a dropped
+    /// connection, a timeout) is sent again with backoff ([`RETRIES`]); a
+    /// retry that finds the condition broken reads the object back, and
+    /// when it holds exactly these bytes the earlier attempt did succeed
+    /// (its answer was lost): the write is ours, not a conflict.
     pub fn put(&self, key: &str, bytes: Vec<u8>, cond: Cond) -> Result<Version, StoreError> {
+        if matches!(self.backend, Backend::Dir(_)) {
+            return self.put_once(key, bytes, cond);
+        }
+        let mut attempt = 0;
+        loop {
+            match self.put_once(key, bytes.clone(), cond.clone()) {
+                Err(StoreError::Other(_)) if attempt < RETRIES => {
+                    backoff(attempt);
+                    attempt += 1;
+                }
+                Err(StoreError::Conflict) if attempt > 0 => {
+                    return match self.get(key)? {
+                        Some((b, v)) if b == bytes => Ok(v),
+                        _ => Err(StoreError::Conflict),
+                    };
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// A request retried on an object store: `f` again with backoff while
+    /// it fails on the way (idempotent requests only: reads, delete).
+    fn retried<T>(&self, f: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match f() {
+                Err(StoreError::Other(_))
+                    if attempt < RETRIES && matches!(self.backend, Backend::Object { .. }) =>
+                {
+                    backoff(attempt);
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn put_once(&self, key: &str, bytes: Vec<u8>, cond: Cond) -> Result<Version, StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
@@ -220,8 +293,12 @@ impl Store {
         }
     }
 
-    /// Remove `key` (absent is fine).
+    /// Remove `key` (absent is fine; retried on an object store).
     pub fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.retried(|| self.delete_once(key))
+    }
+
+    fn delete_once(&self, key: &str) -> Result<(), StoreError> {
         self.count();
         let full = self.full(key);
         match &self.backend {
@@ -244,8 +321,13 @@ impl Store {
         }
     }
 
-    /// The keys under `dir/` (relative to the prefix, `dir/name`), sorted.
+    /// The keys under `dir/` (relative to the prefix, `dir/name`), sorted
+    /// (retried on an object store).
     pub fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        self.retried(|| self.list_once(dir))
+    }
+
+    fn list_once(&self, dir: &str) -> Result<Vec<String>, StoreError> {
         self.count();
         let full = self.full(dir);
         let strip = if self.prefix.is_empty() {
@@ -288,6 +370,14 @@ impl Store {
         keys.sort();
         Ok(keys)
     }
+}
+
+/// How many times a request to an object store that failed on the way is
+/// sent again (after 100 ms, 200 ms, 400 ms, ...).
+pub const RETRIES: u32 = 6;
+
+fn backoff(attempt: u32) {
+    std::thread::sleep(std::time::Duration::from_millis(100 << attempt.min(6)));
 }
 
 fn object(store: Arc<dyn object_store::ObjectStore>) -> Result<Backend, StoreError> {

@@ -207,3 +207,107 @@ fn a_dead_runs_journal_reaches_the_store() {
     assert!(!jdir.join("999-1.journal").exists());
     drop(r);
 }
+
+fn lease_doc(owner: &str, host: &str, pid: u32, expires: f64) -> LeaseDoc {
+    LeaseDoc {
+        series: "img".into(),
+        runtime: "sim".into(),
+        owner: owner.into(),
+        host: host.into(),
+        pid,
+        acquired: 0.0,
+        expires,
+        covers: vec![],
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A runner killed with `kill -9` on this host: its pid is gone, so the
+/// next runner takes its lease over at once, not after its term.
+#[test]
+fn a_dead_pid_on_this_host_loses_its_lease_at_once() {
+    let (_t, _, s) = file_store();
+    let s = Arc::new(s);
+    // a pid that was this host's and is gone: a child that exited
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let host = csis_cache::lease::host_name();
+    // a live lease (an hour of term left) of a dead process of this host
+    let doc = lease_doc("run-killed", &host, pid, unix_now() + 3600.0);
+    s.put(
+        &lease_key("img", "sim"),
+        serde_json::to_vec(&doc).unwrap(),
+        Cond::Create,
+    )
+    .unwrap();
+    let key = ("img".to_string(), "sim".to_string());
+    let c = Leases::new(s.clone(), "run-next");
+    let t0 = std::time::Instant::now();
+    let events = c
+        .acquire(std::slice::from_ref(&key), &BTreeMap::new(), false, &|_| {})
+        .unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        matches!(&events[..], [LeaseEvent::TakenFromDead { holder, .. }] if holder.contains("run-killed")),
+        "{events:?}"
+    );
+    assert!(events[0].message().contains("is gone from this host"));
+    drop(c);
+    // a live process of this host keeps it (this test's own pid, another run)
+    let doc = lease_doc("run-alive", &host, std::process::id(), unix_now() + 3600.0);
+    s.put(
+        &lease_key("img", "sim"),
+        serde_json::to_vec(&doc).unwrap(),
+        Cond::Create,
+    )
+    .unwrap();
+    let d = Leases::new(s.clone(), "run-other");
+    let e = d.acquire(&[key], &BTreeMap::new(), false, &|_| {});
+    assert!(matches!(e, Err(CacheError::Locked { .. })), "{e:?}");
+}
+
+/// A lease dated far in the future (a fast clock, a bad write) ends one
+/// term after the store last wrote it, by the store's own clock.
+#[test]
+fn a_future_dated_lease_ends_one_term_after_the_store_wrote_it() {
+    let (_t, _, s) = file_store();
+    let s = Arc::new(s);
+    let doc = lease_doc(
+        "run-fast-clock",
+        "elsewhere",
+        1,
+        unix_now() + 365.0 * 86400.0,
+    );
+    s.put(
+        &lease_key("img", "sim"),
+        serde_json::to_vec(&doc).unwrap(),
+        Cond::Create,
+    )
+    .unwrap();
+    // the store wrote it two terms ago (the default term is 120 s)
+    let path = _t.path().join(lease_key("img", "sim"));
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(240);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    let key = ("img".to_string(), "sim".to_string());
+    let c = Leases::new(s.clone(), "run-next");
+    let events = c.acquire(&[key], &BTreeMap::new(), false, &|_| {}).unwrap();
+    assert!(
+        matches!(&events[..], [LeaseEvent::TakenOver { holder, .. }] if holder.contains("run-fast-clock")),
+        "{events:?}"
+    );
+    assert!(csis_cache::lease::covered_by_others(&s, "nobody")
+        .unwrap()
+        .is_empty());
+}

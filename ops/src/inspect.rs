@@ -125,13 +125,25 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
             });
         }
     }
-    for i in &inventory.instances {
+    // Only this tree's: a daemon or account is shared with other trees
+    // and with whatever else runs there. An instance is this tree's by
+    // its config id, or, carrying none, when it runs one of this tree's
+    // images; a volume by its config id.
+    let id = &tree.config.id;
+    let ours = |c: Option<&String>| c.is_some_and(|c| tags::is_config_of(c, id));
+    for i in inventory.instances.iter().filter(|i| match &i.config {
+        Some(c) => ours(Some(c)),
+        None => i
+            .image
+            .as_ref()
+            .is_some_and(|b| images.iter().any(|img| &img.build_id == b)),
+    }) {
         report.leftovers.push(Leftover::Instance {
             name: i.name.clone().unwrap_or_else(|| i.id.clone()),
             power: format!("{:?}", i.power),
         });
     }
-    for v in &inventory.volumes {
+    for v in inventory.volumes.iter().filter(|v| ours(v.config.as_ref())) {
         report
             .leftovers
             .push(Leftover::Volume { id: v.to_string() });

@@ -311,6 +311,11 @@ pub struct Adopted {
     pub series: String,
     pub runtime: String,
     pub parent: Option<String>,
+    /// What adopting it named on the runtime (a build an interrupted bake
+    /// committed and never tagged gets the tags its bake would have given
+    /// it), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub named: Vec<String>,
 }
 
 /// What `csis state import` adopted (or, in a dry run, would).
@@ -348,16 +353,46 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
                 series: rec.series.clone(),
                 runtime: v.runtime.clone(),
                 parent: rec.parent.clone(),
+                named: Vec::new(),
             });
             lineage.add_build(rec);
         }
     }
     if !dry_run && !adopted.is_empty() {
         cx.meta.save_lineage(&lineage)?;
+        name_unnamed(tree, &mut adopted)?;
         let (report, _) = state_report(tree, &cx.meta)?;
         write_report(tree, &report)?;
     }
     Ok(ImportReport { dry_run, adopted })
+}
+
+/// Adopted builds a runtime holds unnamed (committed by an interrupted
+/// bake, never tagged) get the name that bake would have given them
+/// (`Runtime::adopt`; not the series' movable tag: an adopted build is not
+/// made the series' newest here), else a child standing on one hides it.
+/// A naming that fails is said in the adopted build's lines.
+fn name_unnamed(tree: &Tree, adopted: &mut [Adopted]) -> Result<()> {
+    let tokio = tokio_rt()?;
+    let runtimes: BTreeSet<String> = adopted.iter().map(|a| a.runtime.clone()).collect();
+    for name in runtimes {
+        let Ok(rt) = crate::wiring::runtime(tree, &name) else {
+            continue;
+        };
+        let Ok(images) = tokio.block_on(rt.query_images()) else {
+            continue;
+        };
+        for a in adopted.iter_mut().filter(|a| a.runtime == name) {
+            if !images.iter().any(|i| i.build_id == a.build_id && i.unnamed) {
+                continue;
+            }
+            a.named = match tokio.block_on(rt.adopt(&a.build_id, false)) {
+                Ok(lines) => lines,
+                Err(e) => vec![format!("not named: {e}")],
+            };
+        }
+    }
+    Ok(())
 }
 
 /// An image's tag carries a prefix of its fingerprint: when the tree's

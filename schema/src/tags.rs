@@ -25,6 +25,23 @@ pub const RELEASE: &str = "csis_release";
 /// The tree (its `cfg/_config.yml` `id`) that baked an image or runs a bake
 /// machine: every image and bake machine carries it.
 pub const CONFIG: &str = "csis_config";
+
+/// The value of [`CONFIG`] for the tree whose `id` is `id`, as the original
+/// writes it on AMIs, volumes, instances and labels: the id lowercased
+/// (`my-team-images-REPLACE-ME` -> `my-team-images-replace-me`; its 0.1.1
+/// emission changes no other character).
+pub fn config_value(id: &str) -> String {
+    id.to_lowercase()
+}
+
+/// Is a [`CONFIG`] value this tree's (or the same tree's as another
+/// value)? The original's form ([`config_value`]) and csis's earlier one
+/// (the id as written) both are: what either baked for this tree is this
+/// tree's. Two ids that differ only in case are one tree's, as they are to
+/// the original (it tags both alike).
+pub fn is_config_of(value: &str, id: &str) -> bool {
+    value == id || config_value(value) == config_value(id)
+}
 /// Marks a bake machine (value: the runtime's name).
 pub const BAKE: &str = "csis_bake";
 /// A bake machine's owner (`host:pid`).
@@ -37,3 +54,33 @@ pub const TEST_MACHINE_OWNER: &str = "csis_owner";
 /// The lineage an image carries, as `state query` compares it with the
 /// records.
 pub const LINEAGE: [&str; 4] = [SERIES, PARENT, RUN, FINGERPRINT];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_value_is_the_originals_form_and_both_forms_are_ours() {
+        // the original 0.1.1 tags the standard starter's AMIs so
+        // (../shared/reference/cs-image-system-0.1.1-emission)
+        assert_eq!(
+            config_value("my-team-images-REPLACE-ME"),
+            "my-team-images-replace-me"
+        );
+        assert!(is_config_of(
+            "my-team-images-replace-me",
+            "my-team-images-REPLACE-ME"
+        ));
+        assert!(is_config_of(
+            "my-team-images-REPLACE-ME",
+            "my-team-images-REPLACE-ME"
+        ));
+        assert!(!is_config_of(
+            "my-team-images-REPLACE",
+            "my-team-images-REPLACE-ME"
+        ));
+        // either side may be in either form
+        assert!(is_config_of("Ops-AWS", "ops-aws"));
+        assert!(!is_config_of("ops-aws-2", "Ops-AWS"));
+    }
+}

@@ -85,6 +85,9 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
                     x.runtime,
                     x.parent.as_deref().unwrap_or("unknown")
                 );
+                for l in &x.named {
+                    println!("  {}: {l}", x.build_id);
+                }
             }
             if r.adopted.is_empty() {
                 println!("nothing to import: no foreign images");

@@ -119,8 +119,12 @@ impl BuildState {
             serde_json::from_value(spec.capabilities.clone()).unwrap_or_default();
         let mut tags = spec.tags.clone();
         // The tree's config id on every image and bake machine: what tells
-        // this tree's builds from another tree's in one account or daemon.
-        tags.insert(tags::CONFIG.into(), self.session.tree.config.id.clone());
+        // this tree's builds from another tree's in one account or daemon,
+        // in the original's form (lowercased) so its builds and ours agree.
+        tags.insert(
+            tags::CONFIG.into(),
+            tags::config_value(&self.session.tree.config.id),
+        );
         tags.insert(tags::SERIES.into(), spec.series.clone());
         tags.insert(tags::PARENT.into(), parent_id);
         tags.insert(tags::RUN.into(), self.run_id.clone());
@@ -198,13 +202,18 @@ impl BuildState {
         let images = self.runtime_images(runtime).await?;
         let same =
             |k: &str, img: &ImageFacts| tags.get(k).is_some() && img.tags.get(k) == tags.get(k);
-        // Another tree's build (another config id, or none) is never adopted.
+        // Another tree's build (another config id, or none) is never adopted;
+        // this tree's is in either form of its id (the original's, csis's earlier).
+        let id = &self.session.tree.config.id;
         images
             .iter()
             .filter(|img| {
-                [tags::CONFIG, tags::SERIES, tags::PARENT, tags::FINGERPRINT]
-                    .iter()
-                    .all(|k| same(k, img))
+                img.tags
+                    .get(tags::CONFIG)
+                    .is_some_and(|c| tags::is_config_of(c, id))
+                    && [tags::SERIES, tags::PARENT, tags::FINGERPRINT]
+                        .iter()
+                        .all(|k| same(k, img))
             })
             .find(|img| self.recorder.find(&img.build_id).is_none())
             .map(|img| {
@@ -271,6 +280,46 @@ impl BuildState {
         Ok(())
     }
 
+    /// Builds of this tree's `series` an interrupted bake committed and
+    /// never named (the runtime holds them unnamed, no record names them)
+    /// that this bake does not adopt: baked from other inputs, nobody can
+    /// adopt them. Each is removed and said so in the bake log; one that
+    /// cannot be removed is said so too, and stays (`csis state query`
+    /// shows it foreign).
+    async fn remove_unadoptable(
+        &self,
+        rt: &DynRuntime,
+        runtime: &str,
+        series: &str,
+        adopted: Option<&str>,
+        log: &BakeLog,
+    ) {
+        let Some(images) = self.images.lock().await.get(runtime).cloned() else {
+            return;
+        };
+        let id = &self.session.tree.config.id;
+        for img in images.iter().filter(|i| {
+            i.unnamed
+                && Some(i.build_id.as_str()) != adopted
+                && i.tags.get(tags::SERIES).map(String::as_str) == Some(series)
+                && i.tags
+                    .get(tags::CONFIG)
+                    .is_some_and(|c| tags::is_config_of(c, id))
+                && self.recorder.find(&i.build_id).is_none()
+        }) {
+            match rt.dispose_image(&img.build_id).await {
+                Ok(_) => log.line(&format!(
+                    "removed {}: an interrupted bake of {series} committed it and never tagged it, from other inputs than this bake's (not adoptable)",
+                    img.build_id
+                )),
+                Err(e) => log.line(&format!(
+                    "warning: {} (committed by an interrupted bake of {series}, never tagged, not adoptable) could not be removed: {e}",
+                    img.build_id
+                )),
+            }
+        }
+    }
+
     pub(super) async fn bake(
         &self,
         cx: &NodeContext,
@@ -311,10 +360,33 @@ impl BuildState {
         } else {
             self.unrecorded_build(&spec.runtime, &req.tags).await
         };
+        // A recovered build is named as its bake would have named it: an
+        // adoption that cannot be completed is no adoption (bake anew).
+        let recovered = match recovered {
+            Some(r) => match rt.adopt(&r.0.build_id, true).await {
+                Ok(lines) => {
+                    for l in lines {
+                        log.line(&format!("{}: {l}", r.0.build_id));
+                    }
+                    Some(r)
+                }
+                Err(e) => {
+                    log.line(&format!(
+                        "not adopting {}: it cannot be named ({e}); baking anew",
+                        r.0.build_id
+                    ));
+                    None
+                }
+            },
+            None => None,
+        };
         // An adopted build keeps the run that baked it (its `csis_run` tag).
         let baked_by = recovered.as_ref().and_then(|r| r.1.clone());
         // The runtime's bake time (none for an adopted build).
         let mut bake_seconds = None;
+        let adopted = recovered.as_ref().map(|r| r.0.build_id.clone());
+        self.remove_unadoptable(rt, &spec.runtime, &spec.series, adopted.as_deref(), &log)
+            .await;
         let outcome = match recovered.map(|r| r.0) {
             Some(outcome) => {
                 log.line(&format!(

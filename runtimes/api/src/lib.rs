@@ -28,8 +28,11 @@ pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 /// one whose config id is `config`? An image without the tag (made before
 /// csis stamped it, or by hand) belongs to no other tree: it stays visible
 /// (a foreign image to adopt or dispose), but is never adopted silently.
+/// `config` is the tree's id as written; the tag may hold the original's
+/// form of it (lowercased, [`tags::config_value`]) or the id as written.
 pub fn of_other_tree(tags: &BTreeMap<String, String>, config: &str) -> bool {
-    tags.get(tags::CONFIG).is_some_and(|c| c != config)
+    tags.get(tags::CONFIG)
+        .is_some_and(|c| !tags::is_config_of(c, config))
 }
 
 pub mod owner;
@@ -201,6 +204,11 @@ pub struct ImageFacts {
     pub created: Option<String>,
     /// Lineage tags (`csis_series`, `csis_parent`, ...) as the runtime sees them now.
     pub tags: BTreeMap<String, String>,
+    /// The runtime holds it without any of the names a bake gives a build
+    /// (docker: committed and never tagged, a bake stopped between its
+    /// commit and its tag): what an interrupted bake leaves.
+    #[serde(default)]
+    pub unnamed: bool,
 }
 
 /// What a disposal did: whether the build was there, and what the runtime
@@ -424,6 +432,19 @@ pub trait Runtime: Send + Sync {
     async fn bake(&self, req: &BakeRequest) -> Result<BakeOutcome> {
         let _ = req;
         Err(self.unsupported("bake"))
+    }
+
+    /// Give a build an interrupted bake left on the runtime (found again by
+    /// its lineage tags and adopted instead of baked again) what that bake
+    /// would have given it once made: docker tags it with its name and,
+    /// with `head` (it becomes its series' newest build, as when a bake
+    /// adopts it), its series' movable tag, as a commit is tagged. Returns
+    /// one line for the log per name given (or not given, and why). A
+    /// runtime whose builds are named when they are made (an AMI) has
+    /// nothing to do.
+    async fn adopt(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
+        let _ = (build_id, head);
+        Ok(Vec::new())
     }
 
     /// Remove leftovers of bakes that were killed (stale bake containers,

@@ -87,6 +87,7 @@ impl AwsRuntime {
                         .iter()
                         .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
                         .collect(),
+                    unnamed: false,
                 });
             }
         }

@@ -171,6 +171,10 @@ impl Runtime for DockerRuntime {
         self.bake_image(req).await
     }
 
+    async fn adopt(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
+        self.adopt_build(build_id, head).await
+    }
+
     async fn clean_stale_bakes(&self) -> Result<Vec<String>> {
         self.clean_stale().await
     }

@@ -312,6 +312,7 @@ impl Runtime for DummyRuntime {
                 name: Some(img.name),
                 created: Some(img.created.to_string()),
                 tags: img.tags,
+                unnamed: false,
             })
             .collect())
     }

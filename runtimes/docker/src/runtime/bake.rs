@@ -379,12 +379,94 @@ impl DockerRuntime {
             .await
             .map_err(|e| self.map_err(&format!("commit {container}"), e))?
             .id;
-        self.tag(&id, made).await?;
-        let prefix = names::image_name_as_made(&req.prefix);
-        if prefix != made {
-            self.tag(&id, &prefix).await?;
+        for line in self
+            .name_build(&id, made, Some(&req.prefix), req.tags.get(tags::CONFIG))
+            .await?
+            .1
+        {
+            req.log.line(&line);
         }
         Ok(id)
+    }
+
+    /// Tag a committed build as a bake does: its name as made, then (with a
+    /// series) its series' movable tag `<repository>:<series>`, moved onto it unless
+    /// the tag names a build of another tree (another `csis_config`: two
+    /// trees on one repository), which keeps it. Returns the tags given and
+    /// a line for each movable tag not moved.
+    pub(crate) async fn name_build(
+        &self,
+        id: &str,
+        made: &str,
+        series: Option<&str>,
+        config: Option<&String>,
+    ) -> Result<(Vec<String>, Vec<String>)> {
+        let mut given = Vec::new();
+        let mut notes = Vec::new();
+        self.tag(id, made).await?;
+        given.push(self.tag_ref(made));
+        let Some(series) = series else {
+            return Ok((given, notes));
+        };
+        let prefix = names::image_name_as_made(series);
+        if prefix != made {
+            let holder = self.inspect_image_opt(&self.tag_ref(&prefix)).await?;
+            let held_by = holder.and_then(|h| {
+                let other = h
+                    .config
+                    .and_then(|c| c.labels)
+                    .and_then(|l| l.get(tags::CONFIG).cloned())
+                    .filter(|c| !c.is_empty())
+                    .filter(|c| config.is_some_and(|ours| !tags::is_config_of(c, ours)))?;
+                Some((h.id.unwrap_or_default(), other))
+            });
+            match held_by {
+                Some((other_id, other)) if other_id != id => notes.push(format!(
+                    "movable tag {} not moved: it names {other_id}, a build of another tree (csis_config {other}) on this repository",
+                    self.tag_ref(&prefix)
+                )),
+                _ => {
+                    self.tag(id, &prefix).await?;
+                    given.push(self.tag_ref(&prefix));
+                }
+            }
+        }
+        Ok((given, notes))
+    }
+
+    /// [`Runtime::adopt`]: tag a build an interrupted bake committed and
+    /// did not tag, from its own labels (its name as made, its series,
+    /// its tree); the movable tag only when it becomes the `head`.
+    pub(crate) async fn adopt_build(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
+        let img = self.inspect_image_opt(build_id).await?.ok_or_else(|| {
+            RuntimeError::Refused(format!("image {build_id} is not on the daemon"))
+        })?;
+        let id = img.id.clone().unwrap_or_else(|| build_id.to_string());
+        let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+        let series = labels
+            .get(tags::SERIES)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                RuntimeError::Refused(format!("image {build_id} carries no {}", tags::SERIES))
+            })?;
+        let made = labels
+            .get(NAME_LABEL)
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .unwrap_or_else(|| names::image_name_as_made(series));
+        let (given, notes) = self
+            .name_build(
+                &id,
+                &made,
+                head.then_some(series.as_str()),
+                labels.get(tags::CONFIG),
+            )
+            .await?;
+        Ok(given
+            .into_iter()
+            .map(|t| format!("tagged {t}"))
+            .chain(notes)
+            .collect())
     }
 
     /// What a bake starts from on the daemon: the resolved vendor image, the

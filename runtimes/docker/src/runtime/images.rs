@@ -263,6 +263,7 @@ impl DockerRuntime {
                 name,
                 created: Some(rfc3339(img.created)),
                 tags,
+                unnamed: untagged_build,
             });
         }
         out.sort_by(|a, b| a.created.cmp(&b.created).then(a.build_id.cmp(&b.build_id)));

@@ -1,0 +1,130 @@
+//! Writes to an S3 store survive a flaky network: moto's S3 (never real
+//! AWS; `CSIS_MOTO_URL`, skipped loudly when it does not answer, a failure
+//! under `CSIS_REQUIRE_MOTO`) behind a loopback proxy that drops every
+//! third connection it accepts. Conditional creates, conditional updates
+//! (the lease's writes) and records all go through: a request that fails
+//! on the way is sent again, and a retried conditional write that finds its
+//! own bytes there is recognised as having succeeded.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use csis_cache::lease::Leases;
+use csis_cache::objstore::{Cond, Store};
+use csis_schema::model::MetaStateSpec;
+
+fn moto() -> Option<String> {
+    let url = std::env::var("CSIS_MOTO_URL").unwrap_or_else(|_| "http://127.0.0.1:5000".into());
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    if TcpStream::connect(&addr).is_err() {
+        if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
+            panic!("moto is not answering on {url} and CSIS_REQUIRE_MOTO is set");
+        }
+        eprintln!("*** SKIPPED: moto is not answering on {url}; start it with runtimes/aws/tests/moto.sh ***");
+        return None;
+    }
+    Some(addr)
+}
+
+/// A proxy on 127.0.0.1 to `upstream` that closes every `nth` connection
+/// at once (the client sees it dropped); its address.
+fn flaky_proxy(upstream: String, nth: usize, dropped: Arc<AtomicUsize>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for (i, c) in l.incoming().enumerate() {
+            let Ok(c) = c else { continue };
+            if (i + 1) % nth == 0 {
+                dropped.fetch_add(1, Ordering::SeqCst);
+                drop(c);
+                continue;
+            }
+            let Ok(u) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let pipe = |mut a: TcpStream, mut b: TcpStream| {
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n) = a.read(&mut buf) {
+                        if n == 0 || b.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = b.shutdown(std::net::Shutdown::Both);
+                });
+            };
+            pipe(c.try_clone().unwrap(), u.try_clone().unwrap());
+            pipe(u, c);
+        }
+    });
+    addr
+}
+
+/// Create a bucket on moto (it takes an unsigned request).
+fn make_bucket(addr: &str, bucket: &str) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+#[test]
+fn store_writes_survive_dropped_connections() {
+    let Some(addr) = moto() else { return };
+    let bucket = format!("csis-flaky-{}", std::process::id());
+    make_bucket(&addr, &bucket);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let proxy = flaky_proxy(addr, 3, dropped.clone());
+    // object_store reads these when the store opens (this test's process only)
+    std::env::set_var("AWS_ENDPOINT_URL", format!("http://{proxy}"));
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    std::env::set_var("AWS_REGION", "us-east-1");
+    let spec = MetaStateSpec::parse(&format!("s3://{bucket}/tree")).unwrap();
+    let s = Arc::new(Store::open(&spec).unwrap().unwrap());
+    for i in 0..10 {
+        let key = format!("k/{i}.json");
+        let v = s
+            .put(&key, format!("one {i}").into_bytes(), Cond::Create)
+            .unwrap_or_else(|e| panic!("create {key}: {e}"));
+        let v2 = s
+            .put(
+                &key,
+                format!("two {i}").into_bytes(),
+                Cond::Match(v.clone()),
+            )
+            .unwrap_or_else(|e| panic!("update {key}: {e}"));
+        // the version moved: an update on the old one is a conflict still
+        assert!(s
+            .put(&key, b"three".to_vec(), Cond::Match(v))
+            .is_err_and(|e| matches!(e, csis_cache::objstore::StoreError::Conflict)));
+        assert_eq!(
+            s.get(&key).unwrap().unwrap().0,
+            format!("two {i}").into_bytes()
+        );
+        let _ = v2;
+    }
+    // a lease taken and let go, ten times
+    for i in 0..10 {
+        let l = Leases::new(s.clone(), &format!("run-{i}"));
+        let key = ("img".to_string(), "rt".to_string());
+        l.acquire(&[key], &Default::default(), false, &|_| {})
+            .unwrap_or_else(|e| panic!("lease {i}: {e}"));
+        drop(l);
+    }
+    assert!(s.list("leases").unwrap().is_empty(), "every lease let go");
+    assert!(
+        dropped.load(Ordering::SeqCst) > 0,
+        "the proxy dropped connections"
+    );
+}
