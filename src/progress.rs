@@ -149,8 +149,8 @@ impl Renderer {
 
 /// What people read of an event (the bars aside), or nothing: a started
 /// bake when `started` (plain lines have no bar to show it), a finished
-/// bake, a failure (with its log's last lines), a node not run, the
-/// summary.
+/// bake, a failure (with its log's last lines), a node not run, a dry
+/// run's node that would run, the summary.
 fn human_lines(e: &Event, logs: &Logs, started: bool) -> Option<String> {
     Some(match e {
         Event::Started {
@@ -184,8 +184,22 @@ fn human_lines(e: &Event, logs: &Logs, started: bool) -> Option<String> {
             text
         }
         Event::NotRun { label, reason, .. } => format!("not run {label}: {reason}"),
+        // a dry run's due node: `would bake`, `would release`, ...
+        Event::WouldRun {
+            label,
+            kind,
+            reason,
+        } => format!("would {kind} {label}: {reason}"),
         Event::Summary(s) => format!(
-            "baked {}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
+            "{}baked {}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
+            match s.kinds.get(NodeKind::Bake.as_str()) {
+                _ if s.would_run == 0 => String::new(),
+                k => format!(
+                    "would bake {} ({} nodes would run), ",
+                    k.map_or(0, |k| k.would_run),
+                    s.would_run
+                ),
+            },
             s.baked,
             s.skipped,
             s.failed + s.cancelled,

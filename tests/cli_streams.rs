@@ -87,3 +87,64 @@ fn a_build_into_a_pipe_prints_lines_for_people_and_json_only_when_asked() {
         assert!(v["event"].is_string(), "{l}");
     }
 }
+
+/// The JSON lines of `out`, parsed.
+fn events(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_dry_run_reports_its_due_bakes_as_would_bake_not_skipped() {
+    let t = Tree::of("ops/basic");
+    let bakes = [
+        "//os/deb12@sim:bake",
+        "//images/web@sim:bake",
+        "//images/tools@sim:bake",
+        "//images/app@sim:bake",
+    ];
+    let ev = events(&t.ok(&["build", "--dry-run", "--json"]));
+    for label in bakes {
+        let e: Vec<&serde_json::Value> = ev.iter().filter(|e| e["label"] == label).collect();
+        assert_eq!(e.len(), 1, "{label}: {e:?}");
+        assert_eq!(e[0]["event"], "would_run", "{label}: {e:?}");
+        assert_eq!(e[0]["kind"], "bake");
+        assert_eq!(e[0]["reason"], "no build yet on sim");
+    }
+    let summary = ev.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["skipped"], 0, "{summary}");
+    assert_eq!(summary["baked"], 0, "{summary}");
+    assert_eq!(summary["kinds"]["bake"]["would_run"], 4, "{summary}");
+    assert_eq!(summary["kinds"]["bake"]["skipped"], 0, "{summary}");
+    // the dry run baked nothing
+    let builds: serde_json::Value = serde_json::from_str(&t.ok(&["builds", "--json"])).unwrap();
+    assert_eq!(builds, serde_json::json!([]));
+
+    // for people: `would bake` lines and the count first
+    let out = t.ok(&["build", "--dry-run"]);
+    assert!(
+        out.contains("would bake //images/web@sim:bake: no build yet on sim"),
+        "{out}"
+    );
+    assert!(
+        out.lines().last().unwrap().starts_with("would bake 4 ("),
+        "{out}"
+    );
+
+    // after a build: what is current is skipped, a forced bake (and its
+    // follow child) would bake
+    t.ok(&["build", "--json", "-j", "1"]);
+    let ev = events(&t.ok(&["build", "--dry-run", "--json", "--force-bake", "web"]));
+    let of = |label: &str| {
+        ev.iter()
+            .find(|e| e["label"] == label)
+            .unwrap_or_else(|| panic!("{label}: {ev:?}"))["event"]
+            .clone()
+    };
+    assert_eq!(of("//images/web@sim:bake"), "would_run");
+    assert_eq!(of("//images/app@sim:bake"), "would_run");
+    assert_eq!(of("//images/tools@sim:bake"), "skipped");
+    assert_eq!(of("//os/deb12@sim:bake"), "skipped");
+}

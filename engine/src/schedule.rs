@@ -45,6 +45,7 @@ pub struct RunOptions {
     count_kind: Option<String>,
     cancel: CancellationToken,
     grace: Option<Duration>,
+    rehearse: Option<Vec<String>>,
 }
 
 impl RunOptions {
@@ -57,6 +58,7 @@ impl RunOptions {
             count_kind: None,
             cancel: CancellationToken::new(),
             grace: None,
+            rehearse: None,
         }
     }
     /// At most `limit` actions of nodes in `pool` at once (0 is taken as 1).
@@ -85,6 +87,13 @@ impl RunOptions {
     /// cancelled. Without it, the run waits for every action to return.
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.grace = Some(grace);
+        self
+    }
+    /// A dry run: only due nodes of the kinds in `run` run; every other due
+    /// node is reported `would_run` (its event, its count, its outcome) and
+    /// treated as not due, so what depends on it does not wait for it.
+    pub fn rehearse(mut self, run: &[&str]) -> Self {
+        self.rehearse = Some(run.iter().map(|k| k.to_string()).collect());
         self
     }
     /// The token that cancels the run.
@@ -271,6 +280,8 @@ pub enum NodeOutcome {
     NotRun {
         reason: String,
     },
+    /// Due, not run by a dry run ([`RunOptions::rehearse`]).
+    WouldRun,
 }
 
 /// The result of [`run`].
@@ -350,10 +361,24 @@ where
     let mut summary = Summary::default();
     let kinds = &mut summary.kinds;
 
-    // Skipped events first; due nodes wait.
+    // Skipped (and would-run) events first; due nodes wait.
+    let mut would = vec![false; n];
     for (i, pn) in plan.nodes.iter().enumerate() {
         pos[pn.id.index()] = i as u32;
-        if pn.due {
+        let rehearsed = opts
+            .rehearse
+            .as_ref()
+            .is_some_and(|run| !run.contains(&pn.kind));
+        if pn.due && rehearsed {
+            would[pn.id.index()] = true;
+            kind_counts(kinds, &pn.kind).would_run += 1;
+            summary.would_run += 1;
+            events.emit(Event::WouldRun {
+                label: pn.label.clone(),
+                kind: pn.kind.clone(),
+                reason: pn.reason.clone(),
+            });
+        } else if pn.due {
             st[pn.id.index()] = St::Waiting;
         } else if graph.node(pn.id).policy() == RunPolicy::Decide {
             kind_counts(kinds, &pn.kind).skipped += 1;
@@ -587,6 +612,7 @@ where
         let id = pn.id;
         let kc: &mut KindCounts = kind_counts(&mut summary.kinds, &pn.kind);
         let outcome = match st[id.index()] {
+            St::NotDue if would[id.index()] => NodeOutcome::WouldRun,
             St::NotDue if graph.node(id).policy() == RunPolicy::Decide => NodeOutcome::Skipped,
             St::NotDue => NodeOutcome::NotNeeded,
             St::Done => {
