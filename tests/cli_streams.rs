@@ -112,6 +112,15 @@ fn a_dry_run_reports_its_due_bakes_as_would_bake_not_skipped() {
         assert_eq!(e[0]["kind"], "bake");
         assert_eq!(e[0]["reason"], "no build yet on sim");
     }
+    // only resolve and emit nodes run in a dry run (no retag, no test)
+    for e in ev.iter().filter(|e| e["event"] == "started") {
+        assert!(e["kind"] == "emit" || e["kind"] == "resolve", "{e}");
+    }
+    assert!(
+        ev.iter()
+            .any(|e| e["event"] == "would_run" && e["kind"] == "retag"),
+        "{ev:?}"
+    );
     let summary = ev.last().unwrap();
     assert_eq!(summary["event"], "summary");
     assert_eq!(summary["skipped"], 0, "{summary}");
@@ -147,4 +156,7 @@ fn a_dry_run_reports_its_due_bakes_as_would_bake_not_skipped() {
     assert_eq!(of("//images/app@sim:bake"), "would_run");
     assert_eq!(of("//images/tools@sim:bake"), "skipped");
     assert_eq!(of("//os/deb12@sim:bake"), "skipped");
+    for e in ev.iter().filter(|e| e["event"] == "started") {
+        assert!(e["kind"] == "emit" || e["kind"] == "resolve", "{e}");
+    }
 }

@@ -394,7 +394,8 @@ where
     // Pending due dependencies (per edge) and longest remaining path.
     let mut pending = vec![0u32; n];
     let mut prio = vec![0u64; n];
-    for pn in plan.nodes.iter().rev().filter(|p| p.due) {
+    // (a rehearsed node is not due here: it stays NotDue)
+    for pn in plan.nodes.iter().rev().filter(|p| is_due(&st, p.id)) {
         let id = pn.id;
         pending[id.index()] = graph.deps(id).filter(|&(d, _)| is_due(&st, d)).count() as u32;
         let tail = graph
@@ -429,10 +430,16 @@ where
             id.index() as u32,
         )
     };
-    for pn in plan.nodes.iter().filter(|p| p.due) {
-        if pending[pn.id.index()] == 0 {
-            st[pn.id.index()] = St::Ready;
-            ready[pool_of(pn.id)].push(key(pn.id, &prio, &pos));
+    let due_now: Vec<NodeId> = plan
+        .nodes
+        .iter()
+        .filter(|p| is_due(&st, p.id))
+        .map(|p| p.id)
+        .collect();
+    for id in due_now {
+        if pending[id.index()] == 0 {
+            st[id.index()] = St::Ready;
+            ready[pool_of(id)].push(key(id, &prio, &pos));
         }
     }
 

@@ -556,7 +556,8 @@ async fn actions_ignoring_cancellation_are_aborted_after_the_grace_period() {
 
 #[tokio::test]
 async fn a_rehearsal_runs_only_its_kinds_and_reports_the_others_as_would_run() {
-    // a's emit -> a's bake -> b's bake (b's emit beside it); only emits run.
+    // a's emit -> a's bake -> b's bake (b's emit beside it), and c's bake
+    // alone; only emits run.
     let mut g = Graph::new();
     for n in ["a", "b"] {
         for kind in ["emit", "bake"] {
@@ -572,6 +573,9 @@ async fn a_rehearsal_runs_only_its_kinds_and_reports_the_others_as_would_run() {
         g.find(&l("//b@rt:bake")).unwrap(),
     );
     g.add_dep(b, a, Dep::hashed("parent")).unwrap();
+    // c: a bake that depends on nothing, ready at once were it run
+    g.add_node(Node::new(l("//c@rt"), "bake").with_inputs(json!({ "name": "c" })))
+        .unwrap();
     let fps = g.fingerprints().unwrap();
     let plan = Planner::standard()
         .plan(&g, &g.select_all(), &fps, &MemoryRecords::default())
@@ -599,8 +603,8 @@ async fn a_rehearsal_runs_only_its_kinds_and_reports_the_others_as_would_run() {
     ran.sort();
     assert_eq!(ran, ["//a@rt:emit", "//b@rt:emit"]);
     let s = &report.summary;
-    assert_eq!((s.baked, s.skipped, s.would_run, s.finished), (0, 0, 2, 2));
-    assert_eq!(s.kinds["bake"].would_run, 2);
+    assert_eq!((s.baked, s.skipped, s.would_run, s.finished), (0, 0, 3, 2));
+    assert_eq!(s.kinds["bake"].would_run, 3);
     assert!(s.success());
     assert_eq!(report.outcome(a), Some(&NodeOutcome::WouldRun));
     assert_eq!(report.outcome(b), Some(&NodeOutcome::WouldRun));
@@ -609,7 +613,7 @@ async fn a_rehearsal_runs_only_its_kinds_and_reports_the_others_as_would_run() {
         .iter()
         .filter(|e| matches!(e, Event::WouldRun { .. }))
         .collect();
-    assert_eq!(would.len(), 2, "{log:?}");
+    assert_eq!(would.len(), 3, "{log:?}");
     assert!(
         would[0]
             .to_json_line()
