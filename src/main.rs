@@ -141,7 +141,40 @@ fn parse_cli() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// Whether an error is stdout's reader having gone (`csis plan | head`).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A closed stdout ends the command quietly, as it does cargo's and
+/// ripgrep's: `print!` panics when its reader has gone (Rust ignores
+/// SIGPIPE, so the write fails with EPIPE instead of killing the process),
+/// and that panic becomes a quiet exit 0 (stderr's too: `2>&1 | head`). Every other panic is reported as
+/// before.
+fn exit_quietly_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // std's words: "failed printing to stdout: Broken pipe (os error 32)"
+        if msg.starts_with("failed printing to std")
+            && msg.to_ascii_lowercase().contains("broken pipe")
+        {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_closed_stdout();
     let cli = parse_cli();
     let global = cli.global;
     csis_cache::remote::set_override(global.meta_state.clone());
@@ -194,6 +227,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             if let Some(nl) = err.downcast_ref::<csis_ops::NotLoaded>() {
                 render::print_human(&nl.diagnostics);

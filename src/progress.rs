@@ -1,6 +1,8 @@
-//! Rendering a build's events: JSON lines (with `--json`, or when stdout is
-//! not a terminal), or for a terminal a bar per running bake with its
-//! elapsed time and last log line (indicatif).
+//! Rendering a build's events: JSON lines (only with `--json`), for a
+//! terminal a bar per running bake with its elapsed time and last log line
+//! (indicatif), and when stdout is not a terminal (`csis build | tee`) the
+//! same lines for people without the bars, one per started, finished,
+//! failed and not-run node, on stdout.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -17,6 +19,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 pub enum Renderer {
     Json(Arc<Logs>),
     Tty(Arc<Tty>),
+    /// Lines for people, no bars: stdout is not a terminal.
+    Plain(Arc<Logs>),
 }
 
 /// The log file of each bake of the run, by label.
@@ -59,10 +63,14 @@ pub struct Tty {
 }
 
 impl Renderer {
+    /// JSON lines with `--json`; else bars on a terminal, plain lines
+    /// when stdout is not one (the format never depends on it).
     pub fn new(json: bool) -> Renderer {
         use std::io::IsTerminal;
-        if json || !std::io::stdout().is_terminal() {
+        if json {
             Renderer::Json(Arc::default())
+        } else if !std::io::stdout().is_terminal() {
+            Renderer::Plain(Arc::default())
         } else {
             Renderer::Tty(Arc::new(Tty {
                 multi: MultiProgress::new(),
@@ -89,7 +97,7 @@ impl Renderer {
     /// A message for people (stderr, or above the bars).
     pub fn note(&self, msg: &str) {
         match self {
-            Renderer::Json(_) => eprintln!("{msg}"),
+            Renderer::Json(_) | Renderer::Plain(_) => eprintln!("{msg}"),
             Renderer::Tty(t) => {
                 let _ = t.multi.println(msg);
             }
@@ -128,8 +136,79 @@ impl Renderer {
                 let _ = out.flush();
             }
             Renderer::Tty(t) => t.event(e),
+            Renderer::Plain(logs) => {
+                if let Some(text) = human_lines(e, logs, true) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{text}");
+                    let _ = out.flush();
+                }
+            }
         }
     }
+}
+
+/// What people read of an event (the bars aside), or nothing: a started
+/// bake when `started` (plain lines have no bar to show it), a finished
+/// bake, a failure (with its log's last lines), a node not run, a dry
+/// run's node that would run, the summary.
+fn human_lines(e: &Event, logs: &Logs, started: bool) -> Option<String> {
+    Some(match e {
+        Event::Started {
+            label,
+            kind,
+            reason,
+        } if started && *kind == NodeKind::Bake => format!("baking  {label}: {reason}"),
+        Event::Finished {
+            label,
+            kind,
+            elapsed_ms,
+            ..
+        } if *kind == NodeKind::Bake => {
+            format!("baked   {label} in {:.1}s", *elapsed_ms as f64 / 1000.0)
+        }
+        Event::Failed {
+            label,
+            error,
+            cancelled,
+            ..
+        } => {
+            let what = if *cancelled { "stopped" } else { "FAILED " };
+            let mut text = format!("{what} {label}: {error}");
+            if let (false, Some(path)) = (*cancelled, logs.get(&label.to_string())) {
+                text.push_str(&format!("\n        log: {}", path.display()));
+                for l in tail(&path, FAILED_TAIL) {
+                    text.push_str("\n        | ");
+                    text.push_str(&l);
+                }
+            }
+            text
+        }
+        Event::NotRun { label, reason, .. } => format!("not run {label}: {reason}"),
+        // a dry run's due node: `would bake`, `would release`, ...
+        Event::WouldRun {
+            label,
+            kind,
+            reason,
+        } => format!("would {kind} {label}: {reason}"),
+        Event::Summary(s) => format!(
+            "{}baked {}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
+            match s.kinds.get(NodeKind::Bake.as_str()) {
+                _ if s.would_run == 0 => String::new(),
+                k => format!(
+                    "would bake {} ({} nodes would run), ",
+                    k.map_or(0, |k| k.would_run),
+                    s.would_run
+                ),
+            },
+            s.baked,
+            s.skipped,
+            s.failed + s.cancelled,
+            s.not_run,
+            if s.interrupted { ", interrupted" } else { "" },
+            s.elapsed_ms as f64 / 1000.0
+        ),
+        _ => return None,
+    })
 }
 
 impl Tty {
@@ -153,60 +232,22 @@ impl Tty {
                 b.enable_steady_tick(Duration::from_millis(200));
                 bars.insert(label.to_string(), b);
             }
-            Event::Finished {
-                label,
-                kind,
-                elapsed_ms,
-                ..
-            } => {
+            Event::Finished { label, .. }
+            | Event::Failed { label, .. }
+            | Event::NotRun { label, .. } => {
                 if let Some(b) = bars.remove(&label.to_string()) {
                     b.finish_and_clear();
                 }
-                if *kind == NodeKind::Bake {
-                    let _ = self.multi.println(format!(
-                        "baked   {label} in {:.1}s",
-                        *elapsed_ms as f64 / 1000.0
-                    ));
-                }
             }
-            Event::Failed {
-                label,
-                error,
-                cancelled,
-                ..
-            } => {
-                if let Some(b) = bars.remove(&label.to_string()) {
-                    b.finish_and_clear();
-                }
-                let what = if *cancelled { "stopped" } else { "FAILED " };
-                let _ = self.multi.println(format!("{what} {label}: {error}"));
-                if let (false, Some(path)) = (*cancelled, self.logs.get(&label.to_string())) {
-                    let mut text = format!("        log: {}", path.display());
-                    for l in tail(&path, FAILED_TAIL) {
-                        text.push_str("\n        | ");
-                        text.push_str(&l);
-                    }
-                    let _ = self.multi.println(text);
-                }
-            }
-            Event::NotRun { label, reason, .. } => {
-                let _ = self.multi.println(format!("not run {label}: {reason}"));
-            }
-            Event::Summary(s) => {
+            Event::Summary(_) => {
                 for (_, b) in bars.drain() {
                     b.finish_and_clear();
                 }
-                let _ = self.multi.println(format!(
-                    "baked {}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
-                    s.baked,
-                    s.skipped,
-                    s.failed + s.cancelled,
-                    s.not_run,
-                    if s.interrupted { ", interrupted" } else { "" },
-                    s.elapsed_ms as f64 / 1000.0
-                ));
             }
             _ => {}
+        }
+        if let Some(text) = human_lines(e, &self.logs, false) {
+            let _ = self.multi.println(text);
         }
     }
 }
@@ -223,7 +264,7 @@ impl csis_ops::build::Reporter for Renderer {
     }
     fn bake_log(&self, label: &str, path: &Path) {
         match self {
-            Renderer::Json(logs) => logs.set(label, path),
+            Renderer::Json(logs) | Renderer::Plain(logs) => logs.set(label, path),
             Renderer::Tty(t) => t.logs.set(label, path),
         }
     }

@@ -212,16 +212,65 @@ fn gh_prop(s: &str) -> String {
     gh_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
+/// Where annotation paths start: GitHub reads `file=` from the top of the
+/// repository, while diagnostics name files from the tree's root. Outside a
+/// git work tree paths stay relative to the tree.
+pub struct RepoPaths {
+    /// The top of the work tree holding the tree (the nearest ancestor with a
+    /// `.git` directory or file), canonical.
+    top: Option<std::path::PathBuf>,
+    /// The tree's root, canonical.
+    tree: std::path::PathBuf,
+}
+
+impl RepoPaths {
+    pub fn of_tree(tree: &std::path::Path) -> RepoPaths {
+        let tree = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+        let top = tree
+            .ancestors()
+            .find(|a| a.join(".git").exists())
+            .map(|a| a.to_path_buf());
+        RepoPaths { top, tree }
+    }
+
+    /// A diagnostic's file (relative to the tree, or absolute) as the
+    /// repository names it: relative to the top of the work tree when it
+    /// lies inside it, else as it was.
+    pub fn file(&self, file: &str) -> String {
+        use std::path::{Component, Path, PathBuf};
+        let Some(top) = &self.top else {
+            return file.to_string();
+        };
+        let joined = self.tree.join(file);
+        // `..` resolved by its words (an overlay beside the tree)
+        let mut abs = PathBuf::new();
+        for c in joined.components() {
+            match c {
+                Component::ParentDir => {
+                    abs.pop();
+                }
+                Component::CurDir => {}
+                c => abs.push(c),
+            }
+        }
+        match Path::new(&abs).strip_prefix(top) {
+            Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+            Err(_) => file.to_string(),
+        }
+    }
+}
+
 /// Diagnostics as GitHub Actions annotations, one line each:
 /// `::error file=F,line=L,col=C,title=PATH::MESSAGE` (`::warning` for a
-/// warning; the message redacted as everywhere).
-pub fn github_annotations(diags: &[Diagnostic]) -> String {
+/// warning; the message redacted as everywhere), F relative to the top of
+/// the repository ([`RepoPaths`]).
+pub fn github_annotations(diags: &[Diagnostic], paths: &RepoPaths) -> String {
     let mut out = String::new();
     for d in diags {
         let level = if d.is_error() { "error" } else { "warning" };
         let mut props = Vec::new();
         if !d.file.is_empty() {
-            props.push(format!("file={}", gh_prop(&d.file)));
+            props.push(format!("file={}", gh_prop(&paths.file(&d.file))));
         }
         if d.line > 0 {
             props.push(format!("line={}", d.line));

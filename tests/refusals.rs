@@ -765,22 +765,22 @@ fn dump_all() {
 }
 
 #[test]
-fn a_missing_playbook_or_script_is_a_warning_at_its_field() {
+fn a_missing_playbook_or_script_is_an_error_at_its_field() {
     let dir = tree_with("images--missing-files.yaml");
-    let tree = load(
+    let diags = load(
         dir.path(),
         &LoadOptions {
             env: Some(env()),
             ..Default::default()
         },
     )
-    .expect("a missing file does not stop the load (the original loads such trees)");
-    let d: Vec<Diagnostic> = tree
-        .warnings
+    .map(|_| ())
+    .expect_err("a missing mod file refuses the tree (mod files must exist)");
+    let d: Vec<Diagnostic> = diags
         .into_iter()
         .filter(|d| d.message.contains("does not exist"))
         .collect();
-    assert!(d.iter().all(|d| !d.is_error()));
+    assert!(d.iter().all(|d| d.is_error()));
     expect(
         &d,
         "images/zz-missing-files.yaml:9:20",

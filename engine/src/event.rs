@@ -8,10 +8,11 @@
 //! {"event":"finished","label":"//images/b@rt:bake","kind":"bake","elapsed_ms":1200}
 //! {"event":"failed","label":"//images/c@rt:bake","kind":"bake","error":"exit 2","elapsed_ms":9,"cancelled":false}
 //! {"event":"not_run","label":"//images/d@rt:bake","kind":"bake","reason":"//images/c@rt:bake failed"}
+//! {"event":"would_run","label":"//images/e@rt:bake","kind":"bake","reason":"no build yet on rt"}
 //! {"event":"summary","baked":1,"skipped":1,"failed":1,"not_run":1,"cancelled":0,...}
 //! ```
 //!
-//! Order: all `skipped` first, then `started`/`log`/`finished`/`failed` as
+//! Order: all `skipped` (and, in a dry run, `would_run`) first, then `started`/`log`/`finished`/`failed` as
 //! they happen, then `not_run` for every due node that did not run, then one
 //! `summary`, last.
 
@@ -60,6 +61,13 @@ pub enum Event {
         elapsed_ms: u64,
         cancelled: bool,
     },
+    /// A due node a dry run does not run ([`crate::RunOptions::rehearse`]):
+    /// it would run, for `reason`.
+    WouldRun {
+        label: Label,
+        kind: String,
+        reason: String,
+    },
     /// A due node that did not run: a dependency failed, or the run stopped.
     NotRun {
         label: Label,
@@ -79,6 +87,7 @@ impl Event {
             | Event::Log { label, .. }
             | Event::Finished { label, .. }
             | Event::Failed { label, .. }
+            | Event::WouldRun { label, .. }
             | Event::NotRun { label, .. } => Some(label),
             Event::Summary(_) => None,
         }
@@ -90,6 +99,10 @@ impl Event {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Counts for one node kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KindCounts {
@@ -98,6 +111,9 @@ pub struct KindCounts {
     pub failed: usize,
     pub cancelled: usize,
     pub not_run: usize,
+    /// Due nodes a dry run did not run (only in a dry run's JSON).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub would_run: usize,
 }
 
 /// The run's summary. `baked` counts finished nodes of the counted kind
@@ -116,6 +132,10 @@ pub struct Summary {
     pub finished: usize,
     /// Whether the run was cancelled (token or fail-fast).
     pub interrupted: bool,
+    /// Due nodes a dry run did not run (of every kind; per kind in `kinds`;
+    /// only in a dry run's JSON).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub would_run: usize,
     pub elapsed_ms: u64,
     /// The same counts per node kind.
     pub kinds: BTreeMap<String, KindCounts>,

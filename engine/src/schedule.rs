@@ -46,6 +46,7 @@ pub struct RunOptions {
     cancel: CancellationToken,
     grace: Option<Duration>,
     costs: HashMap<NodeId, u64>,
+    rehearse: Option<Vec<String>>,
 }
 
 impl RunOptions {
@@ -59,6 +60,7 @@ impl RunOptions {
             cancel: CancellationToken::new(),
             grace: None,
             costs: HashMap::new(),
+            rehearse: None,
         }
     }
     /// This run's cost of `node`, where the caller knows better than the
@@ -94,6 +96,13 @@ impl RunOptions {
     /// cancelled. Without it, the run waits for every action to return.
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.grace = Some(grace);
+        self
+    }
+    /// A dry run: only due nodes of the kinds in `run` run; every other due
+    /// node is reported `would_run` (its event, its count, its outcome) and
+    /// treated as not due, so what depends on it does not wait for it.
+    pub fn rehearse(mut self, run: &[&str]) -> Self {
+        self.rehearse = Some(run.iter().map(|k| k.to_string()).collect());
         self
     }
     /// The token that cancels the run.
@@ -280,6 +289,8 @@ pub enum NodeOutcome {
     NotRun {
         reason: String,
     },
+    /// Due, not run by a dry run ([`RunOptions::rehearse`]).
+    WouldRun,
 }
 
 /// The result of [`run`].
@@ -359,10 +370,24 @@ where
     let mut summary = Summary::default();
     let kinds = &mut summary.kinds;
 
-    // Skipped events first; due nodes wait.
+    // Skipped (and would-run) events first; due nodes wait.
+    let mut would = vec![false; n];
     for (i, pn) in plan.nodes.iter().enumerate() {
         pos[pn.id.index()] = i as u32;
-        if pn.due {
+        let rehearsed = opts
+            .rehearse
+            .as_ref()
+            .is_some_and(|run| !run.contains(&pn.kind));
+        if pn.due && rehearsed {
+            would[pn.id.index()] = true;
+            kind_counts(kinds, &pn.kind).would_run += 1;
+            summary.would_run += 1;
+            events.emit(Event::WouldRun {
+                label: pn.label.clone(),
+                kind: pn.kind.clone(),
+                reason: pn.reason.clone(),
+            });
+        } else if pn.due {
             st[pn.id.index()] = St::Waiting;
         } else if graph.node(pn.id).policy() == RunPolicy::Decide {
             kind_counts(kinds, &pn.kind).skipped += 1;
@@ -378,7 +403,8 @@ where
     // Pending due dependencies (per edge) and longest remaining path.
     let mut pending = vec![0u32; n];
     let mut prio = vec![0u64; n];
-    for pn in plan.nodes.iter().rev().filter(|p| p.due) {
+    // (a rehearsed node is not due here: it stays NotDue)
+    for pn in plan.nodes.iter().rev().filter(|p| is_due(&st, p.id)) {
         let id = pn.id;
         pending[id.index()] = graph.deps(id).filter(|&(d, _)| is_due(&st, d)).count() as u32;
         let tail = graph
@@ -418,10 +444,16 @@ where
             id.index() as u32,
         )
     };
-    for pn in plan.nodes.iter().filter(|p| p.due) {
-        if pending[pn.id.index()] == 0 {
-            st[pn.id.index()] = St::Ready;
-            ready[pool_of(pn.id)].push(key(pn.id, &prio, &pos));
+    let due_now: Vec<NodeId> = plan
+        .nodes
+        .iter()
+        .filter(|p| is_due(&st, p.id))
+        .map(|p| p.id)
+        .collect();
+    for id in due_now {
+        if pending[id.index()] == 0 {
+            st[id.index()] = St::Ready;
+            ready[pool_of(id)].push(key(id, &prio, &pos));
         }
     }
 
@@ -601,6 +633,7 @@ where
         let id = pn.id;
         let kc: &mut KindCounts = kind_counts(&mut summary.kinds, &pn.kind);
         let outcome = match st[id.index()] {
+            St::NotDue if would[id.index()] => NodeOutcome::WouldRun,
             St::NotDue if graph.node(id).policy() == RunPolicy::Decide => NodeOutcome::Skipped,
             St::NotDue => NodeOutcome::NotNeeded,
             St::Done => {

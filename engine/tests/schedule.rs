@@ -581,3 +581,73 @@ async fn actions_ignoring_cancellation_are_aborted_after_the_grace_period() {
     assert_eq!(report.summary.finished, 0);
     assert!(t0.elapsed() < Duration::from_secs(3600));
 }
+
+#[tokio::test]
+async fn a_rehearsal_runs_only_its_kinds_and_reports_the_others_as_would_run() {
+    // a's emit -> a's bake -> b's bake (b's emit beside it), and c's bake
+    // alone; only emits run.
+    let mut g = Graph::new();
+    for n in ["a", "b"] {
+        for kind in ["emit", "bake"] {
+            g.add_node(Node::new(l(&format!("//{n}@rt")), kind).with_inputs(json!({ "name": n })))
+                .unwrap();
+        }
+        let emit = g.find(&l(&format!("//{n}@rt:emit"))).unwrap();
+        let bake = g.find(&l(&format!("//{n}@rt:bake"))).unwrap();
+        g.add_dep(bake, emit, Dep::hashed("emitted")).unwrap();
+    }
+    let (a, b) = (
+        g.find(&l("//a@rt:bake")).unwrap(),
+        g.find(&l("//b@rt:bake")).unwrap(),
+    );
+    g.add_dep(b, a, Dep::hashed("parent")).unwrap();
+    // c: a bake that depends on nothing, ready at once were it run
+    g.add_node(Node::new(l("//c@rt"), "bake").with_inputs(json!({ "name": "c" })))
+        .unwrap();
+    let fps = g.fingerprints().unwrap();
+    let plan = Planner::standard()
+        .plan(&g, &g.select_all(), &fps, &MemoryRecords::default())
+        .unwrap();
+    assert!(plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == "bake")
+        .all(|n| n.due));
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let (events, log) = Events::collect();
+    let seen = ran.clone();
+    let report = run(
+        &g,
+        &plan,
+        RunOptions::new(2).count_kind("bake").rehearse(&["emit"]),
+        events,
+        move |cx| {
+            seen.lock().unwrap().push(cx.label().to_string());
+            async { Ok(NodeOutput::none()) }
+        },
+    )
+    .await;
+    let mut ran = ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(ran, ["//a@rt:emit", "//b@rt:emit"]);
+    let s = &report.summary;
+    assert_eq!((s.baked, s.skipped, s.would_run, s.finished), (0, 0, 3, 2));
+    assert_eq!(s.kinds["bake"].would_run, 3);
+    assert!(s.success());
+    assert_eq!(report.outcome(a), Some(&NodeOutcome::WouldRun));
+    assert_eq!(report.outcome(b), Some(&NodeOutcome::WouldRun));
+    let log = log.lock().unwrap();
+    let would: Vec<&Event> = log
+        .iter()
+        .filter(|e| matches!(e, Event::WouldRun { .. }))
+        .collect();
+    assert_eq!(would.len(), 3, "{log:?}");
+    assert!(
+        would[0]
+            .to_json_line()
+            .starts_with(r#"{"event":"would_run","label":"//"#),
+        "{:?}",
+        would[0]
+    );
+    assert!(!log.iter().any(|e| matches!(e, Event::Skipped { .. })));
+}

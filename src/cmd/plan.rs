@@ -62,7 +62,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => {
             if format == Format::Github {
                 if let Some(nl) = e.downcast_ref::<csis_ops::NotLoaded>() {
-                    print!("{}", crate::render::github_annotations(&nl.diagnostics));
+                    print!(
+                        "{}",
+                        crate::render::github_annotations(
+                            &nl.diagnostics,
+                            &crate::render::RepoPaths::of_tree(&global.dir)
+                        )
+                    );
                 }
             }
             return Err(e);
@@ -102,7 +108,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             }
             Format::Markdown => print!("{}", crate::render::plan_markdown(&plan)),
             Format::Github => {
-                print!("{}", crate::render::github_annotations(&s.tree.warnings));
+                print!(
+                    "{}",
+                    crate::render::github_annotations(
+                        &s.tree.warnings,
+                        &crate::render::RepoPaths::of_tree(&global.dir)
+                    )
+                );
                 print!("{}", crate::render::plan_github(&plan));
             }
         }

@@ -77,7 +77,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags.len() - errors;
     if args.format == Format::Github && !args.json {
-        print!("{}", crate::render::github_annotations(&diags));
+        print!(
+            "{}",
+            crate::render::github_annotations(
+                &diags,
+                &crate::render::RepoPaths::of_tree(&global.dir)
+            )
+        );
         for s in &skipped {
             println!("::notice title=skipped online check::{s}");
         }

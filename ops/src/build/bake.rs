@@ -333,6 +333,21 @@ impl BuildState {
                 "not baked: records cannot be written ({f})"
             )));
         }
+        // A playbook or script gone since the load: refused at the line of
+        // the tree naming it, before the runtime is asked.
+        if let Some(img) = (!spec.base)
+            .then(|| self.session.tree.image(&spec.series))
+            .flatten()
+        {
+            if let Some(d) = csis_rules::load::missing_files_of(&self.session.tree, img).first() {
+                return Err(NodeError::new(format!(
+                    "not baked: {}: {}: {}",
+                    d.location(),
+                    d.path,
+                    d.message
+                )));
+            }
+        }
         let rt = self.runtime(&spec.runtime)?;
         let (parent, parent_build) = self.parent_for_bake(spec)?;
         self.refuse_parent(spec, &parent_build).await?;

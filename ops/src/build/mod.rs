@@ -41,6 +41,10 @@ use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
 pub use steps::steps;
 
+/// The node kinds a dry run runs (`--dry-run`: plan, resolve and emit);
+/// every other due node is reported `would_run`.
+pub const DRY_RUN_KINDS: [NodeKind; 2] = [NodeKind::Resolve, NodeKind::Emit];
+
 /// What `csis build` was asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -179,15 +183,14 @@ pub fn run(
         .map(|n| n.id)
         .collect();
     if args.dry_run {
-        // Plan + emit only; the vendor images are resolved (a read-only
-        // query) so that no emitted file holds a placeholder.
+        // Plan + emit only (DRY_RUN_KINDS); the vendor images are resolved
+        // (a read-only query) so that no emitted file holds a placeholder.
+        // Every other due node is reported `would_run` by the scheduler.
         reporter.dry_run_plan(&plan);
-        for n in plan.nodes.iter_mut() {
-            if n.kind != NodeKind::Emit && n.kind != NodeKind::Resolve {
-                n.due = false;
-            }
-        }
     }
+    let runs = |n: &csis_engine::PlannedNode| {
+        n.due && (!args.dry_run || DRY_RUN_KINDS.iter().any(|k| n.kind == *k))
+    };
 
     // The state gate (lineage operations): only when something will run, so
     // a no-op build talks to no runtime at all.
@@ -202,7 +205,7 @@ pub fn run(
     let mut names: Vec<&str> = plan
         .nodes
         .iter()
-        .filter(|n| n.due)
+        .filter(|n| runs(n))
         .filter_map(|n| n.runtime.as_deref())
         .collect();
     names.sort();
@@ -232,6 +235,10 @@ pub fn run(
     }
     let cancel = args.cancel.clone();
     opts = opts.cancel_token(cancel.clone());
+    if args.dry_run {
+        let kinds: Vec<&str> = DRY_RUN_KINDS.iter().map(|k| k.as_str()).collect();
+        opts = opts.rehearse(&kinds);
+    }
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
     if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == NodeKind::Bake) {
@@ -264,7 +271,7 @@ pub fn run(
     if plan
         .nodes
         .iter()
-        .any(|n| n.due && (n.kind == NodeKind::Bake || n.kind == NodeKind::Emit))
+        .any(|n| runs(n) && (n.kind == NodeKind::Bake || n.kind == NodeKind::Emit))
     {
         let diags = rt.block_on(crate::validate::online_checks_of(
             &state.session.tree,

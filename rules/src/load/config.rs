@@ -196,9 +196,11 @@ impl Loader<'_> {
     ) {
         let mut scalars: IndexMap<String, Entry> = IndexMap::new();
         let mut lists: IndexMap<String, Vec<Item>> = IndexMap::new();
-        // Where the configuration mapping is (cfg/_config.yml's, else the
-        // first file with a scalar key): a missing `id` is reported there.
+        // Where the configuration mapping is (cfg/_config.yml's, even an
+        // empty one, else the first file with a scalar key, else the first
+        // mapping of cfg/): a missing `id` is reported there.
         let mut config_map: Option<Loc> = None;
+        let mut first_map: Option<Loc> = None;
         for parsed in self.parsed_files(cfg_dir, false) {
             let node = match parsed {
                 Ok(n) => n,
@@ -207,6 +209,14 @@ impl Loader<'_> {
                     continue;
                 }
             };
+            let is_config =
+                node.loc.file.path.ends_with("/_config.yml") || node.loc.file.path == "_config.yml";
+            if is_config && node.is_null() {
+                config_map = Some(node.loc.clone());
+            }
+            if first_map.is_none() && matches!(node.value, Value::Map(_)) {
+                first_map = Some(node.loc.clone());
+            }
             if matches!(node.value, Value::Map(_))
                 && (config_map.is_none() || node.loc.file.path.ends_with("/_config.yml"))
                 && !config_map
@@ -262,6 +272,6 @@ impl Loader<'_> {
                 }
             }
         }
-        (scalars, lists, config_map)
+        (scalars, lists, config_map.or(first_map))
     }
 }

@@ -1,7 +1,8 @@
 //! The files a load reads: the YAML files of `cfg/` and of the collection
 //! directories, in the loader's order (symbolic links followed, loops and
-//! unreadable entries reported), parsed from disk or taken from the
-//! caller's parses.
+//! unreadable entries reported, a directory or special file named like a
+//! YAML file refused without being opened), parsed from disk or taken from
+//! the caller's parses.
 
 use std::path::{Path, PathBuf};
 
@@ -66,14 +67,21 @@ pub(super) fn yaml_files_checked(
     let mut diags = Vec::new();
     let mut out: Vec<PathBuf> = Vec::new();
     if recursive {
-        for e in walkdir::WalkDir::new(dir)
+        let mut walk = walkdir::WalkDir::new(dir)
             .follow_links(true)
             .sort_by_file_name()
-        {
+            .into_iter();
+        while let Some(e) = walk.next() {
             match e {
                 Ok(e) => {
                     if e.file_type().is_file() {
                         out.push(e.into_path());
+                    } else if e.depth() > 0 && is_yaml(e.path()) {
+                        // never opened: a fifo would block the load
+                        diags.push(not_a_file(&display(e.path()), e.file_type()));
+                        if e.file_type().is_dir() {
+                            walk.skip_current_dir();
+                        }
                     }
                 }
                 Err(err) => {
@@ -113,9 +121,10 @@ pub(super) fn yaml_files_checked(
                             if !is_yaml(&p) {
                                 continue;
                             }
+                            // metadata only: a fifo is never opened
                             match std::fs::metadata(&p) {
                                 Ok(m) if m.is_file() => out.push(p),
-                                Ok(_) => {}
+                                Ok(m) => diags.push(not_a_file(&display(&p), m.file_type())),
                                 Err(err) => diags.push(Diagnostic::plain(
                                     &display(&p),
                                     format!("cannot read: {err}"),
@@ -132,6 +141,44 @@ pub(super) fn yaml_files_checked(
         out.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
     }
     (out, diags)
+}
+
+/// The refusal of a path named like a YAML file that is not a regular
+/// file (a directory, a fifo, a socket, a device): nothing is read from it.
+fn not_a_file(at: &str, ft: std::fs::FileType) -> Diagnostic {
+    let what = if ft.is_dir() {
+        "a directory"
+    } else {
+        special_kind(ft)
+    };
+    Diagnostic::plain(
+        at,
+        format!("named like a YAML file but is {what}, not a regular file: refused, not read"),
+    )
+    .with_hint(
+        "a tree's *.yml and *.yaml paths must be files (or links to files); rename or remove it",
+    )
+}
+
+#[cfg(unix)]
+fn special_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        "a fifo"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: std::fs::FileType) -> &'static str {
+    "a special file"
 }
 
 pub(super) fn yaml_files(dir: &Path, recursive: bool) -> Vec<PathBuf> {

@@ -113,48 +113,69 @@ struct Loader<'o> {
 /// returned together.
 ///
 /// Beyond the YAML, the load looks for every playbook and script a
-/// modification names and warns of those that are missing
-/// ([`missing_files`]: a warning, not an error, since the original loads
-/// such trees and its own examples carry some); the incremental load
-/// ([`crate::incremental`]) leaves that to the compile's content hashes.
+/// modification names and refuses the tree when one is missing
+/// ([`missing_files`]: an error at the line naming it; a bake of that image
+/// could only fail, and the spec says mod files must exist); the
+/// incremental load ([`crate::incremental`]) leaves that to the compile's
+/// content hashes, and a bake checks its own image again
+/// ([`missing_files_of`]).
 pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
-    let mut tree = load_with(root, opts, None)?;
+    let tree = load_with(root, opts, None)?;
     let missing = missing_files(&tree);
-    tree.warnings.extend(missing);
+    if !missing.is_empty() {
+        let mut all = tree.warnings.clone();
+        all.extend(missing);
+        return Err(all);
+    }
     Ok(tree)
 }
 
-/// A warning for each playbook or script a modification names that is not
-/// a file under the tree's root (a bake of that image would fail; the
-/// content hash in its fingerprint says `missing`). Each file is looked
-/// for once.
+/// An error for each playbook or script a modification names that is not
+/// a file under the tree's root, at the line naming it. Each file is
+/// looked for once.
 pub fn missing_files(tree: &Tree) -> Vec<Diagnostic> {
-    let mut seen: HashMap<&str, bool> = HashMap::new();
+    let mut seen: HashMap<String, bool> = HashMap::new();
+    tree.images
+        .iter()
+        .flat_map(|img| missing_files_seen(tree, img, &mut seen))
+        .collect()
+}
+
+/// [`missing_files`] of one image (what a bake of it reads).
+pub fn missing_files_of(tree: &Tree, image: &crate::tree::Image) -> Vec<Diagnostic> {
+    missing_files_seen(tree, image, &mut HashMap::new())
+}
+
+fn missing_files_seen(
+    tree: &Tree,
+    img: &crate::tree::Image,
+    seen: &mut HashMap<String, bool>,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for img in &tree.images {
-        for m in &img.mods {
-            for (k, files) in [
-                ("playbooks", &m.item.playbooks),
-                ("scripts", &m.item.scripts),
-            ] {
-                for (i, f) in files.iter().enumerate() {
-                    let exists = *seen
-                        .entry(f.as_str())
-                        .or_insert_with(|| tree.root.join(f).is_file());
-                    if !exists {
-                        out.push(
-                            Diagnostic::at(
-                                m.origin.field(k),
-                                &format!("{}[{i}]", join_path(&m.origin.path, k)),
-                                format!("`{f}` does not exist in the tree: a bake of `{}` would fail", img.display),
-                            )
-                            .warning()
-                            .with_hint(format!(
-                                "paths are relative to the tree's root ({}); create the file or fix the path",
-                                tree.root.display()
-                            )),
-                        );
-                    }
+    for m in &img.mods {
+        for (k, files) in [
+            ("playbooks", &m.item.playbooks),
+            ("scripts", &m.item.scripts),
+        ] {
+            for (i, f) in files.iter().enumerate() {
+                let exists = *seen
+                    .entry(f.clone())
+                    .or_insert_with(|| tree.root.join(f).is_file());
+                if !exists {
+                    out.push(
+                        Diagnostic::at(
+                            m.origin.field(k),
+                            &format!("{}[{i}]", join_path(&m.origin.path, k)),
+                            format!(
+                                "`{f}` does not exist in the tree: a bake of `{}` would fail",
+                                img.display
+                            ),
+                        )
+                        .with_hint(format!(
+                            "paths are relative to the tree's root ({}); create the file or fix the path",
+                            tree.root.display()
+                        )),
+                    );
                 }
             }
         }

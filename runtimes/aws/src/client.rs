@@ -1,9 +1,13 @@
 //! The one conversion point: credentials + region (+ endpoint) -> the SDK's
-//! config, and the clients built from it, once per runtime per run.
+//! config, and the clients built from it, once per runtime per run. Every
+//! call has a deadline ([`call_timeout`]) and every transport error names
+//! the endpoint it went to ([`Clients::endpoint`], [`cause_at`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_ec2::config::Credentials;
 use tokio::sync::OnceCell;
@@ -21,6 +25,75 @@ pub fn endpoint_for(settings: &AwsSettings) -> Option<String> {
                 .ok()
                 .filter(|s| !s.trim().is_empty())
         })
+}
+
+/// How long one AWS call may take, retries included, unless
+/// `CSIS_AWS_TIMEOUT` (seconds) says otherwise: an endpoint that accepts
+/// and never answers fails the call after this, naming the endpoint.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection may take to open (at most the call's timeout).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The call timeout: `CSIS_AWS_TIMEOUT` (seconds, > 0) or [`CALL_TIMEOUT`].
+pub fn call_timeout() -> Duration {
+    std::env::var("CSIS_AWS_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(CALL_TIMEOUT)
+}
+
+/// The SDK's timeouts: the whole call (all attempts) within
+/// [`call_timeout`], one attempt within half of it (so a retry fits), a
+/// connection within [`CONNECT_TIMEOUT`].
+pub fn timeout_config() -> TimeoutConfig {
+    let call = call_timeout();
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT.min(call))
+        .operation_attempt_timeout(call / 2)
+        .operation_timeout(call)
+        .build()
+}
+
+/// The AWS services csis calls (each has its own default endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Ec2,
+    Ssm,
+    Sts,
+}
+
+impl Service {
+    fn host_label(self) -> &'static str {
+        match self {
+            Service::Ec2 => "ec2",
+            Service::Ssm => "ssm",
+            Service::Sts => "sts",
+        }
+    }
+}
+
+/// The endpoint a service's calls go to: the explicit `endpoint_url` (or
+/// `ssm_endpoint_url` for SSM), else `AWS_ENDPOINT_URL`, else the
+/// service's regional endpoint.
+pub fn endpoint_of(settings: &AwsSettings, service: Service) -> String {
+    let ssm = (service == Service::Ssm)
+        .then(|| settings.ssm_endpoint_url.clone())
+        .flatten()
+        .filter(|s| !s.trim().is_empty());
+    ssm.or_else(|| endpoint_for(settings)).unwrap_or_else(|| {
+        let suffix = if settings.region.starts_with("cn-") {
+            "amazonaws.com.cn"
+        } else {
+            "amazonaws.com"
+        };
+        format!(
+            "https://{}.{}.{suffix}",
+            service.host_label(),
+            settings.region
+        )
+    })
 }
 
 /// `self_to_aws_client_config()`: the profile (when named), the static keys
@@ -48,7 +121,7 @@ pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     if let Some(ep) = endpoint_for(settings) {
         loader = loader.endpoint_url(ep);
     }
-    loader.load().await
+    loader.timeout_config(timeout_config()).load().await
 }
 
 /// One SdkConfig, one EC2, one SSM and one STS client per runtime per run,
@@ -120,6 +193,46 @@ impl Clients {
     /// How many SDK configs were built so far.
     pub fn config_builds(&self) -> usize {
         self.builds.load(Ordering::SeqCst)
+    }
+
+    /// The endpoint a service's calls go to ([`endpoint_of`]).
+    pub fn endpoint(&self, service: Service) -> String {
+        endpoint_of(&self.settings, service)
+    }
+
+    /// [`cause_at`] this runtime's endpoint of `service`.
+    pub fn cause<E, R>(&self, service: Service, err: &aws_sdk_ec2::error::SdkError<E, R>) -> String
+    where
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        cause_at(err, &self.endpoint(service))
+    }
+}
+
+/// [`cause`], and when the service did not answer, the endpoint the call
+/// went to: `no answer from ENDPOINT within 60s (...)` when the call timed
+/// out, `ENDPOINT: ...` for any other transport failure.
+pub fn cause_at<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>, endpoint: &str) -> String
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_sdk_ec2::error::SdkError;
+    let timed_out = match err {
+        SdkError::ServiceError(_) => return cause(err),
+        SdkError::TimeoutError(_) => true,
+        SdkError::DispatchFailure(d) => d.is_timeout(),
+        _ => false,
+    };
+    if timed_out {
+        format!(
+            "no answer from {endpoint} within {}s ({}; CSIS_AWS_TIMEOUT sets the call timeout in seconds)",
+            call_timeout().as_secs_f64(),
+            cause(err)
+        )
+    } else {
+        format!("{endpoint}: {}", cause(err))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use csis_runtime::RuntimeError;
 
-use crate::client::cause;
+use crate::client::{cause_at, Service};
 
 pub(crate) fn err_to_cache(e: RuntimeError) -> (u8, String) {
     match e {
@@ -21,15 +21,36 @@ pub(crate) fn cache_to_err(k: u8, m: String) -> RuntimeError {
     }
 }
 
-pub(crate) fn sdk_err<E, R>(prefix: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> RuntimeError
+/// An SDK error of an EC2 call as a `RuntimeError`: a service's answer
+/// refuses, a transport failure (naming the endpoint) is unavailability.
+pub(crate) fn sdk_err_at<E, R>(
+    prefix: &str,
+    e: &aws_sdk_ec2::error::SdkError<E, R>,
+    endpoint: &str,
+) -> RuntimeError
 where
     E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    let msg = format!("{prefix}{}", cause(e));
+    let msg = format!("{prefix}{}", cause_at(e, endpoint));
     match e {
         aws_sdk_ec2::error::SdkError::ServiceError(_) => RuntimeError::Refused(msg),
         _ => RuntimeError::Unavailable(msg),
+    }
+}
+
+impl crate::AwsRuntime {
+    /// [`sdk_err_at`] this runtime's EC2 endpoint.
+    pub(crate) fn sdk_err<E, R>(
+        &self,
+        prefix: &str,
+        e: &aws_sdk_ec2::error::SdkError<E, R>,
+    ) -> RuntimeError
+    where
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        sdk_err_at(prefix, e, &self.clients().endpoint(Service::Ec2))
     }
 }
 

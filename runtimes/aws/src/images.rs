@@ -8,7 +8,7 @@ use aws_sdk_ec2::types::{Filter, Image, Tag};
 use csis_runtime::{ImageFacts, Result};
 
 use crate::client::code;
-use crate::errors::{is_not_found_ami, sdk_err};
+use crate::errors::is_not_found_ami;
 use crate::{not_terminated, shell_quote, AwsRuntime};
 use csis_schema::tags;
 
@@ -37,7 +37,7 @@ impl AwsRuntime {
                 .into_iter()
                 .find(|i| i.image_id.as_deref() == Some(id))),
             Err(e) if is_not_found_ami(code(&e).as_deref()) => Ok(None),
-            Err(e) => Err(sdk_err("", &e)),
+            Err(e) => Err(self.sdk_err("", &e)),
         }
     }
 
@@ -57,7 +57,7 @@ impl AwsRuntime {
             .set_tags(Some(tags))
             .send()
             .await
-            .map_err(|e| sdk_err(&format!("could not retag {id}: "), &e))?;
+            .map_err(|e| self.sdk_err(&format!("could not retag {id}: "), &e))?;
         Ok(())
     }
 
@@ -76,7 +76,7 @@ impl AwsRuntime {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("", &e))?;
+            let page = page.map_err(|e| self.sdk_err("", &e))?;
             for i in page.images.unwrap_or_default() {
                 out.push(ImageFacts {
                     build_id: i.image_id.clone().unwrap_or_default(),
@@ -113,7 +113,7 @@ impl AwsRuntime {
         let mut templates = Vec::new();
         let mut pages = ec2.describe_launch_templates().into_paginator().send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("", &e))?;
+            let page = page.map_err(|e| self.sdk_err("", &e))?;
             templates.extend(page.launch_templates.unwrap_or_default());
         }
         for t in templates {
@@ -126,7 +126,7 @@ impl AwsRuntime {
                 .into_paginator()
                 .send();
             while let Some(page) = vpages.next().await {
-                let page = page.map_err(|e| sdk_err("", &e))?;
+                let page = page.map_err(|e| self.sdk_err("", &e))?;
                 for v in page.launch_template_versions.unwrap_or_default() {
                     let uses = v
                         .launch_template_data
@@ -157,14 +157,14 @@ impl AwsRuntime {
             .image_id(build_id)
             .send()
             .await
-            .map_err(|e| sdk_err(&format!("could not deregister {build_id}: "), &e))?;
+            .map_err(|e| self.sdk_err(&format!("could not deregister {build_id}: "), &e))?;
         for s in snapshots {
             ec2.delete_snapshot()
                 .snapshot_id(&s)
                 .send()
                 .await
                 .map_err(|e| {
-                    sdk_err(
+                    self.sdk_err(
                         &format!("could not delete snapshot {s} of {build_id}: "),
                         &e,
                     )

@@ -5,7 +5,6 @@ use aws_sdk_ec2::types::{Filter, Instance, InstanceStateName};
 use csis_runtime::{PowerState, Result, RuntimeError};
 
 use crate::client::code;
-use crate::errors::sdk_err;
 use crate::{AwsPowerState, AwsRuntime, POWER_UNAVAILABLE};
 
 impl AwsRuntime {
@@ -24,7 +23,7 @@ impl AwsRuntime {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err(what, &e))?;
+            let page = page.map_err(|e| self.sdk_err(what, &e))?;
             for r in page.reservations.unwrap_or_default() {
                 out.extend(r.instances.unwrap_or_default());
             }
@@ -123,7 +122,7 @@ impl AwsRuntime {
                     }
                 }
                 Err(e) if code(&e).as_deref() == Some("InvalidInstanceID.NotFound") => {}
-                Err(e) => return Err(sdk_err("", &e)),
+                Err(e) => return Err(self.sdk_err("", &e)),
             }
             if n + 1 < attempts {
                 tokio::time::sleep(self.waiter_delay).await;
@@ -165,7 +164,7 @@ impl AwsRuntime {
             .instance_ids(&id)
             .send()
             .await
-            .map_err(|e| sdk_err("", &e))?;
+            .map_err(|e| self.sdk_err("", &e))?;
         self.wait_for(
             &id,
             "running",
@@ -199,7 +198,7 @@ impl AwsRuntime {
             .instance_ids(&id)
             .send()
             .await
-            .map_err(|e| sdk_err("", &e))?;
+            .map_err(|e| self.sdk_err("", &e))?;
         self.wait_for(&id, "stopped", &["pending", "terminated"], timeout_s)
             .await
             .map_err(|e| RuntimeError::Failed(format!("{e}; stop '{instance}' ({id}) by hand")))

@@ -20,7 +20,7 @@ use csis_runtime::{InstanceFacts, Inventory, Result, VolumeFacts};
 use serde::{Deserialize, Serialize};
 
 use crate::client::tag_map;
-use crate::{sdk_err, AwsPowerState, AwsRuntime};
+use crate::{AwsPowerState, AwsRuntime};
 use csis_schema::tags;
 
 /// One EC2 resource of the inventory.
@@ -115,7 +115,7 @@ impl AwsRuntime {
         let mut image_snapshots: BTreeMap<String, String> = BTreeMap::new();
         let mut pages = ec2.describe_images().owners("self").into_paginator().send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_images: ", &e))?;
+            let page = page.map_err(|e| self.sdk_err("describe_images: ", &e))?;
             for i in page.images.unwrap_or_default() {
                 let tags = tag_map(i.tags());
                 if !csis_tagged(&tags) {
@@ -165,7 +165,7 @@ impl AwsRuntime {
         // volumes: csis_* tagged or attached to one of the instances
         let mut pages = ec2.describe_volumes().into_paginator().send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_volumes: ", &e))?;
+            let page = page.map_err(|e| self.sdk_err("describe_volumes: ", &e))?;
             for v in page.volumes.unwrap_or_default() {
                 let tags = tag_map(v.tags());
                 let attached_to = v
@@ -196,7 +196,7 @@ impl AwsRuntime {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_snapshots: ", &e))?;
+            let page = page.map_err(|e| self.sdk_err("describe_snapshots: ", &e))?;
             for s in page.snapshots.unwrap_or_default() {
                 let id = s.snapshot_id.clone().unwrap_or_default();
                 let tags = tag_map(s.tags());

@@ -68,7 +68,6 @@ pub use settings::{
 };
 pub use ssm::LAUNCH_MARKER;
 
-pub(crate) use errors::sdk_err;
 pub(crate) use instances::not_terminated;
 use lookup::{CachedLookup, Lookup};
 pub use power::{AwsPowerState, POWER_UNAVAILABLE};
@@ -160,7 +159,11 @@ impl AwsRuntime {
             .discovery
             .get_or_init(|| async {
                 client::check_profile(&self.settings)?;
-                network::discover(self.clients.ec2().await).await
+                network::discover(
+                    self.clients.ec2().await,
+                    &self.clients.endpoint(client::Service::Ec2),
+                )
+                .await
             })
             .await;
         d.as_ref().map_err(|e| e.clone())

@@ -8,7 +8,7 @@ use aws_sdk_ec2::types::Image;
 use csis_runtime::{ResolveRequest, ResolvedImage, Result, RuntimeError};
 
 use crate::client::code;
-use crate::errors::{cache_to_err, err_to_cache, is_not_found_ami, sdk_err};
+use crate::errors::{cache_to_err, err_to_cache, is_not_found_ami};
 use crate::resolve::{self, ImageQuery};
 use crate::AwsRuntime;
 
@@ -52,7 +52,7 @@ impl AwsRuntime {
                         .into_iter()
                         .find(|i| i.image_id.as_deref() == Some(id.as_str()))),
                     Err(e) if is_not_found_ami(code(&e).as_deref()) => Ok(None),
-                    Err(e) => Err(sdk_err("Failed to query AMI by ID: ", &e)),
+                    Err(e) => Err(self.sdk_err("Failed to query AMI by ID: ", &e)),
                 }
             }
             Lookup::Query(q) => {
@@ -64,7 +64,7 @@ impl AwsRuntime {
                 let mut pages = call.into_paginator().send();
                 while let Some(page) = pages.next().await {
                     let page =
-                        page.map_err(|e| sdk_err("Failed to query AMI with filters: ", &e))?;
+                        page.map_err(|e| self.sdk_err("Failed to query AMI with filters: ", &e))?;
                     found.extend(
                         page.images
                             .unwrap_or_default()

@@ -63,16 +63,17 @@ pub fn subnet_is_public(subnet_id: &str, vpc_id: &str, tables: &[RouteTableFacts
         .unwrap_or(false)
 }
 
-/// Run the four describe calls (each paged) and build the discovery.
-pub async fn discover(ec2: &aws_sdk_ec2::Client) -> Result<Discovery, String> {
-    use crate::client::cause;
+/// Run the four describe calls (each paged) and build the discovery; an
+/// error that is not the service's answer names `endpoint`.
+pub async fn discover(ec2: &aws_sdk_ec2::Client, endpoint: &str) -> Result<Discovery, String> {
+    use crate::client::cause_at;
     let mut d = Discovery::default();
 
     // describe_vpcs
     let mut vpcs = Vec::new();
     let mut pages = ec2.describe_vpcs().into_paginator().send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause(&e))?;
+        let page = page.map_err(|e| cause_at(&e, endpoint))?;
         vpcs.extend(page.vpcs.unwrap_or_default());
     }
     for v in &vpcs {
@@ -87,7 +88,7 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client) -> Result<Discovery, String> {
     let mut subnets = Vec::new();
     let mut pages = ec2.describe_subnets().into_paginator().send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause(&e))?;
+        let page = page.map_err(|e| cause_at(&e, endpoint))?;
         subnets.extend(page.subnets.unwrap_or_default());
     }
 
@@ -95,7 +96,7 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client) -> Result<Discovery, String> {
     let mut tables = Vec::new();
     let mut pages = ec2.describe_route_tables().into_paginator().send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause(&e))?;
+        let page = page.map_err(|e| cause_at(&e, endpoint))?;
         for t in page.route_tables.unwrap_or_default() {
             let assoc = t.associations.clone().unwrap_or_default();
             tables.push(RouteTableFacts {
@@ -136,7 +137,7 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client) -> Result<Discovery, String> {
     // describe_security_groups
     let mut pages = ec2.describe_security_groups().into_paginator().send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause(&e))?;
+        let page = page.map_err(|e| cause_at(&e, endpoint))?;
         for g in page.security_groups.unwrap_or_default() {
             if let Some(id) = g.group_id {
                 d.all_security_groups
@@ -269,12 +270,20 @@ pub fn aws_error(settings: &AwsSettings, cause: &str) -> OnlineFinding {
     .iter()
     .any(|k| c.contains(k));
     if unreachable {
-        let endpoint = crate::client::endpoint_for(settings)
-            .unwrap_or_else(|| format!("https://ec2.{}.amazonaws.com", settings.region));
+        let endpoint = crate::client::endpoint_of(settings, crate::client::Service::Ec2);
+        // (the cause names the endpoint already: once is enough)
+        let cause = cause
+            .strip_prefix(&format!("{endpoint}: "))
+            .unwrap_or(cause);
+        let what = if cause.starts_with("no answer from ") {
+            cause.to_string()
+        } else {
+            format!("the endpoint {endpoint} cannot be reached ({cause})")
+        };
         return err(
             "",
             format!(
-                "AWS runtime {}: the endpoint {endpoint} cannot be reached ({cause}); check the network, `region` and AWS_ENDPOINT_URL",
+                "AWS runtime {}: {what}; check the network, `region` and AWS_ENDPOINT_URL",
                 settings.name
             ),
         );

@@ -1,9 +1,10 @@
-//! Preflight: who the credentials are (STS `GetCallerIdentity`), and the
-//! declared `account_id` beside the account they act in.
+//! Preflight: the endpoint it asks, who the credentials are (STS
+//! `GetCallerIdentity`), and the declared `account_id` beside the account
+//! they act in.
 
 use csis_runtime::{PreflightLine, Result};
 
-use crate::client::{self, cause};
+use crate::client::{self, Service};
 use crate::AwsRuntime;
 
 impl AwsRuntime {
@@ -15,13 +16,20 @@ impl AwsRuntime {
             .get_caller_identity()
             .send()
             .await
-            .map_err(|e| cause(&e))?;
+            .map_err(|e| self.clients.cause(Service::Sts, &e))?;
         Ok((out.account.unwrap_or_default(), out.arn.unwrap_or_default()))
     }
 
+    /// The endpoint preflight talks to (STS), then who the credentials are.
     pub(crate) async fn preflight_lines(&self) -> Result<Vec<PreflightLine>> {
         let name = &self.settings.name;
-        Ok(match self.caller_identity().await {
+        let endpoint = PreflightLine {
+            ok: true,
+            what: format!("aws {name}: endpoint"),
+            detail: self.clients.endpoint(Service::Sts),
+        };
+        let mut lines = vec![endpoint];
+        lines.extend(match self.caller_identity().await {
             Ok((account, arn)) => {
                 let mut lines = vec![
                     PreflightLine {
@@ -53,6 +61,7 @@ impl AwsRuntime {
                 what: format!("aws {name}: identity"),
                 detail: format!("AWS Error: {e}"),
             }],
-        })
+        });
+        Ok(lines)
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_ssm::types::CommandInvocationStatus;
 use csis_runtime::{Result, RuntimeError, SessionResult, VerifyCheck};
 
-use crate::client::cause;
+use crate::client::Service;
 use crate::{AwsPowerState, AwsRuntime, POWER_UNAVAILABLE};
 
 /// The launch script's last act; verification waits for it.
@@ -72,7 +72,10 @@ pub async fn send_and_poll(
         .send()
         .await
         .map_err(|e| {
-            RuntimeError::Failed(format!("ssm send_command to {instance_id}: {}", cause(&e)))
+            RuntimeError::Failed(format!(
+                "ssm send_command to {instance_id}: {}",
+                rt.clients().cause(Service::Ssm, &e)
+            ))
         })?;
     let command_id = sent
         .command
@@ -126,7 +129,7 @@ pub async fn send_and_poll(
                 if !dne {
                     return Err(RuntimeError::Failed(format!(
                         "ssm get_command_invocation {command_id}: {}",
-                        cause(&e)
+                        rt.clients().cause(Service::Ssm, &e)
                     )));
                 }
             }

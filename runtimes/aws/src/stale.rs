@@ -31,7 +31,7 @@ use aws_sdk_ec2::types::Filter;
 use csis_runtime::Result;
 
 use crate::client::{code, tag_map};
-use crate::{sdk_err, AwsRuntime};
+use crate::AwsRuntime;
 
 /// The packer variable (and `PKR_VAR_` environment variable) that carries the owner.
 pub const BAKE_OWNER_VAR: &str = tags::BAKE_OWNER;
@@ -149,7 +149,7 @@ impl AwsRuntime {
                 .set_instance_ids(Some(ids.clone()))
                 .send()
                 .await
-                .map_err(|e| sdk_err("terminating stale builder instances: ", &e))?;
+                .map_err(|e| self.sdk_err("terminating stale builder instances: ", &e))?;
             for (id, tags) in &doomed {
                 if let Err(e) = self
                     .wait_for(id, "terminated", &[], self.stale_terminate_timeout_s)
@@ -170,7 +170,7 @@ impl AwsRuntime {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_volumes: ", &e))?;
+            let page = page.map_err(|e| self.sdk_err("describe_volumes: ", &e))?;
             for v in page.volumes.unwrap_or_default() {
                 let tags = tag_map(v.tags());
                 let attached = v.state.as_ref().is_some_and(|s| s.as_str() != "available");
@@ -183,7 +183,7 @@ impl AwsRuntime {
                     Err(e) if code(&e).as_deref() == Some("InvalidVolume.NotFound") => {}
                     Err(e) => self.warn(format!(
                         "AWS runtime {rt}: could not delete stale volume {id}: {}",
-                        crate::client::cause(&e)
+                        self.clients().cause(crate::client::Service::Ec2, &e)
                     )),
                 }
             }
@@ -197,7 +197,7 @@ impl AwsRuntime {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("describe_security_groups: ", &e))?;
+            let page = page.map_err(|e| self.sdk_err("describe_security_groups: ", &e))?;
             for g in page.security_groups.unwrap_or_default() {
                 let tags = tag_map(g.tags());
                 if stale(&tags, None) {
@@ -226,7 +226,7 @@ impl AwsRuntime {
                 Err(e) if code(&e).as_deref() == Some("InvalidGroup.NotFound") => {}
                 Err(e) => self.warn(format!(
                     "AWS runtime {rt}: could not delete stale security group {id} (the next build tries again): {}",
-                    crate::client::cause(&e)
+                    self.clients().cause(crate::client::Service::Ec2, &e)
                 )),
             }
         }
@@ -237,7 +237,7 @@ impl AwsRuntime {
             .filters(mark_filter(&rt))
             .send()
             .await
-            .map_err(|e| sdk_err("describe_key_pairs: ", &e))?;
+            .map_err(|e| self.sdk_err("describe_key_pairs: ", &e))?;
         let mut keys: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for k in out.key_pairs.unwrap_or_default() {
             let tags = tag_map(k.tags());
@@ -255,7 +255,7 @@ impl AwsRuntime {
                 Ok(_) => removed.push(format!("key pair {name}{}", what(tags))),
                 Err(e) => self.warn(format!(
                     "AWS runtime {rt}: could not delete stale key pair {name}: {}",
-                    crate::client::cause(&e)
+                    self.clients().cause(crate::client::Service::Ec2, &e)
                 )),
             }
         }

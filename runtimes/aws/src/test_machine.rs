@@ -15,7 +15,7 @@ use aws_sdk_ec2::types::{
 use csis_runtime::{Result, RuntimeError, TestMachine, TestMachineRequest};
 
 use crate::client::code;
-use crate::{sdk_err, AwsRuntime};
+use crate::AwsRuntime;
 use csis_schema::tags;
 
 /// Standard base64 (user data).
@@ -89,7 +89,7 @@ impl AwsRuntime {
         let out = call
             .send()
             .await
-            .map_err(|e| sdk_err(&format!("run_instances from {}: ", req.build_id), &e))?;
+            .map_err(|e| self.sdk_err(&format!("run_instances from {}: ", req.build_id), &e))?;
         let id = out
             .instances()
             .first()
@@ -146,7 +146,7 @@ impl AwsRuntime {
         match ec2.terminate_instances().instance_ids(id).send().await {
             Ok(_) => Ok(true),
             Err(e) if code(&e).as_deref() == Some("InvalidInstanceID.NotFound") => Ok(false),
-            Err(e) => Err(sdk_err(&format!("terminating test machine {id}: "), &e)),
+            Err(e) => Err(self.sdk_err(&format!("terminating test machine {id}: "), &e)),
         }
     }
 }

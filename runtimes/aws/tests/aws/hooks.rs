@@ -310,17 +310,28 @@ async fn preflight_reads_the_caller_identity() {
     let rt = csis_runtime_aws::AwsRuntime::new(s);
     let lines = rt.preflight().await.unwrap();
     assert!(lines.iter().all(|l| l.ok));
-    assert_eq!(lines[0].detail, "123456789012");
+    // the endpoint it asked first
+    assert_eq!(lines[0].what, "aws aws-pre: endpoint");
+    assert_eq!(lines[0].detail, url);
+    assert_eq!(lines[1].detail, "123456789012");
     assert!(
-        lines[1].detail.starts_with("arn:aws:sts::123456789012:"),
+        lines[2].detail.starts_with("arn:aws:sts::123456789012:"),
+        "{}",
+        lines[2].detail
+    );
+    assert!(lines[3].detail.contains("declared 999999999999"));
+    let down = common::runtime("http://127.0.0.1:9", "aws-down");
+    let lines = down.preflight().await.unwrap();
+    assert_eq!(lines[0].detail, "http://127.0.0.1:9");
+    assert!(!lines[1].ok);
+    // a transport failure names the endpoint too
+    assert!(
+        lines[1]
+            .detail
+            .starts_with("AWS Error: http://127.0.0.1:9: "),
         "{}",
         lines[1].detail
     );
-    assert!(lines[2].detail.contains("declared 999999999999"));
-    let down = common::runtime("http://127.0.0.1:9", "aws-down");
-    let lines = down.preflight().await.unwrap();
-    assert!(!lines[0].ok);
-    assert!(lines[0].detail.starts_with("AWS Error: "));
 }
 
 #[allow(dead_code)]
