@@ -169,9 +169,10 @@ fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestChec
     let detail = match (rc_ok, contains_ok) {
         (true, true) => format!("exit {exit_code}"),
         (false, _) => format!("exit {exit_code}, expected {}", t.expect_rc),
+        // redacted before it is quoted (quoting escapes what redaction matches)
         (true, false) => format!(
             "exit {exit_code}, but the output does not contain {:?}",
-            t.contains.as_deref().unwrap_or_default()
+            csis_schema::secret::redact(t.contains.as_deref().unwrap_or_default())
         ),
     };
     TestCheck {

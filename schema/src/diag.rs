@@ -227,7 +227,7 @@ pub fn masked_source(text: &str, span: Option<std::ops::Range<usize>>) -> String
         mask(start..end);
         from = end;
     }
-    String::from_utf8(b).unwrap_or_default()
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 impl fmt::Display for Diagnostic {
@@ -276,5 +276,29 @@ impl Diags {
     }
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(Diagnostic::is_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked_source;
+
+    #[test]
+    fn a_snippet_masks_private_keys_and_the_secret_span() {
+        let text = "a: 1\nk: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXkt\n  -----END OPENSSH PRIVATE KEY-----\nid: AGE-SECRET-KEY-1QQQQ\npw: hunter-span\n";
+        let span = text.find("hunter-span").map(|i| i..i + "hunter-span".len());
+        let m = masked_source(text, span);
+        assert_eq!(m.len(), text.len());
+        assert_eq!(m.lines().count(), text.lines().count());
+        for gone in [
+            "b3BlbnNzaC1rZXkt",
+            "PRIVATE KEY",
+            "AGE-SECRET-KEY-1QQQQ",
+            "hunter-span",
+        ] {
+            assert!(!m.contains(gone), "{m}");
+        }
+        assert!(m.starts_with("a: 1\nk: |\n  ***"), "{m}");
+        assert!(m.contains("pw: ***********\n"), "{m}");
     }
 }
