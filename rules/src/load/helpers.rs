@@ -44,7 +44,8 @@ pub const PUBLIC_KEY_TYPES: &[&str] = &[
 pub fn public_key_problem(s: &str) -> Option<String> {
     use base64::Engine;
     let t = s.trim();
-    if t.is_empty() {
+    // blank, or a marker no identity opened (the decryption refuses it)
+    if t.is_empty() || t.starts_with("ENC[") {
         return None;
     }
     let mut words = t.split_whitespace();
