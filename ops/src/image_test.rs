@@ -113,14 +113,28 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// The last `n` lines of a command's output, stdout then stderr, redacted.
+/// The last `n` lines of a command's output, stdout then stderr, redacted
+/// (a secret and what a command prints of one: a word, a line).
 pub fn evidence(stdout: &str, stderr: &str, n: usize) -> Vec<String> {
     let lines: Vec<String> = stdout
         .lines()
         .chain(stderr.lines())
-        .map(|l| csis_schema::secret::redact(l).into_owned())
+        .map(|l| csis_schema::secret::redact_printed(l).into_owned())
         .collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+impl TestCheck {
+    /// The check with every secret replaced by its token: a command from
+    /// `ENC[...]` or `{{ ENV }}` names the check (`command `...``), its
+    /// `contains` the detail; what the record, the report and the log get.
+    fn redacted(mut self) -> TestCheck {
+        use csis_schema::secret::{redact, redact_printed};
+        self.name = redact(&self.name).into_owned();
+        self.detail = redact_printed(&self.detail).into_owned();
+        self.command = self.command.map(|c| redact(&c).into_owned());
+        self
+    }
 }
 
 /// The test machine's name: `csis-test-<runtime>-<series>-<pid>`, only
@@ -155,19 +169,21 @@ fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestChec
     let detail = match (rc_ok, contains_ok) {
         (true, true) => format!("exit {exit_code}"),
         (false, _) => format!("exit {exit_code}, expected {}", t.expect_rc),
+        // redacted before it is quoted (quoting escapes what redaction matches)
         (true, false) => format!(
             "exit {exit_code}, but the output does not contain {:?}",
-            t.contains.as_deref().unwrap_or_default()
+            csis_schema::secret::redact(t.contains.as_deref().unwrap_or_default())
         ),
     };
     TestCheck {
         name: t.description.clone(),
         ok: rc_ok && contains_ok,
         detail,
-        command: Some(csis_schema::secret::redact(&t.run).into_owned()),
+        command: Some(t.run.clone()),
         exit_code: Some(exit_code),
         evidence: evidence(stdout, stderr, EVIDENCE_LINES),
     }
+    .redacted()
 }
 
 /// What a post-bake test runs, and where.
@@ -240,10 +256,11 @@ pub async fn run_post_bake(
                 name: t.description.clone(),
                 ok: false,
                 detail: format!("the command could not run: {e}"),
-                command: Some(csis_schema::secret::redact(&t.run).into_owned()),
+                command: Some(t.run.clone()),
                 exit_code: None,
                 evidence: Vec::new(),
-            },
+            }
+            .redacted(),
         };
         log(&format!(
             "{} {}: {}",
@@ -423,7 +440,11 @@ pub fn test(
             Ok(TestReport::Tested(o))
         }
         Err(e) => Ok(TestReport::Failed {
-            reason: format!("{} on {rt_name}: {e}", rec.build_id),
+            reason: csis_schema::secret::redact_printed(&format!(
+                "{} on {rt_name}: {e}",
+                rec.build_id
+            ))
+            .into_owned(),
         }),
     }
 }
@@ -452,6 +473,31 @@ mod tests {
         let c = judge(&t("x", 0, Some("dask")), 0, "numpy", "");
         assert!(!c.ok && c.detail.contains("does not contain \"dask\""));
         assert!(judge(&t("x", 0, Some("dask")), 0, "import dask ok", "").ok);
+    }
+
+    #[test]
+    fn a_secret_command_names_its_check_by_token() {
+        let key = csis_schema::secret::default_key();
+        let cmd = "grep -q unit-test-secret-cmd-3f9a /etc/x";
+        let want = "unit-test-secret-contains-77b1";
+        let tc = csis_schema::secret::register(cmd, &key).unwrap();
+        csis_schema::secret::register(want, &key).unwrap();
+        let c = judge(
+            &t(cmd, 0, Some(want)),
+            0,
+            "printed unit-test-secret-cmd-3f9a",
+            "",
+        );
+        let j = serde_json::to_string(&c).unwrap();
+        assert!(!j.contains("unit-test-secret"), "{j}");
+        assert_eq!(c.name, format!("command `{tc}`"));
+        assert_eq!(c.command.as_deref(), Some(tc.as_str()));
+        assert!(c.detail.contains("<secret:"), "{}", c.detail);
+        assert!(
+            c.evidence[0].starts_with("printed <secret:"),
+            "{:?}",
+            c.evidence
+        );
     }
 
     #[test]

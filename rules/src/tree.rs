@@ -547,7 +547,8 @@ impl Tree {
     }
 
     /// The tags of a bake: runtime tags, image builder tags, image (or OS)
-    /// tags, entry tags, later wins.
+    /// tags, entry tags, later wins; a value from `ENC[...]` or `{{ ENV }}`
+    /// as its token (see [`secret_tags_as_tokens`]).
     pub fn image_tags(
         &self,
         image: &Image,
@@ -566,7 +567,7 @@ impl Tree {
         }
         t.extend(image.model.tags.clone());
         t.extend(entry.entry.tags.clone());
-        t
+        secret_tags_as_tokens(t)
     }
 
     /// The tags of a base bake (runtime, builder, OS, entry).
@@ -584,7 +585,7 @@ impl Tree {
         }
         t.extend(os.model.tags.clone());
         t.extend(entry.entry.tags.clone());
-        t
+        secret_tags_as_tokens(t)
     }
 
     /// The vendor-image owners of a base entry: OS owners, the runtime's
@@ -788,4 +789,26 @@ pub fn tests_to_commands(t: &Tests, package_manager: &str) -> Vec<InBakeTest> {
         });
     }
     out
+}
+
+/// A bake's tags with each secret (a value from `ENC[...]` or a template's
+/// `ENV`) replaced by its token, `<secret:HEX16>`: tags become image labels
+/// and cloud tags, which whoever can list images reads, and the state
+/// report copies them. The token is the same for every run, identity and
+/// tree (a secret's token everywhere), so a tag still tells two values
+/// apart and moves when its value does, without showing it.
+fn secret_tags_as_tokens(
+    t: indexmap::IndexMap<String, String>,
+) -> indexmap::IndexMap<String, String> {
+    if !csis_schema::secret::any() {
+        return t;
+    }
+    t.into_iter()
+        .map(|(k, v)| {
+            (
+                csis_schema::secret::redact(&k).into_owned(),
+                csis_schema::secret::redact(&v).into_owned(),
+            )
+        })
+        .collect()
 }

@@ -42,6 +42,10 @@ pub struct Diagnostic {
     pub len: u32,
     #[serde(skip)]
     pub source: Option<Arc<SourceFile>>,
+    /// The span covers secret material (a private key pasted where a
+    /// public one goes): the report's source snippet shows it masked.
+    #[serde(skip)]
+    pub secret_span: bool,
 }
 
 fn redacted<S: serde::Serializer>(m: &str, s: S) -> Result<S::Ok, S::Error> {
@@ -78,6 +82,7 @@ impl Diagnostic {
             } else {
                 Some(loc.file.clone())
             },
+            secret_span: false,
         }
     }
 
@@ -94,6 +99,7 @@ impl Diagnostic {
             offset: 0,
             len: 0,
             source: None,
+            secret_span: false,
         }
     }
 
@@ -103,6 +109,11 @@ impl Diagnostic {
     }
     pub fn with_hint_opt(mut self, hint: Option<String>) -> Self {
         self.hint = hint;
+        self
+    }
+    /// The span covers secret material: its snippet is masked.
+    pub fn secret_span(mut self) -> Self {
+        self.secret_span = true;
         self
     }
     pub fn warning(mut self) -> Self {
@@ -156,14 +167,67 @@ impl Diagnostic {
                     self.offset as usize..self.offset as usize + len,
                     label,
                 ));
+                let span = self
+                    .secret_span
+                    .then_some(self.offset as usize..self.offset as usize + len);
                 miette::Report::new(d).with_source_code(
-                    miette::NamedSource::new(src.path.clone(), src.text.to_string())
+                    miette::NamedSource::new(src.path.clone(), masked_source(&src.text, span))
                         .with_language("yaml"),
                 )
             }
             _ => miette::Report::new(d),
         }
     }
+}
+
+/// A source as a report's snippet may show it: every byte (but line
+/// breaks) of `span` (a diagnostic about secret material), of a registered
+/// secret's value, of a PEM private key block and of an `AGE-SECRET-KEY-`
+/// string becomes `*`. Offsets and lines stay where they were.
+pub fn masked_source(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let mut b = text.as_bytes().to_vec();
+    let mut mask = |r: std::ops::Range<usize>| {
+        let end = r.end.min(b.len());
+        for x in &mut b[r.start.min(end)..end] {
+            if *x != b'\n' && *x != b'\r' {
+                *x = b'*';
+            }
+        }
+    };
+    if let Some(r) = span {
+        mask(r);
+    }
+    for r in crate::secret::occurrences(text) {
+        mask(r);
+    }
+    let mut from = 0;
+    while let Some(i) = text[from..].find("-----BEGIN ") {
+        let start = from + i;
+        let head_end = text[start..].find('\n').map_or(text.len(), |n| start + n);
+        if !text[start..head_end].contains("PRIVATE KEY") {
+            from = start + 1;
+            continue;
+        }
+        let end = match text[start + 1..].find("-----END ") {
+            Some(n) => {
+                let e = start + 1 + n;
+                text[e..].find('\n').map_or(text.len(), |m| e + m)
+            }
+            None => text.len(),
+        };
+        mask(start..end);
+        from = end.max(start + 1);
+    }
+    let mut from = 0;
+    while let Some(i) = text[from..].find("AGE-SECRET-KEY-") {
+        let start = from + i;
+        let end = text[start..]
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+            .map_or(text.len(), |n| start + n);
+        mask(start..end);
+        from = end;
+    }
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 impl fmt::Display for Diagnostic {
@@ -212,5 +276,29 @@ impl Diags {
     }
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(Diagnostic::is_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked_source;
+
+    #[test]
+    fn a_snippet_masks_private_keys_and_the_secret_span() {
+        let text = "a: 1\nk: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXkt\n  -----END OPENSSH PRIVATE KEY-----\nid: AGE-SECRET-KEY-1QQQQ\npw: hunter-span\n";
+        let span = text.find("hunter-span").map(|i| i..i + "hunter-span".len());
+        let m = masked_source(text, span);
+        assert_eq!(m.len(), text.len());
+        assert_eq!(m.lines().count(), text.lines().count());
+        for gone in [
+            "b3BlbnNzaC1rZXkt",
+            "PRIVATE KEY",
+            "AGE-SECRET-KEY-1QQQQ",
+            "hunter-span",
+        ] {
+            assert!(!m.contains(gone), "{m}");
+        }
+        assert!(m.starts_with("a: 1\nk: |\n  ***"), "{m}");
+        assert!(m.contains("pw: ***********\n"), "{m}");
     }
 }

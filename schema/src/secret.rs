@@ -19,6 +19,15 @@
 //! own. Values shorter than [`MIN_LEN`] characters are redacted only where
 //! they are a whole string (a substring that short would redact innocent
 //! text).
+//!
+//! What a program prints (a bake's log, a test's evidence) may hold a piece
+//! of a secret rather than the whole: a script line `echo $TOKEN-xyz`
+//! prints its argument, a multi-line key prints line by line.
+//! [`redact_printed`] also replaces each [fragment](fragments) of a secret
+//! (each line of a multi-line value, each word of at least
+//! [`FRAGMENT_MIN`] characters) by the secret's token. Records and
+//! fingerprint inputs use [`redact`] (whole values only), so a fragment
+//! that happens to occur in innocent text never moves a fingerprint.
 
 use std::borrow::Cow;
 use std::sync::RwLock;
@@ -29,13 +38,51 @@ pub const TOKEN_PREFIX: &str = "<secret:";
 /// Values at least this long are redacted wherever they occur in a string.
 pub const MIN_LEN: usize = 4;
 
+/// A word of a secret at least this long is redacted where it is printed
+/// on its own ([`redact_printed`]).
+pub const FRAGMENT_MIN: usize = 8;
+
 struct Registry {
     /// (plaintext, token), longest plaintext first (so a secret holding
     /// another is replaced whole).
     values: Vec<(String, String)>,
+    /// (fragment, token of its secret), longest first: see [`fragments`].
+    fragments: Vec<(String, String)>,
 }
 
-static REGISTRY: RwLock<Registry> = RwLock::new(Registry { values: Vec::new() });
+static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
+    values: Vec::new(),
+    fragments: Vec::new(),
+});
+
+/// The pieces of a secret a program may print on their own: each line of
+/// a multi-line value (trimmed, at least [`MIN_LEN`] characters), and each
+/// word of at least [`FRAGMENT_MIN`] characters, words being separated by
+/// white space, quotes, shell punctuation (`;|&()<>{}[]$,`) and `=`. A
+/// word that starts with `-` (an option) or `/` (a path) is not one: they
+/// are the vocabulary of commands, not their secret part.
+pub fn fragments(plain: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |f: &str| {
+        if f != plain && !out.iter().any(|x| x == f) {
+            out.push(f.to_string());
+        }
+    };
+    if plain.contains('\n') {
+        for l in plain.lines().map(str::trim) {
+            if l.chars().count() >= MIN_LEN {
+                add(l);
+            }
+        }
+    }
+    let sep = |c: char| c.is_whitespace() || "'\"`;|&()<>{}[]$,=".contains(c);
+    for w in plain.split(sep) {
+        if w.chars().count() >= FRAGMENT_MIN && !w.starts_with('-') && !w.starts_with('/') {
+            add(w);
+        }
+    }
+    out
+}
 
 /// The salt of every token: one for every tree and every identity, so that
 /// holders of different identities (a developer, CI) and a rotation of the
@@ -75,6 +122,13 @@ pub fn register(plain: &str, key: &[u8; 32]) -> Option<String> {
     r.values.push((plain.to_string(), t.clone()));
     r.values
         .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    for f in fragments(plain) {
+        if !r.fragments.iter().any(|(x, _)| *x == f) {
+            r.fragments.push((f, t.clone()));
+        }
+    }
+    r.fragments
+        .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
     Some(t)
 }
 
@@ -104,6 +158,34 @@ pub fn redact(s: &str) -> Cow<'_, str> {
         if out.contains(plain.as_str()) {
             out = Cow::Owned(out.replace(plain.as_str(), tok));
         }
+    }
+    out
+}
+
+/// What a program printed (a line of a bake's log, a test's evidence),
+/// with every registered secret and every [fragment](fragments) of one
+/// replaced by the secret's token.
+pub fn redact_printed(s: &str) -> Cow<'_, str> {
+    let mut out = redact(s);
+    let r = REGISTRY.read().unwrap_or_else(|p| p.into_inner());
+    for (frag, tok) in &r.fragments {
+        if out.contains(frag.as_str()) {
+            out = Cow::Owned(out.replace(frag.as_str(), tok));
+        }
+    }
+    out
+}
+
+/// Where registered secrets (of at least [`MIN_LEN`] characters) occur in
+/// `s`: byte ranges, in no particular order.
+pub fn occurrences(s: &str) -> Vec<std::ops::Range<usize>> {
+    let r = REGISTRY.read().unwrap_or_else(|p| p.into_inner());
+    let mut out = Vec::new();
+    for (plain, _) in &r.values {
+        if plain.chars().count() < MIN_LEN {
+            continue;
+        }
+        out.extend(s.match_indices(plain.as_str()).map(|(i, m)| i..i + m.len()));
     }
     out
 }
@@ -182,5 +264,29 @@ mod tests {
         let s = register("xyz", &k).unwrap();
         assert_eq!(redact("xyz"), s);
         assert_eq!(redact("xyzzy"), "xyzzy");
+    }
+
+    #[test]
+    fn what_a_program_prints_of_a_secret_is_redacted() {
+        let k = key_from(b"unit-test");
+        let t = register("echo 'fragment-unit-91ac' --flag=/usr/local/bin", &k).unwrap();
+        // The script printed its argument: not the whole value.
+        assert_eq!(redact("fragment-unit-91ac"), "fragment-unit-91ac");
+        assert_eq!(
+            redact_printed("out: fragment-unit-91ac."),
+            format!("out: {t}.")
+        );
+        // Options, paths and short words stay.
+        assert_eq!(
+            redact_printed("--flag /usr/local/bin echo"),
+            "--flag /usr/local/bin echo"
+        );
+        // A multi-line secret, printed line by line.
+        let key = "-----BEGIN KEY-----\nQUJDREVGR0hJSktMTU5P\nUFFSU1RV\n-----END KEY-----";
+        let t = register(key, &k).unwrap();
+        assert_eq!(redact_printed("  UFFSU1RV"), format!("  {t}"));
+        assert_eq!(redact_printed("-----END KEY-----"), t);
+        assert_eq!(redact_printed(key), t);
+        assert!(fragments(key).contains(&"QUJDREVGR0hJSktMTU5P".to_string()));
     }
 }

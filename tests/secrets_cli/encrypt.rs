@@ -115,11 +115,13 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
 
 #[test]
 fn encrypt_a_value_from_stdin_and_decrypt_it() {
+    // a public key (admin_public_keys takes nothing else), its comment the secret part
+    const VALUE: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample hunter2-long-secret";
     let a = identity();
     let dir = tree(&[&a]);
     let mut c = csis(dir.path());
     c.args(["encrypt", "-"]);
-    let out = with_stdin(c, "hunter2-long-secret\n");
+    let out = with_stdin(c, &format!("{VALUE}\n"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let marker = text(&out.stdout).trim().to_string();
     assert!(
@@ -136,7 +138,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     .unwrap();
     assert_eq!(
         loaded_keys(dir.path(), &a).unwrap(),
-        vec!["hunter2-long-secret".to_string()]
+        vec![VALUE.to_string()]
     );
 
     // decrypt with the identity as a key string, and as a file
@@ -146,7 +148,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "hunter2-long-secret\n");
+    assert_eq!(text(&out.stdout), format!("{VALUE}\n"));
     let idf = dir.path().join("id.age-identity");
     std::fs::write(&idf, format!("# test\n{}\n", a.secret)).unwrap();
     let mut c = csis(dir.path());
@@ -154,7 +156,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     let out = with_stdin(c, &format!("{marker}\n"));
     assert_eq!(
         text(&out.stdout),
-        "hunter2-long-secret\n",
+        format!("{VALUE}\n"),
         "{}",
         text(&out.stderr)
     );

@@ -48,7 +48,9 @@ pub(super) struct BakeLog {
 
 impl LogSink for BakeLog {
     fn line(&self, line: &str) {
-        let line = &*csis_schema::secret::redact(line);
+        // what a script prints of a secret (a word of it, a line of a
+        // multi-line one) is redacted too, not only the whole value
+        let line = &*csis_schema::secret::redact_printed(line);
         if let Some(f) = self.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = writeln!(f, "{line}");
         }

@@ -54,7 +54,7 @@ pub fn generate(root: &Path, images: usize) {
     std::fs::write(root.join("playbooks/p.yml"), "- hosts: all\n").unwrap();
     std::fs::write(
         cfg.join("_config.yml"),
-        "id: bench\nconfig:\n  admin_public_keys: ['ssh-ed25519 AAAA bench']\n",
+        "id: bench\nconfig:\n  admin_public_keys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample bench']\n",
     )
     .unwrap();
     std::fs::write(

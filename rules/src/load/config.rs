@@ -6,7 +6,7 @@ use std::path::Path;
 
 use indexmap::IndexMap;
 
-use super::{first_marker, looks_private, Item, Loader};
+use super::{first_marker, looks_private, public_key_problem, Item, Loader};
 use crate::crypt;
 use crate::template;
 use crate::tree::*;
@@ -151,16 +151,24 @@ impl Loader<'_> {
                             .collect();
                     }
                     for (i, k) in keys.admin_public_keys.0.iter().enumerate() {
+                        let n = cn
+                            .get("admin_public_keys")
+                            .map(|a| a.as_seq().and_then(|s| s.get(i)).unwrap_or(a));
+                        let loc = n.map(|n| n.loc.clone()).unwrap_or(cn.loc.clone());
+                        let at = format!("config.admin_public_keys[{i}]");
                         if looks_private(k) {
-                            let n = cn
-                                .get("admin_public_keys")
-                                .map(|a| a.as_seq().and_then(|s| s.get(i)).unwrap_or(a));
-                            let loc = n.map(|n| n.loc.clone()).unwrap_or(cn.loc.clone());
+                            // the snippet masks the key the span covers
+                            self.d.push(
+                                Diagnostic::at(&loc, &at, "this looks like private key material; admin_public_keys takes public keys only (N9)")
+                                    .with_hint("put the PUBLIC key (ssh-ed25519 AAAA... / ssh-rsa AAAA...) here and keep the private key out of the tree")
+                                    .secret_span(),
+                            );
+                        } else if let Some(why) = public_key_problem(k) {
                             self.d.error_hint(
                                 &loc,
-                                &format!("config.admin_public_keys[{i}]"),
-                                "this looks like private key material; admin_public_keys takes public keys only (N9)",
-                                "put the PUBLIC key (ssh-ed25519 AAAA... / ssh-rsa AAAA...) here and keep the private key out of the tree",
+                                &at,
+                                why,
+                                "put an OpenSSH public key here, as in a .pub file (ssh-ed25519 AAAA... comment)",
                             );
                         }
                     }

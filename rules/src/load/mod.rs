@@ -50,8 +50,8 @@ mod transforms;
 
 use builders::Which;
 use files::yaml_files;
-pub use helpers::looks_private;
 use helpers::{glob_match, is_absent, known};
+pub use helpers::{looks_private, public_key_problem};
 pub use made_names::tag_safe;
 pub use offline_checks::RuntimeChecks;
 pub use overlays::Undeclare;

@@ -2,9 +2,10 @@
 //! each runtime entry as its own `this`, the strict model, the update
 //! policy and the admin keys checked.
 
-use super::{glob_match, looks_private, Item, Loader};
+use super::{glob_match, looks_private, public_key_problem, Item, Loader};
 use crate::template;
 use crate::tree::*;
+use csis_schema::diag::Diagnostic;
 use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node, Value};
 
@@ -137,16 +138,24 @@ impl Loader<'_> {
         let admin_public_keys = match &model.admin_public_keys {
             Some(k) => {
                 for (i, key) in k.0.iter().enumerate() {
+                    let l = keys_node
+                        .and_then(|n| n.as_seq().and_then(|s| s.get(i)).or(Some(n)))
+                        .map(|n| n.loc.clone())
+                        .unwrap_or(it.node.loc.clone());
+                    let at = format!("{}.admin_public_keys[{i}]", it.path);
                     if looks_private(key) {
-                        let l = keys_node
-                            .and_then(|n| n.as_seq().and_then(|s| s.get(i)).or(Some(n)))
-                            .map(|n| n.loc.clone())
-                            .unwrap_or(it.node.loc.clone());
+                        // the snippet masks the key the span covers
+                        self.d.push(
+                            Diagnostic::at(&l, &at, "this looks like private key material; admin_public_keys takes public keys only (N9)")
+                                .with_hint("put the PUBLIC key here and keep the private key out of the tree")
+                                .secret_span(),
+                        );
+                    } else if let Some(why) = public_key_problem(key) {
                         self.d.error_hint(
                             &l,
-                            &format!("{}.admin_public_keys[{i}]", it.path),
-                            "this looks like private key material; admin_public_keys takes public keys only (N9)",
-                            "put the PUBLIC key here and keep the private key out of the tree",
+                            &at,
+                            why,
+                            "put an OpenSSH public key here, as in a .pub file (ssh-ed25519 AAAA... comment)",
                         );
                     }
                 }

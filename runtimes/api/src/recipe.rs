@@ -51,6 +51,7 @@ fn shell(lines: Vec<String>) -> StepKind {
         runner: true,
         env: Vec::new(),
         execute_command: None,
+        private: None,
     }
 }
 
@@ -66,9 +67,12 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
             runner: false,
             env: Vec::new(),
             execute_command: None,
+            private: None,
         },
     }];
     let mut files = Vec::new();
+    // steps whose lines hold a secret the registry cannot see in them
+    let mut forced = std::collections::BTreeSet::new();
     let image = &req.series;
     if let Some(b) = &req.recipe.base {
         if let Some(lines) = update_lines(t, b) {
@@ -200,6 +204,11 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                     }
                     lines.extend(inline.iter().cloned());
                     if !lines.is_empty() {
+                        if ensure.as_ref().is_some_and(ensure_has_secret) {
+                            // a file's content reaches the lines as base64,
+                            // which the registry does not know
+                            forced.insert(steps.len());
+                        }
                         steps.push(Step {
                             comment: format!("modification {name}"),
                             kind: StepKind::Shell {
@@ -207,6 +216,7 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                                 runner: execute_command.is_none(),
                                 env: env.clone(),
                                 execute_command: execute_command.clone(),
+                                private: None,
                             },
                         });
                     }
@@ -225,7 +235,8 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
             });
             verify.extend(activation_verify_lines(g));
         }
-        files.extend(bundle_files(t, req, &img)?);
+        let (bundle, private) = bundle_files(t, req, &img)?;
+        files.extend(bundle);
         steps.push(Step {
             comment: format!(
                 "local modification bundle for {image} -> /opt/csis/mods (re-run with `csis-mods rerun`)"
@@ -235,6 +246,7 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                 runner: false,
                 env: Vec::new(),
                 execute_command: None,
+                private: None,
             },
         });
         steps.push(Step {
@@ -244,33 +256,64 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
                 destination: "/tmp/csis-mods".into(),
             },
         });
+        // The bundle's files that hold a secret line (a mod's inline.sh)
+        // are written outside the emission, uploaded on their own, and
+        // readable by root only on the image.
+        let mut only_root = Vec::new();
+        if !private.is_empty() {
+            let _ = std::fs::remove_dir_all(files::private_path(req, "csis-mods"));
+            for f in &private {
+                files::private_file(req, &format!("csis-mods/{}", f.rel), &f.content)?;
+                let on_image = format!("/opt/csis/mods/{}", f.rel);
+                // the upload carries its directories' 0700: the bundle's stay 0755
+                let dir = on_image
+                    .rsplit_once('/')
+                    .map_or("/opt/csis/mods", |(d, _)| d);
+                only_root.push(t.su(&format!(
+                    "chmod 0755 /opt/csis/mods {} && {}",
+                    sq(dir),
+                    t.su(&format!("chmod 0600 {}", sq(&on_image)))
+                )));
+            }
+            steps.push(Step {
+                comment: String::new(),
+                kind: StepKind::Upload {
+                    rel: format!("{}/", files::private_path(req, "csis-mods").display()),
+                    destination: "/tmp/csis-mods".into(),
+                },
+            });
+        }
+        let mut install = vec![
+            format!(
+                "{} && {}",
+                t.su("rm -rf /opt/csis/mods"),
+                t.su("mkdir -p /opt/csis")
+            ),
+            t.su("mv /tmp/csis-mods /opt/csis/mods"),
+            format!(
+                "{} && {} && {}",
+                t.su("mkdir -p /usr/local/bin"),
+                t.su("cp /opt/csis/mods/csis-mods /usr/local/bin/csis-mods"),
+                t.su("chmod 0755 /usr/local/bin/csis-mods")
+            ),
+            t.su("chmod -R go-w /opt/csis/mods"),
+        ];
+        install.extend(only_root);
         steps.push(Step {
             comment: String::new(),
             kind: StepKind::Shell {
-                lines: vec![
-                    format!(
-                        "{} && {}",
-                        t.su("rm -rf /opt/csis/mods"),
-                        t.su("mkdir -p /opt/csis")
-                    ),
-                    t.su("mv /tmp/csis-mods /opt/csis/mods"),
-                    format!(
-                        "{} && {} && {}",
-                        t.su("mkdir -p /usr/local/bin"),
-                        t.su("cp /opt/csis/mods/csis-mods /usr/local/bin/csis-mods"),
-                        t.su("chmod 0755 /usr/local/bin/csis-mods")
-                    ),
-                    t.su("chmod -R go-w /opt/csis/mods"),
-                ],
+                lines: install,
                 runner: false,
                 env: Vec::new(),
                 execute_command: None,
+                private: None,
             },
         });
         if let Some(v) = verify_step("instance image", image, verify, &req.tests) {
             steps.push(v);
         }
     }
+    privatize(req, &mut steps, &forced)?;
     let assertions = steps
         .iter()
         .map(|s| match &s.kind {
@@ -286,6 +329,65 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
         files,
         assertions,
     })
+}
+
+/// Does an `ensure:` hold a secret (a file's path or content)?
+fn ensure_has_secret(e: &crate::Ensure) -> bool {
+    use csis_schema::secret::contains;
+    e.files
+        .iter()
+        .any(|f| contains(&f.content) || contains(&f.path))
+        || e.packages.iter().any(|p| contains(p))
+        || e.services.iter().any(|x| contains(x))
+        || e.commands
+            .iter()
+            .any(|c| contains(&c.run) || c.unless.as_deref().is_some_and(contains))
+}
+
+/// A step whose lines (or `env`) hold a secret, or whose index is in
+/// `forced`, gets its `private` file: `.csis/bake-vars/<bake>/step-NN.sh`,
+/// mode 0600, the step's script with its `env` as `export` lines first. A
+/// packer root names that file (`scripts`) instead of writing the lines
+/// in its HCL; the bake container runs the lines from memory.
+fn privatize(
+    req: &BakeRequest,
+    steps: &mut [Step],
+    forced: &std::collections::BTreeSet<usize>,
+) -> std::io::Result<()> {
+    use csis_schema::secret::contains;
+    for (i, step) in steps.iter_mut().enumerate() {
+        let (lines, env, private) = match &mut step.kind {
+            StepKind::Shell {
+                lines,
+                env,
+                private,
+                ..
+            } => (lines, env.as_slice(), private),
+            StepKind::Verify { lines, private, .. } => (lines, &[][..], private),
+            _ => continue,
+        };
+        let secret = forced.contains(&i)
+            || lines.iter().any(|l| contains(l))
+            || env.iter().any(|e| contains(e));
+        if !secret {
+            continue;
+        }
+        let mut script = Vec::new();
+        for kv in env {
+            match kv.split_once('=') {
+                Some((k, v)) => script.push(format!("export {k}={}", sq(v))),
+                None => script.push(format!("export {kv}")),
+            }
+        }
+        script.extend(lines.iter().cloned());
+        let path = files::private_file(
+            req,
+            &format!("step-{:02}.sh", i + 1),
+            script_of(&script).as_bytes(),
+        )?;
+        *private = Some(path);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -96,9 +96,12 @@ pub fn provisioners(steps: &[Step], o: &ProvisionerOptions) -> (Vec<Block>, Vec<
                 runner,
                 env,
                 execute_command,
+                private,
             } => {
                 let mut b = start("shell");
-                if !env.is_empty() {
+                // lines that hold a secret stay in their private file (its
+                // `export` lines carry `env`): the HCL names the file
+                if !env.is_empty() && private.is_none() {
                     b = b.add_attribute(attr("environment_vars", strs(env)));
                 }
                 if let Some(ec) = execute_command
@@ -107,7 +110,11 @@ pub fn provisioners(steps: &[Step], o: &ProvisionerOptions) -> (Vec<Block>, Vec<
                 {
                     b = b.add_attribute(attr("execute_command", s(ec)));
                 }
-                b.add_attribute(attr("inline", strs(lines))).build()
+                match private {
+                    Some(p) => b.add_attribute(attr("scripts", strs(&[p.display().to_string()]))),
+                    None => b.add_attribute(attr("inline", strs(lines))),
+                }
+                .build()
             }
             StepKind::Scripts {
                 scripts,
@@ -149,9 +156,13 @@ pub fn provisioners(steps: &[Step], o: &ProvisionerOptions) -> (Vec<Block>, Vec<
                 .add_attribute(attr("source", s(rel)))
                 .add_attribute(attr("destination", s(destination)))
                 .build(),
-            StepKind::Verify { lines, .. } => start("shell")
-                .add_attribute(attr("inline", strs(lines)))
-                .build(),
+            StepKind::Verify { lines, private, .. } => match private {
+                Some(p) => {
+                    start("shell").add_attribute(attr("scripts", strs(&[p.display().to_string()])))
+                }
+                None => start("shell").add_attribute(attr("inline", strs(lines))),
+            }
+            .build(),
         };
         blocks.push(block);
         comments.push(comment.join("\n# "));

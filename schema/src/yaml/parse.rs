@@ -540,6 +540,7 @@ pub fn parse_source(file: Arc<SourceFile>) -> Result<Node, Diagnostic> {
                 offset,
                 len: 1,
                 source: Some(file.clone()),
+                secret_span: false,
             })
         }
     }

@@ -319,6 +319,7 @@ pub fn storage_step(t: &Target, b: &BaseRecipe, p: &StoragePrereq) -> Step {
             runner: true,
             env: Vec::new(),
             execute_command: None,
+            private: None,
         },
     }
 }

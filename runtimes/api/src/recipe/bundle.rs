@@ -64,18 +64,23 @@ esac
 
 /// The local modification bundle (`csis-mods/<image>/`, emission.md §2.6):
 /// a MANIFEST.yaml, the `csis-mods` re-runner, one `NN-<mod>/` per
-/// modification with its files, its own MANIFEST.yaml and `run.sh`.
+/// modification with its files, its own MANIFEST.yaml and `run.sh`. The
+/// second list: the files that hold a secret (a mod's `inline.sh` whose
+/// lines or `ensure:` hold one), relative to the bundle, which the caller
+/// writes outside the emission.
 pub(super) fn bundle_files(
     t: &Target,
     req: &BakeRequest,
     img: &ImageRecipe,
-) -> std::io::Result<Vec<EmittedFile>> {
+) -> std::io::Result<(Vec<EmittedFile>, Vec<EmittedFile>)> {
     let image = &req.series;
     let run = req.tags.get(tags::RUN).cloned().unwrap_or_default();
     let root = format!("csis-mods/{image}");
     let mut files = Vec::new();
+    let mut private = Vec::new();
     let mut manifest = format!("image: {}\nmods:\n", yaml_scalar(image));
     for (i, step) in req.steps.iter().enumerate() {
+        let mut secret = false;
         let (name, sources, inline): (&str, Vec<&PathBuf>, Vec<String>) = match step {
             BakeStep::Ansible {
                 name, playbooks, ..
@@ -90,8 +95,10 @@ pub(super) fn bundle_files(
                 let mut l = Vec::new();
                 if let Some(e) = ensure {
                     l.extend(ensure_lines(t, e));
+                    secret = super::ensure_has_secret(e);
                 }
                 l.extend(inline.iter().cloned());
+                secret = secret || l.iter().any(|x| csis_schema::secret::contains(x));
                 (name, scripts.iter().collect(), l)
             }
         };
@@ -140,11 +147,19 @@ pub(super) fn bundle_files(
                         s.push_str(l);
                         s.push('\n');
                     }
-                    files.push(EmittedFile {
-                        rel: format!("{root}/{dir}/inline.sh"),
-                        content: s.into_bytes(),
-                        mode: 0o644,
-                    });
+                    if secret {
+                        private.push(EmittedFile {
+                            rel: format!("{dir}/inline.sh"),
+                            content: s.into_bytes(),
+                            mode: 0o600,
+                        });
+                    } else {
+                        files.push(EmittedFile {
+                            rel: format!("{root}/{dir}/inline.sh"),
+                            content: s.into_bytes(),
+                            mode: 0o644,
+                        });
+                    }
                     names.push("inline.sh".into());
                     run_sh.push_str("sh ./inline.sh\n");
                 }
@@ -208,7 +223,7 @@ pub(super) fn bundle_files(
         content: CSIS_MODS_SCRIPT.as_bytes().to_vec(),
         mode: 0o755,
     });
-    Ok(files)
+    Ok((files, private))
 }
 
 /// A file a step reads; the error names it.

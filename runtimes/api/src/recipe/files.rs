@@ -1,6 +1,7 @@
-//! Files the lowering writes: a modification's secret `config:` as a 0600
-//! vars file under `.csis/bake-vars/` (removed once its bake is over), and
-//! the one write-if-changed (atomic, same content: untouched).
+//! Files the lowering writes: what holds a secret (a modification's
+//! `config:`, a step's lines) as a 0600 file under `.csis/bake-vars/`
+//! (removed once its bake is over), and the one write-if-changed (atomic,
+//! same content: untouched).
 
 use std::path::{Path, PathBuf};
 
@@ -42,16 +43,45 @@ pub fn remove_private_vars(req: &BakeRequest) {
 /// tree, mode 0600, written (when changed) as the bake is lowered. The
 /// emission names the file, never the value.
 pub fn private_vars(req: &BakeRequest, module: &str, json: &str) -> std::io::Result<PathBuf> {
-    let dir = private_vars_dir(req);
-    let path = dir.join(format!("{}.json", file_safe(module)));
+    private_file(req, &format!("{}.json", file_safe(module)), json.as_bytes())
+}
+
+/// A file holding a secret, at `rel` under `.csis/bake-vars/<bake>/`
+/// (mode 0600, every directory from `bake-vars/<bake>` down 0700), written
+/// when changed; its absolute path. What the emission writes names this
+/// file, never its content: a step's lines ([`super::privatize`]), a
+/// bundle file holding a secret line.
+pub(super) fn private_file(
+    req: &BakeRequest,
+    rel: &str,
+    content: &[u8],
+) -> std::io::Result<PathBuf> {
+    let top = private_vars_dir(req);
+    let path = top.join(rel);
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or(top.clone());
     std::fs::create_dir_all(&dir)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        let mut d = dir.as_path();
+        loop {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+            if d == top {
+                break;
+            }
+            match d.parent() {
+                Some(p) if p.starts_with(&top) => d = p,
+                _ => break,
+            }
+        }
     }
-    write_if_changed(&path, json.as_bytes(), 0o600)?;
+    write_if_changed(&path, content, 0o600)?;
     Ok(path)
+}
+
+/// `.csis/bake-vars/<bake>/<rel>`, written or not.
+pub(super) fn private_path(req: &BakeRequest, rel: &str) -> PathBuf {
+    private_vars_dir(req).join(rel)
 }
 
 /// Write a file unless it already holds exactly this content (atomic).

@@ -105,7 +105,10 @@ fn base_image_steps_in_the_original_order() {
         .iter()
         .any(|l| l.contains("tee /var/lib/csis/packages.txt")));
     assert!(lines[1].contains("--enable='codeready-builder-for-rhel-10-x86_64-rpms'"));
-    let StepKind::Verify { lines, assertions } = &l.steps[6].kind else {
+    let StepKind::Verify {
+        lines, assertions, ..
+    } = &l.steps[6].kind
+    else {
         panic!()
     };
     assert_eq!(lines[0], "set -e");
@@ -345,4 +348,116 @@ fn private_vars_are_created_0600_and_removed_after_the_bake() {
     remove_private_vars(&r);
     assert!(!path.exists());
     assert!(!path.parent().unwrap().exists());
+}
+
+/// A mod whose inline lines, `ensure:` file content, environment or in-bake
+/// test hold a secret: the lowering writes those steps and the bundle's
+/// inline.sh to 0600 files under `.csis/bake-vars/`, the emitted files
+/// (what lands under `generated/`) hold none of it, and the steps keep the
+/// lines for a runtime that runs them from memory.
+#[test]
+fn secret_lines_go_to_private_files_never_to_the_emission() {
+    use std::os::unix::fs::PermissionsExt;
+    let key = csis_schema::secret::default_key();
+    let line = "echo recipe-secret-line-5d1e";
+    let content = "recipe-secret-content-0b7c";
+    let env = "TOKEN=recipe-secret-env-a3f2";
+    let test = "grep -q recipe-secret-test-9e41 /etc/x";
+    for s in [line, content, env, test] {
+        csis_schema::secret::register(s, &key).unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = req(
+        "web",
+        false,
+        vec![
+            BakeStep::Shell {
+                name: "plain".into(),
+                inline: vec!["echo nothing secret".into()],
+                scripts: vec![],
+                ensure: None,
+                env: vec![],
+                execute_command: None,
+            },
+            BakeStep::Shell {
+                name: "secret".into(),
+                inline: vec![line.into()],
+                scripts: vec![],
+                ensure: Some(Ensure {
+                    files: vec![EnsureFile {
+                        path: "/etc/secret".into(),
+                        content: content.into(),
+                        mode: "0600".into(),
+                    }],
+                    ..Ensure::default()
+                }),
+                env: vec![env.into()],
+                execute_command: None,
+            },
+        ],
+        tmp.path(),
+    );
+    r.tests.push(TestCommand {
+        description: format!("command `{test}`"),
+        run: test.into(),
+        expect_rc: 0,
+        contains: None,
+    });
+    let l = lower(&r, &target(true)).unwrap();
+    let secrets = [
+        line,
+        content,
+        env,
+        test,
+        "cmVjaXBlLXNlY3JldC1jb250ZW50LTBiN2M=",
+    ];
+    for f in &l.files {
+        let text = String::from_utf8_lossy(&f.content);
+        for s in secrets {
+            assert!(!text.contains(s), "{} holds {s}:\n{text}", f.rel);
+        }
+    }
+    let private: Vec<&Path> = l
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::Shell { private, .. } | StepKind::Verify { private, .. } => {
+                private.as_deref()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(private.len(), 2, "the secret mod and the verification");
+    let mod_script = std::fs::read_to_string(private[0]).unwrap();
+    assert!(
+        mod_script.contains(line) && mod_script.contains("export TOKEN=recipe-secret-env-a3f2\n")
+    );
+    assert!(std::fs::read_to_string(private[1]).unwrap().contains(test));
+    for p in &private {
+        assert!(p.starts_with(tmp.path().join(".csis/bake-vars")));
+        let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // the plain mod stays inline and in the bundle; the secret mod's
+    // inline.sh is uploaded from its private copy and made root-only
+    assert!(l
+        .files
+        .iter()
+        .any(|f| f.rel == "csis-mods/web/01-plain/inline.sh"));
+    assert!(!l
+        .files
+        .iter()
+        .any(|f| f.rel == "csis-mods/web/02-secret/inline.sh"));
+    let bundle_private = tmp
+        .path()
+        .join(".csis/bake-vars/x_web_rt/csis-mods/02-secret/inline.sh");
+    assert!(std::fs::read_to_string(&bundle_private)
+        .unwrap()
+        .contains(line));
+    assert!(l.steps.iter().any(|s| matches!(&s.kind,
+        StepKind::Upload { rel, .. } if rel == &format!("{}/", tmp.path().join(".csis/bake-vars/x_web_rt/csis-mods").display()))));
+    assert!(l.steps.iter().any(|s| matches!(&s.kind,
+        StepKind::Shell { lines, .. } if lines.iter().any(|x| x.ends_with("chmod 0600 /opt/csis/mods/02-secret/inline.sh")))));
+    remove_private_vars(&r);
+    assert!(!bundle_private.exists());
 }

@@ -137,6 +137,12 @@ pub enum StepKind {
         runner: bool,
         env: Vec<String>,
         execute_command: Option<String>,
+        /// The lines hold a secret: this 0600 file outside the emission
+        /// holds them (and `env` as `export` lines). A runtime that writes
+        /// the step to disk (a packer root) names this file instead of
+        /// writing the lines or `env`; one that runs it from memory runs
+        /// the lines.
+        private: Option<PathBuf>,
     },
     /// Script files (`rel` under the emission directory, `abs` on disk).
     Scripts {
@@ -159,6 +165,9 @@ pub enum StepKind {
     Verify {
         lines: Vec<String>,
         assertions: usize,
+        /// As for [`StepKind::Shell`]: the lines hold a secret (a test's
+        /// command), this 0600 file holds them.
+        private: Option<PathBuf>,
     },
 }
 

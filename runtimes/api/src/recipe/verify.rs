@@ -46,6 +46,7 @@ pub(super) fn verify_step(
         kind: StepKind::Verify {
             lines,
             assertions: n,
+            private: None,
         },
     })
 }

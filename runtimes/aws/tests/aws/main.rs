@@ -17,4 +17,5 @@ mod leftovers;
 mod network;
 mod offline;
 mod resolve;
+mod secrets;
 mod sessions;

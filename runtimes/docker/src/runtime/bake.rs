@@ -95,6 +95,7 @@ impl DockerRuntime {
                     runner,
                     env,
                     execute_command,
+                    ..
                 } => {
                     // the settle step (the first) always runs as root
                     let who = if i == 0 { "0" } else { user.as_str() };

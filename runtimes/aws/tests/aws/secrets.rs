@@ -1,0 +1,94 @@
+//! A secret in a step's lines (an inline `script:` line, an `ensure:`
+//! file's content, a mod builder's `environment_vars`, an in-bake test)
+//! never lands in the packer root: `build-*.pkr.hcl` names a 0600 file
+//! under the tree's `.csis/bake-vars/` (`scripts = [...]`) instead, and
+//! the bundle's inline.sh of that mod is uploaded from there.
+
+use csis_runtime::{BakeParent, BakeStep, Ensure, EnsureFile, Runtime, TestCommand};
+use csis_runtime_aws::AwsRuntime;
+
+use crate::emission::{request, standard_aws, tags};
+
+#[tokio::test]
+async fn a_secret_line_is_named_by_its_private_file_never_written_in_the_root() {
+    let key = csis_schema::secret::default_key();
+    let line = "echo aws-secret-inline-line-6a0d";
+    let content = "aws-secret-ensure-content-1f3b";
+    let env = "TOKEN=aws-secret-env-c8e2";
+    let test = "grep -q aws-secret-test-cmd-77d4 /etc/x";
+    for s in [line, content, env, test] {
+        csis_schema::secret::register(s, &key).unwrap();
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rt = AwsRuntime::new(standard_aws());
+    let mut req = request(
+        "web",
+        "aws-main",
+        "web-1",
+        BakeParent::Build {
+            series: "base".into(),
+            build_id: "ami-0base00000000000a".into(),
+        },
+        tags(&[("csis_series", "web")]),
+        &d.path().join("generated"),
+    );
+    req.tree_root = d.path().to_path_buf();
+    req.recipe = csis_runtime::recipe::Recipe {
+        base: None,
+        image: Some(csis_runtime::recipe::ImageRecipe {
+            group: None,
+            bundle: Vec::new(),
+        }),
+    };
+    req.steps = vec![BakeStep::Shell {
+        name: "secret".into(),
+        inline: vec![line.into()],
+        scripts: vec![],
+        ensure: Some(Ensure {
+            files: vec![EnsureFile {
+                path: "/etc/secret".into(),
+                content: content.into(),
+                mode: "0600".into(),
+            }],
+            ..Default::default()
+        }),
+        env: vec![env.into()],
+        execute_command: None,
+    }];
+    req.tests = vec![TestCommand {
+        description: format!("command `{test}`"),
+        run: test.into(),
+        expect_rc: 0,
+        contains: None,
+    }];
+    rt.emit(&req).await.unwrap();
+    let b64 = "YXdzLXNlY3JldC1lbnN1cmUtY29udGVudC0xZjNi";
+    let private = d.path().join(".csis/bake-vars");
+    let mut walk = vec![d.path().join("generated")];
+    let mut seen = 0;
+    while let Some(dir) = walk.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk.push(p);
+                continue;
+            }
+            seen += 1;
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            for s in [line, content, env, test, b64, "aws-secret-env-c8e2"] {
+                assert!(!text.contains(s), "{} holds {s}:\n{text}", p.display());
+            }
+        }
+    }
+    assert!(seen > 0, "the root was written");
+    let hcl = std::fs::read_to_string(d.path().join("generated/build-web.pkr.hcl")).unwrap();
+    // the mod and the verification run from their private files, the
+    // bundle's inline.sh is uploaded from there
+    let named = hcl.matches(&private.display().to_string()).count();
+    assert_eq!(named, 3, "{hcl}");
+    assert!(
+        hcl.contains("chmod 0600 /opt/csis/mods/01-secret/inline.sh"),
+        "{hcl}"
+    );
+    assert!(!hcl.contains("environment_vars"), "{hcl}");
+}
