@@ -341,7 +341,8 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
             "--change",
             &format!("LABEL csis_fingerprint={fingerprint}"),
             "--change",
-            "LABEL csis_run=2026_12_01t00_00_00_000000",
+            // the killed run came after the build it stands beside
+            &format!("LABEL csis_run={}", csis_cache::run_id_now()),
             "--change",
             &format!("LABEL csis.name={name}"),
             &c,
