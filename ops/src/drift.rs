@@ -389,7 +389,7 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
                 } else {
                     std::env::current_dir()
                         .map(|c| c.join(o))
-                        .unwrap_or(o.clone())
+                        .unwrap_or_else(|_| o.clone())
                 }
             })
             .collect(),

@@ -453,9 +453,7 @@ fn existing(g: &Globals, command: &str, rest: &[String]) -> Option<String> {
                 .to_string()
         });
     }
-    let takes_dry = TAKES_DRY_RUN
-        .iter()
-        .any(|p| path.starts_with(p) || *p == path.as_slice());
+    let takes_dry = TAKES_DRY_RUN.iter().any(|p| path.starts_with(p));
     match g.dry_run {
         Some(true) => {
             why.get_or_insert_with(|| {
