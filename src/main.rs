@@ -120,6 +120,10 @@ pub enum Command {
     Mask(cmd::mask::Args),
     /// Refuse material that must never be public, in the tree or the git index.
     PublicSafe(cmd::public_safe::Args),
+    /// Is the committed generated/ current with the declarations? (the original's `config-drift`)
+    ConfigDrift(cmd::drift::DriftArgs),
+    /// Has a runtime's emission under generated/ changed since a git ref? (the original's `runtime-unchanged`)
+    RuntimeUnchanged(cmd::drift::UnchangedArgs),
     /// Print a shell completion script.
     Completions(cmd::completions::Args),
     /// Print (or write with --dir) the man pages.
@@ -128,7 +132,7 @@ pub enum Command {
 
 /// The arguments; `--version` names the runtime types this binary carries
 /// (its cargo features).
-fn parse_cli() -> Cli {
+fn parse_cli() -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let version = format!(
         "{} (runtimes: {})",
@@ -137,8 +141,8 @@ fn parse_cli() -> Cli {
     );
     let matches = Cli::command()
         .version(&*Box::leak(version.into_boxed_str()))
-        .get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        .try_get_matches()?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// Whether an error is stdout's reader having gone (`csis plan | head`).
@@ -175,7 +179,22 @@ fn exit_quietly_on_closed_stdout() {
 
 fn main() -> ExitCode {
     exit_quietly_on_closed_stdout();
-    let cli = parse_cli();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A command line of the original (cs-image-system 0.1.1) that
+            // csis does not parse: one line naming what to run instead.
+            use clap::error::ErrorKind;
+            if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let args: Vec<String> = std::env::args().skip(1).collect();
+                if let Some(line) = cmd::migrate::pointer(&args) {
+                    eprintln!("{line}");
+                    return ExitCode::from(cmd::migrate::EXIT);
+                }
+            }
+            e.exit()
+        }
+    };
     let global = cli.global;
     csis_cache::remote::set_override(global.meta_state.clone());
     let result = match cli.command {
@@ -192,7 +211,7 @@ fn main() -> ExitCode {
             &global,
             cmd::verify::InstanceArgs {
                 runtime,
-                instance,
+                instance: Some(instance),
                 expect,
                 mounts,
                 timeout,
@@ -222,6 +241,8 @@ fn main() -> ExitCode {
         Command::Reencrypt(args) => cmd::reencrypt::run(&global, args),
         Command::Mask(args) => cmd::mask::run(&global, args),
         Command::PublicSafe(args) => cmd::public_safe::run(&global, args),
+        Command::ConfigDrift(args) => cmd::drift::config_drift(&global, args),
+        Command::RuntimeUnchanged(args) => cmd::drift::runtime_unchanged(&global, args),
         Command::Completions(args) => cmd::completions::run(&global, args),
         Command::Man(args) => cmd::completions::man(&global, args),
     };

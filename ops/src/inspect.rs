@@ -246,6 +246,16 @@ impl PreflightReport {
             crate::exit::CANNOT_ANSWER
         }
     }
+
+    /// `--strict` (the original's CI gate): 1 when any check failed or
+    /// could not be judged, else 0.
+    pub fn strict_exit_code(&self) -> u8 {
+        if self.ok && !self.checks.iter().any(|c| c.status == Status::Unknown) {
+            crate::exit::SUCCESS
+        } else {
+            crate::exit::FAILURE
+        }
+    }
 }
 
 /// Where `binary` is found: an absolute/relative path as is, else on PATH.
@@ -335,13 +345,26 @@ pub fn preflight(cx: &Context) -> Result<PreflightReport> {
     for exe in &tree.executables {
         let binary = exe.model.binary();
         checks.push(match find_executable(binary) {
-            Some(p) => check(
-                "executable",
-                &exe.name,
-                Status::Ok,
-                None,
-                p.display().to_string(),
-            ),
+            // found: its version read by its checker, against its floor,
+            // as validate and every build check it
+            Some(p) => match crate::validate::check_executable(&exe.model) {
+                Ok(_) => check(
+                    "executable",
+                    &exe.name,
+                    Status::Ok,
+                    None,
+                    p.display().to_string(),
+                ),
+                Err(msg) => check(
+                    "executable",
+                    &exe.name,
+                    Status::Fail,
+                    None,
+                    msg.strip_prefix(&format!("{}: ", exe.name))
+                        .unwrap_or(&msg)
+                        .to_string(),
+                ),
+            },
             None => check(
                 "executable",
                 &exe.name,
@@ -616,4 +639,77 @@ pub fn check_builds(cx: &Context, rows: &mut [csis_cache::build_ref::BuildRow]) 
         r.on_runtime = Some(ids.as_ref().map(|ids| ids.contains(&r.build_id)));
     }
     notes
+}
+
+/// The runtime of a declared instance, for the original's `verify instance
+/// NAME` (csis compiles no instances yet): its entry in `instances/`
+/// (`instances: [{name, image, runtime?}]`) names its runtime, else its
+/// image's, when the image bakes on exactly one runtime. The error says
+/// why not, in one line.
+pub fn instance_runtime(
+    tree: &csis_rules::Tree,
+    name: &str,
+) -> std::result::Result<String, String> {
+    let root = tree.root();
+    let dir = root.join("instances");
+    let files: Vec<PathBuf> = csis_rules::load::tree_files(root)
+        .into_iter()
+        .filter(|p| p.starts_with(&dir))
+        .collect();
+    for f in files {
+        let Ok(node) = csis_schema::yaml::parse_file(&f, root) else {
+            continue;
+        };
+        let Some(items) = node.get("instances").and_then(|n| n.as_seq()) else {
+            continue;
+        };
+        for it in items {
+            if it.get_str("name").as_deref() != Some(name) {
+                continue;
+            }
+            let at = format!(
+                "{}:{}",
+                f.strip_prefix(root).unwrap_or(&f).display(),
+                it.loc.line
+            );
+            if let Some(rt) = it
+                .get_str("runtime")
+                .filter(|r| !r.is_empty() && r != "default")
+            {
+                return tree.runtime(&rt).map(|r| r.name.clone()).ok_or_else(|| {
+                    format!("{at}: instance {name}: runtime `{rt}` is not declared")
+                });
+            }
+            let Some(image) = it.get_str("image") else {
+                return Err(format!(
+                    "{at}: instance {name} names no image, so its runtime is not known"
+                ));
+            };
+            let Some(img) = tree
+                .images
+                .iter()
+                .find(|i| i.name == image || i.display == image)
+            else {
+                return Err(format!(
+                    "{at}: instance {name}: image `{image}` is not declared in images/"
+                ));
+            };
+            let rts: Vec<&str> = img
+                .active_runtimes()
+                .filter_map(|r| r.runtime.as_deref())
+                .collect();
+            return match rts.as_slice() {
+                [rt] => Ok(rt.to_string()),
+                [] => Err(format!(
+                    "{at}: instance {name}: its image {image} bakes on no runtime csis runs"
+                )),
+                many => Err(format!(
+                    "{at}: instance {name}: its image {image} bakes on {} runtimes ({})",
+                    many.len(),
+                    many.join(", ")
+                )),
+            };
+        }
+    }
+    Err(format!("instance {name} is not declared in instances/"))
 }

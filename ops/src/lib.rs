@@ -23,6 +23,8 @@
 pub mod build;
 pub mod context;
 pub mod dispose;
+pub mod drift;
+pub mod emission;
 pub mod exit;
 pub mod graph;
 pub mod image_test;

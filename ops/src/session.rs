@@ -134,7 +134,17 @@ impl Session {
     /// Select by patterns (none = `//...`). A pattern matching nothing is an
     /// error naming the closest labels.
     pub fn select(&self, patterns: &[String]) -> Result<Selection> {
-        select(&self.compiled.graph, patterns)
+        select(&self.compiled.graph, patterns).map_err(|e| {
+            let cannot = cannot_bake(&self.tree);
+            if cannot.is_empty() {
+                e
+            } else {
+                anyhow!(NothingBakes {
+                    error: e.to_string(),
+                    cannot,
+                })
+            }
+        })
     }
 
     /// The plan for a selection: due or current and why, without the
@@ -162,6 +172,93 @@ impl Session {
             explain,
         )
     }
+}
+
+/// An image or OS builder none of whose runtime entries csis can bake (its
+/// image builder is of a type csis does not run, on a runtime type csis
+/// does not run: the GCE starter's `packer-gce` on `gcloud`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CannotBake {
+    /// `image` or `base image` (an OS builder).
+    pub kind: &'static str,
+    pub name: String,
+    /// The entries' image builders, as declared.
+    pub builders: Vec<String>,
+    /// The runtime types the tree declares and csis does not run (`gcloud`).
+    pub runtime_types: Vec<String>,
+}
+
+impl std::fmt::Display for CannotBake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = match self.runtime_types.as_slice() {
+            [] => "a runtime csis".to_string(),
+            [t] => format!("its {t} runtime, which csis"),
+            ts => format!("its runtime ({}), which csis", ts.join(", ")),
+        };
+        write!(
+            f,
+            "{} {}: cannot bake in csis yet: its image builder `{}` bakes on {on} cannot bake on yet",
+            self.kind,
+            self.name,
+            self.builders.join("`, `")
+        )
+    }
+}
+
+/// A selection that matched nothing in a tree where some images cannot
+/// bake in csis: the selection's error, then one line per such image.
+#[derive(Debug)]
+pub struct NothingBakes {
+    pub error: String,
+    pub cannot: Vec<CannotBake>,
+}
+
+impl std::fmt::Display for NothingBakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}", self.error)?;
+        for c in &self.cannot {
+            writeln!(f, "  {c}")?;
+        }
+        write!(
+            f,
+            "`csis validate` still checked the whole tree (every declaration, at its file and line)"
+        )
+    }
+}
+
+impl std::error::Error for NothingBakes {}
+
+/// The images and OS builders of `tree` that declare runtime entries of
+/// which csis can bake none.
+pub fn cannot_bake(tree: &Tree) -> Vec<CannotBake> {
+    let runtime_types: Vec<String> = tree
+        .unused
+        .iter()
+        .filter_map(|u| u.what.strip_suffix(" runtimes"))
+        .map(str::to_string)
+        .collect();
+    let mut out = Vec::new();
+    for os in &tree.os_builders {
+        if !os.runtimes.is_empty() && os.active_runtimes().next().is_none() {
+            out.push(CannotBake {
+                kind: "base image",
+                name: os.display.clone(),
+                builders: os.runtimes.iter().map(|r| r.label.clone()).collect(),
+                runtime_types: runtime_types.clone(),
+            });
+        }
+    }
+    for img in &tree.images {
+        if !img.runtimes.is_empty() && img.active_runtimes().next().is_none() {
+            out.push(CannotBake {
+                kind: "image",
+                name: img.display.clone(),
+                builders: img.runtimes.iter().map(|r| r.label.clone()).collect(),
+                runtime_types: runtime_types.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// [`Session::select`] on a graph.

@@ -230,6 +230,8 @@ pub fn report_path(tree: &Tree) -> PathBuf {
 
 pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
     let path = report_path(tree);
+    // a run-local file: generated/.gitignore names it
+    crate::emission::write_gitignores(tree)?;
     let mut text = serde_json::to_string_pretty(report)?;
     text.push('\n');
     csis_cache::write_atomic(&path, text.as_bytes())

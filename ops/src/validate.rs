@@ -2,44 +2,118 @@
 //! version floors, then each runtime's `check_online` hook; and, for
 //! `--offline`, the list of what they would ask.
 
-use std::collections::BTreeSet;
-
 use csis_rules::Tree;
 use csis_schema::Diagnostic;
 
-/// The executables the used builders reference (runtime, image, mod builders).
-fn used_executables(tree: &Tree) -> BTreeSet<String> {
-    let mut s = BTreeSet::new();
-    s.extend(tree.runtimes.iter().filter_map(|r| r.executable.clone()));
-    s.extend(
-        tree.image_builders
-            .iter()
-            .filter_map(|b| b.executable.clone()),
-    );
-    s.extend(
-        tree.mod_builders
-            .iter()
-            .filter_map(|b| b.executable.clone()),
-    );
-    s
+/// A version checker of the original: the name it is registered under, its
+/// class (named by its parse failure), and how it reads `--version`.
+pub struct VersionChecker {
+    pub name: &'static str,
+    /// The original's class, when its messages name it.
+    pub class: Option<&'static str>,
+    pub read: fn(&str) -> Option<csis_rules::tools::Version>,
+}
+
+fn first_dotted(text: &str) -> Option<csis_rules::tools::Version> {
+    csis_rules::tools::Version::find(text)
+}
+
+fn aws_cli(text: &str) -> Option<csis_rules::tools::Version> {
+    csis_runtime_aws::aws_cli_version(text).and_then(|v| csis_rules::tools::Version::parse(&v))
+}
+
+fn docker_cli(text: &str) -> Option<csis_rules::tools::Version> {
+    csis_runtime_docker::version::parse_docker_version(text)
+        .map(|v| csis_rules::tools::Version(vec![v.major, v.minor, v.patch]))
+}
+
+/// The checkers with a name of their own (config.md B.2: packer, tofu,
+/// gcloud, aws-cli, ansible-playbook, bash; the docker plugin's docker).
+/// Any other type is the generic reader, the first dotted number.
+pub const VERSION_CHECKERS: &[VersionChecker] = &[
+    VersionChecker {
+        name: "aws-cli",
+        class: Some("AwsCLIVersionChecker"),
+        read: aws_cli,
+    },
+    VersionChecker {
+        name: "docker",
+        class: Some("DockerCLIVersionChecker"),
+        read: docker_cli,
+    },
+    VersionChecker {
+        name: "packer",
+        class: None,
+        read: first_dotted,
+    },
+    VersionChecker {
+        name: "tofu",
+        class: None,
+        read: first_dotted,
+    },
+    VersionChecker {
+        name: "gcloud",
+        class: None,
+        read: first_dotted,
+    },
+    VersionChecker {
+        name: "ansible-playbook",
+        class: None,
+        read: first_dotted,
+    },
+    VersionChecker {
+        name: "bash",
+        class: None,
+        read: first_dotted,
+    },
+];
+
+/// The checker of an executable, as the original looks it up: by the
+/// entry's `name` first, then by its `type` (`default`: the name); the
+/// generic reader when neither has one.
+pub fn checker_of(x: &csis_schema::model::Executable) -> Option<&'static VersionChecker> {
+    let by = |n: &str| VERSION_CHECKERS.iter().find(|c| c.name == n);
+    by(&x.name).or_else(|| by(x.checker()))
+}
+
+/// Check one declared executable with its checker: found, its version
+/// read, the declared specifier satisfied. The error is the line
+/// `validate` prints at the entry.
+pub fn check_executable(
+    x: &csis_schema::model::Executable,
+) -> Result<csis_rules::tools::Version, String> {
+    match checker_of(x) {
+        Some(c) => csis_rules::tools::check_executable_with(x, c.class, &c.read),
+        None => csis_rules::tools::check_executable(x),
+    }
+}
+
+/// Every declared executable, checked at its entry (the original checks
+/// each one, whether a builder csis runs names it or not).
+fn executable_checks(tree: &Tree) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for x in &tree.executables {
+        if let Err(msg) = check_executable(&x.model) {
+            out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
+        }
+    }
+    out
 }
 
 /// What `--offline` skips.
 pub fn online_checks_list(tree: &Tree) -> Vec<String> {
     let mut out = Vec::new();
-    for e in used_executables(tree) {
-        if let Some(x) = tree.executable(&e) {
-            out.push(format!(
-                "executable {} (`{} --version`{})",
-                x.model.name,
-                x.model.binary(),
-                x.model
-                    .version
-                    .as_deref()
-                    .map(|v| format!(" against `{v}`"))
-                    .unwrap_or_default()
-            ));
-        }
+    for x in &tree.executables {
+        out.push(format!(
+            "executable {} (`{} --version`{})",
+            x.model.name,
+            x.model.binary(),
+            x.model
+                .version
+                .as_deref()
+                .map(|v| format!(" against `{v}`"))
+                .unwrap_or_default()
+        ));
     }
     for r in &tree.runtimes {
         let what = crate::wiring::runtime_type(r)
@@ -81,41 +155,15 @@ fn findings(
 }
 
 /// The online checks `validate` runs, for the runtimes a build touches
-/// (`runtimes`, constructed by the build): the executables those runtimes,
-/// the image builders and the mod builders name, with their version
-/// floors, then each runtime's `check_online` (AWS: the network verdicts).
+/// (`runtimes`, constructed by the build): every declared executable with
+/// its version floor (as the original checks at every run), then each runtime's `check_online` (AWS: the network verdicts).
 /// `csis build` runs them before anything bakes, so a subnet typo is
 /// refused before packer starts.
 pub async fn online_checks_of(
     tree: &Tree,
     runtimes: &std::collections::BTreeMap<String, csis_runtime::DynRuntime>,
 ) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let mut used: BTreeSet<String> = tree
-        .runtimes
-        .iter()
-        .filter(|r| runtimes.contains_key(&r.name))
-        .filter_map(|r| r.executable.clone())
-        .collect();
-    used.extend(
-        tree.image_builders
-            .iter()
-            .filter(|b| runtimes.contains_key(&b.runtime))
-            .filter_map(|b| b.executable.clone()),
-    );
-    used.extend(
-        tree.mod_builders
-            .iter()
-            .filter_map(|b| b.executable.clone()),
-    );
-    for x in &tree.executables {
-        if !used.contains(&x.name) {
-            continue;
-        }
-        if let Err(msg) = csis_rules::tools::check_executable(&x.model) {
-            out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
-        }
-    }
+    let mut out = executable_checks(tree);
     for r in &tree.runtimes {
         if let Some(hooks) = runtimes.get(&r.name) {
             out.extend(findings(r, hooks.check_online().await));
@@ -127,16 +175,7 @@ pub async fn online_checks_of(
 /// Executables on PATH with their version floors, then each runtime's
 /// `check_online` hook.
 pub fn online_checks(tree: &Tree, skipped: &mut Vec<String>) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let used = used_executables(tree);
-    for x in &tree.executables {
-        if !used.contains(&x.name) {
-            continue;
-        }
-        if let Err(msg) = csis_rules::tools::check_executable(&x.model) {
-            out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
-        }
-    }
+    let mut out = executable_checks(tree);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

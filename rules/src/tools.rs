@@ -84,9 +84,23 @@ pub fn satisfies(v: &Version, spec: &str) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Run the generic checker for one executable: `<binary> --version`.
-/// Returns the version found; errors are the messages `validate` prints.
+/// Run the generic checker for one executable: `<binary> --version`, the
+/// first dotted number. Returns the version found; errors are the messages
+/// `validate` prints.
 pub fn check_executable(exe: &Executable) -> Result<Version, String> {
+    check_executable_with(exe, None, &|text| Version::find(text))
+}
+
+/// Run `<binary> --version` and read its version with `read` (given the
+/// output: standard output, or standard error when that is empty), then
+/// hold it against the declared specifier. `checker` is the name of the
+/// original's checker class when it has its own (`AwsCLIVersionChecker`):
+/// its parse failure names it, as the original's does.
+pub fn check_executable_with(
+    exe: &Executable,
+    checker: Option<&str>,
+    read: &dyn Fn(&str) -> Option<Version>,
+) -> Result<Version, String> {
     let bin = exe.binary();
     let out = Command::new(bin).arg("--version").output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -98,23 +112,20 @@ pub fn check_executable(exe: &Executable) -> Result<Version, String> {
             format!("{}: could not read its version (`{bin} --version`): {e}", exe.name)
         }
     })?;
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let version = if exe.checker() == "aws-cli" {
-        regex::Regex::new(r"aws-cli/([\d.]+)")
-            .ok()
-            .and_then(|re| re.captures(&text).and_then(|c| Version::parse(&c[1])))
-    } else {
-        Version::find(&text)
+    // some tools (aws v1) print their version on standard error
+    let mut text = String::from_utf8_lossy(&out.stdout).to_string();
+    if text.trim().is_empty() {
+        text = String::from_utf8_lossy(&out.stderr).to_string();
     }
-    .ok_or_else(|| {
-        format!(
+    let version = read(&text).ok_or_else(|| match checker {
+        Some(c) => format!(
+            "{}: {c} could not parse a version from `{bin} --version`",
+            exe.name
+        ),
+        None => format!(
             "{}: could not parse a version from `{bin} --version`",
             exe.name
-        )
+        ),
     })?;
     if let Some(spec) = &exe.version {
         match satisfies(&version, spec) {

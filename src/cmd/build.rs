@@ -22,7 +22,7 @@ pub struct Args {
     /// Run at most N nodes at once (default: 4).
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Plan and emit only: no resolve, bake, retag, release or dispose; no record.
+    /// Bake nothing: plan, resolve the vendor images (a read-only query) and emit every due root under generated/; no bake, retag, test, release or dispose; no record.
     #[arg(long)]
     pub dry_run: bool,
     /// Bake these even when current: `SERIES`, `SERIES@RUNTIME` or `all` (repeatable).

@@ -1,7 +1,8 @@
 //! `csis preflight [--json]`: per runtime, does the daemon or cloud answer
 //! (and with what identity/version); and is every executable the tree
-//! declares on PATH. Exit 0 when all answer, 2 otherwise (or when no
-//! runtime is declared).
+//! declares on PATH, new enough for its floor. Exit 0 when all answer, 2
+//! otherwise (or when no runtime is declared); with `--strict` 1 when any
+//! check fails or cannot be judged.
 
 use std::process::ExitCode;
 
@@ -15,6 +16,9 @@ pub struct Args {
     /// Print the checks as JSON (`{ok, checks: [{subject, name, status, what, detail}]}`).
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when any check fails or cannot be judged (the original's `preflight --strict`).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
@@ -27,5 +31,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
             println!("{c}");
         }
     }
-    Ok(ExitCode::from(r.exit_code()))
+    Ok(ExitCode::from(if args.strict {
+        r.strict_exit_code()
+    } else {
+        r.exit_code()
+    }))
 }

@@ -20,12 +20,16 @@ pub enum VerifyCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct InstanceArgs {
-    /// The runtime's name or one of its aliases.
+    /// The runtime's name or one of its aliases. Given alone, the instance's
+    /// name (the original's `verify instance NAME`): its runtime is read from
+    /// its declaration in instances/.
+    #[arg(value_name = "RT")]
     pub runtime: String,
     /// The instance's name (its `Name` tag on AWS, the container on docker).
-    pub instance: String,
+    #[arg(value_name = "NAME")]
+    pub instance: Option<String>,
     /// The build it must run: full id, hash prefix (>= 8) or name (default: its pin).
-    #[arg(long, value_name = "BUILD")]
+    #[arg(long, value_name = "BUILD", alias = "expect-build")]
     pub expect: Option<String>,
     /// Data disks that must be mounted under /mnt (its declared storages).
     #[arg(long, default_value_t = 0)]
@@ -49,7 +53,20 @@ pub fn run(global: &GlobalArgs, cmd: VerifyCommand) -> anyhow::Result<ExitCode> 
 
 pub fn instance(global: &GlobalArgs, a: InstanceArgs) -> anyhow::Result<ExitCode> {
     let cx = super::open(global, Access::Write)?;
-    let runtime_name = cx.runtime_name(&a.runtime);
+    let (runtime, instance) = match &a.instance {
+        Some(i) => (a.runtime.clone(), i.clone()),
+        None => match csis_ops::inspect::instance_runtime(cx.tree(), &a.runtime) {
+            Ok(rt) => (rt, a.runtime.clone()),
+            Err(why) => {
+                eprintln!(
+                    "verify: {why}; name it: `csis verify instance RT {}`",
+                    a.runtime
+                );
+                return Ok(ExitCode::from(exit::CANNOT_ANSWER));
+            }
+        },
+    };
+    let runtime_name = cx.runtime_name(&runtime);
     let expect = match &a.expect {
         Some(b) => match super::build_id(&cx, b, runtime_name.as_deref())? {
             Ok(id) => Some(id),
@@ -57,14 +74,8 @@ pub fn instance(global: &GlobalArgs, a: InstanceArgs) -> anyhow::Result<ExitCode
         },
         None => None,
     };
-    let answer = csis_ops::inspect::verify_instance(
-        &cx,
-        &a.runtime,
-        &a.instance,
-        expect,
-        a.mounts,
-        a.timeout,
-    )?;
+    let answer =
+        csis_ops::inspect::verify_instance(&cx, &runtime, &instance, expect, a.mounts, a.timeout)?;
     let r = match answer {
         Ok(r) => r,
         Err(refusal) => {

@@ -135,14 +135,13 @@ impl BuildState {
         tags.insert(tags::IDENTITY_TYPES.into(), caps.identity_types.join(","));
         tags.insert(tags::STORAGE_TYPES.into(), caps.storage_types.join(","));
         let root = self.session.root.clone();
-        let emit_dir: PathBuf = root
-            .join("generated")
-            .join(if spec.base {
-                "base-image"
-            } else {
-                "instance-image"
-            })
-            .join(format!("{}@{}", spec.series, spec.runtime));
+        let emit_dir: PathBuf = crate::emission::root_dir(
+            &root,
+            &self.session.tree.config.generation_directory,
+            spec.base,
+            &spec.series,
+            &spec.runtime,
+        );
         BakeRequest {
             label: spec.label.to_string(),
             series: spec.series.clone(),

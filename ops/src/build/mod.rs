@@ -292,6 +292,9 @@ pub fn run(
                 reporter.note(&format!("{e} (a bake would be refused; --dry-run goes on)"));
             }
         }
+        // the roots go under generated/: its .gitignore first, as the
+        // original writes it, so a committed emission holds no run-local file
+        crate::emission::write_gitignores(&state.session.tree)?;
     }
     let renderer = reporter;
     let report = rt.block_on(async {

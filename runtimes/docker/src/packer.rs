@@ -197,10 +197,13 @@ pub fn render(
         &lowered.steps,
         &csis_packer::ProvisionerOptions {
             only: None,
-            ansible_arguments: vec![
+            ansible_arguments: [
                 "--extra-vars".to_string(),
                 format!("ansible_connection=docker ansible_host={container}"),
-            ],
+            ]
+            .into_iter()
+            .chain(csis_packer::image_version_arguments())
+            .collect(),
             ansible_attributes,
         },
     );
@@ -254,6 +257,10 @@ pub fn render(
         req.required_plugins.clone()
     };
     let mut blocks = csis_packer::plugins_body(&plugins).into_inner();
+    // `image_version` for the ansible steps, from BASE_IMAGE_VERSION, as on AWS
+    blocks.push(csis_packer::release_variable().into());
+    blocks.push(csis_packer::base_image_version_variable().into());
+    blocks.push(csis_packer::image_version_locals().into());
     blocks.push(source.into());
     blocks.push(build.build().into());
     let body = Body::from(blocks);

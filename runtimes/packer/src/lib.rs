@@ -55,6 +55,84 @@ pub fn traversal(root: &str, attrs: &[&str]) -> Expression {
     Expression::from(b.build())
 }
 
+/// A string that packer interpolates (`"${local.image_version}"`), kept
+/// as a template so hcl-rs does not escape its `${`.
+pub fn template(v: &str) -> Expression {
+    Expression::TemplateExpr(Box::new(hcl::expr::TemplateExpr::QuotedString(
+        v.to_string(),
+    )))
+}
+
+/// Strings, each one that holds `${` as a template packer interpolates.
+fn args_expr(v: &[String]) -> Expression {
+    Expression::Array(
+        v.iter()
+            .map(|x| if x.contains("${") { template(x) } else { s(x) })
+            .collect(),
+    )
+}
+
+/// The description of `variable "base_image_version"`, as the original writes it.
+pub const BASE_IMAGE_VERSION_DESCRIPTION: &str = "The version of the base image to build on top of, used for tagging and versioning the image. Read from the BASE_IMAGE_VERSION environment variable at build time; empty when it is not set.";
+
+/// What every ansible step of a packer bake is given: `-e
+/// image_version=<BASE_IMAGE_VERSION, "-SNAPSHOT" when not a release>`
+/// (the original's `local.image_version`, which csis hands to the playbook).
+pub fn image_version_arguments() -> Vec<String> {
+    vec!["-e".into(), "image_version=${local.image_version}".into()]
+}
+
+/// `variable "release"`: `force_deregister = !var.release`, and the
+/// `-SNAPSHOT` of `local.image_version`.
+pub fn release_variable() -> Block {
+    Block::builder("variable")
+        .add_label("release")
+        .add_attribute(attr("type", traversal("bool", &[])))
+        .add_attribute(attr("default", Expression::Bool(true)))
+        .add_attribute(attr(
+            "description",
+            s("Determines if the build is meant to be immutable"),
+        ))
+        .build()
+}
+
+/// `variable "base_image_version"`, read from `BASE_IMAGE_VERSION` at build
+/// time, as the original emits it.
+pub fn base_image_version_variable() -> Block {
+    Block::builder("variable")
+        .add_label("base_image_version")
+        .add_attribute(attr("type", traversal("string", &[])))
+        .add_attribute(attr(
+            "default",
+            Expression::from(
+                hcl::expr::FuncCall::builder("env")
+                    .arg(s("BASE_IMAGE_VERSION"))
+                    .build(),
+            ),
+        ))
+        .add_attribute(attr("description", s(BASE_IMAGE_VERSION_DESCRIPTION)))
+        .build()
+}
+
+/// The original's `-ebs-ansible-setup.pkr.hcl` locals: `snapshot` and
+/// `image_version` (read by [`image_version_arguments`]).
+pub fn image_version_locals() -> Block {
+    Block::builder("locals")
+        .add_attribute(attr(
+            "snapshot",
+            Expression::from(hcl::expr::Conditional::new(
+                traversal("var", &["release"]),
+                s(""),
+                s("-SNAPSHOT"),
+            )),
+        ))
+        .add_attribute(attr(
+            "image_version",
+            template("${var.base_image_version}${local.snapshot}"),
+        ))
+        .build()
+}
+
 /// How a runtime's provisioners differ.
 #[derive(Debug, Clone, Default)]
 pub struct ProvisionerOptions {
@@ -149,7 +227,7 @@ pub fn provisioners(steps: &[Step], o: &ProvisionerOptions) -> (Vec<Block>, Vec<
                 for (k, v) in &o.ansible_attributes {
                     b = b.add_attribute(attr(k, v.clone()));
                 }
-                b.add_attribute(attr("extra_arguments", strs(&args)))
+                b.add_attribute(attr("extra_arguments", args_expr(&args)))
                     .build()
             }
             StepKind::Upload { rel, destination } => start("file")

@@ -373,6 +373,7 @@ async fn the_build_block_steps_tests_and_manifest() {
         [
             "plugins.pkr.hcl",
             "variables.pkr.hcl",
+            "ansible-setup.pkr.hcl",
             "source-web.pkr.hcl",
             "build-web.pkr.hcl"
         ]

@@ -358,3 +358,67 @@ async fn standard_aws_base_build_block_matches_the_original() {
         assert!(text.contains(c), "{c}\n{text}");
     }
 }
+
+/// `variable "base_image_version"` (from BASE_IMAGE_VERSION) and the
+/// ansible setup's locals (`snapshot`, `image_version`) against the
+/// original's `-vars.pkr.hcl` and `-ebs-ansible-setup.pkr.hcl`, attribute
+/// by attribute; and every ansible step is given `image_version` (csis's
+/// addition: the original declares it and no step reads it).
+#[tokio::test]
+async fn base_image_version_matches_the_original() {
+    let Some(r) = reference() else { return };
+    let dir = r.join("cs-image-system-0.1.1-emission/standard-aws-on-moto/generated/instance-image/packer-ebs/image-generation/block-000");
+    let read = |name: &str| hcl::parse(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+    let gvars = read("packer-ebs-image-generation-block-000-vars.pkr.hcl");
+    let gsetup = read("packer-ebs-image-generation-block-000-ebs-ansible-setup.pkr.hcl");
+    let d = tempfile::tempdir().unwrap();
+    let rt = AwsRuntime::new(standard_aws());
+    let mut req = request(
+        "team-node",
+        "aws-main",
+        "team-node-1",
+        BakeParent::Deferred {
+            series: "el10".into(),
+            name_prefix: "el10-aws-main".into(),
+        },
+        tags(&[]),
+        d.path(),
+    );
+    let pb = d.path().join("site.yml");
+    std::fs::write(&pb, "- hosts: all\n  tasks: []\n").unwrap();
+    req.steps = vec![csis_runtime::BakeStep::Ansible {
+        name: "site".into(),
+        playbooks: vec![pb],
+        extra_arguments: vec![],
+        binary: "ansible-playbook".into(),
+        extra_vars: Default::default(),
+    }];
+    rt.emit(&req).await.unwrap();
+    let mine =
+        |name: &str| hcl::parse(&std::fs::read_to_string(d.path().join(name)).unwrap()).unwrap();
+    let by_label = |b: &hcl::Body, label: &str| -> Block {
+        blocks(b)
+            .into_iter()
+            .find(|x| x.labels().iter().any(|l| l.as_str() == label))
+            .unwrap_or_else(|| panic!("no block {label}"))
+    };
+    let vars = mine("variables.pkr.hcl");
+    for v in ["release", "base_image_version"] {
+        assert_eq!(
+            attrs(&by_label(&vars, v)),
+            attrs(&by_label(&gvars, v)),
+            "variable {v}"
+        );
+    }
+    let setup = mine("ansible-setup.pkr.hcl");
+    assert_eq!(
+        attrs(&blocks(&setup)[0]),
+        attrs(&blocks(&gsetup)[0]),
+        "locals"
+    );
+    let build = std::fs::read_to_string(d.path().join("build-team-node.pkr.hcl")).unwrap();
+    assert!(
+        build.contains(r#""image_version=${local.image_version}""#),
+        "{build}"
+    );
+}

@@ -12,6 +12,10 @@ use csis_runtime::recipe::{self, StepKind};
 use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, LogSink, Result, RuntimeError};
 
 use super::containers::ContainerGuard;
+
+/// The extra var every ansible step of a native bake gets: the original's
+/// `image_version`, from `BASE_IMAGE_VERSION` (empty when it is not set).
+pub const IMAGE_VERSION_VAR: &str = "image_version={{ lookup('env', 'BASE_IMAGE_VERSION') }}";
 use super::exec::{stage_command, STAGE_DIR};
 use super::images::blanked_keys;
 use super::{
@@ -216,6 +220,11 @@ impl DockerRuntime {
             "docker".to_string(),
             "--extra-vars".to_string(),
             format!("ansible_connection=docker ansible_host={container}"),
+            // the original's `image_version` (BASE_IMAGE_VERSION, as packer's
+            // `local.image_version`): read by ansible from this process's
+            // environment, so the value is never on a command line or in a log
+            "-e".to_string(),
+            IMAGE_VERSION_VAR.to_string(),
         ];
         args.extend(extra.iter().cloned());
         args.push(playbook.display().to_string());
@@ -615,6 +624,8 @@ mod tests {
                 "docker",
                 "--extra-vars",
                 "ansible_connection=docker ansible_host=csis-bake-d-web",
+                "-e",
+                IMAGE_VERSION_VAR,
                 "-v",
                 "/t/site.yml"
             ]
