@@ -2,7 +2,8 @@
 //! `lineage.yaml` and `pins.yaml`, cached under `.csis/cache/`.
 //!
 //! A plan needs, of each record, only its identity (build id, series,
-//! runtime), its parent build, its fingerprint and its run; of the pins, only
+//! runtime), its parent build, its fingerprint, its run and its capability
+//! stamp (what a pinned child inherits); of the pins, only
 //! the image pins. Parsing the full YAML (every record carries its canonical
 //! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact JSON
 //! index instead, derived from the YAML and keyed by the blake3 of the YAML
@@ -28,13 +29,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::journal::replay_journal;
-use crate::lineage::{BuildRecord, Lineage};
+use crate::lineage::{BuildRecord, Capabilities, Lineage};
 use crate::pins::Pins;
 use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v2";
+const RECIPE: &str = "csis-heads-v3";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -57,6 +58,9 @@ struct Head {
     /// Adopted from tags (`imported: true`).
     #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
     imported: Option<bool>,
+    /// The capability stamp (a pinned child inherits its parent build's).
+    #[serde(rename = "c", default, skip_serializing_if = "Capabilities::is_empty")]
+    capabilities: Capabilities,
 }
 
 impl Head {
@@ -69,6 +73,7 @@ impl Head {
             fingerprint: b.input_fingerprint.clone(),
             run: b.run.clone(),
             imported: b.imported,
+            capabilities: b.capabilities.clone(),
         }
     }
 
@@ -79,6 +84,7 @@ impl Head {
         r.input_fingerprint = self.fingerprint;
         r.run = self.run;
         r.imported = self.imported;
+        r.capabilities = self.capabilities;
         r
     }
 }

@@ -19,6 +19,14 @@ pub trait PinSource {
     fn image_pin(&self, image: &str, runtime: &str) -> Option<String>;
     /// The input fingerprint recorded for `build_id` (64 hex).
     fn build_fingerprint(&self, build_id: &str) -> Option<String>;
+    /// The capability stamp recorded for `build_id` (`{identity_types,
+    /// storage_types}`), when it is recorded: a pinned child inherits its
+    /// parent build's stamp, not today's declaration of its root (core.md
+    /// §1.4, N24).
+    fn build_capabilities(&self, build_id: &str) -> Option<Value> {
+        let _ = build_id;
+        None
+    }
 }
 
 /// No meta-state at all (every pinned child behaves like follow).
