@@ -79,6 +79,9 @@ pub enum NodeKind {
     Release,
     /// The retention of a series on a runtime.
     Dispose,
+    /// A modification applied twice in a throwaway container (`csis
+    /// test-mods`; its own graph, [`crate::compile::mod_tests`]).
+    ModTest,
 }
 
 impl NodeKind {
@@ -92,6 +95,7 @@ impl NodeKind {
             NodeKind::Test => "test",
             NodeKind::Release => "release",
             NodeKind::Dispose => "dispose",
+            NodeKind::ModTest => "mod_test",
         }
     }
 }
@@ -209,6 +213,26 @@ pub struct GroupSpec {
     pub posix: bool,
 }
 
+/// What one mod test node runs.
+#[derive(Debug, Clone)]
+pub struct ModTestSpec {
+    pub label: Label,
+    /// The image whose modification it is (the first, when images share it).
+    pub image: String,
+    pub modification: ModInput,
+    /// The content hash its bakes record (`mods[].content_hash`).
+    pub content_hash: String,
+    /// `ansible` or `bash`.
+    pub operation: String,
+    /// The chain root: the OS builder whose family the test container is.
+    pub os: String,
+    pub family: String,
+    pub family_version: String,
+    pub package_manager: String,
+    /// The OS builder's `local_test_image`, when declared.
+    pub local_test_image: Option<String>,
+}
+
 /// A resolve node's question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolveSpec {
@@ -257,6 +281,8 @@ pub enum NodeSpec {
         keep: Option<u32>,
         ephemeral: bool,
     },
+    /// A mod test (only in the graph of [`crate::compile::mod_tests`]).
+    ModTest(Box<ModTestSpec>),
 }
 
 /// The compiled graph and what each node means.
