@@ -103,6 +103,8 @@ pub enum Command {
     Upgrade(cmd::upgrade::UpgradeCommand),
     /// Run an image's post-bake tests on one build (default: its head) and record them.
     Test(cmd::test::Args),
+    /// Apply every modification twice in a throwaway container of its OS family (apply, then idempotence); results in meta-state/mod-tests.yaml.
+    TestMods(cmd::test_mods::Args),
     /// Repair tags from records (`relabel`) or records from the tree (`restamp`).
     #[command(subcommand)]
     Lineage(cmd::lineage::LineageCommand),
@@ -232,6 +234,7 @@ fn main() -> ExitCode {
         Command::Revoke(args) => cmd::revoke::run(&global, args),
         Command::Builds(args) => cmd::builds::run(&global, args),
         Command::Test(args) => cmd::test::run(&global, args),
+        Command::TestMods(args) => cmd::test_mods::run(&global, args),
         Command::Upgrade(c) => cmd::upgrade::run(&global, c),
         Command::Lineage(c) => cmd::lineage::run(&global, c),
         Command::Empty(args) => cmd::empty::run(&global, args),

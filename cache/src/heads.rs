@@ -2,7 +2,8 @@
 //! `lineage.yaml` and `pins.yaml`, cached under `.csis/cache/`.
 //!
 //! A plan needs, of each record, only its identity (build id, series,
-//! runtime), its parent build, its fingerprint and its run; of the pins, only
+//! runtime), its parent build, its fingerprint, its run and its capability
+//! stamp (what a pinned child inherits); of the pins, only
 //! the image pins. Parsing the full YAML (every record carries its canonical
 //! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact JSON
 //! index instead, derived from the YAML and keyed by the blake3 of the YAML
@@ -28,13 +29,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::journal::replay_journal;
-use crate::lineage::{BuildRecord, Lineage};
+use crate::lineage::{BuildRecord, Capabilities, Lineage};
 use crate::pins::Pins;
 use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v3";
+const RECIPE: &str = "csis-heads-v4";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -60,6 +61,9 @@ struct Head {
     /// The bake's seconds (the scheduler's cost of the next bake).
     #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
     bake_seconds: Option<f64>,
+    /// The capability stamp (a pinned child inherits its parent build's).
+    #[serde(rename = "c", default, skip_serializing_if = "Capabilities::is_empty")]
+    capabilities: Capabilities,
 }
 
 impl Head {
@@ -73,6 +77,7 @@ impl Head {
             run: b.run.clone(),
             imported: b.imported,
             bake_seconds: b.bake_seconds,
+            capabilities: b.capabilities.clone(),
         }
     }
 
@@ -84,6 +89,7 @@ impl Head {
         r.run = self.run;
         r.imported = self.imported;
         r.bake_seconds = self.bake_seconds;
+        r.capabilities = self.capabilities;
         r
     }
 }

@@ -19,6 +19,7 @@ mod journal;
 pub mod lease;
 pub mod lineage;
 mod lock;
+pub mod mod_tests;
 pub mod objstore;
 pub mod pins;
 pub mod plan;

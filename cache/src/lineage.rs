@@ -27,6 +27,13 @@ pub struct Capabilities {
     pub storage_types: Vec<String>,
 }
 
+impl Capabilities {
+    /// Neither axis declares anything.
+    pub fn is_empty(&self) -> bool {
+        self.identity_types.is_empty() && self.storage_types.is_empty()
+    }
+}
+
 /// `tests {in_bake, assertions}`: a record exists only because the bake,
 /// including its in-bake verification, succeeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

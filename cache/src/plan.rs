@@ -130,4 +130,12 @@ impl<'a> MetaPins<'a> {
             .get(build_id)
             .and_then(|b| b.input_fingerprint.clone())
     }
+
+    /// The capability stamp recorded for `build_id` (`{identity_types,
+    /// storage_types}`), when the build is recorded.
+    pub fn build_capabilities(&self, build_id: &str) -> Option<serde_json::Value> {
+        self.by_id
+            .get(build_id)
+            .and_then(|b| serde_json::to_value(&b.capabilities).ok())
+    }
 }

@@ -31,6 +31,7 @@ pub mod image_test;
 pub mod init;
 pub mod inspect;
 pub mod lineage;
+pub mod mod_tests;
 pub mod release;
 pub mod revoke;
 pub mod session;

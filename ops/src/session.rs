@@ -40,6 +40,9 @@ impl PinSource for RecordedPins<'_> {
     fn build_fingerprint(&self, build_id: &str) -> Option<String> {
         self.0.build_fingerprint(build_id)
     }
+    fn build_capabilities(&self, build_id: &str) -> Option<serde_json::Value> {
+        self.0.build_capabilities(build_id)
+    }
 }
 
 /// `CSIS_TIMING=1`: print how long each phase took (stderr).

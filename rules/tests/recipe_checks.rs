@@ -70,3 +70,33 @@ fn okta_on_docker_and_unknown_types_are_refused() {
         "{e:?}"
     );
 }
+
+/// The docker example with one more image file.
+fn errors_with_image(image: &str) -> Vec<String> {
+    let dir = example_with("");
+    std::fs::write(dir.path().join("images/zz-more.yaml"), image).unwrap();
+    match load(dir.path(), &LoadOptions::default()) {
+        Ok(_) => Vec::new(),
+        Err(d) => d
+            .into_iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("{}:{}: {}: {}", d.file, d.line, d.path, d.message))
+            .collect(),
+    }
+}
+
+#[test]
+fn an_undeclared_machine_type_is_refused_at_its_line() {
+    let e = errors_with_image(
+        "images:\n  - name: big\n    source_image: extra\n    runtimes:\n      - image_builder: native\n        machine_type: huge\n",
+    );
+    assert_eq!(
+        e,
+        vec!["images/zz-more.yaml:6: images[0].runtimes[0].machine_type: machine type `huge` is not declared by runtime docker-local"],
+    );
+    // a declared one loads
+    let ok = errors_with_image(
+        "images:\n  - name: big\n    source_image: extra\n    runtimes:\n      - image_builder: native\n        machine_type: small\n",
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+}

@@ -24,6 +24,7 @@ pub mod revoke;
 pub mod runtime;
 pub mod state;
 pub mod test;
+pub mod test_mods;
 pub mod upgrade;
 pub mod validate;
 pub mod verify;

@@ -39,7 +39,7 @@ use crate::TreeArgs;
 pub use bake::name_prefix;
 use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
-pub use steps::steps;
+pub use steps::{steps, steps_of_mods};
 
 /// The node kinds a dry run runs (`--dry-run`: plan, resolve and emit);
 /// every other due node is reported `would_run`.
@@ -538,6 +538,8 @@ impl BuildState {
                 let keep = csis_cache::retention::keep_for(ephemeral, keep, None);
                 self.dispose(&cx, &series, &runtime, keep).await
             }
+            // mod tests have a graph of their own (crate::mod_tests)
+            NodeSpec::ModTest(_) => Err(NodeError::new("a mod test is not a node of a build")),
         }
     }
 

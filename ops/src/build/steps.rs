@@ -104,8 +104,12 @@ pub fn recipe_of(spec: &BakeSpec) -> csis_runtime::recipe::Recipe {
 }
 
 pub fn steps(spec: &BakeSpec) -> Vec<BakeStep> {
-    spec.mods
-        .iter()
+    steps_of_mods(&spec.mods)
+}
+
+/// The steps of modifications, in order (a bake's, a mod test's).
+pub fn steps_of_mods(mods: &[csis_rules::tree::ModInput]) -> Vec<BakeStep> {
+    mods.iter()
         .map(|m| match m.kind {
             ModKind::Ansible => BakeStep::Ansible {
                 name: m.name.clone(),

@@ -38,17 +38,20 @@ use crate::tree::Tree;
 
 mod assemble;
 mod bake_inputs;
+mod mod_tests;
 mod policy;
 mod units;
 mod vocabulary;
 
 pub use assemble::{image_order, Assembler, LinkedSpecs};
 pub use bake_inputs::{file_hash, BAKE_RECIPE};
+pub use mod_tests::{default_test_image, mod_tests, MOD_TEST_RECIPE};
 pub use policy::{pin_moved_rule, planner, refresh_rule, ForceBake};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
-    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec, NoPins,
-    NodeKind, NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST, PINNED_PARENT_ATTR,
+    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec,
+    ModTestSpec, NoPins, NodeKind, NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST,
+    PINNED_PARENT_ATTR,
 };
 
 /// Compile the tree into the graph. `pins` answers pinned parents; the

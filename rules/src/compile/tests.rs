@@ -174,3 +174,99 @@ fn compile_with_takes_file_hashes_from_the_hook() {
     }
     assert_ne!(f1.get(web), fps.get(web));
 }
+
+/// A pin with its recorded fingerprint and capability stamp.
+struct PinnedWith {
+    build: String,
+    fp: String,
+    caps: Option<serde_json::Value>,
+}
+impl PinSource for PinnedWith {
+    fn image_pin(&self, image: &str, _: &str) -> Option<String> {
+        (image == "app-pinned").then(|| self.build.clone())
+    }
+    fn build_fingerprint(&self, b: &str) -> Option<String> {
+        (b == self.build).then(|| self.fp.clone())
+    }
+    fn build_capabilities(&self, b: &str) -> Option<serde_json::Value> {
+        (b == self.build).then(|| self.caps.clone()).flatten()
+    }
+}
+
+#[test]
+fn a_pinned_child_keeps_its_parent_builds_capabilities_when_the_base_gains_one() {
+    let dir = tempfile::tempdir().unwrap();
+    csis_testkit::copy_dir(&fixture(), dir.path());
+    let t0 = match load(dir.path(), &LoadOptions::default()) {
+        Ok(t) => t,
+        Err(d) => panic!("{d:#?}"),
+    };
+    let c0 = compile(&t0, &NoPins).unwrap();
+    let fps0 = c0.graph.fingerprints().unwrap();
+    let web_fp = fps0.get(c0.bake_of("web", "sim").unwrap()).to_hex();
+    let recorded = serde_json::json!({"identity_types": [], "storage_types": []});
+    let pins = PinnedWith {
+        build: "b-web".into(),
+        fp: web_fp,
+        caps: Some(recorded.clone()),
+    };
+    let before = compile(&t0, &pins).unwrap();
+    let fps_before = before.graph.fingerprints().unwrap();
+
+    // the base gains a storage type (with the storage builder it needs)
+    let os = dir.path().join("cfg/os-builders.yml");
+    let text = std::fs::read_to_string(&os).unwrap().replacen(
+        "    is_default: true\n",
+        "    is_default: true\n    storage_types: [ebs]\n",
+        1,
+    );
+    std::fs::write(&os, text).unwrap();
+    std::fs::write(
+        dir.path().join("cfg/storage-builders.yml"),
+        "storage_builders:\n  - name: ebs\n    type: tf-aws-ebs\n",
+    )
+    .unwrap();
+    let t1 = match load(dir.path(), &LoadOptions::default()) {
+        Ok(t) => t,
+        Err(d) => panic!("{d:#?}"),
+    };
+    let after = compile(&t1, &pins).unwrap();
+    let fps_after = after.graph.fingerprints().unwrap();
+    let fp =
+        |c: &Compiled, f: &csis_engine::Fingerprints, s: &str| f.get(c.bake_of(s, "sim").unwrap());
+    // the follow children move with the base's declaration
+    for s in ["deb12", "web", "app"] {
+        assert_ne!(
+            fp(&before, &fps_before, s),
+            fp(&after, &fps_after, s),
+            "{s}"
+        );
+    }
+    // the pinned child bakes from the same parent build: same inputs, same
+    // stamp in its record and tags
+    assert_eq!(
+        fp(&before, &fps_before, "app-pinned"),
+        fp(&after, &fps_after, "app-pinned")
+    );
+    let id = after.bake_of("app-pinned", "sim").unwrap();
+    assert_eq!(after.bake_spec(id).unwrap().capabilities, recorded);
+    assert_eq!(
+        after.graph.canonical(id, &fps_after)["inputs"]["capabilities"],
+        recorded
+    );
+    // a follow child stamps today's declaration
+    let web = after.bake_of("web", "sim").unwrap();
+    assert_eq!(
+        after.bake_spec(web).unwrap().capabilities["storage_types"],
+        serde_json::json!(["ebs"])
+    );
+    // with no recorded stamp (a pin to a build the records do not hold),
+    // the declaration governs
+    let unrecorded = PinnedWith { caps: None, ..pins };
+    let c = compile(&t1, &unrecorded).unwrap();
+    let id = c.bake_of("app-pinned", "sim").unwrap();
+    assert_eq!(
+        c.bake_spec(id).unwrap().capabilities["storage_types"],
+        serde_json::json!(["ebs"])
+    );
+}

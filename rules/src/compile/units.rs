@@ -552,6 +552,18 @@ pub fn finish_image(
                 .as_deref()
                 .and_then(|b| pins.build_fingerprint(b))
                 .and_then(|h| Fingerprint::from_hex(&h).ok());
+            // The chain's capabilities are the pinned build's stamp (it
+            // bakes from that build), not today's declaration of the root:
+            // a capability the root gained since is not its parent's.
+            if let Some(caps) = pinned_build
+                .as_deref()
+                .and_then(|b| pins.build_capabilities(b))
+            {
+                if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
+                    m.insert("capabilities".to_string(), caps.clone());
+                }
+                Arc::make_mut(&mut e.spec).capabilities = caps;
+            }
         }
     }
     draft

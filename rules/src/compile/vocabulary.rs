@@ -19,6 +19,14 @@ pub trait PinSource {
     fn image_pin(&self, image: &str, runtime: &str) -> Option<String>;
     /// The input fingerprint recorded for `build_id` (64 hex).
     fn build_fingerprint(&self, build_id: &str) -> Option<String>;
+    /// The capability stamp recorded for `build_id` (`{identity_types,
+    /// storage_types}`), when it is recorded: a pinned child inherits its
+    /// parent build's stamp, not today's declaration of its root (core.md
+    /// §1.4, N24).
+    fn build_capabilities(&self, build_id: &str) -> Option<Value> {
+        let _ = build_id;
+        None
+    }
 }
 
 /// No meta-state at all (every pinned child behaves like follow).
@@ -71,6 +79,9 @@ pub enum NodeKind {
     Release,
     /// The retention of a series on a runtime.
     Dispose,
+    /// A modification applied twice in a throwaway container (`csis
+    /// test-mods`; its own graph, [`crate::compile::mod_tests`]).
+    ModTest,
 }
 
 impl NodeKind {
@@ -84,6 +95,7 @@ impl NodeKind {
             NodeKind::Test => "test",
             NodeKind::Release => "release",
             NodeKind::Dispose => "dispose",
+            NodeKind::ModTest => "mod_test",
         }
     }
 }
@@ -201,6 +213,26 @@ pub struct GroupSpec {
     pub posix: bool,
 }
 
+/// What one mod test node runs.
+#[derive(Debug, Clone)]
+pub struct ModTestSpec {
+    pub label: Label,
+    /// The image whose modification it is (the first, when images share it).
+    pub image: String,
+    pub modification: ModInput,
+    /// The content hash its bakes record (`mods[].content_hash`).
+    pub content_hash: String,
+    /// `ansible` or `bash`.
+    pub operation: String,
+    /// The chain root: the OS builder whose family the test container is.
+    pub os: String,
+    pub family: String,
+    pub family_version: String,
+    pub package_manager: String,
+    /// The OS builder's `local_test_image`, when declared.
+    pub local_test_image: Option<String>,
+}
+
 /// A resolve node's question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolveSpec {
@@ -249,6 +281,8 @@ pub enum NodeSpec {
         keep: Option<u32>,
         ephemeral: bool,
     },
+    /// A mod test (only in the graph of [`crate::compile::mod_tests`]).
+    ModTest(Box<ModTestSpec>),
 }
 
 /// The compiled graph and what each node means.

@@ -6,13 +6,17 @@ use super::*;
 
 /// What `meta-state/` answers the compile of a tree: for every image under
 /// `parent_policy: pinned` and each of its runtimes, the pinned parent
-/// build and that build's recorded fingerprint. A value, so that a change
+/// build, that build's recorded fingerprint and capability stamp. A value, so that a change
 /// of the records that no pin of the tree sees changes nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PinTable {
-    /// `(image, runtime) -> (build, recorded fingerprint)`.
-    pins: BTreeMap<(String, String), (String, Option<String>)>,
+    /// `(image, runtime) -> (build, recorded fingerprint, recorded capabilities)`.
+    pins: BTreeMap<(String, String), PinAnswer>,
 }
+
+/// What the records answer for one pin: the build, its recorded
+/// fingerprint and its recorded capability stamp.
+type PinAnswer = (String, Option<String>, Option<serde_json::Value>);
 
 impl PinTable {
     /// Ask `source` every pin the compile of `tree` can ask.
@@ -26,7 +30,8 @@ impl PinTable {
                 let Some(rt) = &entry.runtime else { continue };
                 if let Some(build) = source.image_pin(&image.name, rt) {
                     let fp = source.build_fingerprint(&build);
-                    pins.insert((image.name.clone(), rt.clone()), (build, fp));
+                    let caps = source.build_capabilities(&build);
+                    pins.insert((image.name.clone(), rt.clone()), (build, fp, caps));
                 }
             }
         }
@@ -93,21 +98,22 @@ pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResu
     Some(unit.map(Arc::new).map_err(|e| e.to_string()))
 }
 
-/// The pins of one image, `(runtime, build, recorded fingerprint)`: the
+/// The pins of one image, `(runtime, build, recorded fingerprint, recorded
+/// capabilities)`: the
 /// firewall between the whole [`PinTable`] and one image.
 #[salsa::tracked(returns(ref))]
 pub fn image_pins<'db>(
     db: &'db dyn Db,
     input: TreeInput,
     s: Series<'db>,
-) -> Vec<(String, String, Option<String>)> {
+) -> Vec<(String, String, Option<String>, Option<serde_json::Value>)> {
     let name = s.name(db);
     input
         .pins(db)
         .pins
         .iter()
         .filter(|((image, _), _)| image == name)
-        .map(|((_, rt), (b, fp))| (rt.clone(), b.clone(), fp.clone()))
+        .map(|((_, rt), (b, fp, caps))| (rt.clone(), b.clone(), fp.clone(), caps.clone()))
         .collect()
 }
 
@@ -117,11 +123,11 @@ struct SeriesPins<'db> {
     db: &'db dyn Db,
     input: TreeInput,
     s: Series<'db>,
-    answers: OnceCell<&'db [(String, String, Option<String>)]>,
+    answers: OnceCell<&'db [(String, String, Option<String>, Option<serde_json::Value>)]>,
 }
 
 impl SeriesPins<'_> {
-    fn answers(&self) -> &[(String, String, Option<String>)] {
+    fn answers(&self) -> &[(String, String, Option<String>, Option<serde_json::Value>)] {
         self.answers
             .get_or_init(|| image_pins(self.db, self.input, self.s).as_slice())
     }
@@ -132,13 +138,19 @@ impl PinSource for SeriesPins<'_> {
         self.answers()
             .iter()
             .find(|(rt, ..)| rt == runtime)
-            .map(|(_, b, _)| b.clone())
+            .map(|(_, b, ..)| b.clone())
     }
     fn build_fingerprint(&self, build_id: &str) -> Option<String> {
         self.answers()
             .iter()
-            .find(|(_, b, _)| b == build_id)
-            .and_then(|(.., fp)| fp.clone())
+            .find(|(_, b, ..)| b == build_id)
+            .and_then(|(_, _, fp, _)| fp.clone())
+    }
+    fn build_capabilities(&self, build_id: &str) -> Option<serde_json::Value> {
+        self.answers()
+            .iter()
+            .find(|(_, b, ..)| b == build_id)
+            .and_then(|(.., caps)| caps.clone())
     }
 }
 

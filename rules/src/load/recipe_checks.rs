@@ -1,11 +1,12 @@
 //! What a bake recipe cannot honour, refused at load with the file, line and
 //! field: an update policy or exclusion the family's package manager has no
 //! way to apply, an identity or storage type csis knows no prerequisites
-//! of, an identity type a runtime cannot run (the OPA agent on docker).
+//! of, an identity type a runtime cannot run (the OPA agent on docker), a
+//! machine type the runtime does not declare (D21).
 
 use super::Loader;
-use crate::tree::Tree;
-use csis_schema::model::UpdatePolicyKind;
+use crate::tree::{Origin, Tree};
+use csis_schema::model::{RuntimeKind, UpdatePolicyKind};
 use csis_schema::yaml::join_path;
 
 /// Identity types a base image can declare (group builder kinds).
@@ -15,6 +16,7 @@ pub const STORAGE_TYPES: &[&str] = &["ebs", "efs", "s3", "pd", "gcs", "filestore
 
 impl Loader<'_> {
     pub(super) fn check_recipe(&mut self, t: &Tree) {
+        self.check_machine_types(t);
         for os in &t.os_builders {
             let o = &os.origin;
             let pm = os.model.package_manager();
@@ -88,4 +90,66 @@ impl Loader<'_> {
             }
         }
     }
+
+    /// An image entry's `machine_type` (an OS entry's `default_machine_type`)
+    /// on a runtime that declares its machine types (docker, dummy) must
+    /// name one of them: the bake would be refused by the runtime otherwise.
+    fn check_machine_types(&mut self, t: &Tree) {
+        let declared = |rt: Option<&str>| -> Option<(String, Vec<String>)> {
+            let rt = t.runtime(rt?)?;
+            let names = match &rt.kind {
+                RuntimeKind::Docker(d) => d.machine_types.keys().cloned().collect(),
+                RuntimeKind::Dummy(d) if !d.machine_types.is_empty() => {
+                    d.machine_types.keys().cloned().collect()
+                }
+                _ => return None,
+            };
+            Some((rt.name.clone(), names))
+        };
+        let mut found: Vec<(Origin, &'static str, String, String, Vec<String>)> = Vec::new();
+        for img in &t.images {
+            for e in img.active_runtimes() {
+                let Some(mt) = named(e.entry.machine_type.as_deref()) else {
+                    continue;
+                };
+                if let Some((rt, names)) = declared(e.runtime.as_deref()) {
+                    if !names.contains(&mt) {
+                        found.push((e.origin.clone(), "machine_type", mt, rt, names));
+                    }
+                }
+            }
+        }
+        for os in &t.os_builders {
+            for e in os.active_runtimes() {
+                let Some(mt) = named(e.entry.default_machine_type.as_deref()) else {
+                    continue;
+                };
+                if let Some((rt, names)) = declared(e.runtime.as_deref()) {
+                    if !names.contains(&mt) {
+                        found.push((e.origin.clone(), "default_machine_type", mt, rt, names));
+                    }
+                }
+            }
+        }
+        for (o, field, mt, rt, names) in found {
+            let hint = if names.is_empty() {
+                format!("runtime {rt} declares no machine_types")
+            } else {
+                format!("declared machine_types: {}", names.join(", "))
+            };
+            self.d.error_hint(
+                o.field(field),
+                &join_path(&o.path, field),
+                format!("machine type `{mt}` is not declared by runtime {rt}"),
+                hint,
+            );
+        }
+    }
+}
+
+/// A machine type named (not empty, not `default`).
+fn named(s: Option<&str>) -> Option<String> {
+    s.map(str::trim)
+        .filter(|m| !m.is_empty() && !m.eq_ignore_ascii_case("default"))
+        .map(str::to_string)
 }

@@ -196,6 +196,25 @@ pub struct BakeOutcome {
     pub assertions: usize,
 }
 
+/// What a mod test found (`csis test-mods`, core.md §3.11): the
+/// modification applied in a throwaway container of its OS family, then
+/// applied a second time, which must change nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModTestOutcome {
+    /// The container it ran in (removed when the test ends).
+    pub container: String,
+    /// The image the container was made from, as the runtime found it.
+    pub image: String,
+    /// The first apply: `Err` holds why it failed.
+    pub first: std::result::Result<(), String>,
+    /// The second apply, when the first succeeded.
+    pub second: Option<std::result::Result<(), String>>,
+    /// What the second apply changed: for an ansible mod its recap's
+    /// `changed=N`, for a shell mod each path whose type, mode, owner or
+    /// content it changed (`C /etc/motd`). Empty = idempotent.
+    pub changes: Vec<String>,
+}
+
 /// One image in the runtime's store that carries csis lineage tags.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ImageFacts {
@@ -445,6 +464,18 @@ pub trait Runtime: Send + Sync {
     async fn adopt(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
         let _ = (build_id, head);
         Ok(Vec::new())
+    }
+
+    /// Test one modification (`req.steps`, one step) in a throwaway
+    /// machine made from the vendor image `req.parent`: the settle step,
+    /// the mod's lowered steps ([`recipe::lower_mods`]), then the same
+    /// steps again, judged for idempotence (an ansible mod by its recap's
+    /// changed count, a shell mod by what the second run changed on the
+    /// filesystem). The machine is removed whatever happens; nothing is
+    /// committed. A failed apply is an answer, not an error.
+    async fn test_mod(&self, req: &BakeRequest) -> Result<ModTestOutcome> {
+        let _ = req;
+        Err(self.unsupported("test_mod"))
     }
 
     /// Remove leftovers of bakes that were killed (stale bake containers,

@@ -120,109 +120,7 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
             steps.push(v);
         }
     } else {
-        let pm = req.package_manager.as_deref().unwrap_or("dnf");
-        for step in &req.steps {
-            match step {
-                BakeStep::Ansible {
-                    name,
-                    playbooks,
-                    extra_arguments,
-                    binary,
-                    extra_vars,
-                } => {
-                    steps.push(Step {
-                        comment: format!("Modifications for {name} of type ansible"),
-                        kind: shell(ansible_python_lines(t, pm)),
-                    });
-                    let mut args = vec![
-                        "-e".to_string(),
-                        format!("ansible_python_interpreter={ANSIBLE_PYTHON}"),
-                    ];
-                    args.extend(extra_arguments.iter().cloned());
-                    if !extra_vars.is_empty() {
-                        let json =
-                            serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
-                                .unwrap_or_default();
-                        args.push("-e".into());
-                        args.push(if csis_schema::secret::contains(&json) {
-                            // a secret never lands in the emission: ansible
-                            // reads the config from a 0600 file under .csis/
-                            format!("@{}", private_vars(req, name, &json)?.display())
-                        } else {
-                            json
-                        });
-                    }
-                    for pb in playbooks {
-                        let rel = rel_of(&req.tree_root, pb, "playbooks");
-                        files.push(EmittedFile {
-                            rel: rel.clone(),
-                            content: read(pb)?,
-                            mode: 0o644,
-                        });
-                        steps.push(Step {
-                            comment: format!("modification {name}: ansible {rel}"),
-                            kind: StepKind::Ansible {
-                                playbook: (rel, pb.clone()),
-                                extra_arguments: args.clone(),
-                                binary: binary.clone(),
-                            },
-                        });
-                    }
-                }
-                BakeStep::Shell {
-                    name,
-                    inline,
-                    scripts,
-                    ensure,
-                    env,
-                    execute_command,
-                } => {
-                    if !scripts.is_empty() {
-                        let mut list = Vec::new();
-                        for p in scripts {
-                            let rel = rel_of(&req.tree_root, p, "scripts");
-                            files.push(EmittedFile {
-                                rel: rel.clone(),
-                                content: read(p)?,
-                                mode: 0o755,
-                            });
-                            list.push((rel, p.clone()));
-                        }
-                        steps.push(Step {
-                            comment: format!("Modifications for {name} of type bash (shell)"),
-                            kind: StepKind::Scripts {
-                                scripts: list,
-                                runner: execute_command.is_none(),
-                                env: env.clone(),
-                                execute_command: execute_command.clone(),
-                            },
-                        });
-                    }
-                    let mut lines = Vec::new();
-                    if let Some(e) = ensure {
-                        lines.extend(ensure_lines(t, e));
-                    }
-                    lines.extend(inline.iter().cloned());
-                    if !lines.is_empty() {
-                        if ensure.as_ref().is_some_and(ensure_has_secret) {
-                            // a file's content reaches the lines as base64,
-                            // which the registry does not know
-                            forced.insert(steps.len());
-                        }
-                        steps.push(Step {
-                            comment: format!("modification {name}"),
-                            kind: StepKind::Shell {
-                                lines,
-                                runner: execute_command.is_none(),
-                                env: env.clone(),
-                                execute_command: execute_command.clone(),
-                                private: None,
-                            },
-                        });
-                    }
-                }
-            }
-        }
+        mod_steps(req, t, &mut steps, &mut files, &mut forced)?;
         let img = req.recipe.image.clone().unwrap_or_default();
         let mut verify = Vec::new();
         if let Some(g) = &img.group {
@@ -386,8 +284,148 @@ fn privatize(
             script_of(&script).as_bytes(),
         )?;
         *private = Some(path);
+/// The steps of the request's modifications, in declared order (what
+/// [`lower`] runs between the settle step and the bundle).
+fn mod_steps(
+    req: &BakeRequest,
+    t: &Target,
+    steps: &mut Vec<Step>,
+    files: &mut Vec<EmittedFile>,
+    forced: &mut std::collections::BTreeSet<usize>,
+) -> std::io::Result<()> {
+    let pm = req.package_manager.as_deref().unwrap_or("dnf");
+    for step in &req.steps {
+        match step {
+            BakeStep::Ansible {
+                name,
+                playbooks,
+                extra_arguments,
+                binary,
+                extra_vars,
+            } => {
+                steps.push(Step {
+                    comment: format!("Modifications for {name} of type ansible"),
+                    kind: shell(ansible_python_lines(t, pm)),
+                });
+                let mut args = vec![
+                    "-e".to_string(),
+                    format!("ansible_python_interpreter={ANSIBLE_PYTHON}"),
+                ];
+                args.extend(extra_arguments.iter().cloned());
+                if !extra_vars.is_empty() {
+                    let json =
+                        serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
+                            .unwrap_or_default();
+                    args.push("-e".into());
+                    args.push(if csis_schema::secret::contains(&json) {
+                        // a secret never lands in the emission: ansible
+                        // reads the config from a 0600 file under .csis/
+                        format!("@{}", private_vars(req, name, &json)?.display())
+                    } else {
+                        json
+                    });
+                }
+                for pb in playbooks {
+                    let rel = rel_of(&req.tree_root, pb, "playbooks");
+                    files.push(EmittedFile {
+                        rel: rel.clone(),
+                        content: read(pb)?,
+                        mode: 0o644,
+                    });
+                    steps.push(Step {
+                        comment: format!("modification {name}: ansible {rel}"),
+                        kind: StepKind::Ansible {
+                            playbook: (rel, pb.clone()),
+                            extra_arguments: args.clone(),
+                            binary: binary.clone(),
+                        },
+                    });
+                }
+            }
+            BakeStep::Shell {
+                name,
+                inline,
+                scripts,
+                ensure,
+                env,
+                execute_command,
+            } => {
+                if !scripts.is_empty() {
+                    let mut list = Vec::new();
+                    for p in scripts {
+                        let rel = rel_of(&req.tree_root, p, "scripts");
+                        files.push(EmittedFile {
+                            rel: rel.clone(),
+                            content: read(p)?,
+                            mode: 0o755,
+                        });
+                        list.push((rel, p.clone()));
+                    }
+                    steps.push(Step {
+                        comment: format!("Modifications for {name} of type bash (shell)"),
+                        kind: StepKind::Scripts {
+                            scripts: list,
+                            runner: execute_command.is_none(),
+                            env: env.clone(),
+                            execute_command: execute_command.clone(),
+                        },
+                    });
+                }
+                let mut lines = Vec::new();
+                if let Some(e) = ensure {
+                    lines.extend(ensure_lines(t, e));
+                }
+                lines.extend(inline.iter().cloned());
+                if !lines.is_empty() {
+                    if ensure.as_ref().is_some_and(ensure_has_secret) {
+                        // a file's content reaches the lines as base64,
+                        // which the registry does not know
+                        forced.insert(steps.len());
+                    }
+                    steps.push(Step {
+                        comment: format!("modification {name}"),
+                        kind: StepKind::Shell {
+                            lines,
+                            runner: execute_command.is_none(),
+                            env: env.clone(),
+                            execute_command: execute_command.clone(),
+                            private: None,
+                        },
+                    });
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The steps of a mod test (`csis test-mods`): the settle step, then the
+/// request's modifications lowered as a bake lowers them, and nothing
+/// else (no bundle, no activation, no verification).
+pub fn lower_mods(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
+    let mut steps = vec![Step {
+        comment: format!(
+            "before anything else: the test container settles ({})",
+            t.runtime
+        ),
+        kind: StepKind::Shell {
+            lines: settle_lines(t),
+            runner: false,
+            env: Vec::new(),
+            execute_command: None,
+            private: None,
+        },
+    }];
+    let mut files = Vec::new();
+    // run from memory in the test container: no step needs a private file
+    mod_steps(req, t, &mut steps, &mut files, &mut Default::default())?;
+    let mut seen = BTreeMap::new();
+    files.retain(|f| seen.insert(f.rel.clone(), ()).is_none());
+    Ok(Lowered {
+        steps,
+        files,
+        assertions: 0,
+    })
 }
 
 #[cfg(test)]

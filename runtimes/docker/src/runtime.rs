@@ -5,7 +5,8 @@
 //! `containers` (bake containers, their labels, the left-behind ones),
 //! `exec` (exec and staging), `images` (tags, movable tags, builds listed,
 //! retag, release), `disk` (disk sizes), `resolve`, `bake` (the native
-//! bake), `checks` (online checks, preflight), `dispose` and `instances`
+//! bake), `mod_test` (a mod applied twice in a throwaway container),
+//! `checks` (online checks, preflight), `dispose` and `instances`
 //! (containers as instances, test machines, inventory).
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,9 +15,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, Inventory, OnlineFinding, PowerState,
-    PreflightLine, ResolveRequest, ResolvedImage, Result, Runtime, RuntimeError, SessionResult,
-    TestMachine, TestMachineRequest, VerifyCheck,
+    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, Inventory, ModTestOutcome, OnlineFinding,
+    PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result, Runtime, RuntimeError,
+    SessionResult, TestMachine, TestMachineRequest, VerifyCheck,
 };
 use tokio::sync::OnceCell;
 
@@ -32,6 +33,7 @@ mod errors;
 mod exec;
 mod images;
 mod instances;
+mod mod_test;
 mod resolve;
 
 pub(crate) use containers::ContainerGuard;
@@ -173,6 +175,10 @@ impl Runtime for DockerRuntime {
 
     async fn adopt(&self, build_id: &str, head: bool) -> Result<Vec<String>> {
         self.adopt_build(build_id, head).await
+    }
+
+    async fn test_mod(&self, req: &BakeRequest) -> Result<ModTestOutcome> {
+        self.test_mod_in_container(req).await
     }
 
     async fn clean_stale_bakes(&self) -> Result<Vec<String>> {

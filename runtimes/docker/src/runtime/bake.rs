@@ -76,7 +76,25 @@ impl DockerRuntime {
                 req.emit_dir.display()
             ))
         })?;
-        for (i, step) in lowered.steps.iter().enumerate() {
+        self.exec_steps(container, req, &user, &lowered.steps, 0)
+            .await?;
+        Ok(lowered.assertions)
+    }
+
+    /// Run lowered steps in a container as `user` (the settle step, the
+    /// first of a lowering, always as root); `first` is the index of
+    /// `steps[0]` in its lowering (step numbers in the log and messages).
+    pub(crate) async fn exec_steps(
+        &self,
+        container: &str,
+        req: &BakeRequest,
+        user: &str,
+        steps: &[recipe::Step],
+        first: usize,
+    ) -> Result<()> {
+        let log: &dyn LogSink = req.log.as_ref();
+        for (j, step) in steps.iter().enumerate() {
+            let i = first + j;
             let n = i + 1;
             if !step.comment.is_empty() {
                 log.line(&format!("==> step {n}: {}", step.comment));
@@ -102,7 +120,7 @@ impl DockerRuntime {
                     ..
                 } => {
                     // the settle step (the first) always runs as root
-                    let who = if i == 0 { "0" } else { user.as_str() };
+                    let who = if i == 0 { "0" } else { user };
                     let ec = execute_command
                         .as_deref()
                         .or(runner.then_some(recipe::STEP_EXECUTE_COMMAND));
@@ -139,7 +157,7 @@ impl DockerRuntime {
                                 container,
                                 &format!("step-{n}-script-{}.sh", j + 1),
                                 &content,
-                                Some(user.as_str()),
+                                Some(user),
                                 ec,
                                 env,
                                 log,
@@ -201,7 +219,7 @@ impl DockerRuntime {
                 }
             }
         }
-        Ok(lowered.assertions)
+        Ok(())
     }
 
     /// The `ansible-playbook` command line for a bake container.

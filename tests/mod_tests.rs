@@ -1,0 +1,118 @@
+//! `csis test-mods` on the local Docker daemon: each mod applied twice in a
+//! throwaway busybox container; `meta-state/mod-tests.yaml` records a pass,
+//! a failure and a mod that is not idempotent by content hash, and a second
+//! run tests nothing again (the passes are current).
+
+use std::path::Path;
+
+use csis_testkit::docker;
+
+fn tree(dir: &Path, base: &str) {
+    std::fs::write(
+        dir.join("cfg/zz-bb.yml"),
+        format!(
+            "os_builders:\n  - name: bb\n    type: debian\n    family: debian\n    family_version: \"12\"\n    local_test_image: \"{base}\"\n    runtimes:\n      - image_builder: sim-bake\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("images/zz-mods.yaml"),
+        "images:\n  - name: mods\n    source_image: bb\n    runtimes: [{image_builder: sim-bake}]\n    modifications:\n      - name: good\n        type: bash\n        script:\n          - mkdir -p /opt/good\n          - echo hello > /opt/good/f\n      - name: bad\n        type: bash\n        script:\n          - exit 3\n      - name: grows\n        type: bash\n        script:\n          - echo again >> /etc/grows\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn test_mods_records_pass_fail_and_not_idempotent() {
+    if docker::skip() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let base = format!("csis-modtests/bb:{}", std::process::id());
+    docker::import_busybox_base(&base, work.path());
+    let mut clean = docker::Cleanup::new("csis-modtests-none", &base);
+    clean.container_filters.push("name=csis-bake-local-".into());
+    let t = csis_testkit::Tree::of("graph/basic");
+    tree(&t.root, &base);
+    let dir = &t.root;
+    let (code, out, err) = t.run(&["test-mods", "--image", "mods"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("pass           mods/good"), "{out}");
+    assert!(out.contains("FAIL           mods/bad"), "{out}");
+    assert!(out.contains("NOT IDEMPOTENT mods/grows"), "{out}");
+    assert!(out.contains("second apply: C /etc/grows"), "{out}");
+    let text = std::fs::read_to_string(dir.join("meta-state/mod-tests.yaml")).unwrap();
+    let y: serde_json::Value = serde_yaml_ng_or_json(&text);
+    let results = y["results"].as_object().unwrap();
+    assert_eq!(results.len(), 3, "{text}");
+    let by = |m: &str| {
+        results
+            .values()
+            .find(|r| r["mod"] == m)
+            .unwrap_or_else(|| panic!("{m} not recorded: {text}"))
+            .clone()
+    };
+    assert_eq!(by("good")["status"], "pass");
+    assert_eq!(by("good")["idempotent"], true);
+    assert_eq!(by("bad")["status"], "fail");
+    assert_eq!(by("grows")["status"], "pass");
+    assert_eq!(by("grows")["idempotent"], false);
+    // no container is left
+    assert!(docker::containers(true, &["name=csis-bake-local-mods-modtest"]).is_empty());
+    // again: the pass is current, the others are tested again
+    let (code, out, _) = t.run(&["test-mods", "--image", "mods", "--json"]);
+    assert_eq!(code, 1);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let status = |m: &str| {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["mod"] == m)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("good"), "current");
+    assert_eq!(status("bad"), "fail");
+    assert_eq!(status("grows"), "not-idempotent");
+}
+
+/// `mod-tests.yaml` as csis writes it (sorted keys, block maps): the
+/// scalars of each record, two levels down (the tests' crate has no YAML
+/// parser of its own).
+fn serde_yaml_ng_or_json(text: &str) -> serde_json::Value {
+    let mut results = serde_json::Map::new();
+    let mut current: Option<(String, serde_json::Map<String, serde_json::Value>)> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with("- ") {
+            continue;
+        }
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        if indent == 2 {
+            if let Some((h, m)) = current.take() {
+                results.insert(h, serde_json::Value::Object(m));
+            }
+            current = Some((k.to_string(), serde_json::Map::new()));
+        } else if indent == 4 {
+            if let Some((_, m)) = current.as_mut() {
+                let val = match v {
+                    "true" => serde_json::Value::Bool(true),
+                    "false" => serde_json::Value::Bool(false),
+                    _ => serde_json::Value::String(
+                        v.trim_matches('\'').trim_matches('"').to_string(),
+                    ),
+                };
+                m.insert(k.to_string(), val);
+            }
+        }
+    }
+    if let Some((h, m)) = current.take() {
+        results.insert(h, serde_json::Value::Object(m));
+    }
+    serde_json::json!({"results": results})
+}
