@@ -284,6 +284,10 @@ fn privatize(
             script_of(&script).as_bytes(),
         )?;
         *private = Some(path);
+    }
+    Ok(())
+}
+
 /// The steps of the request's modifications, in declared order (what
 /// [`lower`] runs between the settle step and the bundle).
 fn mod_steps(
