@@ -605,12 +605,21 @@ fn a_subnet_typo_is_refused_before_packer_starts() {
         &t.root.join("cfg/runtime-builders.yml"),
         &[(t.net["subnet"].as_str().unwrap(), typo)],
     );
-    // the executables of this machine (Debian's packer and ansible) are
-    // older than the starter's floors, which the same checks refuse: only
+    // the executables of this machine (Debian's packer, ansible and aws
+    // cli) are older than the starter's floors, and it has no tofu, which
+    // the same checks refuse (every declared executable is checked): only
     // the subnet is wrong here
+    let tofu = t.root.join("tofu-stand-in");
+    std::fs::write(&tofu, "#!/bin/sh\necho 'OpenTofu v1.8.0'\n").unwrap();
+    std::fs::set_permissions(&tofu, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     replace_in(
         &t.root.join("cfg/executables.yml"),
-        &[("\">=1.14\"", "\">=1\""), ("\">=2.16\"", "\">=2\"")],
+        &[
+            ("\">=1.14\"", "\">=1\""),
+            ("\">=2.16\"", "\">=2\""),
+            ("\">=2.32\"", "\">=1\""),
+            ("binary: tofu", &format!("binary: {}", tofu.display())),
+        ],
     );
     let (code, out, err) = t.csis(&["build"]);
     assert_ne!(code, 0, "{out}\n{err}");
