@@ -244,7 +244,9 @@ fn ensure_has_secret(e: &crate::Ensure) -> bool {
 
 /// A step whose lines (or `env`) hold a secret, or whose index is in
 /// `forced`, gets its `private` file: `.csis/bake-vars/<bake>/step-NN.sh`,
-/// mode 0600, the step's script with its `env` as `export` lines first. A
+/// mode 0600, the step's script with its `env` as `export` lines first (a
+/// [`StepKind::Scripts`] whose `env` holds a secret becomes the shell
+/// lines that run each script file, [`run_script_line`]). A
 /// packer root names that file (`scripts`) instead of writing the lines
 /// in its HCL; the bake container runs the lines from memory.
 fn privatize(
@@ -254,6 +256,30 @@ fn privatize(
 ) -> std::io::Result<()> {
     use csis_schema::secret::contains;
     for (i, step) in steps.iter_mut().enumerate() {
+        if let StepKind::Scripts {
+            scripts,
+            runner,
+            env,
+            execute_command,
+        } = &step.kind
+        {
+            if env.iter().any(|e| contains(e)) {
+                // packer would write `env` in the HCL beside `scripts`: the
+                // step becomes the lines that run each script, in order,
+                // and so gets its private file like any other
+                let mut lines = Vec::new();
+                for (_, abs) in scripts {
+                    lines.push(run_script_line(&read(abs)?));
+                }
+                step.kind = StepKind::Shell {
+                    lines,
+                    runner: *runner,
+                    env: env.clone(),
+                    execute_command: execute_command.clone(),
+                    private: None,
+                };
+            }
+        }
         let (lines, env, private) = match &mut step.kind {
             StepKind::Shell {
                 lines,
@@ -286,6 +312,15 @@ fn privatize(
         *private = Some(path);
     }
     Ok(())
+}
+
+/// One line that runs a script file as packer's `scripts` does (written
+/// out, made executable, run by its own `#!`), its exit status the step's.
+fn run_script_line(content: &[u8]) -> String {
+    format!(
+        "f=$(mktemp) && printf '%s' {} | base64 -d > \"$f\" && chmod +x \"$f\" && \"$f\"; rc=$?; rm -f \"$f\"; [ \"$rc\" = 0 ] || exit \"$rc\"",
+        sq(&shell::base64(content))
+    )
 }
 
 /// The steps of the request's modifications, in declared order (what

@@ -92,3 +92,62 @@ async fn a_secret_line_is_named_by_its_private_file_never_written_in_the_root() 
     );
     assert!(!hcl.contains("environment_vars"), "{hcl}");
 }
+
+/// A secret in the `environment_vars` of a mod that runs script files:
+/// packer would write them beside `scripts`; the step runs from its
+/// private file instead (the env as `export` lines, then each script).
+#[tokio::test]
+async fn a_secret_env_of_script_files_is_never_written_in_the_root() {
+    let key = csis_schema::secret::default_key();
+    let env = "API_KEY=aws-secret-scripts-env-4b9c";
+    csis_schema::secret::register(env, &key).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("scripts")).unwrap();
+    let script = d.path().join("scripts/setup.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"$API_KEY\" > /etc/app.key\n").unwrap();
+    let rt = AwsRuntime::new(standard_aws());
+    let mut req = request(
+        "web",
+        "aws-main",
+        "web-1",
+        BakeParent::Build {
+            series: "base".into(),
+            build_id: "ami-0base00000000000a".into(),
+        },
+        tags(&[("csis_series", "web")]),
+        &d.path().join("generated"),
+    );
+    req.tree_root = d.path().to_path_buf();
+    req.recipe = csis_runtime::recipe::Recipe {
+        base: None,
+        image: Some(csis_runtime::recipe::ImageRecipe {
+            group: None,
+            bundle: Vec::new(),
+        }),
+    };
+    req.steps = vec![BakeStep::Shell {
+        name: "scripted".into(),
+        inline: vec![],
+        scripts: vec![script],
+        ensure: None,
+        env: vec![env.into()],
+        execute_command: None,
+    }];
+    req.tests = vec![];
+    rt.emit(&req).await.unwrap();
+    let hcl = std::fs::read_to_string(d.path().join("generated/build-web.pkr.hcl")).unwrap();
+    assert!(!hcl.contains("aws-secret-scripts-env-4b9c"), "{hcl}");
+    assert!(!hcl.contains("environment_vars"), "{hcl}");
+    let private = d
+        .path()
+        .join(".csis/bake-vars/images_web_aws-main/step-02.sh");
+    assert!(hcl.contains(&private.display().to_string()), "{hcl}");
+    let text = std::fs::read_to_string(&private).unwrap();
+    assert!(
+        text.contains("export API_KEY=aws-secret-scripts-env-4b9c\n"),
+        "{text}"
+    );
+    // the script itself still runs, by its own #!, from the private file
+    let b64 = "IyEvYmluL3NoCmVjaG8gIiRBUElfS0VZIiA+IC9ldGMvYXBwLmtleQo=";
+    assert!(text.contains(b64), "{text}");
+}
