@@ -797,3 +797,73 @@ fn a_missing_playbook_or_script_is_an_error_at_its_field() {
     );
     assert_eq!(d.len(), 2, "{d:?}");
 }
+
+/// A secret where csis cannot keep it out of the packer build file is
+/// refused at its line: in a mod builder's `execute_command`, and in its
+/// `extra_arguments` anywhere but as an `-e`/`--extra-vars` value (which
+/// reaches ansible as a 0600 vars file).
+#[test]
+fn a_secret_in_execute_command_or_a_plain_extra_argument_is_refused() {
+    use age::secrecy::ExposeSecret;
+    use base64::Engine;
+    use std::io::Write;
+    let id = age::x25519::Identity::generate();
+    let recipient = id.to_public();
+    let marker = |plain: &str| {
+        let enc =
+            age::Encryptor::with_recipients(std::iter::once(&recipient as &dyn age::Recipient))
+                .unwrap();
+        let mut ct = Vec::new();
+        let mut w = enc.wrap_output(&mut ct).unwrap();
+        w.write_all(plain.as_bytes()).unwrap();
+        w.finish().unwrap();
+        format!(
+            "ENC[age:{}]",
+            base64::engine::general_purpose::STANDARD.encode(&ct)
+        )
+    };
+    let dir = tree_with("cfg--two-defaults.yml");
+    std::fs::remove_file(dir.path().join("cfg/zz-two-defaults.yml")).unwrap();
+    std::fs::write(
+        dir.path().join("cfg/zz-secret-builders.yml"),
+        format!(
+            "---\nmod_builders:\n  - name: bash-secret-command\n    type: bash-remote\n    execute_command: {}\n  - name: ansible-secret-args\n    type: ansible\n    extra_arguments:\n      - -e\n      - {}\n      - {}\n",
+            marker("sudo -S <<< refusal-secret-sudo-3f1 sh"),
+            marker("pw=refusal-secret-vars-7a2"),
+            marker("--vault-password=refusal-secret-arg-9d4"),
+        ),
+    )
+    .unwrap();
+    let mut e = env();
+    e.insert(
+        "CSIS_CONFIG_IDENTITY".into(),
+        id.to_string().expose_secret().to_string(),
+    );
+    let d = errors_of(
+        dir.path(),
+        LoadOptions {
+            env: Some(e),
+            runtime_checks: csis_ops::wiring::offline_checks(),
+            ..Default::default()
+        },
+    );
+    expect(
+        &d,
+        "cfg/zz-secret-builders.yml:5:22",
+        "mod_builders[0].execute_command",
+        "`execute_command` holds a secret",
+        Some("environment_vars"),
+    );
+    expect(
+        &d,
+        "cfg/zz-secret-builders.yml:11:9",
+        "mod_builders[1].extra_arguments[2]",
+        "this extra argument holds a secret",
+        Some("-e"),
+    );
+    // the `-e` value is kept secret, not refused
+    assert_eq!(d.len(), 2, "{d:?}");
+    for x in &d {
+        assert!(!x.to_string().contains("refusal-secret"), "{x}");
+    }
+}

@@ -459,10 +459,14 @@ struct BuildState {
     meta_lock: tokio::sync::Mutex<()>,
 }
 
+/// A runtime's error as the node's: its text (a failed bake's last lines of
+/// output among it) with every secret, and every printed piece of one,
+/// replaced by its token, as the bake log is: the message reaches the
+/// terminal, the JSON lines and the build report.
 fn rt_err(e: RuntimeError) -> NodeError {
     match e {
         RuntimeError::Cancelled => NodeError::cancelled(),
-        e => NodeError::new(e),
+        e => NodeError::new(csis_schema::secret::redact_printed(&e.to_string())),
     }
 }
 

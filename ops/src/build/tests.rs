@@ -120,3 +120,17 @@ fn old_run_logs_are_pruned_to_the_last_few() {
     want.sort();
     assert_eq!(left, want);
 }
+
+#[test]
+fn a_failed_bakes_error_names_no_secret_nor_a_printed_piece_of_one() {
+    let key = csis_schema::secret::default_key();
+    csis_schema::secret::register("curl -H token=ErrSecretWord77 https://x", &key).unwrap();
+    // a script echoes a word of its secret line; the runtime's error ends
+    // with the last lines of the bake's output
+    let e = rt_err(RuntimeError::Failed(
+        "bake failed (exit 1): last lines:\n+ curl -H token=ErrSecretWord77 https://x\nErrSecretWord77 rejected".into(),
+    ));
+    assert!(!e.message.contains("ErrSecretWord77"), "{}", e.message);
+    assert!(e.message.contains("bake failed (exit 1)"), "{}", e.message);
+    assert!(e.message.contains("rejected"), "{}", e.message);
+}

@@ -197,6 +197,7 @@ impl Loader<'_> {
                 self.d.error(&l, &join_path(&it.path, "execute_command"), "a packer `{{ .Path }}` cannot be written in cfg/ (csis supplies the script path)");
             }
         }
+        self.secrets_of_mod_builder(&it, &model);
         Some(ModBuilder {
             name: normalize_name(&name),
             display: name,
@@ -205,6 +206,60 @@ impl Loader<'_> {
             executable: None,
             origin: Origin::of(&it.node, it.path),
         })
+    }
+}
+
+impl Loader<'_> {
+    /// A secret (`ENC[...]`, `{{ ENV }}`) where csis cannot keep it out of
+    /// the emission is refused at its line: in `execute_command` (the
+    /// command packer writes in its HCL and prints), and in
+    /// `extra_arguments` anywhere but as an `-e`/`--extra-vars` value
+    /// (which csis hands to ansible as a 0600 `@file`).
+    fn secrets_of_mod_builder(&mut self, it: &Item, model: &ModBuilderModel) {
+        use csis_schema::secret::contains;
+        if model.execute_command.as_deref().is_some_and(contains) {
+            let l = it
+                .node
+                .get("execute_command")
+                .map(|n| n.loc.clone())
+                .unwrap_or(it.node.loc.clone());
+            self.d.error_hint(
+                &l,
+                &join_path(&it.path, "execute_command"),
+                "`execute_command` holds a secret, which packer would write in its build file",
+                "pass the secret as an `environment_vars` entry (kept in a 0600 file) and name the variable",
+            );
+        }
+        let args = &model.extra_arguments;
+        let nodes = it.node.get("extra_arguments").and_then(|n| n.as_seq());
+        for (i, a) in args.iter().enumerate() {
+            if !contains(a) {
+                continue;
+            }
+            let after_flag = i > 0 && (args[i - 1] == "-e" || args[i - 1] == "--extra-vars");
+            let vars = if after_flag {
+                Some(a.as_str())
+            } else {
+                a.strip_prefix("--extra-vars=")
+            };
+            let ok = vars.is_some_and(|v| {
+                let v = v.trim_start();
+                !v.starts_with('@') && (v.starts_with(['{', '[']) || v.contains('='))
+            });
+            if ok {
+                continue;
+            }
+            let l = nodes
+                .and_then(|s| s.get(i))
+                .map(|n| n.loc.clone())
+                .unwrap_or(it.node.loc.clone());
+            self.d.error_hint(
+                &l,
+                &format!("{}[{i}]", join_path(&it.path, "extra_arguments")),
+                "this extra argument holds a secret, which packer would write in its build file",
+                "a secret may be an `-e`/`--extra-vars` value (`-e`, then `key=value` or JSON): csis hands it to ansible as a 0600 file",
+            );
+        }
     }
 }
 

@@ -244,7 +244,9 @@ fn ensure_has_secret(e: &crate::Ensure) -> bool {
 
 /// A step whose lines (or `env`) hold a secret, or whose index is in
 /// `forced`, gets its `private` file: `.csis/bake-vars/<bake>/step-NN.sh`,
-/// mode 0600, the step's script with its `env` as `export` lines first. A
+/// mode 0600, the step's script with its `env` as `export` lines first (a
+/// [`StepKind::Scripts`] whose `env` holds a secret becomes the shell
+/// lines that run each script file, [`run_script_line`]). A
 /// packer root names that file (`scripts`) instead of writing the lines
 /// in its HCL; the bake container runs the lines from memory.
 fn privatize(
@@ -254,6 +256,30 @@ fn privatize(
 ) -> std::io::Result<()> {
     use csis_schema::secret::contains;
     for (i, step) in steps.iter_mut().enumerate() {
+        if let StepKind::Scripts {
+            scripts,
+            runner,
+            env,
+            execute_command,
+        } = &step.kind
+        {
+            if env.iter().any(|e| contains(e)) {
+                // packer would write `env` in the HCL beside `scripts`: the
+                // step becomes the lines that run each script, in order,
+                // and so gets its private file like any other
+                let mut lines = Vec::new();
+                for (_, abs) in scripts {
+                    lines.push(run_script_line(&read(abs)?));
+                }
+                step.kind = StepKind::Shell {
+                    lines,
+                    runner: *runner,
+                    env: env.clone(),
+                    execute_command: execute_command.clone(),
+                    private: None,
+                };
+            }
+        }
         let (lines, env, private) = match &mut step.kind {
             StepKind::Shell {
                 lines,
@@ -288,6 +314,99 @@ fn privatize(
     Ok(())
 }
 
+/// The mod builder's `extra_arguments`, each `-e`/`--extra-vars` value
+/// that holds a secret replaced by `@<file>`: the vars as JSON in a 0600
+/// file under `.csis/bake-vars/<bake>/` (as a secret `config:` is). The
+/// loader refuses a secret anywhere else among them.
+fn private_extra_arguments(
+    req: &BakeRequest,
+    module: &str,
+    args: &[String],
+) -> std::io::Result<Vec<String>> {
+    use csis_schema::secret::contains;
+    let mut out = Vec::with_capacity(args.len());
+    let mut n = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let (flag, value) = if (a == "-e" || a == "--extra-vars") && i + 1 < args.len() {
+            i += 1;
+            (Some(a.as_str()), args[i].as_str())
+        } else if let Some(v) = a.strip_prefix("--extra-vars=") {
+            (None, v)
+        } else {
+            (None, a.as_str())
+        };
+        i += 1;
+        let vars = (value.len() != a.len() || flag.is_some()) && contains(value);
+        if !vars {
+            out.extend(flag.map(str::to_string));
+            out.push(value.to_string());
+            continue;
+        }
+        n += 1;
+        let text = if value.trim_start().starts_with(['{', '[']) {
+            // JSON or YAML, as ansible reads it
+            value.to_string()
+        } else {
+            let mut map = serde_json::Map::new();
+            for w in kv_words(value) {
+                let Some((k, v)) = w.split_once('=') else {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("mod {module}: an extra_arguments `-e` value holding a secret is not key=value words"),
+                    ));
+                };
+                map.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+            }
+            serde_json::Value::Object(map).to_string()
+        };
+        let path = private_vars(req, &format!("{module}-extra-vars-{n}"), &text)?;
+        out.push("-e".into());
+        out.push(format!("@{}", path.display()));
+    }
+    Ok(out)
+}
+
+/// The words of an ansible `key=value` string: split at white space
+/// outside quotes, each quote pair removed (`msg='a b'` is `msg=a b`).
+fn kv_words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for c in s.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                any = true;
+            }
+            None if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            None => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// One line that runs a script file as packer's `scripts` does (written
+/// out, made executable, run by its own `#!`), its exit status the step's.
+fn run_script_line(content: &[u8]) -> String {
+    format!(
+        "f=$(mktemp) && printf '%s' {} | base64 -d > \"$f\" && chmod +x \"$f\" && \"$f\"; rc=$?; rm -f \"$f\"; [ \"$rc\" = 0 ] || exit \"$rc\"",
+        sq(&shell::base64(content))
+    )
+}
+
 /// The steps of the request's modifications, in declared order (what
 /// [`lower`] runs between the settle step and the bundle).
 fn mod_steps(
@@ -315,7 +434,7 @@ fn mod_steps(
                     "-e".to_string(),
                     format!("ansible_python_interpreter={ANSIBLE_PYTHON}"),
                 ];
-                args.extend(extra_arguments.iter().cloned());
+                args.extend(private_extra_arguments(req, name, extra_arguments)?);
                 if !extra_vars.is_empty() {
                     let json =
                         serde_json::to_string(&serde_json::Value::Object(extra_vars.clone()))
