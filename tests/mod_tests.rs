@@ -31,7 +31,10 @@ fn test_mods_records_pass_fail_and_not_idempotent() {
     let base = format!("csis-modtests/bb:{}", std::process::id());
     docker::import_busybox_base(&base, work.path());
     let mut clean = docker::Cleanup::new("csis-modtests-none", &base);
-    clean.container_filters.push("name=csis-bake-local-".into());
+    // this test's own containers only (the tests run in parallel)
+    clean
+        .container_filters
+        .push("name=csis-bake-local-mods-modtest".into());
     let t = csis_testkit::Tree::of("graph/basic");
     tree(&t.root, &base);
     let dir = &t.root;
@@ -115,4 +118,74 @@ fn serde_yaml_ng_or_json(text: &str) -> serde_json::Value {
         results.insert(h, serde_json::Value::Object(m));
     }
     serde_json::json!({"results": results})
+}
+
+/// `require_mod_tests: true` (core §5.4): release refuses a build whose
+/// mods have no mod-test record, in one line naming `csis test-mods`, and
+/// changes nothing; once `csis test-mods` recorded an idempotent pass for
+/// the content hash the build records, the release goes through. A mod
+/// edited afterwards gives the next build a content hash with no record:
+/// its release is refused again until the mods are tested again.
+#[test]
+fn release_honours_require_mod_tests() {
+    if docker::skip() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let base = format!("csis-modtests/bb-rel:{}", std::process::id());
+    docker::import_busybox_base(&base, work.path());
+    let mut clean = docker::Cleanup::new("csis-modtests-none", &base);
+    clean
+        .container_filters
+        .push("name=csis-bake-local-relmods-modtest".into());
+    let t = csis_testkit::Tree::of("graph/basic");
+    let dir = &t.root;
+    tree(dir, &base);
+    let cfg = dir.join("cfg/_config.yml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}config:\n  require_mod_tests: true\n")).unwrap();
+    let mods = |line: &str| {
+        format!(
+            "images:\n  - name: relmods\n    source_image: bb\n    runtimes: [{{image_builder: sim-bake}}]\n    modifications:\n      - name: good\n        type: bash\n        script:\n          - mkdir -p /opt/good\n          - {line}\n"
+        )
+    };
+    std::fs::write(
+        dir.join("images/zz-mods.yaml"),
+        mods("echo hello > /opt/good/f"),
+    )
+    .unwrap();
+    t.ok(&["build", "//..."]);
+    let releases = dir.join("meta-state/releases.yaml");
+    let before = std::fs::read_to_string(&releases).ok();
+    // no record: refused, one line naming the command, nothing written
+    let (code, out, err) = t.run(&["release", "relmods"]);
+    assert_ne!(code, 0, "{out}\n{err}");
+    let said = format!("{out}{err}");
+    let lines: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(
+        lines[0].contains("good") && lines[0].contains("csis test-mods"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&releases).ok(), before);
+    // tested: released
+    t.ok(&["test-mods", "--image", "relmods"]);
+    t.ok(&["release", "relmods"]);
+    let released = std::fs::read_to_string(&releases).unwrap();
+    assert!(released.contains("relmods"), "{released}");
+    // the mod edited and baked again: its new content hash has no record
+    std::fs::write(
+        dir.join("images/zz-mods.yaml"),
+        mods("echo changed > /opt/good/f"),
+    )
+    .unwrap();
+    t.ok(&["build", "//..."]);
+    let (code, out, err) = t.run(&["release", "relmods"]);
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("csis test-mods"),
+        "{out}\n{err}"
+    );
+    t.ok(&["test-mods", "--image", "relmods"]);
+    t.ok(&["release", "relmods"]);
 }

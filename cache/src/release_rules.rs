@@ -201,7 +201,7 @@ pub fn qualify<'a>(
                 return Err(ReleaseRefusal::ModTest {
                     build: build_id.into(),
                     name,
-                    why: "none recorded and require_mod_tests holds".into(),
+                    why: "none recorded and require_mod_tests holds: run csis test-mods".into(),
                 })
             }
             None => {}

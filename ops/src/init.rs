@@ -105,6 +105,10 @@ pub fn files(starter: Starter) -> Vec<(&'static str, &'static str)> {
                 include_str!("starters/aws/os-builders.yml"),
             ),
             (
+                "cfg/storage-builders.yml",
+                include_str!("starters/aws/storage-builders.yml"),
+            ),
+            (
                 "images/images.yaml",
                 include_str!("starters/aws/images.yaml"),
             ),

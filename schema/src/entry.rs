@@ -19,6 +19,9 @@ pub struct Origin {
     pub path: String,
     /// Where each top-level field's value is (for errors about one field).
     pub fields: Vec<(String, Loc)>,
+    /// Where each element of a top-level list field is (for errors about
+    /// one element: `storage_types[1]`).
+    pub items: Vec<(String, Vec<Loc>)>,
 }
 
 impl Origin {
@@ -35,7 +38,27 @@ impl Origin {
                         .collect()
                 })
                 .unwrap_or_default(),
+            items: node
+                .as_map()
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|e| {
+                            let seq = e.value.as_seq()?;
+                            Some((e.key.clone(), seq.iter().map(|n| n.loc.clone()).collect()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
+    }
+    /// Where element `i` of the list `field` is (the field's location
+    /// when it is not a list of that length).
+    pub fn item(&self, field: &str, i: usize) -> &Loc {
+        self.items
+            .iter()
+            .find(|(k, _)| k == field)
+            .and_then(|(_, v)| v.get(i))
+            .unwrap_or_else(|| self.field(field))
     }
     /// Where `field`'s value is (the entry's location when it is not declared).
     pub fn field(&self, field: &str) -> &Loc {

@@ -115,7 +115,7 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(
-        text(&out.stderr).contains("0 finding(s) in 12 staged file(s)"),
+        text(&out.stderr).contains("0 finding(s) in 13 staged file(s)"),
         "{}",
         text(&out.stderr)
     );

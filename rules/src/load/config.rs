@@ -183,6 +183,7 @@ impl Loader<'_> {
                 .unwrap_or(first_loc),
             path: String::new(),
             fields: Vec::new(),
+            items: Vec::new(),
         };
         (cfg, Some(origin))
     }

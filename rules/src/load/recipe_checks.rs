@@ -2,9 +2,11 @@
 //! field: an update policy or exclusion the family's package manager has no
 //! way to apply, an identity or storage type csis knows no prerequisites
 //! of, an identity type a runtime cannot run (the OPA agent on docker), a
-//! machine type the runtime does not declare (D21).
+//! machine type the runtime does not declare (D21), a storage type no
+//! storage builder provides (N6).
 
 use super::Loader;
+use crate::groups::STORAGE_BUILDER_TYPES;
 use crate::tree::{Origin, Tree};
 use csis_schema::model::{RuntimeKind, UpdatePolicyKind};
 use csis_schema::yaml::join_path;
@@ -81,13 +83,58 @@ impl Loader<'_> {
             for (i, st) in os.model.storage_types.iter().enumerate() {
                 if !STORAGE_TYPES.contains(&st.as_str()) {
                     self.d.error_hint(
-                        o.field("storage_types"),
+                        o.item("storage_types", i),
                         &format!("{}[{i}]", join_path(&o.path, "storage_types")),
                         format!("unknown storage type `{st}`: its prerequisites are not known"),
                         format!("storage types: {}", STORAGE_TYPES.join(", ")),
                     );
+                    continue;
                 }
+                self.check_storage_builder(t, os, i, st);
             }
+        }
+    }
+
+    /// A declared storage type needs a configured storage builder (config
+    /// §"Base images and capabilities"): some storage builder of the tree
+    /// is of that type. As the original, on any runtime: its complete
+    /// starter declares ebs on an OS builder baking on aws-east1 with the
+    /// one ebs builder on aws-east2. `volume` is docker's own (a named
+    /// volume, no storage builder type): accepted when the OS builder
+    /// bakes on a docker (or dummy) runtime.
+    fn check_storage_builder(&mut self, t: &Tree, os: &crate::tree::OsBuilder, i: usize, st: &str) {
+        let o = &os.origin;
+        let path = format!("{}[{i}]", join_path(&o.path, "storage_types"));
+        if st == "volume" {
+            let on_docker = os.active_runtimes().any(|e| {
+                e.runtime
+                    .as_deref()
+                    .and_then(|r| t.runtime(r))
+                    .is_some_and(|r| matches!(r.type_name(), "docker" | "dummy"))
+            });
+            if !on_docker && os.active_runtimes().next().is_some() {
+                self.d.error_hint(
+                    o.item("storage_types", i),
+                    &path,
+                    "storage type `volume` has no storage builder: it is a docker runtime's own named volume, and no runtime of this OS builder is docker",
+                    "declare `volume` on an OS builder that bakes on a docker runtime",
+                );
+            }
+            return;
+        }
+        let Some(kind) = STORAGE_BUILDER_TYPES.iter().find(|k| k.token == st) else {
+            return;
+        };
+        if !t.storage_builders.iter().any(|b| b.storage_type == st) {
+            self.d.error_hint(
+                o.item("storage_types", i),
+                &path,
+                format!("storage type `{st}` has no storage builder configured"),
+                format!(
+                    "declare a storage builder of type {} in cfg/storage-builders.yml",
+                    kind.builder_type
+                ),
+            );
         }
     }
 
