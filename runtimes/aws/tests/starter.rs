@@ -174,7 +174,10 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
         // build, source, variables, the plugins and the original's
         // ansible setup (`base_image_version`)
         assert_eq!(files.len(), 5, "{files:?}");
-        assert!(roots.join("el10/ansible-setup.pkr.hcl").is_file(), "{files:?}");
+        assert!(
+            roots.join("el10/ansible-setup.pkr.hcl").is_file(),
+            "{files:?}"
+        );
         let src = std::fs::read_to_string(roots.join("el10/source-el10.pkr.hcl")).unwrap();
         assert!(src.contains(&format!("vpc_id        = \"{vpc}\"")), "{src}");
         assert!(
