@@ -55,11 +55,11 @@ fn shell(lines: Vec<String>) -> StepKind {
     }
 }
 
-/// The ordered steps of a bake (emission.md §2.1), for one runtime.
-pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
-    let mut steps = vec![Step {
+/// The first step of a bake or a mod test: the machine settles.
+fn settle_step(t: &Target, machine: &str) -> Step {
+    Step {
         comment: format!(
-            "before anything else: the build machine settles ({})",
+            "before anything else: the {machine} settles ({})",
             t.runtime
         ),
         kind: StepKind::Shell {
@@ -69,7 +69,12 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
             execute_command: None,
             private: None,
         },
-    }];
+    }
+}
+
+/// The ordered steps of a bake (emission.md §2.1), for one runtime.
+pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
+    let mut steps = vec![settle_step(t, "build machine")];
     let mut files = Vec::new();
     // steps whose lines hold a secret the registry cannot see in them
     let mut forced = std::collections::BTreeSet::new();
@@ -526,19 +531,7 @@ fn mod_steps(
 /// request's modifications lowered as a bake lowers them, and nothing
 /// else (no bundle, no activation, no verification).
 pub fn lower_mods(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
-    let mut steps = vec![Step {
-        comment: format!(
-            "before anything else: the test container settles ({})",
-            t.runtime
-        ),
-        kind: StepKind::Shell {
-            lines: settle_lines(t),
-            runner: false,
-            env: Vec::new(),
-            execute_command: None,
-            private: None,
-        },
-    }];
+    let mut steps = vec![settle_step(t, "test container")];
     let mut files = Vec::new();
     // run from memory in the test container: no step needs a private file
     mod_steps(req, t, &mut steps, &mut files, &mut Default::default())?;
