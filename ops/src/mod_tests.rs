@@ -385,16 +385,7 @@ async fn test_image(
             c.bake_spec(bake).map(|b| &b.parent)
         {
             if let NodeSpec::Resolve(r) = c.spec(*resolve) {
-                let req = csis_runtime::ResolveRequest {
-                    label: r.label.to_string(),
-                    series: r.series.clone(),
-                    family: r.family.clone(),
-                    family_version: r.family_version.clone(),
-                    architecture: r.architecture.clone(),
-                    owners: r.owners.clone(),
-                    query: r.query.clone(),
-                    image_id: r.image_id.clone(),
-                };
+                let req = crate::build::resolve_request(r);
                 return Ok(rt.resolve(&req).await?.id);
             }
         }

@@ -482,16 +482,7 @@ impl BuildState {
         match c.spec(cx.id()).clone() {
             NodeSpec::Resolve(r) => {
                 let rt = self.runtime(&r.runtime)?;
-                let req = ResolveRequest {
-                    label: r.label.to_string(),
-                    series: r.series.clone(),
-                    family: r.family.clone(),
-                    family_version: r.family_version.clone(),
-                    architecture: r.architecture.clone(),
-                    owners: r.owners.clone(),
-                    query: r.query.clone(),
-                    image_id: r.image_id.clone(),
-                };
+                let req = resolve_request(&r);
                 let img = rt.resolve(&req).await.map_err(rt_err)?;
                 cx.log(format!("resolved {}", img.id));
                 let out = json!({"id": img.id});
@@ -615,6 +606,21 @@ fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Sessio
             .expect("both nodes are in the graph");
     }
     session
+}
+
+/// The runtime's request for a resolve node's spec (the build's resolve
+/// node and `csis test-mods`' base image ask the same).
+pub(crate) fn resolve_request(r: &csis_rules::compile::ResolveSpec) -> ResolveRequest {
+    ResolveRequest {
+        label: r.label.to_string(),
+        series: r.series.clone(),
+        family: r.family.clone(),
+        family_version: r.family_version.clone(),
+        architecture: r.architecture.clone(),
+        owners: r.owners.clone(),
+        query: r.query.clone(),
+        image_id: r.image_id.clone(),
+    }
 }
 
 #[cfg(test)]
