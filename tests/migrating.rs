@@ -384,3 +384,66 @@ fn verify_instance_takes_the_originals_one_argument() {
     assert!(!err1.contains("not declared"), "{err1}");
     assert_eq!((one, err1), (two, err2), "the same as naming its runtime");
 }
+
+/// A declared executable's version is probed once: a second `validate`
+/// (and a build's checks) answer from `.csis/cache/probes.json` and run no
+/// subprocess, until the binary changes (issue 23 item 4).
+#[test]
+fn version_probes_are_cached_until_the_binary_changes() {
+    let (_d, tree) = init_dummy();
+    let bin = tree.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let count = tree.join("probes-run");
+    let tool = stand_in(
+        &bin,
+        "tool",
+        &format!("echo x >> {}; echo 'tool 1.4.2'", count.display()),
+    );
+    // settled: older than the racy window
+    let age = |p: &Path, when: &str| {
+        let st = Command::new("touch")
+            .args(["-d", when])
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    age(&tool, "2020-01-01 00:00:00");
+    std::fs::write(
+        tree.join("cfg/executables.yml"),
+        format!(
+            "executables:\n  - name: tool\n    binary: {}\n    version: \">=1.4\"\n",
+            tool.display()
+        ),
+    )
+    .unwrap();
+    let runs = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for _ in 0..2 {
+        let (code, out, err) = csis_in(&tree, &["validate"]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    assert_eq!(runs(), 1, "the second validate answered from the cache");
+    assert!(tree.join(".csis/cache/probes.json").is_file());
+    let (code, out, err) = csis_in(&tree, &["build", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(runs(), 1, "a dry build probes nothing new");
+    // the binary changed: probed again, and its new answer counts
+    stand_in(
+        &bin,
+        "tool",
+        &format!("echo x >> {}; echo 'tool 1.3.0'", count.display()),
+    );
+    age(&tool, "2021-01-01 00:00:00");
+    let (code, out, err) = csis_in(&tree, &["validate"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("tool: version 1.3.0 does not satisfy `>=1.4`"),
+        "{out}{err}"
+    );
+    assert_eq!(runs(), 2);
+}

@@ -288,6 +288,7 @@ pub fn find_executable(binary: &str) -> Option<PathBuf> {
 /// `csis preflight`.
 pub fn preflight(cx: &Context) -> Result<PreflightReport> {
     let tree = cx.tree();
+    crate::validate::use_probe_cache(tree);
     let mut checks = Vec::new();
     let check = |subject: &str, name: &str, status, what: Option<String>, detail: String| Check {
         subject: subject.into(),

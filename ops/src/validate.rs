@@ -82,22 +82,46 @@ pub fn checker_of(x: &csis_schema::model::Executable) -> Option<&'static Version
 pub fn check_executable(
     x: &csis_schema::model::Executable,
 ) -> Result<csis_rules::tools::Version, String> {
+    let probe =
+        |bin: &str| csis_runtime::probe::run(bin, &["--version"]).map(|o| o.text().to_string());
     match checker_of(x) {
-        Some(c) => csis_rules::tools::check_executable_with(x, c.class, &c.read),
-        None => csis_rules::tools::check_executable(x),
+        Some(c) => csis_rules::tools::check_executable_with(x, c.class, &c.read, &probe),
+        None => csis_rules::tools::check_executable_with(x, None, &first_dotted, &probe),
     }
 }
 
 /// Every declared executable, checked at its entry (the original checks
 /// each one, whether a builder csis runs names it or not).
+/// The probes run in parallel, once per process, and are cached under the
+/// tree's `.csis/cache/` (`csis_runtime::probe`).
 fn executable_checks(tree: &Tree) -> Vec<Diagnostic> {
+    use_probe_cache(tree);
+    let results: Vec<Result<_, String>> = std::thread::scope(|s| {
+        let probes: Vec<_> = tree
+            .executables
+            .iter()
+            .map(|x| s.spawn(|| check_executable(&x.model)))
+            .collect();
+        probes
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("version probe panicked".into()))
+            })
+            .collect()
+    });
     let mut out = Vec::new();
-    for x in &tree.executables {
-        if let Err(msg) = check_executable(&x.model) {
+    for (x, r) in tree.executables.iter().zip(results) {
+        if let Err(msg) = r {
             out.push(Diagnostic::at(&x.origin.loc, &x.origin.path, msg));
         }
     }
     out
+}
+
+/// Keep this process's version probes under the tree's `.csis/cache/`.
+pub fn use_probe_cache(tree: &Tree) {
+    csis_runtime::probe::set_cache_dir(&tree.root.join(".csis").join("cache"));
 }
 
 /// What `--offline` skips.

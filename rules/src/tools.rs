@@ -3,7 +3,6 @@
 //! The check itself runs a process, so `validate --offline` skips it.
 
 use std::cmp::Ordering;
-use std::process::Command;
 
 use csis_schema::model::Executable;
 
@@ -84,25 +83,21 @@ pub fn satisfies(v: &Version, spec: &str) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Run the generic checker for one executable: `<binary> --version`, the
-/// first dotted number. Returns the version found; errors are the messages
-/// `validate` prints.
-pub fn check_executable(exe: &Executable) -> Result<Version, String> {
-    check_executable_with(exe, None, &|text| Version::find(text))
-}
-
-/// Run `<binary> --version` and read its version with `read` (given the
-/// output: standard output, or standard error when that is empty), then
-/// hold it against the declared specifier. `checker` is the name of the
+/// Hold one executable's `--version` answer against its declaration:
+/// `probe` runs `<binary> --version` (the caller's: csis-ops caches it) and
+/// gives its text (standard output, or standard error when that is
+/// empty); `read` finds the version in it. `checker` is the name of the
 /// original's checker class when it has its own (`AwsCLIVersionChecker`):
-/// its parse failure names it, as the original's does.
+/// its parse failure names it, as the original's does. Returns the version
+/// found; errors are the messages `validate` prints.
 pub fn check_executable_with(
     exe: &Executable,
     checker: Option<&str>,
     read: &dyn Fn(&str) -> Option<Version>,
+    probe: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<Version, String> {
     let bin = exe.binary();
-    let out = Command::new(bin).arg("--version").output().map_err(|e| {
+    let text = probe(bin).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!(
                 "{}: binary '{bin}' not found (declared in cfg/executables.yml; an absolute path, or a name on PATH)",
@@ -112,11 +107,6 @@ pub fn check_executable_with(
             format!("{}: could not read its version (`{bin} --version`): {e}", exe.name)
         }
     })?;
-    // some tools (aws v1) print their version on standard error
-    let mut text = String::from_utf8_lossy(&out.stdout).to_string();
-    if text.trim().is_empty() {
-        text = String::from_utf8_lossy(&out.stderr).to_string();
-    }
     let version = read(&text).ok_or_else(|| match checker {
         Some(c) => format!(
             "{}: {c} could not parse a version from `{bin} --version`",

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use tokio_util::sync::CancellationToken;
 
 mod output;
+pub mod probe;
 pub mod recipe;
 mod steps;
 #[cfg(any(test, feature = "testing"))]

@@ -1,8 +1,6 @@
 //! `AwsCLIVersionChecker` (registered under `aws-cli`): runs
 //! `<binary> --version` and reads the version from the first output line.
 
-use std::process::Command;
-
 use regex::Regex;
 
 /// The checker's regex on the first output line (`aws-cli/2.32.0 Python/...`).
@@ -19,7 +17,7 @@ pub fn aws_cli_version(output: &str) -> Option<String> {
 
 /// Run `<binary> --version` and read the version; the error texts are the seed's.
 pub fn check_aws_cli(binary: &str) -> Result<String, String> {
-    let out = match Command::new(binary).arg("--version").output() {
+    let out = match csis_runtime::probe::run(binary, &["--version"]) {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
@@ -33,11 +31,7 @@ pub fn check_aws_cli(binary: &str) -> Result<String, String> {
         }
     };
     // aws v1 printed its version on stderr
-    let mut text = String::from_utf8_lossy(&out.stdout).to_string();
-    if text.trim().is_empty() {
-        text = String::from_utf8_lossy(&out.stderr).to_string();
-    }
-    aws_cli_version(&text).ok_or_else(|| {
+    aws_cli_version(out.text()).ok_or_else(|| {
         format!("aws-cli: AwsCLIVersionChecker could not parse a version from `{binary} --version`")
     })
 }

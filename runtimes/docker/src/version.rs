@@ -78,18 +78,16 @@ pub fn pep440_to_semver(spec: &str) -> String {
 
 /// Run `<binary> --version` and check it against `requirement`.
 pub async fn check_docker_cli(binary: &str, requirement: &str) -> Result<Version, String> {
-    let out = tokio::process::Command::new(binary)
-        .arg("--version")
-        .output()
+    let out = csis_runtime::probe::run_async(binary, &["--version"])
         .await
         .map_err(|e| format!("executable '{binary}' cannot run: {e}"))?;
-    if !out.status.success() {
+    if !out.success {
         return Err(format!(
             "`{binary} --version` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.stderr.trim()
         ));
     }
-    check_docker_version(&String::from_utf8_lossy(&out.stdout), requirement)
+    check_docker_version(&out.stdout, requirement)
 }
 
 #[cfg(test)]

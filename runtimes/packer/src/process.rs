@@ -101,17 +101,15 @@ pub fn manifest_artifact(text: &str) -> Result<String> {
 
 /// `packer version` as (major, minor).
 pub async fn version(binary: &str) -> Result<(u64, u64)> {
-    let out = tokio::process::Command::new(binary)
-        .arg("version")
-        .output()
+    let out = csis_runtime::probe::run_async(binary, &["version"])
         .await
         .map_err(|e| {
             RuntimeError::Failed(format!(
                 "`{binary} version` cannot run: {e} (install packer: Debian `apt-get install packer`, or HashiCorp's release)"
             ))
         })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    parse_version(&text).ok_or_else(|| {
+    let text = &out.stdout;
+    parse_version(text).ok_or_else(|| {
         RuntimeError::Failed(format!(
             "cannot read a version from `{binary} version`: {}",
             text.trim()
