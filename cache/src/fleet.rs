@@ -187,7 +187,7 @@ impl Pins {
 
 /// One journalled fleet operation (see the module's doc).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "fleet", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum FleetOp {
     Launch {
         name: String,

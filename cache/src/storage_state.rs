@@ -150,6 +150,14 @@ pub fn transition(
             r => Err(TransitionError::NewMustStartActive { requested: r }),
         };
     };
+    let action = match (from, requested) {
+        (Active, Active) | (Archived, Archived) | (Destroyed, Destroyed) => A::Keep,
+        (Active, Archived) => A::Archive,
+        (Archived, Active) => A::Restore,
+        (Active | Archived, Destroyed) => A::Destroy,
+        (Destroyed, Active) => A::Regenerate,
+        (Destroyed, Archived) => return Err(TransitionError::DestroyedToArchived),
+    };
     if requested != Active && attached {
         return Err(if from == requested {
             TransitionError::AttachedNotActive { state: from }
@@ -160,14 +168,6 @@ pub fn transition(
             }
         });
     }
-    let action = match (from, requested) {
-        (Active, Active) | (Archived, Archived) | (Destroyed, Destroyed) => A::Keep,
-        (Active, Archived) => A::Archive,
-        (Archived, Active) => A::Restore,
-        (Active | Archived, Destroyed) => A::Destroy,
-        (Destroyed, Active) => A::Regenerate,
-        (Destroyed, Archived) => return Err(TransitionError::DestroyedToArchived),
-    };
     Ok(Transition {
         from: current,
         to: requested,

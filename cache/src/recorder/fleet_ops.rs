@@ -130,26 +130,38 @@ impl Recorder {
         Ok(f(&st.pins, fleet))
     }
 
-    /// Refuse a machine number given before (the ledger never reuses one).
-    /// `Ok(true)`: that very machine is recorded already (nothing to do).
-    fn check_number(&self, name: &str, kind: GenerationKind, n: u32) -> Result<bool, CacheError> {
-        let (has, next) = self.fleet(|_, f| {
-            let has = f
-                .instances
-                .instances
-                .get(name)
-                .is_some_and(|l| l.has(kind, n));
-            (has, f.instances.next_number(name, kind))
+    /// Refuse a machine number given before to another machine (the ledger
+    /// never reuses one). `Ok(true)`: that very machine is recorded already
+    /// (nothing to do).
+    fn check_number(
+        &self,
+        name: &str,
+        kind: GenerationKind,
+        m: &Machine,
+    ) -> Result<bool, CacheError> {
+        let n = m.generation;
+        let (given, next) = self.fleet(|_, f| {
+            let l = f.instances.instances.get(name);
+            let given = l.and_then(|l| {
+                l.current
+                    .iter()
+                    .chain(l.closed().map(|c| &c.generation))
+                    .find(|g| g.kind == kind && g.number == n)
+                    .map(|g| g.instance_id.clone())
+            });
+            (given, f.instances.next_number(name, kind))
         })?;
-        if has {
-            return Ok(true);
-        }
-        if n == 0 || n < next {
-            return Err(self.refused(format!(
+        match given {
+            Some(id) if id == m.instance_id => Ok(true),
+            Some(id) => Err(self.refused(format!(
+                "instance {name}: generation {n} was given before (to {}); nothing recorded",
+                id.as_deref().unwrap_or("a machine of unknown id")
+            ))),
+            None if n == 0 || n < next => Err(self.refused(format!(
                 "instance {name}: generation {n} was given before or is not a number (the next is {next}); nothing recorded"
-            )));
+            ))),
+            None => Ok(false),
         }
-        Ok(false)
     }
 
     /// A first launch (or a launch after a decommission): the launch record
@@ -164,7 +176,7 @@ impl Recorder {
         run: &str,
     ) -> Result<(), CacheError> {
         let kind = GenerationKind::of(record.ephemeral);
-        if self.check_number(name, kind, machine.generation)? {
+        if self.check_number(name, kind, machine)? {
             return Ok(());
         }
         self.fleet_op(FleetOp::Launch {
@@ -191,7 +203,7 @@ impl Recorder {
         run: &str,
     ) -> Result<(), CacheError> {
         let kind = GenerationKind::of(new.ephemeral);
-        if self.check_number(name, kind, machine.generation)? {
+        if self.check_number(name, kind, machine)? {
             return Ok(());
         }
         let (standing, old_build) = self.fleet(|_, f| {
@@ -255,8 +267,7 @@ impl Recorder {
         verdict: &EphemeralVerdict,
         run: &str,
     ) -> Result<(), CacheError> {
-        let n = verdict.machine.generation;
-        if self.check_number(name, GenerationKind::Ephemeral, n)? {
+        if self.check_number(name, GenerationKind::Ephemeral, &verdict.machine)? {
             return Ok(());
         }
         self.fleet_op(FleetOp::Ephemeral {
