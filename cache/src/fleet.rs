@@ -234,6 +234,15 @@ pub(crate) enum FleetOp {
         op: InstanceOp,
         run: String,
     },
+    Observe {
+        name: String,
+        /// The generation standing when the provider answered.
+        number: u32,
+        instance_id: String,
+        provider_hostname: Option<String>,
+        run: String,
+        at: String,
+    },
 }
 
 fn opening(record: &LaunchRecord, m: &Machine, run: &str, at: &str) -> Opening {
@@ -300,7 +309,7 @@ impl FleetOp {
                     pins.journal_instance(name, from.filter(|f| f != b), b, run, "ephemeral");
                 }
             }
-            FleetOp::Storage { .. } => {}
+            FleetOp::Storage { .. } | FleetOp::Observe { .. } => {}
             FleetOp::Bind {
                 name,
                 build,
@@ -404,6 +413,19 @@ impl FleetOp {
                 f.storages.apply(name, transition, facts.clone(), run);
             }
             FleetOp::Bind { .. } => {}
+            FleetOp::Observe {
+                name,
+                number,
+                instance_id,
+                provider_hostname,
+                run,
+                at,
+            } => {
+                if f.current_generation(name).map(|g| g.number) == Some(*number) {
+                    let host = provider_hostname.as_deref();
+                    f.instances.observe(name, Some(instance_id), host, run, at);
+                }
+            }
         }
     }
 }

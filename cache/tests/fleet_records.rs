@@ -919,3 +919,43 @@ fn the_store_carries_the_fleet_records() {
     );
     assert_eq!(standing(&v, "web").unwrap().0, 2, "what was there stays");
 }
+
+#[test]
+fn the_providers_answer_observes_or_closes_a_generation_and_silence_changes_nothing() {
+    let t = tree();
+    let r = t.recorder();
+    let inferred = Machine {
+        generation: 1,
+        instance_id: None,
+        provider_hostname: None,
+    };
+    r.record_launch("web", record("b1", "web-001", false), &inferred, "r1")
+        .unwrap();
+    let how = |r: &Recorder| {
+        r.fleet(|_, f| f.current_generation("web").map(|g| g.how))
+            .unwrap()
+    };
+    assert_eq!(how(&r), Some(How::Inferred));
+    assert!(
+        !r.observe_instance("web", None, None, "r2").unwrap(),
+        "silence"
+    );
+    assert_eq!(how(&r), Some(How::Inferred));
+    assert!(r
+        .observe_instance("web", Some("c1"), Some("ip-1"), "r2")
+        .unwrap());
+    assert_eq!(how(&r), Some(How::Observed));
+    assert!(
+        !r.observe_instance("web", Some("c1"), Some("ip-1"), "r3")
+            .unwrap(),
+        "known"
+    );
+    assert!(r.observe_instance("web", Some("c9"), None, "r4").unwrap());
+    assert_eq!(how(&r), None, "another machine bears the name");
+    drop(r);
+    let st = csis_cache::InstanceState::load(&t.meta).unwrap();
+    let c = st.instances["web"].closed().next().unwrap();
+    assert_eq!(c.why, CloseWhy::ReplacedOutOfBand);
+    assert_eq!(c.generation.instance_id.as_deref(), Some("c1"));
+    assert_eq!(c.closed_run, "r4");
+}

@@ -334,6 +334,44 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// The provider's answer about an instance's standing machine (core.md
+    /// §9.3): its id makes an `inferred` generation `observed`; another id
+    /// bearing the name closes it `replaced-out-of-band`; silence (`None`)
+    /// changes nothing. Returns whether the ledger changed.
+    pub fn observe_instance(
+        &self,
+        name: &str,
+        instance_id: Option<&str>,
+        provider_hostname: Option<&str>,
+        run: &str,
+    ) -> Result<bool, CacheError> {
+        let Some(id) = instance_id else {
+            return Ok(false);
+        };
+        let at = now();
+        let number = self.fleet(|_, f| {
+            let n = f.current_generation(name)?.number;
+            let mut trial = f.instances.clone();
+            trial
+                .observe(name, Some(id), provider_hostname, run, &at)
+                .then_some(n)
+        })?;
+        let Some(number) = number else {
+            return Ok(false);
+        };
+        self.fleet_op(FleetOp::Observe {
+            name: name.into(),
+            number,
+            instance_id: id.into(),
+            provider_hostname: provider_hostname.map(str::to_string),
+            run: run.into(),
+            at,
+        })?;
+        Ok(true)
+    }
+}
+
 /// Does the journal hold a fleet operation?
 fn journal_has_fleet(journal: &std::path::Path) -> bool {
     journal_nonempty(journal) && read_journal(journal).0.iter().any(|e| e.fleet.is_some())
