@@ -469,21 +469,24 @@ fn apply_replaced_pins(
 fn apply_ephemeral(f: &mut FleetRecords, name: &str, v: &EphemeralVerdict, run: &str, at: &str) {
     let kind = GenerationKind::Ephemeral;
     let n = v.machine.generation;
-    let mut record = launched(&v.record, run);
-    record.ephemeral = true;
-    record.launched = v.kept;
-    let fresh = !f
+    if !f
         .instances
         .instances
         .get(name)
-        .is_some_and(|l| l.has(kind, n));
-    if fresh {
-        f.launch.instances.insert(name.to_string(), record.clone());
-    }
-    f.instances
-        .open_numbered(name, kind, n, opening(&record, &v.machine, run, at));
-    if !v.kept {
+        .is_some_and(|l| l.has(kind, n))
+    {
+        let mut record = launched(&v.record, run);
+        record.ephemeral = true;
         f.instances
-            .close_numbered(name, n, run, at, CloseWhy::Ephemeral);
+            .open_numbered(name, kind, n, opening(&record, &v.machine, run, at));
+        f.launch.instances.insert(name.to_string(), record);
+    }
+    if !v.kept
+        && f.instances
+            .close_numbered(name, n, run, at, CloseWhy::Ephemeral)
+    {
+        if let Some(r) = f.launch.instances.get_mut(name) {
+            r.launched = false;
+        }
     }
 }

@@ -959,3 +959,59 @@ fn the_providers_answer_observes_or_closes_a_generation_and_silence_changes_noth
     assert_eq!(c.generation.instance_id.as_deref(), Some("c1"));
     assert_eq!(c.closed_run, "r4");
 }
+
+#[test]
+fn a_kept_ephemeral_stands_until_removed_and_a_standing_machine_is_not_launched_over() {
+    let t = tree();
+    let r = t.recorder();
+    let mut v = EphemeralVerdict {
+        record: record("b1", "probe-001", true),
+        machine: machine(1, "e1"),
+        ok: false,
+        kept: true,
+    };
+    r.record_ephemeral("probe", &v, "r1").unwrap();
+    let standing = |r: &Recorder| {
+        r.fleet(|_, f| {
+            (
+                f.current_generation("probe").map(|g| g.number),
+                f.launch_record("probe").map(|l| l.launched),
+            )
+        })
+        .unwrap()
+    };
+    assert_eq!(
+        standing(&r),
+        (Some(1), Some(true)),
+        "kept: it stands, labelled"
+    );
+    v.kept = false;
+    r.record_ephemeral("probe", &v, "r2").unwrap();
+    assert_eq!(standing(&r), (None, Some(false)), "removed later: closed");
+    let why = r
+        .fleet(|_, f| {
+            f.instances.instances["probe"]
+                .closed()
+                .next()
+                .map(|c| c.why)
+        })
+        .unwrap();
+    assert_eq!(why, Some(CloseWhy::Ephemeral));
+
+    r.record_launch(
+        "web",
+        record("b1", "web-001", false),
+        &machine(1, "c1"),
+        "r1",
+    )
+    .unwrap();
+    let e = r
+        .record_launch(
+            "web",
+            record("b1", "web-002", false),
+            &machine(2, "c2"),
+            "r2",
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("generation 1 stands"), "{e}");
+}

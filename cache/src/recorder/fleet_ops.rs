@@ -179,6 +179,12 @@ impl Recorder {
         if self.check_number(name, kind, machine)? {
             return Ok(());
         }
+        let standing = self.fleet(|_, f| f.current_generation(name).map(|g| g.number))?;
+        if let Some(n) = standing {
+            return Err(self.refused(format!(
+                "instance {name}: generation {n} stands; a new machine for it is a replacement (record_replaced); nothing recorded"
+            )));
+        }
         self.fleet_op(FleetOp::Launch {
             name: name.into(),
             record,
@@ -260,15 +266,21 @@ impl Recorder {
     /// An ephemeral run: generation `verdict.machine.generation` (of the
     /// ephemeral counter) opened and, unless the machine was kept, closed
     /// (`ephemeral`); the launch record (`launched` only when kept); the
-    /// pin at the build it proved (`ephemeral`).
+    /// pin at the build it proved (`ephemeral`). The same verdict again with
+    /// `kept: false` closes a kept machine once it is removed.
     pub fn record_ephemeral(
         &self,
         name: &str,
         verdict: &EphemeralVerdict,
         run: &str,
     ) -> Result<(), CacheError> {
+        let n = verdict.machine.generation;
         if self.check_number(name, GenerationKind::Ephemeral, &verdict.machine)? {
-            return Ok(());
+            // recorded already: only a kept machine removed since closes
+            let standing = self.fleet(|_, f| f.current_generation(name).map(|g| g.number))?;
+            if verdict.kept || standing != Some(n) {
+                return Ok(());
+            }
         }
         self.fleet_op(FleetOp::Ephemeral {
             name: name.into(),
