@@ -1015,3 +1015,98 @@ fn a_kept_ephemeral_stands_until_removed_and_a_standing_machine_is_not_launched_
         .unwrap_err();
     assert!(e.to_string().contains("generation 1 stands"), "{e}");
 }
+
+// ---- a real kill -9 -------------------------------------------------------------------
+
+const CHILD_TREE: &str = "CSIS_FLEET_RECORDS_CHILD_TREE";
+
+/// Run by [`kill_9_during_replacements_leaves_exactly_one_machine_recorded`]
+/// as a child process: replaces `web` again and again until killed.
+#[test]
+#[ignore = "a child process of the kill -9 test"]
+fn replacement_child() {
+    let Ok(root) = std::env::var(CHILD_TREE) else {
+        return;
+    };
+    let root = PathBuf::from(root);
+    let r = Recorder::open(
+        MetaState::of_tree(&root),
+        root.join(".csis/lineage.journal"),
+    )
+    .unwrap();
+    for n in 1..100_000u32 {
+        let rec = record(
+            &format!("b{}", n + 1),
+            &canonical_hostname("web", n + 1),
+            false,
+        );
+        r.record_replaced("web", n, rec, &machine(n + 1, &format!("c{}", n + 1)), "rk")
+            .unwrap();
+    }
+}
+
+/// The invariant a kill must keep: one machine stands, the launch record
+/// and the pin are its, and every earlier one is closed `replaced`.
+fn one_machine_recorded(v: &(Pins, FleetRecords)) -> u32 {
+    let (p, f) = v;
+    let g = f.current_generation("web").expect("a machine is recorded");
+    let n = g.number;
+    let lr = f.launch_record("web").unwrap();
+    assert_eq!(lr.hostname, canonical_hostname("web", n));
+    assert_eq!(lr.build, format!("b{n}"));
+    assert_eq!(p.instance_pin("web"), Some(lr.build.as_str()));
+    assert_eq!(g.instance_id.as_deref(), Some(format!("c{n}").as_str()));
+    let l = &f.instances.instances["web"];
+    assert_eq!(l.generation.durable, n);
+    let closed: Vec<_> = l.closed().map(|c| (c.generation.number, c.why)).collect();
+    let want: Vec<_> = (1..n).map(|k| (k, CloseWhy::Replaced)).collect();
+    assert_eq!(closed, want);
+    n
+}
+
+#[test]
+fn kill_9_during_replacements_leaves_exactly_one_machine_recorded() {
+    for (round, delay_ms) in [15u64, 40, 90, 160].into_iter().enumerate() {
+        let t = tree();
+        t.recorder()
+            .record_launch(
+                "web",
+                record("b1", "web-001", false),
+                &machine(1, "c1"),
+                "r0",
+            )
+            .unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "replacement_child", "--ignored", "--nocapture"])
+            .env(CHILD_TREE, &t.root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // wait for the child's first replacement, then let it run a little
+        let state = t.meta.dir().join(INSTANCE_STATE_FILE);
+        let started = std::time::Instant::now();
+        while !std::fs::read_to_string(&state)
+            .unwrap()
+            .contains("why: replaced")
+        {
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "the child never replaced"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let n = one_machine_recorded(&t.view());
+        assert!(n >= 2, "round {round}: at least one replacement recorded");
+        eprintln!(
+            "round {round}: killed at generation {n}, journal {} bytes",
+            t.journal_len()
+        );
+        drop(t.recorder()); // the next run replays the journal
+        assert_eq!(one_machine_recorded(&t.files()), n, "round {round}");
+        assert_eq!(t.journal_len(), 0);
+    }
+}
