@@ -78,7 +78,40 @@ impl InstanceOp {
     }
 }
 
+/// What the records say of one instance (see [`FleetRecords::instance`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InstanceView<'a> {
+    /// The build it is pinned to.
+    pub pin: Option<&'a str>,
+    /// The build a replacement waits to bring (`csis upgrade instance`).
+    pub pending: Option<&'a str>,
+    pub launch: Option<&'a LaunchRecord>,
+    /// The machine standing now.
+    pub current: Option<&'a Generation>,
+}
+
+impl InstanceView<'_> {
+    /// Nothing recorded at all (a first launch is due).
+    pub fn is_new(&self) -> bool {
+        self.pin.is_none()
+            && self.pending.is_none()
+            && self.launch.is_none()
+            && self.current.is_none()
+    }
+}
+
 impl FleetRecords {
+    /// Everything recorded about one instance: pin, pending replacement,
+    /// launch record, standing machine.
+    pub fn instance<'a>(&'a self, pins: &'a Pins, name: &str) -> InstanceView<'a> {
+        InstanceView {
+            pin: pins.instance_pin(name),
+            pending: pins.pending_replacements.get(name).map(String::as_str),
+            launch: self.launch_record(name),
+            current: self.current_generation(name),
+        }
+    }
+
     /// The three files (each empty when absent).
     pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
         Ok(FleetRecords {

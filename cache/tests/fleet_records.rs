@@ -489,6 +489,19 @@ fn undeclared_instances_are_the_recorded_ones_no_longer_declared() {
         ["b", "c"],
         "a decommissioned one is gone from the list"
     );
+    r.fleet(|p, f| {
+        let a = f.instance(p, "a");
+        assert_eq!((a.pin, a.pending), (Some("b1"), None));
+        assert_eq!(a.launch.unwrap().hostname, "a-001");
+        assert_eq!(a.current.unwrap().number, 1);
+        assert!(!f.instance(p, "c").is_new(), "pinned");
+        assert!(f.instance(p, "d").is_new(), "decommissioned: nothing left");
+        assert!(f.instance(p, "zz").is_new());
+    })
+    .unwrap();
+    drop(r);
+    let text = std::fs::read_to_string(t.meta.dir().join(INSTANCE_STATE_FILE)).unwrap();
+    assert!(text.contains("current: null"), "{text}");
 }
 
 // ---- the original's shapes -----------------------------------------------------------
