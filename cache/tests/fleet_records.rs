@@ -912,6 +912,12 @@ fn the_store_carries_the_fleet_records() {
         Some((2, "c2".into(), "b2".into(), "b2".into()))
     );
 
+    // `state pull` / `push` copy them as whole files.
+    let copy = tempfile::tempdir().unwrap();
+    let local = MetaState::at(copy.path());
+    assert!(local.save_fleet(&a_again.meta.fleet().unwrap()).unwrap());
+    assert_eq!(local.fleet().unwrap(), a_again.meta.fleet().unwrap());
+
     // A dead run's journal with a fleet operation reaches the store.
     let local = tree();
     let (r, p) = local.blocked_recorder(LAUNCH_PARAMS_FILE);
