@@ -16,10 +16,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts, Inventory,
-    LaunchRequest, LaunchedInstance, ModTestOutcome, OnlineFinding, PowerState, PreflightLine,
-    ResolveRequest, ResolvedImage, Result, Runtime, RuntimeError, SessionResult, StorageFacts,
-    StorageRequest, TestMachine, TestMachineRequest, VerifyCheck,
+    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts, Inventory, LaunchRequest,
+    LaunchedInstance, ModTestOutcome, OnlineFinding, PowerState, PreflightLine, ResolveRequest,
+    ResolvedImage, Result, Runtime, RuntimeError, SessionResult, StorageFacts, StorageRequest,
+    TestMachine, TestMachineRequest, VerifyCheck,
 };
 use tokio::sync::OnceCell;
 

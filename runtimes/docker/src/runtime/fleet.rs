@@ -217,13 +217,20 @@ impl DockerRuntime {
     /// The container of a launch: the build's image with its command
     /// behind the launch script, the volumes (each one this tree's
     /// storage), the network, the limits, the restart policy.
-    async fn instance_body(&self, req: &LaunchRequest, config: &str) -> Result<ContainerCreateBody> {
-        let image = self.inspect_image_opt(&req.build_id).await?.ok_or_else(|| {
-            RuntimeError::Refused(format!(
-                "docker runtime {}: build {} of instance {} is not on the daemon",
-                self.settings.name, req.build_id, req.instance
-            ))
-        })?;
+    async fn instance_body(
+        &self,
+        req: &LaunchRequest,
+        config: &str,
+    ) -> Result<ContainerCreateBody> {
+        let image = self
+            .inspect_image_opt(&req.build_id)
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Refused(format!(
+                    "docker runtime {}: build {} of instance {} is not on the daemon",
+                    self.settings.name, req.build_id, req.instance
+                ))
+            })?;
         let own = image.config.unwrap_or_default();
         let mut entrypoint = vec![
             "/bin/sh".to_string(),

@@ -158,7 +158,10 @@ impl DockerRuntime {
         if launched {
             checks.push(self.marker_check(instance, running, timeout_s).await);
         }
-        checks.push(self.booted_check(c.image.as_deref(), expected_build).await?);
+        checks.push(
+            self.booted_check(c.image.as_deref(), expected_build)
+                .await?,
+        );
         if expect_mounts > 0 {
             let mounts = c.mounts.unwrap_or_default();
             checks.push(
@@ -196,7 +199,11 @@ impl DockerRuntime {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let log = self
-            .run_session_command(instance, &format!("tail -n 20 {}", super::fleet::LAUNCH_LOG), 10)
+            .run_session_command(
+                instance,
+                &format!("tail -n 20 {}", super::fleet::LAUNCH_LOG),
+                10,
+            )
             .await
             .map(|r| r.stdout.lines().map(str::to_string).collect())
             .unwrap_or_default();
@@ -210,7 +217,11 @@ impl DockerRuntime {
 
     /// `booted image`: the image the container was created from against
     /// the expected build.
-    async fn booted_check(&self, booted: Option<&str>, expected_build: &str) -> Result<VerifyCheck> {
+    async fn booted_check(
+        &self,
+        booted: Option<&str>,
+        expected_build: &str,
+    ) -> Result<VerifyCheck> {
         let expected_id = match self.inspect_image_opt(expected_build).await? {
             Some(i) => i.id.unwrap_or_else(|| expected_build.to_string()),
             None => expected_build.to_string(),
