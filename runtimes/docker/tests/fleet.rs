@@ -260,6 +260,7 @@ async fn an_instance_on_a_volume_verifies_and_its_data_outlives_it() {
     launch_logged(&req.hostname, 2).await;
     verified(&rt, &req.hostname, &build, 1).await;
 
+    in_the_inventory(&rt, &req, &build, &vol).await;
     sh(&rt, &req.hostname, "echo kept > /mnt/data/team/f").await;
     in_use_then_replaced(&rt, &req, &vol, &prefix, &config, &build, &made).await;
 }
@@ -284,6 +285,32 @@ async fn launch_logged(name: &str, n: usize) {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     panic!("the launch script did not finish {n} times: {logs}");
+}
+
+/// The inventory lists the instance and its volume with their labels; the
+/// build it runs is in use and is not disposed.
+async fn in_the_inventory(rt: &DockerRuntime, req: &LaunchRequest, build: &str, vol: &str) {
+    let inv = rt.inventory().await.unwrap();
+    let i = inv
+        .instances
+        .iter()
+        .find(|i| i.name.as_deref() == Some(req.hostname.as_str()))
+        .expect("the instance in the inventory");
+    assert_eq!(i.labels, req.labels);
+    assert_eq!(i.config, req.labels.get(tags::CONFIG).cloned());
+    let v = inv
+        .volumes
+        .iter()
+        .find(|v| v.name == vol)
+        .expect("the volume");
+    assert_eq!(v.labels[tags::STORAGE], "data");
+    let users = rt.image_users(build).await.unwrap();
+    assert!(
+        users.iter().any(|u| u.starts_with(&req.hostname)),
+        "{users:?}"
+    );
+    let e = rt.dispose_image(build).await.unwrap_err();
+    assert!(e.to_string().contains("in use by container(s)"), "{e}");
 }
 
 /// The container is what the request asked for.
@@ -457,6 +484,19 @@ async fn another_trees_containers_and_volumes_are_invisible_and_untouched() {
     made.volume(&our_vol.id);
     assert_ne!(our_vol.id, their_vol);
     assert_eq!(rt.query_storages().await.unwrap(), vec![our_vol]);
+    // a request for another tree than the runtime's is refused
+    let foreign = launch_request(&format!("{prefix}-d"), &theirs, &base, 1, vec![], "");
+    refused(
+        rt.launch_instance(&foreign).await.unwrap_err(),
+        &format!("serves tree {ours}"),
+    );
+    refused(
+        rt.create_storage(&storage_request(&theirs, "logs", 1))
+            .await
+            .unwrap_err(),
+        "is for tree",
+    );
+    assert!(docker(&["inspect", &foreign.hostname]).is_none());
     // a runtime that does not know its tree answers no fleet query
     let (bare, _c3) = runtime("flb");
     refused(bare.query_instances().await.unwrap_err(), "config id");

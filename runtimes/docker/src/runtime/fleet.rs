@@ -21,9 +21,8 @@ use csis_runtime::{
 };
 use csis_schema::tags;
 
-use super::containers::{remove_container_forced, ContainerGuard};
+use super::containers::{instance_facts, remove_container_forced, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
-use super::instances::instance_facts;
 use super::DockerRuntime;
 use crate::settings::parse_memory;
 
@@ -140,14 +139,30 @@ impl DockerRuntime {
         Ok(())
     }
 
-    pub(super) async fn launch(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
-        let config = req.labels.get(tags::CONFIG).ok_or_else(|| {
-            RuntimeError::Refused(format!(
-                "instance {}: the launch request carries no {} label",
-                req.instance,
+    /// The tree a request's labels name (`csis_config`): required, and
+    /// this runtime's tree when it knows its own.
+    fn request_config<'r>(
+        &self,
+        labels: &'r BTreeMap<String, String>,
+        what: &str,
+    ) -> Result<&'r str> {
+        let Some(config) = labels.get(tags::CONFIG) else {
+            return Err(RuntimeError::Refused(format!(
+                "{what}: the request carries no {} label",
                 tags::CONFIG
-            ))
-        })?;
+            )));
+        };
+        match self.settings.config.as_deref() {
+            Some(id) if !tags::is_config_of(config, id) => Err(RuntimeError::Refused(format!(
+                "{what}: the request is for tree {config}, docker runtime {} serves tree {id}",
+                self.settings.name
+            ))),
+            _ => Ok(config),
+        }
+    }
+
+    pub(super) async fn launch(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
+        let config = self.request_config(&req.labels, &format!("instance {}", req.instance))?;
         if let Some(done) = self.launched_already(req, config).await? {
             return Ok(done);
         }
@@ -346,13 +361,7 @@ impl DockerRuntime {
     }
 
     pub(super) async fn create_volume(&self, req: &StorageRequest) -> Result<StorageFacts> {
-        let config = req.labels.get(tags::CONFIG).ok_or_else(|| {
-            RuntimeError::Refused(format!(
-                "storage {}: the request carries no {} label",
-                req.storage,
-                tags::CONFIG
-            ))
-        })?;
+        let config = self.request_config(&req.labels, &format!("storage {}", req.storage))?;
         let name = volume_name(config, &req.storage, req.generation);
         if let Some(v) = self.inspect_volume_opt(&name).await? {
             let labels = sorted(Some(&v.labels));

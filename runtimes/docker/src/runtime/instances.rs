@@ -15,7 +15,7 @@ use csis_runtime::{
     TestMachine, TestMachineRequest, VerifyCheck, VolumeFacts,
 };
 
-use super::containers::ContainerGuard;
+use super::containers::{instance_facts, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
 use super::DockerRuntime;
 use csis_schema::tags;
@@ -421,26 +421,6 @@ impl DockerRuntime {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
-    }
-}
-
-/// A container as the hook surface lists it: its name, the image it was
-/// created from, its power state and labels (`csis_config` among them).
-pub(super) fn instance_facts(c: bollard::models::ContainerSummary) -> InstanceFacts {
-    use bollard::models::ContainerSummaryStateEnum as S;
-    InstanceFacts {
-        id: c.id.unwrap_or_default(),
-        name: c
-            .names
-            .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string())),
-        image: c.image_id,
-        power: match c.state {
-            Some(S::RUNNING) | Some(S::PAUSED) | Some(S::RESTARTING) => PowerState::Running,
-            Some(S::CREATED) | Some(S::EXITED) | Some(S::DEAD) => PowerState::Stopped,
-            _ => PowerState::Unknown,
-        },
-        config: c.labels.as_ref().and_then(|l| l.get(tags::CONFIG).cloned()),
-        labels: c.labels.unwrap_or_default().into_iter().collect(),
     }
 }
 
