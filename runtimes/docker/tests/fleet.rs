@@ -387,7 +387,7 @@ async fn in_use_then_replaced(
     );
     let st = rt.query_storages().await.unwrap();
     assert_eq!(st.len(), 1, "{st:?}");
-    assert_eq!(st[0].users, [req.hostname.clone()]);
+    assert_eq!(st[0].users, std::slice::from_ref(&req.hostname));
     let inst = rt.query_instances().await.unwrap();
     assert_eq!(inst.len(), 1, "{inst:?}");
     assert_eq!(inst[0].name.as_deref(), Some(req.hostname.as_str()));
