@@ -520,6 +520,11 @@ async fn a_failed_launch_script_leaves_a_running_container_that_does_not_verify(
     );
     made.container(&req.hostname);
     rt.launch_instance(&req).await.unwrap();
+    // the launch script is in the container, not in its configuration
+    let config = docker(&["inspect", &req.hostname]).unwrap();
+    assert!(config.contains("csis-launch"), "{config}");
+    assert!(!config.contains("userdata-broke"), "{config}");
+    assert!(!config.contains("csis_group"), "{config}");
     let checks = rt
         .verify_instance(&req.hostname, &base, 0, 2)
         .await
