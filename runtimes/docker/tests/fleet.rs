@@ -497,6 +497,14 @@ async fn another_trees_containers_and_volumes_are_invisible_and_untouched() {
         "is for tree",
     );
     assert!(docker(&["inspect", &foreign.hostname]).is_none());
+    // a hostname that is not a label
+    let mut bad = launch_request(&format!("{prefix}-e"), &ours, &base, 1, vec![], "");
+    bad.hostname = format!("{prefix}_e.web");
+    refused(
+        rt.launch_instance(&bad).await.unwrap_err(),
+        "is not a hostname label",
+    );
+    assert!(docker(&["inspect", &bad.hostname]).is_none());
     // a runtime that does not know its tree answers no fleet query
     let (bare, _c3) = runtime("flb");
     refused(bare.query_instances().await.unwrap_err(), "config id");

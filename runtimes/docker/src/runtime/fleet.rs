@@ -3,8 +3,9 @@
 //! labelled, on the runtime's network with its machine type's limits,
 //! restarted unless stopped, whose command runs the launch script and then
 //! the image's own command (else waits); a storage is a named volume
-//! `<config>-<storage>-<generation>`, labelled. What carries another
-//! tree's `csis_config`, or no csis mark, is refused and never touched.
+//! `<config>-<storage>-<generation>`, labelled (a local volume has no
+//! size: `size_gb` is not applied). What carries another tree's
+//! `csis_config`, or no csis mark, is refused and never touched.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,6 +68,23 @@ pub fn volume_name(config_id: &str, storage: &str, generation: u32) -> String {
         name.insert(0, 'v');
     }
     name
+}
+
+/// Why `hostname` cannot name a fleet container (a hostname label: 1 to
+/// 63 letters, digits and `-`, not at either end), if it cannot.
+pub(super) fn hostname_problem(hostname: &str) -> Option<String> {
+    let ok = (1..=63).contains(&hostname.len())
+        && hostname
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !hostname.starts_with('-')
+        && !hostname.ends_with('-');
+    (!ok).then(|| {
+        format!(
+            "hostname '{}' is not a hostname label (1 to 63 letters, digits and '-', not at either end)",
+            hostname.chars().take(80).collect::<String>().escape_debug()
+        )
+    })
 }
 
 /// The name of a container as listed (`/name` -> `name`).
@@ -166,6 +184,12 @@ impl DockerRuntime {
 
     pub(super) async fn launch(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
         let config = self.request_config(&req.labels, &format!("instance {}", req.instance))?;
+        if let Some(p) = hostname_problem(&req.hostname) {
+            return Err(RuntimeError::Refused(format!(
+                "docker runtime {}: instance {}: {p}",
+                self.settings.name, req.instance
+            )));
+        }
         if let Some(done) = self.launched_already(req, config).await? {
             return Ok(done);
         }
@@ -557,5 +581,16 @@ mod tests {
         );
         assert_eq!(volume_name("a b/c", "x:y", 12), "a-b-c-x-y-12");
         assert_eq!(volume_name("_t", "s", 2), "v_t-s-2");
+    }
+
+    #[test]
+    fn a_hostname_must_be_a_label() {
+        assert_eq!(hostname_problem("web-001"), None);
+        assert_eq!(hostname_problem(&"a".repeat(63)), None);
+        for bad in ["", "-web", "web-", "we_b", "web.001", "web 1", "web/1"] {
+            assert!(hostname_problem(bad).is_some(), "{bad}");
+        }
+        let long = format!("{}-001", "a".repeat(60));
+        assert!(hostname_problem(&long).unwrap().contains("1 to 63"));
     }
 }
