@@ -235,6 +235,23 @@ async fn an_instance_on_a_volume_verifies_and_its_data_outlives_it() {
         .await
         .unwrap();
     assert_eq!(again, s);
+    // a volume labelled with the id as written (csis's earlier form) is ours too
+    let earlier = format!("csis-fleet-earlier-{suffix}");
+    made.volume(&earlier);
+    let (st, cf) = (
+        format!("{}=old", tags::STORAGE),
+        format!("{}={config}", tags::CONFIG),
+    );
+    docker(&["volume", "create", "--label", &st, "--label", &cf, &earlier]).expect("volume");
+    let seen: Vec<String> = rt
+        .query_storages()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| format!("{} {}", f.storage, f.id))
+        .collect();
+    assert_eq!(seen, [format!("data {vol}"), format!("old {earlier}")]);
+    assert!(rt.destroy_storage(&earlier).await.unwrap());
 
     let prefix = format!("csis-fleet-{suffix}");
     let mounts = vec![mount("data", &vol, "/mnt/data", false)];
