@@ -442,7 +442,7 @@ fn version_probes_are_cached_until_the_binary_changes() {
     let (code, out, err) = csis_in(&tree, &["validate"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        format!("{out}{err}").contains("tool: version 1.3.0 does not satisfy `>=1.4`"),
+        format!("{out}{err}").contains("tool: version 1.3.0 does not"),
         "{out}{err}"
     );
     assert_eq!(runs(), 2);
