@@ -27,6 +27,65 @@ pub(super) struct Fleet {
     pub storages: Vec<Storage>,
     pub users: Vec<User>,
     pub instances: Vec<Declaration>,
+    /// Names (normalised, with aliases; `default` for a default one) of
+    /// instance builders and storages refused already: what names them
+    /// is not refused a second time.
+    pub refused: Refused,
+}
+
+#[derive(Default)]
+pub(super) struct Refused {
+    instance_builders: HashSet<String>,
+    storage_builders: HashSet<String>,
+    storages: HashSet<String>,
+}
+
+/// The names an item answers to: its name, its aliases, `default` when it is one.
+fn names_of(node: &Node) -> Vec<String> {
+    let mut out = vec![normalize_name(&node.get_str("name").unwrap_or_default())];
+    if let Some(a) = node.get("aliases").and_then(|a| a.as_seq()) {
+        out.extend(
+            a.iter()
+                .filter_map(|x| x.scalar_text())
+                .map(|x| normalize_name(&x)),
+        );
+    }
+    if node.get("is_default").and_then(|d| d.as_bool()) == Some(true) {
+        out.push("default".into());
+    }
+    out
+}
+
+impl Fleet {
+    /// Add an instance builder item, or remember that it was refused.
+    pub(super) fn instance_builder(&mut self, l: &mut Loader, it: Item) {
+        let names = names_of(&it.node);
+        match l.load_instance_builder(it) {
+            Some(b) => self.instance_builders.push(b),
+            None => self.refused.instance_builders.extend(names),
+        }
+    }
+    /// Load a storage builder item, or remember that it was refused.
+    pub(super) fn storage_builder(
+        &mut self,
+        l: &mut Loader,
+        it: Item,
+    ) -> Option<crate::groups::StorageBuilder> {
+        let names = names_of(&it.node);
+        let b = l.load_storage_builder(it);
+        if b.is_none() {
+            self.refused.storage_builders.extend(names);
+        }
+        b
+    }
+    /// Add a storage item, or remember that it was refused.
+    pub(super) fn storage(&mut self, l: &mut Loader, it: Item) {
+        let names = names_of(&it.node);
+        match l.load_storage(it) {
+            Some(s) => self.storages.push(s),
+            None => self.refused.storages.extend(names),
+        }
+    }
 }
 
 /// A declared instance and where each of its `storages:` items is.
@@ -362,13 +421,18 @@ impl Loader<'_> {
 struct Unused {
     instance_builders: HashSet<String>,
     storages: HashSet<String>,
+    /// Refused already (reported once).
+    refused: Refused,
 }
 
 impl Loader<'_> {
     /// Resolve the fleet into `t`: builders, storages, users, instances,
     /// in that order (each reads the ones before).
     pub(super) fn resolve_fleet(&mut self, t: &mut Tree, fleet: Fleet) {
-        let mut unused = Unused::default();
+        let mut unused = Unused {
+            refused: fleet.refused,
+            ..Default::default()
+        };
         self.resolve_instance_builders(t, fleet.instance_builders, &mut unused);
         t.user_builders_by_name = self.index_of(&fleet.user_builders);
         t.user_builders = fleet.user_builders;
@@ -422,7 +486,14 @@ impl Loader<'_> {
                         unused.instance_builders.insert("default".into());
                     }
                 }
-                Err(()) => {}
+                Err(()) => {
+                    let names = std::iter::once(&b.display).chain(b.model.aliases.iter());
+                    let refused = &mut unused.refused.instance_builders;
+                    refused.extend(names.map(|n| normalize_name(n)));
+                    if b.is_default {
+                        refused.insert("default".into());
+                    }
+                }
             }
         }
         t.instance_builders_by_name = self.quiet_index_of(&keep);
@@ -474,11 +545,12 @@ impl Loader<'_> {
             o.field("runtime"),
             &path,
             format!(
-                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a {want} runtime",
+                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a{} {want} runtime",
                 b.display,
                 b.type_,
                 rt.type_name(),
-                rt.display
+                rt.display,
+                if want == "aws" { "n" } else { "" },
             ),
             "instance builder types: docker on docker, tofu on aws, tofu-gce on gcloud",
         );
@@ -489,14 +561,18 @@ impl Loader<'_> {
         let _ = self.index_of(&storages);
         let mut keep = Vec::new();
         for mut s in storages {
-            match self.resolve_storage(t, &mut s) {
+            match self.resolve_storage(t, &mut s, &unused.refused) {
                 Ok(true) => keep.push(s),
                 Ok(false) => {
                     self.count_unused("gcloud storages", "storages/");
                     let names = std::iter::once(&s.display).chain(s.model.aliases.iter());
                     unused.storages.extend(names.map(|n| normalize_name(n)));
                 }
-                Err(()) => {}
+                Err(()) => {
+                    let names = std::iter::once(&s.display).chain(s.model.aliases.iter());
+                    let refused = &mut unused.refused.storages;
+                    refused.extend(names.map(|n| normalize_name(n)));
+                }
             }
         }
         t.storages_by_name = self.quiet_index_of(&keep);
@@ -505,10 +581,18 @@ impl Loader<'_> {
 
     /// Fill in a storage from its builder; Ok(false): its builder keeps it
     /// on a runtime csis does not run.
-    fn resolve_storage(&mut self, t: &Tree, s: &mut Storage) -> Result<bool, ()> {
+    fn resolve_storage(
+        &mut self,
+        t: &Tree,
+        s: &mut Storage,
+        refused: &Refused,
+    ) -> Result<bool, ()> {
         let o = s.origin.clone();
         let bname = s.model.type_.clone().unwrap_or_else(|| "default".into());
         let Some(b) = t.storage_builder(&bname) else {
+            if refused.storage_builders.contains(&normalize_name(&bname)) {
+                return Err(());
+            }
             self.d.error_hint(
                 o.field("type"),
                 &join_path(&o.path, "type"),
@@ -777,6 +861,13 @@ impl Loader<'_> {
             if unused.instance_builders.contains(&normalize_name(&bname)) {
                 return Ok(false);
             }
+            if unused
+                .refused
+                .instance_builders
+                .contains(&normalize_name(&bname))
+            {
+                return Err(());
+            }
             self.d.error_hint(
                 o.field("type"),
                 &join_path(&o.path, "type"),
@@ -941,7 +1032,7 @@ impl Loader<'_> {
             mounts.retain(|x| x.storage != m.storage);
             mounts.push(m);
         }
-        for (k, m) in mounts.iter().enumerate() {
+        for m in &mounts {
             let s = t.storage(&m.storage).expect("a mounted storage");
             if s.attach != Attach::Single {
                 continue;
@@ -967,7 +1058,6 @@ impl Loader<'_> {
                     single.insert(s.name.clone(), i.name.clone());
                 }
             }
-            let _ = k;
         }
         i.mounts = mounts;
         self.d.items.len() == before
@@ -985,6 +1075,9 @@ impl Loader<'_> {
     ) -> Option<Mount> {
         let (at, path) = (o.field("name"), join_path(&o.path, "name"));
         let Some(s) = t.storage(&a.name) else {
+            if unused.refused.storages.contains(&normalize_name(&a.name)) {
+                return None;
+            }
             if unused.storages.contains(&normalize_name(&a.name)) {
                 self.d.error(
                     at,

@@ -319,9 +319,7 @@ impl Loader<'_> {
         }
         let mut fleet = fleet::Fleet::default();
         for it in lists.shift_remove("instance_builders").unwrap_or_default() {
-            if let Some(b) = self.load_instance_builder(it) {
-                fleet.instance_builders.push(b);
-            }
+            fleet.instance_builder(self, it);
         }
         for it in lists.shift_remove("user_builders").unwrap_or_default() {
             if let Some(b) = self.load_user_builder(it) {
@@ -336,9 +334,7 @@ impl Loader<'_> {
         }
         let mut storage_builders = Vec::new();
         for it in lists.shift_remove("storage_builders").unwrap_or_default() {
-            if let Some(b) = self.load_storage_builder(it) {
-                storage_builders.push(b);
-            }
+            storage_builders.extend(fleet.storage_builder(self, it));
         }
         let mut image_builders = Vec::new();
         for it in lists.shift_remove("image_builders").unwrap_or_default() {
@@ -378,7 +374,7 @@ impl Loader<'_> {
                     match key.as_str() {
                         "groups" => groups.extend(self.load_group(it)),
                         "users" => fleet.users.extend(self.load_user(it)),
-                        "storages" => fleet.storages.extend(self.load_storage(it)),
+                        "storages" => fleet.storage(self, it),
                         _ => fleet.instances.extend(self.load_instance(it)),
                     }
                 }
