@@ -603,6 +603,128 @@ fn item_fields_are_strict_and_checked() {
     );
 }
 
+#[test]
+fn a_data_lifecycle_is_what_its_storage_type_accepts() {
+    docker_refuses(
+        (
+            "storages/storages.yaml",
+            "storages:\n  - name: data\n    groups: [crew]\n    lifecycle:\n      ia_days: 30\n"
+                .to_string(),
+        )
+            .to_ref(),
+        5,
+        "storages[0].lifecycle",
+        "a volume storage takes no data lifecycle",
+    );
+    let efs =
+        "storage_builders:\n  - name: aws-efs\n    type: tf-aws-efs\n    runtime: aws-east2\n";
+    let st = |l: &str| {
+        format!("storages:\n  - name: vol\n    groups: [ops]\n  - name: shared\n    type: aws-efs\n    groups: [ops]\n    lifecycle:\n{l}")
+    };
+    let ok = st("      ia_days: 30\n      archive_days: 90\n");
+    aws(&[("cfg/zz-efs.yml", efs), ("storages/storages.yaml", &ok)])
+        .unwrap_or_else(|d| panic!("{d:#?}"));
+    let bad = st("      ia_days: 31\n");
+    one_error(
+        aws(&[("cfg/zz-efs.yml", efs), ("storages/storages.yaml", &bad)]),
+        "storages/storages.yaml",
+        8,
+        "storages[1].lifecycle.ia_days",
+        "`ia_days` is one of",
+    );
+}
+
+#[test]
+fn an_instance_stands_where_its_builder_image_and_storages_are() {
+    one_error(
+        aws(&[instances("  - name: a\n    image: node\n    runtime: sim\n").to_ref()]),
+        "instances/instances.yaml",
+        4,
+        "instances[0].runtime",
+        "its instance builder `tofu-aws` runs on aws-east2",
+    );
+    // `app` bakes on docker only; `node` on aws-east2 only
+    let img = "images:\n  - name: node\n    source_image: deb-12\n    group: ops\n    runtimes:\n      - image_builder: sim-builder\n";
+    one_error(
+        aws(&[
+            ("images/zz-node.yaml", img),
+            instances("  - name: a\n    image: node\n").to_ref(),
+        ]),
+        "instances/instances.yaml",
+        3,
+        "instances[0].image",
+        "is not baked on runtime aws-east2",
+    );
+}
+
+#[test]
+fn a_user_is_named_once_with_a_first_and_last_name() {
+    let g = |u: &str| {
+        format!(
+            "groups:\n  - name: crew\n    is_root: true\n    gid: 2100\nusers:\n  - name: pat\n{u}"
+        )
+    };
+    one_error(
+        docker(&[(
+            "groups/groups.yaml",
+            &g("    first_name: Pat\n    last_name: \"  \"\n"),
+        )]),
+        "groups/groups.yaml",
+        8,
+        "users[0].last_name",
+        "may not be blank",
+    );
+    one_error(
+        docker(&[(
+            "groups/groups.yaml",
+            &g("    first_name: P\n    last_name: C\n    aliases: [p]\n"),
+        )]),
+        "groups/groups.yaml",
+        9,
+        "users[0].aliases",
+        "`aliases` is refused on a user",
+    );
+    one_error(
+        docker(&[(
+            "groups/groups.yaml",
+            &g("    first_name: P\n    last_name: C\n    type: okta\n"),
+        )]),
+        "groups/groups.yaml",
+        9,
+        "users[0].type",
+        "names no declared user builder",
+    );
+    let b = builders_with(
+        "type: posix\n    is_default: true\ninstance",
+        "type: okta-tf\n    is_default: true\ninstance",
+    );
+    one_error(
+        docker(&[("cfg/builders.yml", &b)]),
+        "cfg/builders.yml",
+        20,
+        "user_builders[0].org",
+        "missing field `org`, `team`",
+    );
+}
+
+#[test]
+fn undeclared_instances_and_unquoted_share_modes() {
+    let dir = tree_of(&csis_testkit::fixture("fleet-docker"), &[]);
+    let o = LoadOptions {
+        undeclares: vec!["instance:app-proof".into()],
+        ..opts()
+    };
+    let t = load(dir.path(), &o).unwrap_or_else(|d| panic!("{d:#?}"));
+    assert!(t.instance("app-proof").is_none());
+    assert_eq!(t.instances.len(), 2);
+    let t = docker(&[(
+        "storages/storages.yaml",
+        "storages:\n  - name: data\n    groups: [crew]\n    share_mode: 2775\n",
+    )])
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(t.storage("data").unwrap().share_mode, "2775");
+}
+
 // -- the original's starters --------------------------------------------------
 
 fn reference() -> Option<PathBuf> {

@@ -1,7 +1,7 @@
 //! Loading a tree: `cfg/` merged, decrypted, templated, typed, resolved and
 //! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
-//! and counted (not used by csis yet). All errors of a load are collected and
-//! returned together.
+//! into the fleet (what lives on gcloud counted, not used by csis yet). All
+//! errors of a load are collected and returned together.
 //!
 //! This module holds the entry points and the `Loader`'s run; its parts, in the
 //! order of a load:
@@ -12,7 +12,8 @@
 //! - `head`, `transforms`: an entry's name and type, then its decryption,
 //!   templates and strict model;
 //! - the entry loaders, one per class: `runtimes`, `builders`,
-//!   `os_builders`, `images`, `groups`;
+//!   `os_builders`, `images`, `groups`, `fleet` (instances, storages,
+//!   users, instance and user builders, resolved after the groups);
 //! - `index`, `resolve`, `resolve_series`, `cycles`: names indexed, every
 //!   reference resolved, `source_image` cycles refused;
 //! - `offline_checks` (the runtime types' own checks, registered by the
