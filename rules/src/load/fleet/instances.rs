@@ -129,7 +129,7 @@ impl Loader<'_> {
                 t.instance_builders.iter().map(|b| b.display.as_str()),
             ),
         );
-        return Err(());
+        Err(())
     }
 
     fn check_instance_fields(
