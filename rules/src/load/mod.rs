@@ -1,7 +1,7 @@
 //! Loading a tree: `cfg/` merged, decrypted, templated, typed, resolved and
 //! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
-//! and counted (not used by csis yet). All errors of a load are collected and
-//! returned together.
+//! into the fleet (what lives on gcloud counted, not used by csis yet). All
+//! errors of a load are collected and returned together.
 //!
 //! This module holds the entry points and the `Loader`'s run; its parts, in the
 //! order of a load:
@@ -12,7 +12,8 @@
 //! - `head`, `transforms`: an entry's name and type, then its decryption,
 //!   templates and strict model;
 //! - the entry loaders, one per class: `runtimes`, `builders`,
-//!   `os_builders`, `images`, `groups`;
+//!   `os_builders`, `images`, `groups`, `fleet` (instances, storages,
+//!   users, instance and user builders, resolved after the groups);
 //! - `index`, `resolve`, `resolve_series`, `cycles`: names indexed, every
 //!   reference resolved, `source_image` cycles refused;
 //! - `offline_checks` (the runtime types' own checks, registered by the
@@ -33,6 +34,7 @@ mod collections;
 mod config;
 mod cycles;
 mod files;
+mod fleet;
 mod groups;
 mod head;
 mod helpers;
@@ -76,12 +78,6 @@ pub struct LoadOptions {
     /// entry here is checked for its common fields only.
     pub runtime_checks: Vec<RuntimeChecks>,
 }
-
-/// Builder lists csis reads but does not implement yet, with their label.
-const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
-    ("user_builders", "user builders"),
-    ("instance_builders", "instance builders"),
-];
 
 /// An item of a merged list: its node and its index within its own file.
 struct Item {
@@ -322,17 +318,13 @@ impl Loader<'_> {
                 backends.push(b);
             }
         }
-        for (key, label) in UNUSED_BUILDER_LISTS {
-            let items = lists.shift_remove(*key).unwrap_or_default();
-            for it in &items {
-                self.head(&it.node, &it.path, true);
-            }
-            if !items.is_empty() {
-                self.unused.push(UnusedSection {
-                    what: label.to_string(),
-                    count: items.len(),
-                    place: "cfg/".into(),
-                });
+        let mut fleet = fleet::Fleet::default();
+        for it in lists.shift_remove("instance_builders").unwrap_or_default() {
+            fleet.instance_builder(self, it);
+        }
+        for it in lists.shift_remove("user_builders").unwrap_or_default() {
+            if let Some(b) = self.load_user_builder(it) {
+                fleet.user_builders.push(b);
             }
         }
         let mut group_builders = Vec::new();
@@ -343,9 +335,7 @@ impl Loader<'_> {
         }
         let mut storage_builders = Vec::new();
         for it in lists.shift_remove("storage_builders").unwrap_or_default() {
-            if let Some(b) = self.load_storage_builder(it) {
-                storage_builders.push(b);
-            }
+            storage_builders.extend(fleet.storage_builder(self, it));
         }
         let mut image_builders = Vec::new();
         for it in lists.shift_remove("image_builders").unwrap_or_default() {
@@ -381,26 +371,15 @@ impl Loader<'_> {
             ("instances", &["instances"][..]),
         ] {
             for (key, items) in self.read_collection(dir, keys, &overlays) {
-                if key == "groups" {
-                    for it in items {
-                        if let Some(g) = self.load_group(it) {
-                            groups.push(g);
-                        }
+                for it in items {
+                    match key.as_str() {
+                        "groups" => groups.extend(self.load_group(it)),
+                        "users" => fleet.users.extend(self.load_user(it)),
+                        "storages" => fleet.storage(self, it),
+                        _ => fleet.instances.extend(self.load_instance(it)),
                     }
-                    continue;
-                }
-                if !items.is_empty() {
-                    self.unused.push(UnusedSection {
-                        what: key,
-                        count: items.len(),
-                        place: format!("{dir}/"),
-                    });
                 }
             }
-        }
-        for u in &self.unused {
-            self.d
-                .push(Diagnostic::plain(&u.place, u.message()).warning());
         }
 
         // 6. resolve and validate
@@ -418,7 +397,12 @@ impl Loader<'_> {
             group_builders,
             storage_builders,
             groups,
-            unused: std::mem::take(&mut self.unused),
+            instances: Vec::new(),
+            storages: Vec::new(),
+            users: Vec::new(),
+            instance_builders: Vec::new(),
+            user_builders: Vec::new(),
+            unused: Vec::new(),
             warnings: Vec::new(),
             execution: self.execution.clone(),
             template_reads: Default::default(),
@@ -432,10 +416,20 @@ impl Loader<'_> {
             group_builders_by_name: Default::default(),
             storage_builders_by_name: Default::default(),
             groups_by_name: Default::default(),
+            instances_by_name: Default::default(),
+            storages_by_name: Default::default(),
+            instance_builders_by_name: Default::default(),
+            user_builders_by_name: Default::default(),
             kids: Default::default(),
         };
         self.resolve(&mut tree);
         self.resolve_groups(&mut tree);
+        self.resolve_fleet(&mut tree, fleet);
+        for u in &self.unused {
+            self.d
+                .push(Diagnostic::plain(&u.place, u.message()).warning());
+        }
+        tree.unused = std::mem::take(&mut self.unused);
         self.check_recipe(&tree);
         self.check_image_groups(&tree);
         tree.template_reads = self.renderer.reads();
