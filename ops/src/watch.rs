@@ -225,7 +225,10 @@ impl Watcher {
         }
         let (meta, lineage, pins, revs) = crate::session::read_meta(&self.root)?;
         self.inc
-            .set_pins(&RecordedPins(MetaPins::new(&pins, &lineage)));
+            .set_pins(&RecordedPins(
+                MetaPins::new(&pins, &lineage),
+                Default::default(),
+            ));
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),
