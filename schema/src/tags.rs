@@ -55,6 +55,19 @@ pub const TEST_MACHINE_OWNER: &str = "csis_owner";
 /// records.
 pub const LINEAGE: [&str; 4] = [SERIES, PARENT, RUN, FINGERPRINT];
 
+/// Marks a fleet instance (value: the instance's declared name); the
+/// machine also carries [`CONFIG`] (in [`config_value`]'s form), [`BUILD`]
+/// and [`GENERATION`].
+pub const INSTANCE: &str = "csis_instance";
+/// The build (image id, AMI id) a fleet instance was launched from.
+pub const BUILD: &str = "csis_build";
+/// The generation of an instance (the `NNN` of its canonical hostname, as
+/// a decimal number) or of a storage (one more after each regeneration).
+pub const GENERATION: &str = "csis_generation";
+/// Marks a fleet storage (value: the storage's declared name); it also
+/// carries [`CONFIG`] and [`GENERATION`].
+pub const STORAGE: &str = "csis_storage";
+
 #[cfg(test)]
 mod tests {
     use super::*;

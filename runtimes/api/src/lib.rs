@@ -15,12 +15,17 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 pub use tokio_util::sync::CancellationToken;
 
+pub mod fleet;
 mod output;
 pub mod recipe;
 mod steps;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 use csis_schema::tags;
+pub use fleet::{
+    launch_script, LaunchRequest, LaunchScript, LaunchUser, LaunchedInstance, MountRequest,
+    StorageFacts, StorageRequest,
+};
 pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
 
@@ -291,6 +296,10 @@ pub struct InstanceFacts {
     pub power: PowerState,
     /// The `csis_config` label/tag, when present.
     pub config: Option<String>,
+    /// Every label/tag it carries (a fleet instance's `csis_instance`,
+    /// `csis_build`, `csis_generation` among them).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// An instance's power state, in the seeds' vocabulary (`running`,
@@ -599,6 +608,43 @@ pub trait Runtime: Send + Sync {
     ) -> Result<Vec<VerifyCheck>> {
         let _ = (instance, expected_build, expect_mounts, timeout_s);
         Err(self.unsupported("verify_instance"))
+    }
+
+    // ---- fleet hooks (docs/fleet.md §3) ----
+
+    /// Launch an instance: a machine of `req.build_id` named by
+    /// `req.hostname`, labelled `req.labels`, its storages mounted, running
+    /// `req.launch_script` at start. A machine of that name that is not
+    /// this tree's instance is refused and never touched.
+    async fn launch_instance(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
+        let _ = req;
+        Err(self.unsupported("launch_instance"))
+    }
+    /// Remove an instance (by id or hostname); `Ok(false)`: already gone.
+    /// Refused for a machine that is not a csis instance (of this tree).
+    async fn remove_instance(&self, id: &str) -> Result<bool> {
+        let _ = id;
+        Err(self.unsupported("remove_instance"))
+    }
+    /// Create one generation of a storage; idempotent (an existing one is
+    /// answered as it is).
+    async fn create_storage(&self, req: &StorageRequest) -> Result<StorageFacts> {
+        let _ = req;
+        Err(self.unsupported("create_storage"))
+    }
+    /// Destroy a storage by its id; `Ok(false)`: already gone. Refused
+    /// (naming its users) while a machine uses it.
+    async fn destroy_storage(&self, id: &str) -> Result<bool> {
+        let _ = id;
+        Err(self.unsupported("destroy_storage"))
+    }
+    /// This tree's storages (by `csis_config`), with their users.
+    async fn query_storages(&self) -> Result<Vec<StorageFacts>> {
+        Err(self.unsupported("query_storages"))
+    }
+    /// This tree's instances (by `csis_config`, labelled `csis_instance`).
+    async fn query_instances(&self) -> Result<Vec<InstanceFacts>> {
+        Err(self.unsupported("query_instances"))
     }
 }
 

@@ -71,6 +71,7 @@ impl AwsInventory {
                 image: i.of.clone(),
                 power: AwsPowerState::from_ec2(i.state.as_deref().unwrap_or_default()).to_api(),
                 config: i.tags.get(tags::CONFIG).cloned(),
+                labels: i.tags.clone(),
             })
             .collect();
         let volumes = self
