@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod checks;
+pub mod drift;
 pub mod plan;
 pub mod report;
 

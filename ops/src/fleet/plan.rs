@@ -512,3 +512,47 @@ pub fn is_gated(graph: &Graph, n: &PlannedNode) -> bool {
         && graph.node(n.id).attr(GATED_ATTR).is_some()
         && Action::parse(&n.code).is_some_and(Action::changes)
 }
+
+/// One fleet node of a plan, for `csis plan --json` (`fleet`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetAction {
+    pub label: String,
+    /// `instance` or `storage`.
+    pub kind: String,
+    pub name: String,
+    pub runtime: Option<String>,
+    pub action: String,
+    pub due: bool,
+    /// Why the node changes nothing (`apply_instances is false`), when its
+    /// action would.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gated: Option<String>,
+    pub reason: String,
+}
+
+/// The fleet nodes of a plan, in plan order.
+pub fn fleet_actions(graph: &Graph, plan: &Plan) -> Vec<FleetAction> {
+    plan.nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Instance || n.kind == NodeKind::Storage)
+        .map(|n| {
+            let node = graph.node(n.id);
+            FleetAction {
+                label: n.label.to_string(),
+                kind: n.kind.clone(),
+                name: node
+                    .attr("instance")
+                    .or(node.attr("storage"))
+                    .unwrap_or_default()
+                    .to_string(),
+                runtime: n.runtime.clone(),
+                action: n.code.clone(),
+                due: n.due,
+                gated: is_gated(graph, n)
+                    .then(|| node.attr(GATED_ATTR).map(str::to_string))
+                    .flatten(),
+                reason: n.reason.clone(),
+            }
+        })
+        .collect()
+}
