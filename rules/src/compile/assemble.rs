@@ -56,11 +56,7 @@ impl Assembler {
         }
     }
 
-    pub(super) fn node(
-        &mut self,
-        node: Arc<Node>,
-        spec: NodeSpec,
-    ) -> Result<NodeId, CompileError> {
+    pub(super) fn node(&mut self, node: Arc<Node>, spec: NodeSpec) -> Result<NodeId, CompileError> {
         let id = self.g.add_node_arc(node)?;
         debug_assert_eq!(id.index(), self.specs.len());
         self.specs.push(spec);

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use super::assemble::Assembler;
 use super::vocabulary::{
-    CompileError, RecordedFleet, InstanceSpec, NodeKind, NodeSpec, StorageSpec,
+    CompileError, InstanceSpec, NodeKind, NodeSpec, RecordedFleet, StorageSpec,
 };
 use crate::fleet::{ImagePolicy, Instance, Storage};
 use crate::tree::Tree;
@@ -166,13 +166,8 @@ impl Assembler {
                 .instances
                 .iter()
                 .any(|i| i.mounts.iter().any(|m| m.storage == s.name));
-            let id = self.storage_node(
-                &s.name,
-                &s.runtime,
-                &s.builder,
-                Some((s, attached)),
-                gated,
-            )?;
+            let id =
+                self.storage_node(&s.name, &s.runtime, &s.builder, Some((s, attached)), gated)?;
             storage_nodes.insert(s.name.clone(), id);
         }
         for i in &tree.instances {
@@ -231,7 +226,9 @@ impl Assembler {
         let label = storage_label(name, runtime)?;
         let inputs = match declared {
             Some((s, _)) => storage_inputs(s),
-            None => json!({"storage": name, "builder": builder, "state": "destroyed", "declared": false}),
+            None => {
+                json!({"storage": name, "builder": builder, "state": "destroyed", "declared": false})
+            }
         };
         let mut node = Node::new(label.clone(), NodeKind::Storage.as_str())
             .with_policy(RunPolicy::Decide)
@@ -277,7 +274,12 @@ impl Assembler {
         inputs["builder"] = json!(i.builder);
         inputs["image_policy"] = json!(policy_str(i.image_policy));
         inputs["build"] = json!(will_boot(i, records));
-        let gated = gate("apply_instances", &keys.apply_instances, &i.builder, &i.runtime);
+        let gated = gate(
+            "apply_instances",
+            &keys.apply_instances,
+            &i.builder,
+            &i.runtime,
+        );
         let key = (i.image.clone(), i.runtime.clone());
         let after = self.after.get(&key).cloned().unwrap_or_default();
         let mut node = Node::new(label.clone(), NodeKind::Instance.as_str())

@@ -48,14 +48,15 @@ mod vocabulary;
 pub use assemble::{image_order, Assembler, LinkedSpecs};
 pub use bake_inputs::{file_hash, BAKE_RECIPE};
 pub use fleet::{
-    gate, instance_label, launch_params, DECOMMISSION_ATTR, GATED_ATTR, storage_inputs, storage_label, will_boot,
+    gate, instance_label, launch_params, storage_inputs, storage_label, will_boot,
+    DECOMMISSION_ATTR, GATED_ATTR,
 };
 pub use mod_tests::{default_test_image, mod_tests, MOD_TEST_RECIPE};
 pub use policy::{pin_moved_rule, planner, refresh_rule, ForceBake};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
-    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, RecordedFleet,
-    GroupSpec, InstanceSpec, ModTestSpec, NoPins, NodeKind, NodeSpec, ParentSpec, PinSource,
+    BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec,
+    InstanceSpec, ModTestSpec, NoPins, NodeKind, NodeSpec, ParentSpec, PinSource, RecordedFleet,
     RecordedInstance, RecordedStorage, ResolveSpec, StorageSpec, DEFAULT_BAKE_COST,
     PINNED_PARENT_ATTR,
 };
