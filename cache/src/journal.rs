@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::fleet::{FleetOp, FleetRecords};
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
 use crate::remote::Remote;
@@ -22,12 +23,73 @@ pub struct PinBinding {
     pub parent_build: String,
 }
 
-/// One line of the journal (`.csis/lineage.journal`).
+/// One line of the journal (`.csis/lineage.journal`): a build record (and
+/// the pin it binds), or a fleet operation ([`FleetOp`]). Journals written
+/// before the fleet (`{record, pin}`) read as they always did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "RawEntry")]
 pub(crate) struct JournalEntry {
-    pub(crate) record: BuildRecord,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) record: Option<BuildRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pin: Option<PinBinding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fleet: Option<FleetOp>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawEntry {
+    #[serde(default)]
+    record: Option<BuildRecord>,
+    #[serde(default)]
+    pin: Option<PinBinding>,
+    #[serde(default)]
+    fleet: Option<FleetOp>,
+}
+
+impl TryFrom<RawEntry> for JournalEntry {
+    type Error = String;
+    fn try_from(r: RawEntry) -> Result<Self, String> {
+        if r.record.is_none() && r.fleet.is_none() {
+            return Err("neither a build record nor a fleet operation".into());
+        }
+        Ok(JournalEntry {
+            record: r.record,
+            pin: r.pin,
+            fleet: r.fleet,
+        })
+    }
+}
+
+impl JournalEntry {
+    pub(crate) fn build(record: BuildRecord, pin: Option<PinBinding>) -> Self {
+        JournalEntry {
+            record: Some(record),
+            pin,
+            fleet: None,
+        }
+    }
+    pub(crate) fn fleet(op: FleetOp) -> Self {
+        JournalEntry {
+            record: None,
+            pin: None,
+            fleet: Some(op),
+        }
+    }
+    /// Its change to lineage and pins (idempotent).
+    pub(crate) fn apply(&self, lineage: &mut Lineage, pins: &mut Pins) -> bool {
+        let mut added = false;
+        if let Some(rec) = &self.record {
+            added = lineage.add_build(rec.clone());
+            if let Some(p) = &self.pin {
+                apply_pin(pins, p, rec.run.as_deref());
+            }
+        }
+        if let Some(op) = &self.fleet {
+            op.apply_pins(pins);
+        }
+        added
+    }
 }
 
 /// Apply a pin binding (first bind, or `follow` when it moves).
@@ -111,15 +173,23 @@ pub fn replay_journal_checked(
     let mut added = 0;
     let (entries, problems, rejected) = read_journal(journal);
     for e in entries {
-        let run = e.record.run.clone();
-        if lineage.add_build(e.record) {
+        if e.apply(lineage, pins) {
             added += 1;
-        }
-        if let Some(p) = &e.pin {
-            apply_pin(pins, p, run.as_deref());
         }
     }
     (added, problems, rejected)
+}
+
+/// Merge the journal's fleet operations into the fleet records (their pin
+/// side is [`replay_journal`]'s). Returns how many operations it held.
+pub fn replay_fleet_journal(journal: &Path, fleet: &mut FleetRecords) -> usize {
+    let (entries, _, _) = read_journal(journal);
+    let mut n = 0;
+    for op in entries.iter().filter_map(|e| e.fleet.as_ref()) {
+        op.apply_records(fleet);
+        n += 1;
+    }
+    n
 }
 
 pub(crate) fn journal_nonempty(p: &Path) -> bool {
@@ -154,21 +224,28 @@ pub(crate) fn truncate(p: &Path) {
 }
 
 /// Write one journal entry to the store: the record into its series'
-/// object and the pin move, conditionally, retried on a lost race.
+/// object and the pin move, conditionally, retried on a lost race; a fleet
+/// operation into `pins.json` and the fleet files
+/// ([`crate::remote::transact_fleet`]).
 pub(crate) fn push_entry(r: &Remote, e: &JournalEntry) -> Result<(), CacheError> {
-    let mut keys = vec![crate::remote::series_key(&e.record.series)];
+    if let Some(op) = &e.fleet {
+        crate::remote::transact_fleet(&r.store, |p, f| {
+            op.apply_pins(p);
+            op.apply_records(f);
+        })?;
+    }
+    let Some(record) = &e.record else {
+        return Ok(());
+    };
+    let mut keys = vec![crate::remote::series_key(&record.series)];
     if let Some(p) = &e.pin {
         let k = crate::remote::series_key(&p.image);
         if !keys.contains(&k) {
             keys.push(k);
         }
     }
-    let run = e.record.run.clone();
     crate::remote::transact(&r.store, Some(&keys), |l, p| {
-        l.add_build(e.record.clone());
-        if let Some(pin) = &e.pin {
-            apply_pin(p, pin, run.as_deref());
-        }
+        e.apply(l, p);
     })?;
     Ok(())
 }

@@ -6,6 +6,11 @@
 //!   [`Pins`] (`pins.yaml`) and [`Releases`] (`releases.yaml`). Files the
 //!   original wrote load: unknown fields are kept and written back; an absent
 //!   file is empty. Every write is atomic (temp + fsync + rename) with sorted keys.
+//! - The fleet's records ([`fleet`]): [`LaunchParams`]
+//!   (`launch-params.yaml`), [`InstanceState`] (`instance-state.yaml`, the
+//!   generation ledger), [`StorageStates`] (`storage-state.yaml`, the
+//!   storage state machine's record), and the instance pins of [`Pins`];
+//!   changed only through the [`Recorder`]'s journalled fleet operations.
 //! - `.csis/` (never committed): the tree lock ([`TreeLock`], `.csis/lock`),
 //!   bake logs (`.csis/logs/`), runtime-local state (`.csis/dummy/`).
 //!
@@ -15,7 +20,10 @@
 //! record of a series on a runtime.
 
 mod atomic;
+pub mod fleet;
+pub mod instance_state;
 mod journal;
+pub mod launch_params;
 pub mod lease;
 pub mod lineage;
 mod lock;
@@ -35,6 +43,7 @@ pub mod retention;
 pub mod revocations;
 pub mod runid;
 pub mod stamp;
+pub mod storage_state;
 mod store;
 pub mod verifications;
 mod yamlio;
@@ -42,8 +51,11 @@ mod yamlio;
 use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
+pub use fleet::{EphemeralVerdict, FleetRecords, InstanceOp, Machine};
 pub use heads::load_for_planning;
-pub use journal::{replay_journal, PinBinding};
+pub use instance_state::{canonical_hostname, InstanceState, INSTANCE_STATE_FILE};
+pub use journal::{replay_fleet_journal, replay_journal, PinBinding};
+pub use launch_params::{LaunchParams, LaunchRecord, MountRecord, LAUNCH_PARAMS_FILE};
 pub use lineage::{BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
 pub use lock::TreeLock;
 pub use pins::{image_key, PinMove, Pins};
@@ -52,6 +64,9 @@ pub use recorder::Recorder;
 pub use releases::{Release, Releases};
 pub use revocations::{head_unrevoked, planning_view, Revocations};
 pub use runid::{age_days, parse_run_id, run_id, run_id_now};
+pub use storage_state::{
+    transition, StorageState, StorageStates, Transition, TransitionError, STORAGE_STATE_FILE,
+};
 pub use store::{MetaState, LINEAGE_FILE, PINS_FILE, RELEASES_FILE};
 
 /// Errors of the cache.

@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::atomic::write_atomic;
+use crate::fleet::FleetRecords;
 use crate::journal::{
     append_sync, apply_pin, journal_nonempty, push_entry, read_journal, rejected_path,
     remote_journal_dir, replay_journal_checked, truncate, JournalEntry, PinBinding,
 };
+
+mod fleet_ops;
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::Pins;
 use crate::store::{MetaState, LINEAGE_FILE, PINS_FILE};
@@ -80,6 +83,10 @@ struct RecState {
     /// The first record that could not be written: every later one is
     /// refused (see [`Recorder::failure`]).
     failure: Option<String>,
+    /// The fleet files, once read (the first fleet operation or question).
+    fleet: Option<FleetRecords>,
+    /// The fleet files changed since they were written.
+    fleet_dirty: bool,
 }
 
 /// One record as a `builds:` list item (`- build_id: ...`).
@@ -147,6 +154,8 @@ impl Recorder {
                 rejected: String::new(),
                 problems: Vec::new(),
                 failure: None,
+                fleet: None,
+                fleet_dirty: false,
             }),
         };
         if journal_nonempty(&r.journal) {
@@ -190,6 +199,8 @@ impl Recorder {
             rejected,
             problems,
             failure: None,
+            fleet: None,
+            fleet_dirty: false,
         };
         Ok(st)
     }
@@ -222,6 +233,7 @@ impl Recorder {
             self.meta
                 .store_parsed(LINEAGE_FILE, text.as_bytes(), &st.lineage);
         }
+        self.write_fleet(st)?;
         self.meta.save_pins(&st.pins)?;
         // The planning index of both files (crate::heads), so the next plan
         // reads neither YAML.
@@ -276,10 +288,7 @@ impl Recorder {
             message,
         })?;
         // 1. the journal, fsynced
-        let entry = JournalEntry {
-            record: record.clone(),
-            pin: pin.clone(),
-        };
+        let entry = JournalEntry::build(record.clone(), pin.clone());
         let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
             path: self.journal.clone(),
             message: e.to_string(),
@@ -409,6 +418,7 @@ impl Recorder {
         st.lineage = l;
         st.pins = p;
         st.fragments.clear();
+        st.fleet = None;
         Ok(())
     }
 

@@ -11,6 +11,9 @@
 //!   replacements, legacy bare keys, instance moves, unknown keys).
 //! - `lineage.json`: unknown top-level keys of `lineage.yaml`, if any.
 //! - `releases.yaml`, `revocations.yaml`: as in `meta-state/`.
+//! - `launch-params.yaml`, `instance-state.yaml`, `storage-state.yaml`: as
+//!   in `meta-state/`; a fleet operation changes them and `pins.json` in
+//!   one [`transact_fleet`].
 //! - `leases/<series>@<runtime>.json`: see [`crate::lease`].
 //!
 //! Every write is conditional: a create is If-None-Match, an update is
@@ -29,6 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use csis_schema::model::MetaStateSpec;
 use serde::{Deserialize, Serialize};
 
+use crate::fleet::FleetRecords;
 use crate::lineage::{BuildRecord, Lineage};
 use crate::objstore::{Cond, Store, StoreError, Version};
 use crate::pins::Pins;
@@ -364,13 +368,7 @@ pub(crate) fn transact<T>(
         }
         match write_changes(store, &docs, &after) {
             Ok(_) => return Ok((out, l, p)),
-            Err(StoreError::Conflict) => {
-                // Someone wrote first: back off a little, read again.
-                let jitter = (std::process::id() as u64 * 7 + attempt as u64 * 13) % 50;
-                std::thread::sleep(std::time::Duration::from_millis(
-                    10 + jitter + 10 * attempt.min(20) as u64,
-                ));
-            }
+            Err(StoreError::Conflict) => backoff(attempt),
             Err(e) => return Err(store_err(store, e)),
         }
     }
@@ -378,6 +376,112 @@ pub(crate) fn transact<T>(
         url: store.url().to_string(),
         message: format!("gave up after {MAX_ATTEMPTS} lost races"),
     })
+}
+
+/// The fleet files on a store: as in `meta-state/` (YAML, the same names).
+pub const FLEET_FILES: [&str; 3] = [
+    crate::launch_params::LAUNCH_PARAMS_FILE,
+    crate::instance_state::INSTANCE_STATE_FILE,
+    crate::storage_state::STORAGE_STATE_FILE,
+];
+
+fn parse_yaml<T: serde::de::DeserializeOwned + Default>(
+    store: &Store,
+    docs: &Docs,
+    key: &str,
+) -> Result<T, CacheError> {
+    match docs.get(key) {
+        Some(Some((_, b))) => {
+            let label = format!("{}/{key}", store.url());
+            crate::yamlio::from_text(&label, &String::from_utf8_lossy(b))
+                .map_err(|m| parse_err(store, key, m))
+        }
+        _ => Ok(T::default()),
+    }
+}
+
+fn fleet_of(store: &Store, docs: &Docs) -> Result<FleetRecords, CacheError> {
+    Ok(FleetRecords {
+        launch: parse_yaml(store, docs, FLEET_FILES[0])?,
+        instances: parse_yaml(store, docs, FLEET_FILES[1])?,
+        storages: parse_yaml(store, docs, FLEET_FILES[2])?,
+    })
+}
+
+/// The fleet records on a store, now.
+pub(crate) fn read_fleet(store: &Store) -> Result<FleetRecords, CacheError> {
+    let keys: Vec<String> = FLEET_FILES.iter().map(|k| k.to_string()).collect();
+    fleet_of(store, &read_keys(store, &keys)?)
+}
+
+/// The documents of the fleet records that differ from `before`'s.
+fn fleet_changes(
+    before: &FleetRecords,
+    after: &FleetRecords,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let mut out = BTreeMap::new();
+    let mut put = |k: &str, changed: bool, text: Result<String, String>| -> Result<(), String> {
+        if changed {
+            out.insert(k.to_string(), text?.into_bytes());
+        }
+        Ok(())
+    };
+    put(
+        FLEET_FILES[0],
+        before.launch != after.launch,
+        crate::yamlio::to_text(&after.launch),
+    )?;
+    put(
+        FLEET_FILES[1],
+        before.instances != after.instances,
+        crate::yamlio::to_text(&after.instances),
+    )?;
+    put(
+        FLEET_FILES[2],
+        before.storages != after.storages,
+        crate::yamlio::to_text(&after.storages),
+    )?;
+    Ok(out)
+}
+
+/// [`transact`] for a fleet operation: `pins.json` (the instance pins and
+/// their moves) and the three fleet files, read, changed by `f` and
+/// written conditionally; on a lost race read again and apply `f` again
+/// (fleet operations are idempotent). A kill between two of the writes
+/// leaves the run's journal, which the next recorder pushes again.
+pub(crate) fn transact_fleet<T>(
+    store: &Store,
+    mut f: impl FnMut(&mut Pins, &mut FleetRecords) -> T,
+) -> Result<(T, Pins, FleetRecords), CacheError> {
+    let mut keys: Vec<String> = FLEET_FILES.iter().map(|k| k.to_string()).collect();
+    keys.push(PINS_DOC.to_string());
+    for attempt in 0..MAX_ATTEMPTS {
+        let docs = read_keys(store, &keys)?;
+        let (l, mut p) = merge(store, &docs)?;
+        let before = fleet_of(store, &docs)?;
+        let mut fleet = before.clone();
+        let out = f(&mut p, &mut fleet);
+        let mut after = split(&l, &p);
+        after.retain(|k, _| k == PINS_DOC);
+        after.extend(fleet_changes(&before, &fleet).map_err(|m| parse_err(store, "fleet", m))?);
+        match write_changes(store, &docs, &after) {
+            Ok(_) => return Ok((out, p, fleet)),
+            Err(StoreError::Conflict) => backoff(attempt),
+            Err(e) => return Err(store_err(store, e)),
+        }
+    }
+    Err(CacheError::Store {
+        url: store.url().to_string(),
+        message: format!("gave up after {MAX_ATTEMPTS} lost races"),
+    })
+}
+
+/// Someone wrote first: back off a little before reading again.
+fn backoff(attempt: usize) {
+    let jitter = (std::process::id() as u64 * 7 + attempt as u64 * 13) % 50;
+    std::thread::sleep(std::time::Duration::from_millis(
+        10 + jitter + 10 * attempt.min(20) as u64,
+    ));
 }
 
 /// What a [`crate::MetaState`] on a store read, so that its whole-file

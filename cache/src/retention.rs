@@ -26,16 +26,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 
+use crate::age_days;
 use crate::lineage::{BuildRecord, Lineage};
 use crate::pins::{PinMove, Pins};
 use crate::releases::Releases;
-use crate::revocations::read_meta_file;
-use crate::{age_days, CacheError, MetaState};
 
-pub const LAUNCH_PARAMS_FILE: &str = "launch-params.yaml";
+pub use crate::launch_params::{LaunchParams, LAUNCH_PARAMS_FILE};
 
 /// How many builds of a series survive on a runtime: 0 on an ephemeral
 /// runtime, else the image's `retention.keep`, else the runtime's
@@ -50,35 +48,6 @@ pub fn keep_for(
         Some(0)
     } else {
         image_keep.or(runtime_keep)
-    }
-}
-
-/// `meta-state/launch-params.yaml` (read only here): which build each
-/// instance was launched from. Any launch record's `build` protects it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LaunchParams {
-    #[serde(default, deserialize_with = "crate::null_as_default")]
-    pub instances: BTreeMap<String, Value>,
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
-
-impl LaunchParams {
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        read_meta_file(meta, LAUNCH_PARAMS_FILE)
-    }
-
-    /// `build -> [instance]` for every launch record naming a build.
-    pub fn launched(&self) -> BTreeMap<String, Vec<String>> {
-        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (inst, v) in &self.instances {
-            if let Some(b) = v.get("build").and_then(Value::as_str) {
-                if b != "unbound" && !b.is_empty() {
-                    out.entry(b.to_string()).or_default().push(inst.clone());
-                }
-            }
-        }
-        out
     }
 }
 
@@ -708,7 +677,11 @@ mod tests {
         let mut launches = LaunchParams::default();
         launches.instances.insert(
             "vm2".into(),
-            serde_json::json!({"build": "b3", "launched": true}),
+            crate::LaunchRecord {
+                build: "b3".into(),
+                launched: true,
+                ..Default::default()
+            },
         );
         let p = Protections::from_records(&pins, &Releases::default(), &launches);
         let only_rt: BTreeSet<String> = ["rt".to_string()].into();
@@ -906,7 +879,7 @@ mod tests {
     #[test]
     fn launch_params_read() {
         let t = tempfile::tempdir().unwrap();
-        let m = MetaState::of_tree(t.path());
+        let m = crate::MetaState::of_tree(t.path());
         std::fs::create_dir_all(m.dir()).unwrap();
         std::fs::write(
             m.dir().join(LAUNCH_PARAMS_FILE),

@@ -24,6 +24,24 @@ pub fn run_id_now() -> String {
     run_id(SystemTime::now())
 }
 
+/// A moment as RFC 3339 UTC, to the second (`2026-11-30T08:04:28Z`).
+pub fn rfc3339(at: SystemTime) -> String {
+    let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Now as RFC 3339 UTC.
+pub fn rfc3339_now() -> String {
+    rfc3339(SystemTime::now())
+}
+
 /// Parse a run id back to a moment (`%Y_%m_%dt%H_%M_%S_%f`). Lenient: the
 /// fraction may be missing, `T` may be upper case.
 pub fn parse_run_id(run: &str) -> Option<SystemTime> {
@@ -117,5 +135,6 @@ mod tests {
             Some(UNIX_EPOCH + Duration::from_secs(1_709_200_800))
         );
         assert_eq!(parse_run_id("garbage"), None);
+        assert_eq!(rfc3339(t), "2026-11-30T08:04:28Z");
     }
 }

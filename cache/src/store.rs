@@ -270,6 +270,33 @@ impl MetaState {
         Ok((l, p))
     }
 
+    /// The fleet's records (`launch-params.yaml`, `instance-state.yaml`,
+    /// `storage-state.yaml`; each empty when absent).
+    pub fn fleet(&self) -> Result<crate::fleet::FleetRecords, CacheError> {
+        crate::fleet::FleetRecords::load(self)
+    }
+
+    /// The fleet's records and the pins with the journal of an interrupted
+    /// build merged in (what the next build will write): use this to plan.
+    pub fn fleet_with_journal(
+        &self,
+        journal: &Path,
+    ) -> Result<(Pins, crate::fleet::FleetRecords), CacheError> {
+        let (_, pins) = self.load_with_journal(journal)?;
+        let mut fleet = self.fleet()?;
+        if !self.is_remote() {
+            crate::journal::replay_fleet_journal(journal, &mut fleet);
+        }
+        Ok((pins, fleet))
+    }
+
+    /// Write the fleet's three files (each atomic; on a store each
+    /// conditional on what was read). False when none changed. The
+    /// recorder's fleet operations are the way to change them in a build.
+    pub fn save_fleet(&self, f: &crate::fleet::FleetRecords) -> Result<bool, CacheError> {
+        f.save(self)
+    }
+
     /// Write `lineage.yaml` atomically; false when unchanged.
     /// On a store: conditional on what this process read (an error, and
     /// nothing written, when another runner changed the records since).

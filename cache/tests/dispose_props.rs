@@ -78,7 +78,10 @@ fn world() -> impl Strategy<Value = World> {
             for (k, x) in la.iter().enumerate() {
                 launches.instances.insert(
                     format!("l{k}"),
-                    serde_json::json!({"build": ids[x.index(ids.len())]}),
+                    csis_cache::LaunchRecord {
+                        build: ids[x.index(ids.len())].clone(),
+                        ..Default::default()
+                    },
                 );
             }
             let keep = (0..3).map(|s| (format!("s{s}"), keep[s])).collect();
