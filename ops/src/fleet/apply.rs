@@ -88,7 +88,7 @@ impl Apply<'_> {
     fn view(&self) -> Result<FleetView, NodeError> {
         let (pins, records) = self
             .recorder
-            .fleet_view()
+            .fleet(|p, f| (p.clone(), f.clone()))
             .map_err(|e| NodeError::new(format!("the fleet's records: {e}")))?;
         let mut v = FleetView::load(self.meta).map_err(NodeError::new)?;
         v.pins = pins;
@@ -157,7 +157,8 @@ fn record_storage(
     facts: RecordedFacts,
 ) -> Result<(), NodeError> {
     a.recorder
-        .record_storage(name, *t, facts, a.run)
+        .record_storage(name, t, facts, a.run)
+        .map(drop)
         .map_err(rec_err("the storage transition"))
 }
 
@@ -197,12 +198,12 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
     match old {
         None => a
             .recorder
-            .record_launch(&spec.name, record, machine, a.run)
+            .record_launch(&spec.name, record, &machine, a.run)
             .map_err(rec_err("the launch"))?,
         Some(old) => {
             let old_gen = v.records.current_generation(&spec.name).map(|g| g.number);
             a.recorder
-                .record_replaced(&spec.name, old_gen.unwrap_or(0), old.bound_build().map(str::to_string), record, machine, a.run)
+                .record_replaced(&spec.name, old_gen.unwrap_or(0), record, &machine, a.run)
                 .map_err(rec_err("the replacement"))?;
             // Only now, the new machine verified and recorded: the old one goes.
             let id = old_machine_id(&v, &spec.name, &old);
@@ -504,7 +505,7 @@ async fn prove(
         kept,
     };
     a.recorder
-        .record_ephemeral(&inst.name, verdict, a.run)
+        .record_ephemeral(&inst.name, &verdict, a.run)
         .map_err(rec_err("the ephemeral verdict"))?;
     if kept {
         (a.log)(format!("{} FAILED; kept (on_failure: keep)", record.hostname));
@@ -532,6 +533,7 @@ async fn decommission(
     }
     a.recorder
         .record_decommission(&spec.name, a.run)
+        .map(drop)
         .map_err(rec_err("the decommission"))
 }
 
