@@ -76,7 +76,9 @@ pub mod script;
 pub mod settings;
 pub mod version;
 
-pub use runtime::{docker_runtime, DockerRuntime, ExecOutput, BLANKED_LABEL, NAME_LABEL};
+pub use runtime::{
+    docker_runtime, volume_name, DockerRuntime, ExecOutput, BLANKED_LABEL, NAME_LABEL,
+};
 pub use settings::{DockerSettings, MachineType, TlsSettings};
 pub use version::{
     check_docker_cli, check_docker_version, parse_docker_version, DOCKER_VERSION_FLOOR,

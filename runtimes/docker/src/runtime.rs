@@ -6,8 +6,9 @@
 //! `exec` (exec and staging), `images` (tags, movable tags, builds listed,
 //! retag, release), `disk` (disk sizes), `resolve`, `bake` (the native
 //! bake), `mod_test` (a mod applied twice in a throwaway container),
-//! `checks` (online checks, preflight), `dispose` and `instances`
-//! (containers as instances, test machines, inventory).
+//! `checks` (online checks, preflight), `dispose`, `instances`
+//! (containers as instances, verification, test machines, inventory) and
+//! `fleet` (the fleet's instances as containers, its storages as volumes).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,9 +16,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bollard::Docker;
 use csis_runtime::{
-    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, Inventory, ModTestOutcome, OnlineFinding,
-    PowerState, PreflightLine, ResolveRequest, ResolvedImage, Result, Runtime, RuntimeError,
-    SessionResult, TestMachine, TestMachineRequest, VerifyCheck,
+    BakeOutcome, BakeRequest, DisposeOutcome, ImageFacts, InstanceFacts, Inventory, LaunchRequest,
+    LaunchedInstance, ModTestOutcome, OnlineFinding, PowerState, PreflightLine, ResolveRequest,
+    ResolvedImage, Result, Runtime, RuntimeError, SessionResult, StorageFacts, StorageRequest,
+    TestMachine, TestMachineRequest, VerifyCheck,
 };
 use tokio::sync::OnceCell;
 
@@ -31,6 +33,7 @@ mod disk;
 mod dispose;
 mod errors;
 mod exec;
+mod fleet;
 mod images;
 mod instances;
 mod mod_test;
@@ -40,6 +43,7 @@ pub(crate) use containers::ContainerGuard;
 pub use disk::driver_disk_problem;
 use errors::cause_chain;
 pub use exec::ExecOutput;
+pub use fleet::volume_name;
 pub use images::{blanked_keys, rfc3339};
 
 /// Label carrying the final name as made (outside the `csis_` lineage prefix).
@@ -265,6 +269,30 @@ impl Runtime for DockerRuntime {
         timeout_s: u64,
     ) -> Result<SessionResult> {
         self.session_command(instance, command, timeout_s).await
+    }
+
+    async fn launch_instance(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
+        self.launch(req).await
+    }
+
+    async fn remove_instance(&self, id: &str) -> Result<bool> {
+        self.remove_fleet_instance(id).await
+    }
+
+    async fn create_storage(&self, req: &StorageRequest) -> Result<StorageFacts> {
+        self.create_volume(req).await
+    }
+
+    async fn destroy_storage(&self, id: &str) -> Result<bool> {
+        self.destroy_volume(id).await
+    }
+
+    async fn query_storages(&self) -> Result<Vec<StorageFacts>> {
+        self.storages().await
+    }
+
+    async fn query_instances(&self) -> Result<Vec<InstanceFacts>> {
+        self.fleet_instances().await
     }
 }
 

@@ -56,6 +56,12 @@ pub struct DockerSettings {
     /// binary each runs: `emit` writes a packer root for bakes by these and
     /// `bake` runs packer on it; every other builder bakes natively.
     pub packer_builders: BTreeMap<String, String>,
+    /// The tree's id (`cfg/_config.yml` `id`): the fleet containers and
+    /// volumes whose `csis_config` is this tree's are its own
+    /// (`query_instances`, `query_storages`, and what `remove_instance` and
+    /// `destroy_storage` may touch). None: the fleet queries are refused.
+    #[serde(default)]
+    pub config: Option<String>,
 }
 
 impl DockerSettings {
@@ -73,6 +79,7 @@ impl DockerSettings {
             docker_binary: "docker".to_string(),
             docker_version: Some(crate::version::DOCKER_VERSION_FLOOR.to_string()),
             packer_builders: BTreeMap::new(),
+            config: None,
         }
     }
 

@@ -69,7 +69,7 @@ csis_key() {
   grep -qxF "$2" "$h/.ssh/authorized_keys" || printf '%s\n' "$2" >> "$h/.ssh/authorized_keys"
   chmod 700 "$h/.ssh"
   chmod 600 "$h/.ssh/authorized_keys"
-  chown -R "$(csis_id /etc/passwd "$1")" "$h/.ssh"
+  chown -R "$(awk -F: -v n="$1" '$1 == n { print $3 ":" $4; exit }' /etc/passwd)" "$h/.ssh"
 }
 # csis_mounted DIR: DIR is a mount point
 csis_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }

@@ -22,7 +22,6 @@ use super::{
     DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL,
 };
 use crate::names;
-use crate::settings::parse_memory;
 use csis_schema::tags;
 
 impl DockerRuntime {
@@ -320,10 +319,6 @@ impl DockerRuntime {
         storage_size: Option<&str>,
     ) -> Result<()> {
         let d = self.docker().await?;
-        let mt = self
-            .settings
-            .machine_type(req.machine_type.as_deref())
-            .map_err(RuntimeError::Refused)?;
         let mut host = HostConfig {
             init: Some(true),
             network_mode: Some(self.settings.network.clone()),
@@ -336,12 +331,7 @@ impl DockerRuntime {
         if let Some(size) = storage_size {
             host.storage_opt = Some(HashMap::from([("size".to_string(), size.to_string())]));
         }
-        if let Some(m) = mt {
-            host.nano_cpus = m.cpus.map(|c| (c * 1e9) as i64);
-            if let Some(mem) = &m.memory {
-                host.memory = Some(parse_memory(mem).map_err(RuntimeError::Refused)?);
-            }
-        }
+        self.apply_machine_type(&mut host, req.machine_type.as_deref())?;
         let body = ContainerCreateBody {
             image: Some(parent.to_string()),
             labels: Some(self.bake_labels(Some(req))),

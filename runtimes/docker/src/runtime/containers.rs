@@ -1,13 +1,14 @@
 //! Bake containers: their labels, the guard that removes one when a bake
 //! is dropped mid-way, forced removal, and the ones a gone csis left
-//! behind (`clean_stale_bakes`).
+//! behind (`clean_stale_bakes`); a container as the hook surface lists it
+//! (`instance_facts`).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use bollard::Docker;
-use csis_runtime::{BakeRequest, Result, RuntimeError};
+use csis_runtime::{BakeRequest, InstanceFacts, PowerState, Result, RuntimeError};
 
 use super::errors::{api_message, is_not_found};
 use super::{DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL};
@@ -31,6 +32,26 @@ fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
         csis_runtime::owner::STALE_AFTER,
         &csis_runtime::owner::host_name(),
     )
+}
+
+/// A container as the hook surface lists it: its name, the image it was
+/// created from, its power state and labels (`csis_config` among them).
+pub(super) fn instance_facts(c: bollard::models::ContainerSummary) -> InstanceFacts {
+    use bollard::models::ContainerSummaryStateEnum as S;
+    InstanceFacts {
+        id: c.id.unwrap_or_default(),
+        name: c
+            .names
+            .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string())),
+        image: c.image_id,
+        power: match c.state {
+            Some(S::RUNNING) | Some(S::PAUSED) | Some(S::RESTARTING) => PowerState::Running,
+            Some(S::CREATED) | Some(S::EXITED) | Some(S::DEAD) => PowerState::Stopped,
+            _ => PowerState::Unknown,
+        },
+        config: c.labels.as_ref().and_then(|l| l.get(tags::CONFIG).cloned()),
+        labels: c.labels.unwrap_or_default().into_iter().collect(),
+    }
 }
 
 /// Removes the bake container when dropped without [`ContainerGuard::disarm`]

@@ -15,7 +15,7 @@ use csis_runtime::{
     TestMachine, TestMachineRequest, VerifyCheck, VolumeFacts,
 };
 
-use super::containers::ContainerGuard;
+use super::containers::{instance_facts, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
 use super::DockerRuntime;
 use csis_schema::tags;
@@ -123,9 +123,12 @@ impl DockerRuntime {
         }
     }
 
-    /// A container against a build: it runs, it was created from the
-    /// build (`expected` as an image id, a tag or a short id the daemon
-    /// knows), and, when asked, data mounts under `/mnt`.
+    /// A container against a build: it runs, its launch script is done
+    /// (a fleet instance, labelled `csis_instance`: the marker within
+    /// `timeout_s`; a container csis did not launch has no launch script
+    /// to check), it was created from the build (`expected` as an image
+    /// id, a tag or a short id the daemon knows), and, when asked, at
+    /// least `expect_mounts` of its volumes are mounted inside it.
     pub(super) async fn verify(
         &self,
         instance: &str,
@@ -133,27 +136,99 @@ impl DockerRuntime {
         expect_mounts: usize,
         timeout_s: u64,
     ) -> Result<Vec<VerifyCheck>> {
-        let power = self.query_instance_power_state(instance).await?;
-        if power == PowerState::Absent {
+        let Some(c) = self.inspect_container_opt(instance).await? else {
             return Err(RuntimeError::Refused(format!(
                 "container {instance} does not exist on {}",
                 self.settings.name
             )));
-        }
+        };
+        let power = self.query_instance_power_state(instance).await?;
+        let running = power == PowerState::Running;
         let mut checks = vec![VerifyCheck {
             name: "running".into(),
-            ok: power == PowerState::Running,
+            ok: running,
             detail: format!("{power:?}").to_lowercase(),
             evidence: Vec::new(),
         }];
-        let booted = self.query_instance_boot_image(instance).await?;
+        let launched = c
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .is_some_and(|l| l.contains_key(tags::INSTANCE));
+        if launched {
+            checks.push(self.marker_check(instance, running, timeout_s).await);
+        }
+        checks.push(
+            self.booted_check(c.image.as_deref(), expected_build)
+                .await?,
+        );
+        if expect_mounts > 0 {
+            let mounts = c.mounts.unwrap_or_default();
+            checks.push(
+                self.mounts_check(instance, &mounts, expect_mounts, timeout_s)
+                    .await,
+            );
+        }
+        Ok(checks)
+    }
+
+    /// `startup scripts`: the launch marker, polled until `timeout_s`.
+    async fn marker_check(&self, instance: &str, running: bool, timeout_s: u64) -> VerifyCheck {
+        let marker = csis_runtime::fleet::LAUNCH_MARKER;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
+        let mut why = "the container is not running".to_string();
+        while running {
+            match self
+                .run_session_command(instance, &format!("cat {marker}"), timeout_s.max(10))
+                .await
+            {
+                Ok(r) if r.exit_code == 0 => {
+                    return VerifyCheck {
+                        name: "startup scripts".into(),
+                        ok: true,
+                        detail: format!("{marker} present ({})", r.stdout.trim()),
+                        evidence: Vec::new(),
+                    }
+                }
+                Ok(_) => why = format!("no completion marker within {timeout_s}s"),
+                Err(e) => why = e.to_string(),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let log = self
+            .run_session_command(
+                instance,
+                &format!("tail -n 20 {}", super::fleet::LAUNCH_LOG),
+                10,
+            )
+            .await
+            .map(|r| r.stdout.lines().map(str::to_string).collect())
+            .unwrap_or_default();
+        VerifyCheck {
+            name: "startup scripts".into(),
+            ok: false,
+            detail: why,
+            evidence: log,
+        }
+    }
+
+    /// `booted image`: the image the container was created from against
+    /// the expected build.
+    async fn booted_check(
+        &self,
+        booted: Option<&str>,
+        expected_build: &str,
+    ) -> Result<VerifyCheck> {
         let expected_id = match self.inspect_image_opt(expected_build).await? {
             Some(i) => i.id.unwrap_or_else(|| expected_build.to_string()),
             None => expected_build.to_string(),
         };
-        let booted_s = booted.clone().unwrap_or_else(|| "?".into());
-        let ok = booted.as_deref() == Some(expected_id.as_str());
-        checks.push(VerifyCheck {
+        let booted_s = booted.unwrap_or("?");
+        let ok = booted == Some(expected_id.as_str());
+        Ok(VerifyCheck {
             name: "booted image".into(),
             ok,
             detail: if ok {
@@ -162,32 +237,54 @@ impl DockerRuntime {
                 format!("booted {booted_s}, expected {expected_build}")
             },
             evidence: Vec::new(),
-        });
-        if expect_mounts > 0 {
-            let check = match self
-                .run_session_command(instance, "grep ' /mnt/' /proc/mounts", timeout_s.max(10))
-                .await
-            {
-                Ok(r) => {
-                    let lines: Vec<String> = r.stdout.lines().map(str::to_string).collect();
-                    let n = lines.len();
-                    VerifyCheck {
-                        name: "data disks mounted".into(),
-                        ok: n >= expect_mounts,
-                        detail: format!("{n} mount(s) under /mnt, {expect_mounts} declared"),
-                        evidence: last_lines(&lines, 20),
-                    }
-                }
-                Err(e) => VerifyCheck {
-                    name: "data disks mounted".into(),
+        })
+    }
+
+    /// `data disks mounted`: the container's volumes and binds that are
+    /// mount points inside it (`/proc/mounts`), against the declared count.
+    async fn mounts_check(
+        &self,
+        instance: &str,
+        mounts: &[bollard::models::MountPoint],
+        expect: usize,
+        timeout_s: u64,
+    ) -> VerifyCheck {
+        let name = "data disks mounted".to_string();
+        let r = match self
+            .run_session_command(instance, "cat /proc/mounts", timeout_s.max(10))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                return VerifyCheck {
+                    name,
                     ok: false,
                     detail: e.to_string(),
                     evidence: Vec::new(),
-                },
-            };
-            checks.push(check);
+                }
+            }
+        };
+        let targets: Vec<&str> = r
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        let mut evidence = Vec::new();
+        let mut n = 0;
+        for m in mounts.iter().filter(|m| m.typ.as_deref() != Some("tmpfs")) {
+            let what = m.name.as_deref().or(m.source.as_deref()).unwrap_or("?");
+            let dest = m.destination.as_deref().unwrap_or("?");
+            let here = targets.contains(&dest);
+            n += usize::from(here);
+            let state = if here { "mounted" } else { "NOT mounted" };
+            evidence.push(format!("{what} at {dest}: {state}"));
         }
-        Ok(checks)
+        VerifyCheck {
+            name,
+            ok: n >= expect,
+            detail: format!("{n} volume(s) mounted, {expect} declared"),
+            evidence: last_lines(&evidence, 20),
+        }
     }
 
     pub(super) async fn session_command(
@@ -303,28 +400,7 @@ impl DockerRuntime {
 
     pub(super) async fn containers_and_volumes(&self) -> Result<Inventory> {
         let list = self.containers(HashMap::new()).await?;
-        let mut instances: Vec<InstanceFacts> = list
-            .into_iter()
-            .map(|c| InstanceFacts {
-                id: c.id.unwrap_or_default(),
-                name: c
-                    .names
-                    .and_then(|n| n.first().map(|n| n.trim_start_matches('/').to_string())),
-                image: c.image_id,
-                power: match c.state {
-                    Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
-                    | Some(bollard::models::ContainerSummaryStateEnum::PAUSED)
-                    | Some(bollard::models::ContainerSummaryStateEnum::RESTARTING) => {
-                        PowerState::Running
-                    }
-                    Some(bollard::models::ContainerSummaryStateEnum::CREATED)
-                    | Some(bollard::models::ContainerSummaryStateEnum::EXITED)
-                    | Some(bollard::models::ContainerSummaryStateEnum::DEAD) => PowerState::Stopped,
-                    _ => PowerState::Unknown,
-                },
-                config: c.labels.and_then(|l| l.get(tags::CONFIG).cloned()),
-            })
-            .collect();
+        let mut instances: Vec<InstanceFacts> = list.into_iter().map(instance_facts).collect();
         instances.sort_by(|a, b| a.name.cmp(&b.name));
         let volumes = self.volumes().await?;
         Ok(Inventory { instances, volumes })

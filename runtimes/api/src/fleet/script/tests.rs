@@ -1,3 +1,6 @@
+//! The launch script's unit tests: its order (the marker last), its POSIX
+//! syntax, a cloud disk's steps, quoting, and what an empty part leaves out.
+
 use super::*;
 
 fn sample() -> LaunchScript {
