@@ -110,10 +110,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 if !fleet.is_empty() {
                     let due = fleet.iter().filter(|f| f.due).count();
                     let gated = fleet.iter().filter(|f| f.gated.is_some()).count();
-                    println!(
-                        "{due} of {} fleet node(s) due, {gated} gated",
-                        fleet.len()
-                    );
+                    println!("{due} of {} fleet node(s) due, {gated} gated", fleet.len());
                 }
             }
             Format::Markdown => print!("{}", crate::render::plan_markdown(&plan)),

@@ -152,7 +152,10 @@ pub fn run(
         .iter()
         .filter(|n| crate::fleet::plan::is_gated(&session.compiled.graph, n))
     {
-        reporter.note(&format!("gated: {} would {}: {}", n.label, n.code, n.reason));
+        reporter.note(&format!(
+            "gated: {} would {}: {}",
+            n.label, n.code, n.reason
+        ));
     }
     let run_id = csis_cache::run_id_now();
     // On a shared store: a lease per (series, runtime) this build bakes,

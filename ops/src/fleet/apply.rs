@@ -38,7 +38,9 @@ use csis_runtime::{CancellationToken, DynRuntime, RuntimeError, VerifyCheck};
 use serde::Serialize;
 use serde_json::json;
 
-use super::plan::{decide_instance, storage_transition, Action, FleetView, InstanceCase, StorageCase};
+use super::plan::{
+    decide_instance, storage_transition, Action, FleetView, InstanceCase, StorageCase,
+};
 
 /// Seconds a new machine has to write its launch marker.
 pub const VERIFY_TIMEOUT_S: u64 = 300;
@@ -101,7 +103,8 @@ impl Apply<'_> {
 pub async fn storage(a: &Apply<'_>, spec: &StorageSpec) -> Result<Applied, NodeError> {
     let v = a.view()?;
     let case = StorageCase::of_spec(a.tree, spec);
-    let t = storage_transition(&v, &case).map_err(|e| NodeError::new(format!("{}: {e}", spec.name)))?;
+    let t =
+        storage_transition(&v, &case).map_err(|e| NodeError::new(format!("{}: {e}", spec.name)))?;
     let d = super::plan::decide_storage(&v, &case);
     let mut out = Applied {
         action: d.action.as_str().into(),
@@ -255,10 +258,12 @@ async fn remove_leftovers(
             .is_some_and(|r| host == Some(r.hostname.as_str()) && r.launched)
     };
     let mut removed = Vec::new();
-    for i in standing
-        .iter()
-        .filter(|i| i.labels.get(csis_schema::tags::INSTANCE).map(String::as_str) == Some(name))
-    {
+    for i in standing.iter().filter(|i| {
+        i.labels
+            .get(csis_schema::tags::INSTANCE)
+            .map(String::as_str)
+            == Some(name)
+    }) {
         if recorded(&i.id, i.name.as_deref()) {
             continue;
         }
@@ -284,7 +289,9 @@ async fn launch_verified(
     let (record, machine, checks) = launch_and_check(a, v, inst, build, out).await?;
     if let Some(failed) = failed(&checks) {
         let host = record.hostname.clone();
-        let _ = a.rt.remove_instance(&machine.instance_id.clone().unwrap_or(host.clone())).await;
+        let _ =
+            a.rt.remove_instance(&machine.instance_id.clone().unwrap_or(host.clone()))
+                .await;
         return Err(NodeError::new(format!(
             "{host} did not verify ({failed}); it was removed, the machine standing before (if any) is kept"
         )));
@@ -345,7 +352,10 @@ async fn launch_and_check(
         instance_id: Some(li.id.clone()),
         provider_hostname: Some(li.hostname.clone()),
     };
-    (a.log)(format!("verifying {hostname} ({} mount(s))", inst.mounts.len()));
+    (a.log)(format!(
+        "verifying {hostname} ({} mount(s))",
+        inst.mounts.len()
+    ));
     let checks = tokio::select! {
         r = a.rt.verify_instance(&hostname, build, inst.mounts.len(), VERIFY_TIMEOUT_S) => r,
         _ = a.cancel.cancelled() => Err(RuntimeError::Cancelled),
@@ -358,7 +368,12 @@ async fn launch_and_check(
         }
     };
     for c in &checks {
-        (a.log)(format!("{} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail));
+        (a.log)(format!(
+            "{} {}: {}",
+            if c.ok { "ok  " } else { "FAIL" },
+            c.name,
+            c.detail
+        ));
     }
     Ok((record, machine, checks))
 }
@@ -465,17 +480,24 @@ async fn prove(
     out: &mut Applied,
 ) -> Result<(), NodeError> {
     let (record, machine, mut checks) = launch_and_check(a, v, inst, build, out).await?;
-    let id = machine.instance_id.clone().unwrap_or_else(|| record.hostname.clone());
+    let id = machine
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| record.hostname.clone());
     for t in &spec.post_bake {
-        let r = a
-            .rt
-            .run_session_command(&id, &t.run, crate::image_test::COMMAND_TIMEOUT_S)
-            .await;
+        let r =
+            a.rt.run_session_command(&id, &t.run, crate::image_test::COMMAND_TIMEOUT_S)
+                .await;
         let c = match r {
             Ok(r) => crate::image_test::judge(t, r.exit_code, &r.stdout, &r.stderr),
             Err(e) => crate::image_test::could_not_run(t, &e),
         };
-        (a.log)(format!("{} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail));
+        (a.log)(format!(
+            "{} {}: {}",
+            if c.ok { "ok  " } else { "FAIL" },
+            c.name,
+            c.detail
+        ));
         checks.push(VerifyCheck {
             name: c.name,
             ok: c.ok,
@@ -508,12 +530,18 @@ async fn prove(
         .record_ephemeral(&inst.name, &verdict, a.run)
         .map_err(rec_err("the ephemeral verdict"))?;
     if kept {
-        (a.log)(format!("{} FAILED; kept (on_failure: keep)", record.hostname));
+        (a.log)(format!(
+            "{} FAILED; kept (on_failure: keep)",
+            record.hostname
+        ));
     } else {
         remove(a, &id, out).await?;
     }
     if let Some(f) = failed(&checks) {
-        return Err(NodeError::new(format!("{} (ephemeral) did not verify: {f}", record.hostname)));
+        return Err(NodeError::new(format!(
+            "{} (ephemeral) did not verify: {f}",
+            record.hostname
+        )));
     }
     Ok(())
 }

@@ -22,22 +22,50 @@ pub fn changed_param(inst: &Instance, rec: &LaunchRecord) -> Option<(&'static st
     let declared_mounts = mounts(
         inst.mounts
             .iter()
-            .map(|m| json!([m.storage, m.storage_type, m.builder, m.mount_point, m.group, m.share_mode, m.public_read]))
+            .map(|m| {
+                json!([
+                    m.storage,
+                    m.storage_type,
+                    m.builder,
+                    m.mount_point,
+                    m.group,
+                    m.share_mode,
+                    m.public_read
+                ])
+            })
             .collect(),
     );
     let recorded_mounts = mounts(
         rec.mounts
             .iter()
-            .map(|m| json!([m.storage, m.type_, m.builder, m.mount_point, m.group, m.share_mode, m.public_read]))
+            .map(|m| {
+                json!([
+                    m.storage,
+                    m.type_,
+                    m.builder,
+                    m.mount_point,
+                    m.group,
+                    m.share_mode,
+                    m.public_read
+                ])
+            })
             .collect(),
     );
     let pairs: [(&'static str, Value, Value); 7] = [
         ("image", json!(rec.image), json!(inst.image)),
         ("runtime", json!(rec.runtime), json!(inst.runtime)),
         ("group", json!(rec.group), json!(inst.group)),
-        ("machine_type", json!(rec.machine_type), json!(inst.machine_type)),
+        (
+            "machine_type",
+            json!(rec.machine_type),
+            json!(inst.machine_type),
+        ),
         ("storages", recorded_mounts, declared_mounts),
-        ("userdata", json!(rec.userdata.clone().unwrap_or_default()), json!(userdata)),
+        (
+            "userdata",
+            json!(rec.userdata.clone().unwrap_or_default()),
+            json!(userdata),
+        ),
         ("ephemeral", json!(rec.ephemeral), json!(inst.ephemeral)),
     ];
     pairs.into_iter().find(|(f, r, d)| {

@@ -96,9 +96,9 @@ fn instance_drift(v: &FleetView, runtime: &str, machines: &[InstanceFacts]) -> V
             .records
             .current_generation(name)
             .and_then(|g| g.instance_id.clone());
-        let found = machines.iter().find(|m| {
-            Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(r.hostname.as_str())
-        });
+        let found = machines
+            .iter()
+            .find(|m| Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(r.hostname.as_str()));
         match found {
             None => out.push(drift(
                 "instance",
@@ -133,12 +133,13 @@ fn instance_drift(v: &FleetView, runtime: &str, machines: &[InstanceFacts]) -> V
         let Some(inst) = label(m, tags::INSTANCE) else {
             continue;
         };
-        let recorded = v.records.launch_record(&inst).is_some_and(|r| {
-            r.launched && m.name.as_deref() == Some(r.hostname.as_str())
-        }) || v
+        let recorded = v
             .records
-            .current_generation(&inst)
-            .is_some_and(|g| g.instance_id.as_ref() == Some(&m.id));
+            .launch_record(&inst)
+            .is_some_and(|r| r.launched && m.name.as_deref() == Some(r.hostname.as_str()))
+            || v.records
+                .current_generation(&inst)
+                .is_some_and(|g| g.instance_id.as_ref() == Some(&m.id));
         if !recorded {
             out.push(drift(
                 "instance",
@@ -155,7 +156,12 @@ fn instance_drift(v: &FleetView, runtime: &str, machines: &[InstanceFacts]) -> V
     out
 }
 
-fn storage_drift(tree: &Tree, v: &FleetView, runtime: &str, volumes: &[StorageFacts]) -> Vec<Drift> {
+fn storage_drift(
+    tree: &Tree,
+    v: &FleetView,
+    runtime: &str,
+    volumes: &[StorageFacts],
+) -> Vec<Drift> {
     let mut out = Vec::new();
     for (name, r) in &v.records.storages.storages {
         if r.state != StorageState::Active
@@ -171,7 +177,10 @@ fn storage_drift(tree: &Tree, v: &FleetView, runtime: &str, volumes: &[StorageFa
                 "storage",
                 name,
                 "missing",
-                format!("{id} (generation {}) is recorded active on {runtime} and is gone", r.generation),
+                format!(
+                    "{id} (generation {}) is recorded active on {runtime} and is gone",
+                    r.generation
+                ),
                 true,
             ));
         }

@@ -299,9 +299,7 @@ fn first_bind(v: &FleetView, c: &InstanceCase<'_>) -> Decided {
             ),
         };
     }
-    let pin = (!c.follow)
-        .then(|| v.pins.instance_pin(name))
-        .flatten();
+    let pin = (!c.follow).then(|| v.pins.instance_pin(name)).flatten();
     if let Some(p) = pin {
         return decided(
             Action::Launch,
@@ -440,7 +438,11 @@ pub fn storage_transition(
 
 /// A declared storage state as the records spell it.
 pub fn cache_state(s: &csis_rules::fleet::StorageState) -> StorageState {
-    match serde_json::to_value(s).ok().as_ref().and_then(|v| v.as_str()) {
+    match serde_json::to_value(s)
+        .ok()
+        .as_ref()
+        .and_then(|v| v.as_str())
+    {
         Some("archived") => StorageState::Archived,
         Some("destroyed") => StorageState::Destroyed,
         _ => StorageState::Active,

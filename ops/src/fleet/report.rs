@@ -90,7 +90,12 @@ fn line(v: &FleetView, lineage: &Lineage, name: &str, runtime: &str, image: &str
         build: build.clone(),
         generation: launched.and(generation),
         hostname: launched.map(|r| r.hostname.clone()),
-        state: if launched.is_some() { "launched" } else { "not launched" }.into(),
+        state: if launched.is_some() {
+            "launched"
+        } else {
+            "not launched"
+        }
+        .into(),
         pending: v.pins.pending_replacements.get(name).cloned(),
         behind: head.filter(|h| launched.is_some() && Some(h) != build.as_ref()),
     }
