@@ -98,6 +98,8 @@ pub enum Command {
     Revoke(cmd::revoke::Args),
     /// List the recorded builds per series and runtime, newest first, with their marks.
     Builds(cmd::builds::Args),
+    /// Each instance: runtime, build, generation, hostname, state, behind.
+    Instances(cmd::instances::Args),
     /// Move one pin: an image's parent pin, or an instance's.
     #[command(subcommand)]
     Upgrade(cmd::upgrade::UpgradeCommand),
@@ -233,6 +235,7 @@ fn main() -> ExitCode {
         Command::Release(args) => cmd::release::run(&global, args),
         Command::Revoke(args) => cmd::revoke::run(&global, args),
         Command::Builds(args) => cmd::builds::run(&global, args),
+        Command::Instances(args) => cmd::instances::run(&global, args),
         Command::Test(args) => cmd::test::run(&global, args),
         Command::TestMods(args) => cmd::test_mods::run(&global, args),
         Command::Upgrade(c) => cmd::upgrade::run(&global, c),

@@ -27,6 +27,7 @@ pub fn write_plan_json(
     plan: &Plan,
     explain: bool,
     behind: &[csis_ops::upgrade::Behind],
+    fleet: &[csis_ops::fleet::plan::FleetAction],
     out: impl std::io::Write,
 ) -> std::io::Result<()> {
     use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
@@ -77,6 +78,10 @@ pub fn write_plan_json(
         doc.serialize_entry("behind", behind)
             .map_err(std::io::Error::other)?;
     }
+    if !fleet.is_empty() {
+        doc.serialize_entry("fleet", fleet)
+            .map_err(std::io::Error::other)?;
+    }
     SerializeMap::end(doc).map_err(std::io::Error::other)?;
     out.write_all(b"\n")?;
     out.flush()
@@ -84,6 +89,8 @@ pub fn write_plan_json(
 
 fn shown(n: &PlannedNode, all: bool) -> bool {
     all || n.kind == NodeKind::Bake
+        || n.kind == NodeKind::Instance
+        || n.kind == NodeKind::Storage
         || (n.due && n.kind != NodeKind::Emit && n.kind != NodeKind::Retag)
 }
 

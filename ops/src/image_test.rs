@@ -160,7 +160,7 @@ fn machine_name(runtime: &str, series: &str) -> String {
 }
 
 /// Judge one command's result against its test.
-fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestCheck {
+pub(crate) fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestCheck {
     let rc_ok = exit_code == t.expect_rc;
     let contains_ok = t
         .contains
@@ -182,6 +182,19 @@ fn judge(t: &InBakeTest, exit_code: i32, stdout: &str, stderr: &str) -> TestChec
         command: Some(t.run.clone()),
         exit_code: Some(exit_code),
         evidence: evidence(stdout, stderr, EVIDENCE_LINES),
+    }
+    .redacted()
+}
+
+/// The check of a command that could not run.
+pub(crate) fn could_not_run(t: &InBakeTest, e: &RuntimeError) -> TestCheck {
+    TestCheck {
+        name: t.description.clone(),
+        ok: false,
+        detail: format!("the command could not run: {e}"),
+        command: Some(t.run.clone()),
+        exit_code: None,
+        evidence: Vec::new(),
     }
     .redacted()
 }
@@ -252,15 +265,7 @@ pub async fn run_post_bake(
                 stopped = Some(RuntimeError::Cancelled);
                 break;
             }
-            Err(e) => TestCheck {
-                name: t.description.clone(),
-                ok: false,
-                detail: format!("the command could not run: {e}"),
-                command: Some(t.run.clone()),
-                exit_code: None,
-                evidence: Vec::new(),
-            }
-            .redacted(),
+            Err(e) => could_not_run(t, &e),
         };
         log(&format!(
             "{} {}: {}",

@@ -446,7 +446,20 @@ pub fn verify_instance(
     let Some(name) = cx.runtime_name(runtime) else {
         return cannot(format!("runtime {runtime} is not declared in this tree"));
     };
-    let expected = match expect {
+    // A launched instance is verified as the machine standing now: its
+    // hostname, the build it was launched from, its declared mounts.
+    let launched = csis_cache::fleet::FleetRecords::load(&cx.meta)?
+        .launch_record(instance)
+        .filter(|r| r.launched)
+        .cloned();
+    let mounts = match cx.tree().instance(instance) {
+        Some(i) => mounts.max(i.mounts.len()),
+        None => mounts,
+    };
+    let machine = launched
+        .as_ref()
+        .map_or(instance.to_string(), |r| r.hostname.clone());
+    let expected = match expect.or_else(|| launched.as_ref().and_then(|r| r.bound_build().map(str::to_string))) {
         Some(b) => b,
         None => match cx.records()?.1.instances.get(instance) {
             Some(b) => b.clone(),
@@ -458,7 +471,7 @@ pub fn verify_instance(
         },
     };
     let rt = cx.runtime(&name)?;
-    let checks = match cx.block_on(rt.verify_instance(instance, &expected, mounts, timeout)) {
+    let checks = match cx.block_on(rt.verify_instance(&machine, &expected, mounts, timeout)) {
         Ok(c) => c,
         Err(e @ (RuntimeError::Unsupported { .. } | RuntimeError::Unavailable(_))) => {
             return cannot(format!("{name} cannot verify {instance}: {e}"))
@@ -651,6 +664,9 @@ pub fn instance_runtime(
     tree: &csis_rules::Tree,
     name: &str,
 ) -> std::result::Result<String, String> {
+    if let Some(i) = tree.instance(name) {
+        return Ok(i.runtime.clone());
+    }
     let root = tree.root();
     let dir = root.join("instances");
     let files: Vec<PathBuf> = csis_rules::load::tree_files(root)

@@ -17,6 +17,8 @@
 //! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
 //!   lineage operations; [`inspect`]: `empty`, `preflight`, `runtime
 //!   describe` and `verify-instance`.
+//! - [`fleet`]: the fleet's lifecycle (storages and instances: the
+//!   planner's actions, what a build does for each node, `csis instances`).
 //! - [`init`]: the starter trees of `csis init`.
 //! - [`exit`]: the exit codes, by name.
 
@@ -26,6 +28,7 @@ pub mod dispose;
 pub mod drift;
 pub mod emission;
 pub mod exit;
+pub mod fleet;
 pub mod graph;
 pub mod image_test;
 pub mod init;

@@ -9,7 +9,8 @@ use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
 use csis_rules::compile::{
-    compile_with_costs, planner, Compiled, ForceBake, NodeKind, PinSource, PINNED_PARENT_ATTR,
+    compile_with_costs, planner, Compiled, ForceBake, NodeKind, PinSource, RecordedFleet,
+    RecordedInstance, RecordedStorage, PINNED_PARENT_ATTR,
 };
 use csis_rules::Tree;
 
@@ -31,9 +32,12 @@ pub struct Session {
 /// The compile's [`PinSource`] over the records: `meta-state/`'s pins and
 /// the fingerprints recorded for builds ([`MetaPins`], which knows no
 /// compile).
-pub(crate) struct RecordedPins<'a>(pub MetaPins<'a>);
+pub(crate) struct RecordedPins<'a>(pub MetaPins<'a>, pub RecordedFleet);
 
 impl PinSource for RecordedPins<'_> {
+    fn fleet(&self) -> RecordedFleet {
+        self.1.clone()
+    }
     fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
         self.0.image_pin(image, runtime)
     }
@@ -78,9 +82,10 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
     let (meta, lineage, pins, revs) = read_meta(&root)?;
     let t0 = std::time::Instant::now();
+    let fleet = recorded_fleet(&meta, &pins, &lineage, &tree)?;
     let compiled = compile_with_costs(
         &tree,
-        &RecordedPins(MetaPins::new(&pins, &lineage)),
+        &RecordedPins(MetaPins::new(&pins, &lineage), fleet),
         &crate::wiring::BakeCosts,
     )?;
     timing("compile", t0);
@@ -96,6 +101,62 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
         compiled,
         fps,
     })
+}
+
+/// What the compile reads of the fleet's records: the launched and
+/// pinned instances and the recorded storages (those the tree declares no
+/// more get a node that retires them), pins, pending replacements, and the
+/// heads of the images instances boot.
+fn recorded_fleet(
+    meta: &MetaState,
+    pins: &Pins,
+    lineage: &Lineage,
+    tree: &Tree,
+) -> Result<RecordedFleet> {
+    let records = csis_cache::fleet::FleetRecords::load(meta)?;
+    let mut f = RecordedFleet {
+        pins: pins.instances.clone(),
+        pending: pins.pending_replacements.clone(),
+        ..RecordedFleet::default()
+    };
+    for (name, r) in &records.launch.instances {
+        let rec = RecordedInstance {
+            runtime: r.runtime.clone(),
+            image: r.image.clone(),
+            build: r.build.clone(),
+            mounts: r.mounts.iter().map(|m| m.storage.clone()).collect(),
+        };
+        f.instances.insert(name.clone(), rec);
+    }
+    for (name, build) in &pins.instances {
+        if f.instances.contains_key(name) {
+            continue;
+        }
+        if let Some(b) = lineage.find(build) {
+            let rec = RecordedInstance {
+                runtime: b.runtime.clone().unwrap_or_default(),
+                image: b.series.clone(),
+                build: build.clone(),
+                mounts: Vec::new(),
+            };
+            f.instances.insert(name.clone(), rec);
+        }
+    }
+    f.instances.retain(|_, r| !r.runtime.is_empty());
+    for (name, r) in &records.storages.storages {
+        let rec = RecordedStorage {
+            state: r.state.as_str().to_string(),
+            builder: r.facts.builder.clone(),
+        };
+        f.storages.insert(name.clone(), rec);
+    }
+    for i in &tree.instances {
+        if let Some(h) = lineage.head(&i.image, &i.runtime) {
+            f.heads
+                .insert((i.image.clone(), i.runtime.clone()), h.build_id.clone());
+        }
+    }
+    Ok(f)
 }
 
 /// `meta-state/` as the plan reads it: the planning view of the records
@@ -164,7 +225,7 @@ impl Session {
     }
 
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
-        plan(
+        let plan = plan(
             &self.meta,
             &self.lineage,
             &self.revs,
@@ -173,7 +234,18 @@ impl Session {
             sel,
             force,
             explain,
-        )
+        )?;
+        // Launch parameters changed without a replacement: refused at
+        // the changed field, as a load error (nothing runs).
+        let refused =
+            crate::fleet::checks::refusals_of_plan(&self.tree, &self.compiled.graph, &plan)?;
+        if !refused.is_empty() {
+            return Err(crate::NotLoaded {
+                diagnostics: refused,
+            }
+            .into());
+        }
+        Ok(plan)
     }
 }
 
@@ -325,6 +397,7 @@ pub fn plan(
     name_revoked_heads(revs, &mut plan);
     retention_due(meta, lineage, revs, graph, &mut plan, now)?;
     hold_revoked_pins(revs, graph, &mut plan);
+    crate::fleet::apply_fleet_plan(meta, lineage, graph, &mut plan)?;
     timing("plan", t0);
     Ok(plan)
 }

@@ -218,7 +218,27 @@ pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<R
         &declared_runtimes(tree),
         Some(&csis_cache::run_id_now()),
     );
+    let mut report = report;
+    add_fleet_drift(tree, meta, &mut report)?;
     Ok((report, views))
+}
+
+/// The fleet's drift (crate::fleet::drift) in the report, counted in its summary.
+fn add_fleet_drift(tree: &Tree, meta: &MetaState, report: &mut StateReport) -> Result<()> {
+    if tree.instances.is_empty() && tree.storages.is_empty() {
+        let f = csis_cache::fleet::FleetRecords::load(meta)?;
+        if f.launch.instances.is_empty() && f.storages.storages.is_empty() {
+            return Ok(());
+        }
+    }
+    let view = crate::fleet::FleetView::load(meta)?;
+    let (drift, unavailable) = tokio_rt()?.block_on(crate::fleet::drift::fleet_drift(tree, &view));
+    for d in &drift {
+        *report.summary.entry(d.drift.clone()).or_default() += 1;
+    }
+    report.drift.extend(drift);
+    report.unavailable.extend(unavailable);
+    Ok(())
 }
 
 /// `<tree>/<generation_directory>/state-report.json`.

@@ -224,8 +224,10 @@ impl Watcher {
             .into());
         }
         let (meta, lineage, pins, revs) = crate::session::read_meta(&self.root)?;
-        self.inc
-            .set_pins(&RecordedPins(MetaPins::new(&pins, &lineage)));
+        self.inc.set_pins(&RecordedPins(
+            MetaPins::new(&pins, &lineage),
+            Default::default(),
+        ));
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),

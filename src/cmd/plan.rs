@@ -83,6 +83,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         s.plan(&sel, &force)?
     };
     let behind = csis_ops::upgrade::behind(&s, &plan);
+    let fleet = csis_ops::fleet::plan::fleet_actions(&s.compiled.graph, &plan);
     if let Some(n) = args.shards {
         let split = csis_ops::shards::split(&s.compiled.graph, &plan, n as usize);
         crate::render::json(&split)?;
@@ -92,6 +93,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 &plan,
                 args.explain,
                 &behind,
+                &fleet,
                 std::io::stdout().lock(),
             )?,
             Format::Text => {
@@ -104,6 +106,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 );
                 for b in &behind {
                     println!("note: {}", b.message());
+                }
+                if !fleet.is_empty() {
+                    let due = fleet.iter().filter(|f| f.due).count();
+                    let gated = fleet.iter().filter(|f| f.gated.is_some()).count();
+                    println!("{due} of {} fleet node(s) due, {gated} gated", fleet.len());
                 }
             }
             Format::Markdown => print!("{}", crate::render::plan_markdown(&plan)),

@@ -146,6 +146,17 @@ pub fn run(
     for w in &session.compiled.warnings {
         reporter.note(&format!("warning: {w}"));
     }
+    // A gated fleet node changes nothing; the build says what it would do.
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| crate::fleet::plan::is_gated(&session.compiled.graph, n))
+    {
+        reporter.note(&format!(
+            "gated: {} would {}: {}",
+            n.label, n.code, n.reason
+        ));
+    }
     let run_id = csis_cache::run_id_now();
     // On a shared store: a lease per (series, runtime) this build bakes,
     // releases or disposes, then the plan again on the records as they are
@@ -533,9 +544,44 @@ impl BuildState {
                 let keep = csis_cache::retention::keep_for(ephemeral, keep, None);
                 self.dispose(&cx, &series, &runtime, keep).await
             }
+            NodeSpec::Storage(_) | NodeSpec::Instance(_) => self.fleet(&cx).await,
             // mod tests have a graph of their own (crate::mod_tests)
             NodeSpec::ModTest(_) => Err(NodeError::new("a mod test is not a node of a build")),
         }
+    }
+
+    /// A storage or instance node (crate::fleet::apply), one at a time
+    /// beside the other writers of `meta-state/`.
+    async fn fleet(&self, cx: &NodeContext) -> Result<NodeOutput, NodeError> {
+        if self.dry_run {
+            return Ok(NodeOutput::none());
+        }
+        let c = &self.session.compiled;
+        let runtime = match c.spec(cx.id()) {
+            NodeSpec::Storage(s) => &s.runtime,
+            NodeSpec::Instance(i) => &i.runtime,
+            _ => return Err(NodeError::new("not a fleet node")),
+        };
+        let log = |line: String| cx.log(line);
+        let a = crate::fleet::apply::Apply {
+            rt: self.runtime(runtime)?,
+            recorder: &self.recorder,
+            meta: &self.session.meta,
+            tree: &self.session.tree,
+            run: &self.run_id,
+            cancel: cx.cancel().clone(),
+            log: &log,
+        };
+        let _meta = self.meta_lock.lock().await;
+        let done = match c.spec(cx.id()) {
+            NodeSpec::Storage(s) => crate::fleet::apply::storage(&a, s).await?,
+            NodeSpec::Instance(i) => crate::fleet::apply::instance(&a, i).await?,
+            _ => unreachable!("matched above"),
+        };
+        cx.log(done.reason.clone());
+        Ok(NodeOutput::new(
+            serde_json::to_value(&done).map_err(NodeError::new)?,
+        ))
     }
 
     /// The compiled bake that the `node` (emit, retag, test, release) of

@@ -23,10 +23,15 @@ use crate::tree::{Parent, Tree};
 /// previous assembly is reused when its parent is the same.
 #[derive(Default)]
 pub struct Assembler {
-    g: Graph,
+    pub(super) g: Graph,
     specs: Vec<NodeSpec>,
-    bakes: BTreeMap<(String, String), NodeId>,
-    warnings: Vec<String>,
+    pub(super) bakes: BTreeMap<(String, String), NodeId>,
+    /// Per (series, runtime): the last node of its build's follow-ups
+    /// (release, else test, else retag), its post-bake tests and its
+    /// release model: what an instance of it waits for and reads.
+    pub(super) after: BTreeMap<(String, String), AfterBake>,
+    pub(super) fleet: Vec<NodeId>,
+    pub(super) warnings: Vec<String>,
     linked: Option<(LinkedSpecs, LinkedSpecs)>,
 }
 
@@ -51,7 +56,7 @@ impl Assembler {
         }
     }
 
-    fn node(&mut self, node: Arc<Node>, spec: NodeSpec) -> Result<NodeId, CompileError> {
+    pub(super) fn node(&mut self, node: Arc<Node>, spec: NodeSpec) -> Result<NodeId, CompileError> {
         let id = self.g.add_node_arc(node)?;
         debug_assert_eq!(id.index(), self.specs.len());
         self.specs.push(spec);
@@ -158,18 +163,23 @@ impl Assembler {
             // Retention runs after the release: a build to release is not
             // disposed first (on an ephemeral runtime the new build would go).
             let mut before_dispose = retag;
+            let mut after = AfterBake::default();
             // The post-bake test runs on the retagged build; the release
             // waits for it (a failed test leaves the build unreleased).
             if let Some((node, tests)) = e.test {
+                after.tests = tests.clone();
                 let t = self.node(node, NodeSpec::Test { bake, tests })?;
                 self.g.add_dep(t, retag, Dep::Order)?;
                 before_dispose = t;
             }
             if let Some((node, model)) = e.release {
+                after.release_model = Some(model.clone());
                 let r = self.node(node, NodeSpec::Release { bake, model })?;
                 self.g.add_dep(r, before_dispose, Dep::Order)?;
                 before_dispose = r;
             }
+            after.last = Some(before_dispose);
+            self.after.insert((unit.series.clone(), rt.clone()), after);
             if let Some((node, keep, ephemeral)) = e.dispose {
                 let d = self.node(
                     node,
@@ -201,11 +211,21 @@ impl Assembler {
                 graph: self.g,
                 specs: self.specs,
                 bakes: self.bakes,
+                fleet: self.fleet,
                 warnings: self.warnings,
             },
             linked,
         )
     }
+}
+
+/// What follows a bake that an instance of its series waits for and reads.
+#[derive(Debug, Clone, Default)]
+pub(super) struct AfterBake {
+    /// The release, else the test, else the retag node.
+    pub(super) last: Option<NodeId>,
+    pub(super) tests: Vec<crate::tree::InBakeTest>,
+    pub(super) release_model: Option<String>,
 }
 
 /// Images ordered parents first (a stable topological order over `source_image`).

@@ -29,7 +29,8 @@
 //!
 //! The modules: `vocabulary` (the specs of the nodes, [`Compiled`]),
 //! `bake_inputs`, `units` (the series rules), `assemble` (the
-//! [`Assembler`]), `policy` (forced bakes, the planner's rules).
+//! [`Assembler`]), `fleet` (the storage and instance nodes, after every
+//! series), `policy` (forced bakes, the planner's rules).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ use crate::tree::Tree;
 
 mod assemble;
 mod bake_inputs;
+mod fleet;
 mod mod_tests;
 mod policy;
 mod units;
@@ -45,12 +47,17 @@ mod vocabulary;
 
 pub use assemble::{image_order, Assembler, LinkedSpecs};
 pub use bake_inputs::{file_hash, BAKE_RECIPE};
+pub use fleet::{
+    gate, instance_label, launch_params, storage_inputs, storage_label, will_boot,
+    DECOMMISSION_ATTR, GATED_ATTR,
+};
 pub use mod_tests::{default_test_image, mod_tests, MOD_TEST_RECIPE};
 pub use policy::{pin_moved_rule, planner, refresh_rule, ForceBake};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec,
-    ModTestSpec, NoPins, NodeKind, NodeSpec, ParentSpec, PinSource, ResolveSpec, DEFAULT_BAKE_COST,
+    InstanceSpec, ModTestSpec, NoPins, NodeKind, NodeSpec, ParentSpec, PinSource, RecordedFleet,
+    RecordedInstance, RecordedStorage, ResolveSpec, StorageSpec, DEFAULT_BAKE_COST,
     PINNED_PARENT_ATTR,
 };
 
@@ -100,6 +107,7 @@ fn compile_with(
         let draft = image_draft(tree, &tree.images[idx], costs)?;
         a.add(finish_image(draft, hash, pins))?;
     }
+    a.add_fleet(tree, &pins.fleet())?;
     Ok(a.finish())
 }
 

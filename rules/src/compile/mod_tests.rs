@@ -126,6 +126,7 @@ pub fn mod_tests(
         graph: g,
         specs,
         bakes: BTreeMap::new(),
+        fleet: Vec::new(),
         warnings,
     })
 }

@@ -27,6 +27,47 @@ pub trait PinSource {
         let _ = build_id;
         None
     }
+    /// The fleet's records: the instances and storages recorded (so one the
+    /// tree declares no more gets a node that retires it), the instance
+    /// pins and pending replacements, the series heads (the build an
+    /// instance will boot enters its fingerprint).
+    fn fleet(&self) -> RecordedFleet {
+        RecordedFleet::default()
+    }
+}
+
+/// What the compile reads of the fleet's records (`launch-params.yaml`,
+/// `storage-state.yaml`, `pins.yaml`, the lineage heads).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordedFleet {
+    /// Launched instances, by name.
+    pub instances: BTreeMap<String, RecordedInstance>,
+    /// Recorded storages (not destroyed), by name.
+    pub storages: BTreeMap<String, RecordedStorage>,
+    /// `instance -> build` (pins.yaml `instances`).
+    pub pins: BTreeMap<String, String>,
+    /// `instance -> build` (pins.yaml `pending_replacements`).
+    pub pending: BTreeMap<String, String>,
+    /// `(series, runtime) -> head build`.
+    pub heads: BTreeMap<(String, String), String>,
+}
+
+/// A launched instance as `launch-params.yaml` records it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordedInstance {
+    pub runtime: String,
+    pub image: String,
+    pub build: String,
+    /// The storages it mounts.
+    pub mounts: Vec<String>,
+}
+
+/// A storage as `storage-state.yaml` records it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordedStorage {
+    /// `active`, `archived` or `destroyed`.
+    pub state: String,
+    pub builder: String,
 }
 
 /// No meta-state at all (every pinned child behaves like follow).
@@ -82,6 +123,10 @@ pub enum NodeKind {
     /// A modification applied twice in a throwaway container (`csis
     /// test-mods`; its own graph, [`crate::compile::mod_tests`]).
     ModTest,
+    /// A declared (or recorded) storage: created, archived, destroyed.
+    Storage,
+    /// A declared (or recorded) instance: launched, replaced, decommissioned.
+    Instance,
 }
 
 impl NodeKind {
@@ -96,6 +141,8 @@ impl NodeKind {
             NodeKind::Release => "release",
             NodeKind::Dispose => "dispose",
             NodeKind::ModTest => "mod_test",
+            NodeKind::Storage => "storage",
+            NodeKind::Instance => "instance",
         }
     }
 }
@@ -283,6 +330,47 @@ pub enum NodeSpec {
     },
     /// A mod test (only in the graph of [`crate::compile::mod_tests`]).
     ModTest(Box<ModTestSpec>),
+    /// A storage's lifecycle (`compile::fleet`).
+    Storage(Arc<StorageSpec>),
+    /// An instance's lifecycle (`compile::fleet`).
+    Instance(Arc<InstanceSpec>),
+}
+
+/// What a storage node applies.
+#[derive(Debug, Clone)]
+pub struct StorageSpec {
+    pub label: Label,
+    /// Canonical name.
+    pub name: String,
+    pub runtime: String,
+    pub builder: String,
+    /// The declaration; None: recorded, declared no more (destroy).
+    pub declared: Option<crate::fleet::Storage>,
+    /// Why it may not change anything (`apply_storage`), None: it applies.
+    pub gated: Option<String>,
+}
+
+/// What an instance node applies.
+#[derive(Debug, Clone)]
+pub struct InstanceSpec {
+    pub label: Label,
+    /// As declared (its hostnames are `<name>-NNN`).
+    pub name: String,
+    pub runtime: String,
+    pub builder: String,
+    pub image: String,
+    /// The declaration; None: recorded, declared no more (decommission).
+    pub declared: Option<crate::fleet::Instance>,
+    /// The image's bake node on the runtime (when it bakes there).
+    pub bake: Option<NodeId>,
+    /// Its image's post-bake tests (an ephemeral instance runs them).
+    pub post_bake: Vec<InBakeTest>,
+    /// Why it may not change anything (`apply_instances`), None: it applies.
+    pub gated: Option<String>,
+    /// `require_released_builds`: a first bind takes the release.
+    pub require_released: bool,
+    /// The release model of its image, when it declares one.
+    pub release_model: Option<String>,
 }
 
 /// The compiled graph and what each node means.
@@ -291,6 +379,8 @@ pub struct Compiled {
     pub graph: Graph,
     pub(super) specs: Vec<NodeSpec>,
     pub(super) bakes: BTreeMap<(String, String), NodeId>,
+    /// The fleet's nodes (storages, then instances), in graph order.
+    pub(super) fleet: Vec<NodeId>,
     /// Things skipped, for the user (`image x on rt: its parent does not bake there`).
     pub warnings: Vec<String>,
 }
@@ -314,6 +404,22 @@ impl Compiled {
     /// Every bake node.
     pub fn bake_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.bakes.values().copied()
+    }
+    /// Every storage and instance node.
+    pub fn fleet_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.fleet.iter().copied()
+    }
+    pub fn instance_spec(&self, id: NodeId) -> Option<&InstanceSpec> {
+        match self.spec(id) {
+            NodeSpec::Instance(i) => Some(i),
+            _ => None,
+        }
+    }
+    pub fn storage_spec(&self, id: NodeId) -> Option<&StorageSpec> {
+        match self.spec(id) {
+            NodeSpec::Storage(s) => Some(s),
+            _ => None,
+        }
     }
 }
 

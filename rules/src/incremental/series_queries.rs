@@ -351,8 +351,20 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
             }
         }
     }
+    // The fleet's nodes come last; their fingerprints are their own
+    // inputs (every fleet edge is an ordering edge). The incremental
+    // compile reads no fleet records: declared storages and instances only.
+    if let Ok(tree) = &*load_tree(db, input).result {
+        if let Err(e) = a.add_fleet(tree, &compile::RecordedFleet::default()) {
+            return Some(Err(e.to_string()));
+        }
+    }
     let (compiled, linked) = a.finish_with_specs();
     *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()) = linked;
+    for id in compiled.fleet_nodes() {
+        let n = compiled.graph.node(id);
+        fps.push(Fingerprint::compute(n.kind(), n.inputs(), &[]));
+    }
     // The memoized fingerprints cover exactly the nodes the assembler
     // added (else a bug: fingerprint the graph as a whole instead).
     let memo_ok = memo_ok && fps.len() == compiled.graph.len();

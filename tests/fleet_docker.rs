@@ -1,0 +1,249 @@
+//! The fleet on the local Docker daemon, through the real `csis` binary
+//! (skipped, loudly, without one), on `tests/fixtures/fleet-docker-graph`:
+//! a volume, a pinned instance mounting it, a follow instance and an
+//! ephemeral one.
+//!
+//! - the first build creates the volume, launches the pinned and the
+//!   follow instances and proves the ephemeral one (recorded in
+//!   `verifications.yaml`, its container gone);
+//! - an image change replaces only the follow instance (the new machine
+//!   verified before the old one is removed) and the pinned one is behind;
+//! - `csis upgrade instance` + build replaces the pinned one and a file
+//!   written into its volume survives;
+//! - removing an instance from the tree decommissions it only when
+//!   `apply_instances` allows (gated before: the plan says so and nothing
+//!   changes);
+//! - a container removed behind csis is hard drift (`state query` exit 1);
+//! - `plan` text and `--json` name each action.
+
+use csis_testkit::docker::{containers, docker, import_busybox_base, Cleanup};
+use serde_json::Value;
+
+mod ops_support;
+use ops_support::Tree;
+
+const RT: &str = "docker-fleet";
+
+/// Volumes labelled with the test's config id, removed at the end.
+struct Volumes(String);
+impl Drop for Volumes {
+    fn drop(&mut self) {
+        let filter = format!("label=csis_config={}", self.0);
+        if let Some(out) = docker(&["volume", "ls", "-q", "--filter", &filter]) {
+            for v in out.lines().filter(|l| !l.is_empty()) {
+                let _ = docker(&["volume", "rm", "-f", v]);
+            }
+        }
+    }
+}
+
+impl Tree {
+    fn fleet_plan(&self) -> Vec<Value> {
+        let plan: Value = serde_json::from_str(&self.ok(&["plan", "--json"])).unwrap();
+        plan["fleet"].as_array().cloned().unwrap_or_default()
+    }
+    /// The action the plan names for `label` (and whether it is gated).
+    fn action(&self, name: &str) -> (String, bool) {
+        let f = self.fleet_plan();
+        let n = f
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no fleet node {name}: {f:#?}"));
+        (
+            n["action"].as_str().unwrap().to_string(),
+            n.get("gated").is_some(),
+        )
+    }
+    fn instances(&self) -> Value {
+        serde_json::from_str(&self.ok(&["instances", "--json"])).unwrap()
+    }
+    fn instance(&self, name: &str) -> Value {
+        self.instances()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+    fn edit(&self, file: &str, from: &str, to: &str) {
+        let p = self.root.join(file);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{file} has no {from:?}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+    }
+    fn build(&self) -> String {
+        let (code, out, err) = self.run(&["build"]);
+        assert_eq!(code, 0, "csis build failed:\n{out}\n{err}");
+        format!("{out}\n{err}")
+    }
+}
+
+fn running(name: &str) -> bool {
+    containers(false, &[&format!("name=^{name}$")]).len() == 1
+}
+
+fn exists(name: &str) -> bool {
+    !containers(true, &[&format!("name=^{name}$")]).is_empty()
+}
+
+#[test]
+fn docker_fleet_lifecycle() {
+    if csis_testkit::docker::skip() {
+        return;
+    }
+    let suffix = format!("{:08x}", std::process::id() ^ 0xf1ee_0000);
+    let repo = format!("csis-fleet-test/r{suffix}");
+    let base = format!("csis-fleet-test/base:{suffix}");
+    let id = format!("fleet-graph-{suffix}");
+    let mut cleanup = Cleanup::new(&repo, &base);
+    cleanup
+        .container_filters
+        .push(format!("label=csis_config={id}"));
+    let _volumes = Volumes(id.clone());
+    let t = Tree(csis_testkit::Tree::copy(
+        &csis_testkit::fixture("fleet-docker-graph"),
+        &[
+            ("@REPO@", &repo),
+            ("@BASE@", &base),
+            ("@ID@", &id),
+            ("@APPLY@", "true"),
+            ("@WEB@", "web1"),
+            ("@APP@", "app1"),
+        ],
+    ));
+    import_busybox_base(&base, t.tmp.path());
+    // The hostnames are the containers' names; another run's would clash.
+    for n in ["keeper-001", "keeper-002", "follower-001", "follower-002"] {
+        assert!(!exists(n), "a container {n} exists already");
+        cleanup.containers.push(n.to_string());
+    }
+
+    // The plan names each action; text and JSON.
+    assert_eq!(t.action("keeper"), ("launch".into(), false));
+    assert_eq!(t.action("follower"), ("launch".into(), false));
+    assert_eq!(t.action("prober"), ("launch".into(), false));
+    assert_eq!(t.action("data"), ("create".into(), false));
+    let text = t.ok(&["plan"]);
+    assert!(
+        text.contains(&format!("//instances/keeper@{RT}:instance"))
+            && text.contains("launch keeper"),
+        "{text}"
+    );
+    assert!(text.contains("create data"), "{text}");
+
+    // First build: the volume, both durable instances, the proof.
+    t.build();
+    assert!(running("keeper-001") && running("follower-001"));
+    let prober: Vec<String> = containers(true, &["label=csis_instance=prober"])
+        .into_iter()
+        .filter(|c| csis_testkit::docker::label(c, "csis_config") == id)
+        .collect();
+    assert!(
+        prober.is_empty(),
+        "the ephemeral one is removed: {prober:?}"
+    );
+    let verdicts = csis_cache::verifications::Verifications::load(&t.meta()).unwrap();
+    assert!(
+        verdicts
+            .verifications
+            .iter()
+            .any(|v| v["instance"] == "prober" && v["ok"] == true),
+        "{verdicts:?}"
+    );
+    let keeper = t.instance("keeper");
+    assert_eq!(keeper["state"], "launched", "{keeper}");
+    assert_eq!(keeper["hostname"], "keeper-001");
+    assert_eq!(keeper["generation"], 1);
+    assert_eq!(keeper["runtime"], RT);
+    let first_follower_build = t.instance("follower")["build"].clone();
+    assert_eq!(t.action("keeper").0, "current");
+    assert_eq!(t.action("data").0, "current");
+    // Data in the volume.
+    docker(&[
+        "exec",
+        "keeper-001",
+        "sh",
+        "-c",
+        "echo precious > /mnt/data/team/kept.txt",
+    ])
+    .expect("write into the volume");
+
+    // Both images change: the follow instance is replaced, the pinned one
+    // is behind (not due), the ephemeral one proves the new build.
+    t.edit("images/images.yaml", "web1", "web2");
+    t.edit("images/images.yaml", "app1", "app2");
+    assert_eq!(t.action("follower").0, "replace");
+    let out = t.build();
+    assert!(running("follower-002"), "{out}");
+    assert!(!exists("follower-001"), "the old one is removed");
+    assert!(running("keeper-001"), "the pinned one stays");
+    assert_ne!(t.instance("follower")["build"], first_follower_build);
+    // verified before the old machine went: the node's lines in order
+    let verify = out.find("verifying follower-002");
+    let removed = out.rfind("removed ");
+    assert!(
+        verify.is_some() && removed.is_some() && verify < removed,
+        "verify before remove:\n{out}"
+    );
+    assert_eq!(t.action("keeper").0, "behind");
+    assert!(t.instance("keeper")["behind"].is_string());
+
+    // upgrade instance: the replacement waits for the next build.
+    t.ok(&["upgrade", "instance", "keeper"]);
+    assert!(running("keeper-001"), "nothing happens before the build");
+    assert_eq!(t.action("keeper").0, "replace");
+    t.build();
+    assert!(running("keeper-002") && !exists("keeper-001"));
+    let kept = docker(&["exec", "keeper-002", "cat", "/mnt/data/team/kept.txt"]);
+    assert_eq!(
+        kept.as_deref().map(str::trim),
+        Some("precious"),
+        "the volume survives"
+    );
+    assert_eq!(t.instance("keeper")["generation"], 2);
+
+    // Declared no more, apply_instances false: gated, nothing changes.
+    t.edit(
+        "instances/instances.yaml",
+        "  - name: follower\n    image: web\n    image_policy: follow\n",
+        "",
+    );
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: true",
+        "apply_instances: false",
+    );
+    assert_eq!(t.action("follower"), ("decommission".into(), true));
+    let out = t.build();
+    assert!(out.contains("gated"), "{out}");
+    assert!(running("follower-002"));
+    // Allowed: decommissioned, forgotten.
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: false",
+        "apply_instances: true",
+    );
+    t.build();
+    assert!(!exists("follower-002"));
+    assert!(t.meta().pins().unwrap().instances.get("follower").is_none());
+    assert!(t.instance("follower").is_null(), "{}", t.instances());
+
+    // A container removed behind csis is hard drift.
+    docker(&["rm", "-f", "keeper-002"]).unwrap();
+    let (code, out, err) = t.run(&["state", "query", "--json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}"));
+    let drift = report["report"]["drift"]
+        .as_array()
+        .or(report["drift"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        drift.iter().any(|d| d["kind"] == "instance"
+            && d["name"] == "keeper"
+            && d["drift"] == "missing"
+            && d["hard"] == true),
+        "{report:#}"
+    );
+}
