@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Module inputs, a map's entries: keys in order.
+pub type Attrs = Vec<(String, Hv)>;
+
 /// A value in a module call or a provider block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -11,7 +11,7 @@
 use crate::files::{
     instance_call, provider_blocks, remote_states, sensitive_block, terraform_block,
 };
-use crate::hv::{label, quote, Hv};
+use crate::hv::{label, quote, Attrs, Hv};
 use crate::{
     plain_name, ImageRef, InstanceCall, InstancesRoot, MountInput, Result, Root, TofuError,
 };
@@ -107,10 +107,7 @@ fn ebs_mounts(i: &InstanceCall) -> impl Iterator<Item = (usize, &MountInput)> {
 }
 
 /// The `templatefile` variables of an instance, and its `ebs_volumes`.
-pub fn template_vars(
-    r: &InstancesRoot,
-    i: &InstanceCall,
-) -> (Vec<(String, Hv)>, Vec<(String, Hv)>) {
+pub fn template_vars(r: &InstancesRoot, i: &InstanceCall) -> (Attrs, Attrs) {
     let ebs: Vec<(String, Hv)> = ebs_mounts(i)
         .map(|(n, m)| {
             let path = format!("storage_{}.volume_id", label(&m.storage));
