@@ -9,6 +9,7 @@
 //! members, an Okta key) are kept as declared: an `ENC[age:...]` marker
 //! there is not opened.
 
+use crate::fleet::Attach;
 use csis_schema::Origin;
 
 pub use csis_schema::model::{
@@ -45,23 +46,43 @@ pub struct GroupBuilder {
 }
 
 /// A storage builder type: its storage type token, the runtime type its
-/// storage lives on, the `variables` it takes, and its own fields.
+/// storage lives on, the `variables` it takes, its own fields, and how it
+/// attaches (config.md C.8).
 pub struct StorageType {
     pub builder_type: &'static str,
     pub token: &'static str,
-    /// `aws`, `gcloud`.
+    /// `aws`, `gcloud`, `docker`.
     pub runtime_type: &'static str,
     pub variables: &'static [&'static str],
     pub own: &'static [&'static str],
+    pub attach: crate::fleet::Attach,
+    /// A POSIX file system (group subtrees with a share mode).
+    pub posix: bool,
+    /// `state: archived` is possible (a snapshot with the volume gone).
+    pub supports_archive: bool,
 }
 
 pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
+    // csis's own: a named local volume of the docker runtime
+    StorageType {
+        builder_type: "docker-volume",
+        token: "volume",
+        runtime_type: "docker",
+        variables: &["tags"],
+        own: &[],
+        attach: Attach::Many,
+        posix: true,
+        supports_archive: false,
+    },
     StorageType {
         builder_type: "tf-aws-ebs",
         token: "ebs",
         runtime_type: "aws",
         variables: &["volume_type", "encrypted", "tags"],
         own: &["size"],
+        attach: Attach::Single,
+        posix: true,
+        supports_archive: true,
     },
     StorageType {
         builder_type: "tf-aws-efs",
@@ -69,6 +90,9 @@ pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
         runtime_type: "aws",
         variables: &["performance_mode", "encrypted", "tags"],
         own: &[],
+        attach: Attach::Many,
+        posix: true,
+        supports_archive: false,
     },
     StorageType {
         builder_type: "tf-aws-s3",
@@ -76,6 +100,9 @@ pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
         runtime_type: "aws",
         variables: &["force_destroy", "tags"],
         own: &["bucket_name"],
+        attach: Attach::Many,
+        posix: false,
+        supports_archive: false,
     },
     StorageType {
         builder_type: "tf-gcp-pd",
@@ -83,6 +110,9 @@ pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
         runtime_type: "gcloud",
         variables: &["tags"],
         own: &["size", "disk_type"],
+        attach: Attach::Single,
+        posix: true,
+        supports_archive: true,
     },
     StorageType {
         builder_type: "tf-gcp-filestore",
@@ -90,6 +120,9 @@ pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
         runtime_type: "gcloud",
         variables: &["tags"],
         own: &["tier", "capacity_gb"],
+        attach: Attach::Many,
+        posix: true,
+        supports_archive: false,
     },
     StorageType {
         builder_type: "tf-gcp-gcs",
@@ -97,6 +130,9 @@ pub const STORAGE_BUILDER_TYPES: &[StorageType] = &[
         runtime_type: "gcloud",
         variables: &["tags"],
         own: &["bucket_name", "location"],
+        attach: Attach::Many,
+        posix: false,
+        supports_archive: false,
     },
 ];
 

@@ -18,6 +18,8 @@
 /// Tree -> graph nodes: resolve, emit, bake, retag, test, release and dispose.
 pub mod compile;
 pub mod crypt;
+/// The fleet, resolved: instances, storages, users, instance and user builders.
+pub mod fleet;
 pub mod groups;
 pub mod incremental;
 pub mod load;
@@ -26,5 +28,9 @@ pub mod template;
 pub mod tools;
 pub mod tree;
 
+pub use fleet::{
+    Attach, ImagePolicy, Instance, InstanceBuilder, Mount, OnFailure, Storage, StorageState, User,
+    UserBuilder,
+};
 pub use load::{load, LoadOptions, RuntimeChecks, Undeclare};
 pub use tree::*;

@@ -260,6 +260,16 @@ pub struct Tree {
     pub storage_builders: Vec<crate::groups::StorageBuilder>,
     /// `groups/` groups (an image's own group is activated on it).
     pub groups: Vec<crate::groups::Group>,
+    /// `instances/`, resolved (`crate::fleet`).
+    pub instances: Vec<crate::fleet::Instance>,
+    /// `storages/`, resolved.
+    pub storages: Vec<crate::fleet::Storage>,
+    /// `groups/` `users:`, resolved.
+    pub users: Vec<crate::fleet::User>,
+    /// `instance_builders:` csis runs (docker, tofu on aws).
+    pub instance_builders: Vec<crate::fleet::InstanceBuilder>,
+    /// `user_builders:`.
+    pub user_builders: Vec<crate::fleet::UserBuilder>,
     /// Sections read but not used by csis yet.
     pub unused: Vec<UnusedSection>,
     /// Warnings of the load (including one per unused section).
@@ -279,6 +289,10 @@ pub struct Tree {
     pub(crate) group_builders_by_name: Index,
     pub(crate) storage_builders_by_name: Index,
     pub(crate) groups_by_name: Index,
+    pub(crate) instances_by_name: Index,
+    pub(crate) storages_by_name: Index,
+    pub(crate) instance_builders_by_name: Index,
+    pub(crate) user_builders_by_name: Index,
     /// parent (canonical name) -> images built from it
     pub(crate) kids: HashMap<String, Vec<usize>>,
 }
@@ -343,6 +357,17 @@ impl Tree {
             None => None,
         }
     }
+    /// A storage builder by name or alias; `default` is the one marked
+    /// `is_default`, else the only one declared.
+    pub fn storage_builder(&self, name: &str) -> Option<&crate::groups::StorageBuilder> {
+        match self.storage_builders_by_name.get(name) {
+            Some(i) => Some(&self.storage_builders[i]),
+            None if normalize_name(name) == "default" && self.storage_builders.len() == 1 => {
+                self.storage_builders.first()
+            }
+            None => None,
+        }
+    }
     /// A group of `groups/` by name.
     pub fn group(&self, name: &str) -> Option<&crate::groups::Group> {
         self.groups_by_name
@@ -390,6 +415,49 @@ impl Tree {
         self.mod_builders_by_name
             .get(name)
             .map(|i| &self.mod_builders[i])
+    }
+    /// An instance by name or alias.
+    pub fn instance(&self, name: &str) -> Option<&crate::fleet::Instance> {
+        self.instances_by_name
+            .map
+            .get(&normalize_name(name))
+            .map(|i| &self.instances[*i])
+    }
+    /// A storage by name or alias.
+    pub fn storage(&self, name: &str) -> Option<&crate::fleet::Storage> {
+        self.storages_by_name
+            .map
+            .get(&normalize_name(name))
+            .map(|i| &self.storages[*i])
+    }
+    /// An instance builder by name or alias; `default` is the one marked
+    /// `is_default`, else the only one declared.
+    pub fn instance_builder(&self, name: &str) -> Option<&crate::fleet::InstanceBuilder> {
+        match self.instance_builders_by_name.get(name) {
+            Some(i) => Some(&self.instance_builders[i]),
+            None if normalize_name(name) == "default" && self.instance_builders.len() == 1 => {
+                self.instance_builders.first()
+            }
+            None => None,
+        }
+    }
+    /// A user builder by name or alias (`default` as for instance builders).
+    pub fn user_builder(&self, name: &str) -> Option<&crate::fleet::UserBuilder> {
+        match self.user_builders_by_name.get(name) {
+            Some(i) => Some(&self.user_builders[i]),
+            None if normalize_name(name) == "default" && self.user_builders.len() == 1 => {
+                self.user_builders.first()
+            }
+            None => None,
+        }
+    }
+    /// The instances that mount `storage` (canonical or declared name).
+    pub fn instances_mounting(&self, storage: &str) -> Vec<&crate::fleet::Instance> {
+        let n = normalize_name(storage);
+        self.instances
+            .iter()
+            .filter(|i| i.mounts.iter().any(|m| m.storage == n))
+            .collect()
     }
     /// An image by name or alias.
     pub fn image(&self, name: &str) -> Option<&Image> {

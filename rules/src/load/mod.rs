@@ -33,6 +33,7 @@ mod collections;
 mod config;
 mod cycles;
 mod files;
+mod fleet;
 mod groups;
 mod head;
 mod helpers;
@@ -76,12 +77,6 @@ pub struct LoadOptions {
     /// entry here is checked for its common fields only.
     pub runtime_checks: Vec<RuntimeChecks>,
 }
-
-/// Builder lists csis reads but does not implement yet, with their label.
-const UNUSED_BUILDER_LISTS: &[(&str, &str)] = &[
-    ("user_builders", "user builders"),
-    ("instance_builders", "instance builders"),
-];
 
 /// An item of a merged list: its node and its index within its own file.
 struct Item {
@@ -322,17 +317,15 @@ impl Loader<'_> {
                 backends.push(b);
             }
         }
-        for (key, label) in UNUSED_BUILDER_LISTS {
-            let items = lists.shift_remove(*key).unwrap_or_default();
-            for it in &items {
-                self.head(&it.node, &it.path, true);
+        let mut fleet = fleet::Fleet::default();
+        for it in lists.shift_remove("instance_builders").unwrap_or_default() {
+            if let Some(b) = self.load_instance_builder(it) {
+                fleet.instance_builders.push(b);
             }
-            if !items.is_empty() {
-                self.unused.push(UnusedSection {
-                    what: label.to_string(),
-                    count: items.len(),
-                    place: "cfg/".into(),
-                });
+        }
+        for it in lists.shift_remove("user_builders").unwrap_or_default() {
+            if let Some(b) = self.load_user_builder(it) {
+                fleet.user_builders.push(b);
             }
         }
         let mut group_builders = Vec::new();
@@ -381,26 +374,15 @@ impl Loader<'_> {
             ("instances", &["instances"][..]),
         ] {
             for (key, items) in self.read_collection(dir, keys, &overlays) {
-                if key == "groups" {
-                    for it in items {
-                        if let Some(g) = self.load_group(it) {
-                            groups.push(g);
-                        }
+                for it in items {
+                    match key.as_str() {
+                        "groups" => groups.extend(self.load_group(it)),
+                        "users" => fleet.users.extend(self.load_user(it)),
+                        "storages" => fleet.storages.extend(self.load_storage(it)),
+                        _ => fleet.instances.extend(self.load_instance(it)),
                     }
-                    continue;
-                }
-                if !items.is_empty() {
-                    self.unused.push(UnusedSection {
-                        what: key,
-                        count: items.len(),
-                        place: format!("{dir}/"),
-                    });
                 }
             }
-        }
-        for u in &self.unused {
-            self.d
-                .push(Diagnostic::plain(&u.place, u.message()).warning());
         }
 
         // 6. resolve and validate
@@ -418,7 +400,12 @@ impl Loader<'_> {
             group_builders,
             storage_builders,
             groups,
-            unused: std::mem::take(&mut self.unused),
+            instances: Vec::new(),
+            storages: Vec::new(),
+            users: Vec::new(),
+            instance_builders: Vec::new(),
+            user_builders: Vec::new(),
+            unused: Vec::new(),
             warnings: Vec::new(),
             execution: self.execution.clone(),
             template_reads: Default::default(),
@@ -432,10 +419,20 @@ impl Loader<'_> {
             group_builders_by_name: Default::default(),
             storage_builders_by_name: Default::default(),
             groups_by_name: Default::default(),
+            instances_by_name: Default::default(),
+            storages_by_name: Default::default(),
+            instance_builders_by_name: Default::default(),
+            user_builders_by_name: Default::default(),
             kids: Default::default(),
         };
         self.resolve(&mut tree);
         self.resolve_groups(&mut tree);
+        self.resolve_fleet(&mut tree, fleet);
+        for u in &self.unused {
+            self.d
+                .push(Diagnostic::plain(&u.place, u.message()).warning());
+        }
+        tree.unused = std::mem::take(&mut self.unused);
         self.check_recipe(&tree);
         self.check_image_groups(&tree);
         tree.template_reads = self.renderer.reads();

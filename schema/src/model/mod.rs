@@ -14,6 +14,7 @@
 
 mod cfg;
 mod executables;
+mod fleet;
 mod groups;
 mod image_builders;
 mod images;
@@ -26,6 +27,7 @@ mod values;
 
 pub use cfg::*;
 pub use executables::*;
+pub use fleet::*;
 pub use groups::*;
 pub use image_builders::*;
 pub use images::*;

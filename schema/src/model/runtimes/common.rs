@@ -93,10 +93,14 @@ pub const RUNTIME_COMMON_KEYS: &[&str] = &[
     "max_parallel",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What happens to a failed (ephemeral) instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum OnFailure {
+    /// Leave it standing (labelled) for a person to look at.
     Keep,
+    /// Remove it.
+    #[default]
     Teardown,
 }
 

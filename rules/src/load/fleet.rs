@@ -1,0 +1,1112 @@
+//! The fleet (`crate::fleet`): instance and user builders (`cfg/`),
+//! storages (`storages/`), users (`groups/` `users:`) and instances
+//! (`instances/`) read into their strict models, then resolved against
+//! the tree with every refusal of config.md C.7, C.8, D.2-D.4 at its file,
+//! line and field. What lives on a runtime csis does not run (gcloud) is
+//! counted once as "not used by csis yet" and otherwise left alone.
+//!
+//! Users and user builders are kept as declared: a user's name, its
+//! profile strings and a builder's Okta values may be `ENC[age:...]`
+//! markers, which only their own lifecycles (the OPA roots) open.
+
+use std::collections::{HashMap, HashSet};
+
+use super::index::Declared;
+use super::{is_absent, known, Item, Loader};
+use crate::fleet::*;
+use crate::groups::storage_type;
+use crate::tree::{normalize_name, Index, Origin, RuntimeEntry, Tree, UnusedSection};
+use csis_schema::model::RuntimeKind;
+use csis_schema::yaml::{join_path, Node};
+
+/// The fleet as read, before resolution.
+#[derive(Default)]
+pub(super) struct Fleet {
+    pub instance_builders: Vec<InstanceBuilder>,
+    pub user_builders: Vec<UserBuilder>,
+    pub storages: Vec<Storage>,
+    pub users: Vec<User>,
+    pub instances: Vec<Declaration>,
+}
+
+/// A declared instance and where each of its `storages:` items is.
+pub(super) struct Declaration {
+    pub instance: Instance,
+    pub attach: Vec<Origin>,
+}
+
+impl Declared for InstanceBuilder {
+    const CLASS: &'static str = "instance builder";
+    fn declared_name(&self) -> &str {
+        &self.display
+    }
+    fn aliases(&self) -> &[String] {
+        &self.model.aliases
+    }
+    fn is_default(&self) -> bool {
+        self.is_default
+    }
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+impl Declared for UserBuilder {
+    const CLASS: &'static str = "user builder";
+    fn declared_name(&self) -> &str {
+        &self.display
+    }
+    fn aliases(&self) -> &[String] {
+        &self.model.aliases
+    }
+    fn is_default(&self) -> bool {
+        self.is_default
+    }
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+impl Declared for Storage {
+    const CLASS: &'static str = "storage";
+    fn declared_name(&self) -> &str {
+        &self.display
+    }
+    fn aliases(&self) -> &[String] {
+        &self.model.aliases
+    }
+    fn is_default(&self) -> bool {
+        false
+    }
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+impl Declared for Instance {
+    const CLASS: &'static str = "instance";
+    fn declared_name(&self) -> &str {
+        &self.name
+    }
+    fn aliases(&self) -> &[String] {
+        &self.model.aliases
+    }
+    fn is_default(&self) -> bool {
+        false
+    }
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+}
+
+/// Why a name is not a hostname label an instance can carry: letters,
+/// digits and hyphens, not at either end, and short enough that the
+/// canonical hostname `<name>-NNN` is a label too (at most 63).
+pub fn hostname_problem(name: &str) -> Option<String> {
+    const MAX: usize = 63 - 4;
+    if name.len() > MAX {
+        return Some(format!(
+            "instance name `{name}` has {} characters: at most {MAX}, so that its hostname `<name>-NNN` is a hostname label (63)",
+            name.len()
+        ));
+    }
+    let ok = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    (!ok).then(|| {
+        format!(
+            "instance name `{name}` is not a hostname label (letters, digits and hyphens, not first or last)"
+        )
+    })
+}
+
+/// A `<n>m|h|d` duration.
+fn is_duration(t: &str) -> bool {
+    t.len() > 1
+        && t[..t.len() - 1].chars().all(|c| c.is_ascii_digit())
+        && t.ends_with(['m', 'h', 'd'])
+}
+
+/// A name that is set (not empty, not `default`).
+fn named(s: Option<&str>) -> Option<String> {
+    s.map(str::trim)
+        .filter(|m| !is_absent(m))
+        .map(str::to_string)
+}
+
+/// The machine types a runtime declares, when it keeps a catalog (docker;
+/// dummy when it declares any).
+fn machine_types(rt: &RuntimeEntry) -> Option<Vec<String>> {
+    match &rt.kind {
+        RuntimeKind::Docker(d) => Some(d.machine_types.keys().cloned().collect()),
+        RuntimeKind::Dummy(d) if !d.machine_types.is_empty() => {
+            Some(d.machine_types.keys().cloned().collect())
+        }
+        _ => None,
+    }
+}
+
+// -- reading ---------------------------------------------------------------
+
+impl Loader<'_> {
+    pub(super) fn load_instance_builder(&mut self, mut it: Item) -> Option<InstanceBuilder> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if instance_type(&ty).is_none() {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown instance builder type `{ty}`"),
+                format!(
+                    "instance builder types: {}",
+                    INSTANCE_BUILDER_TYPES
+                        .iter()
+                        .map(|t| t.builder_type)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            return None;
+        }
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        self.render_this(&mut it.node, &it.path, &[], false);
+        let model: InstanceBuilderModel = self.typed(&it.node, &it.path)?;
+        Some(InstanceBuilder {
+            name: normalize_name(&name),
+            display: name,
+            type_: ty,
+            runtime: String::new(),
+            is_default: model.is_default,
+            executable: named(model.executable.as_deref()),
+            state_configuration: model.state_configuration.clone(),
+            required_plugins: model.required_plugins.clone(),
+            config: model.config.clone(),
+            tags: model.tags.clone(),
+            model,
+            origin: Origin::of(&it.node, it.path),
+        })
+    }
+
+    /// A user builder, kept as declared (its Okta values are not opened).
+    pub(super) fn load_user_builder(&mut self, it: Item) -> Option<UserBuilder> {
+        let (name, ty) = self.head(&it.node, &it.path, true)?;
+        let ty = ty.unwrap_or_default();
+        if !USER_BUILDER_TYPES.contains(&ty.as_str()) {
+            let t = it.node.get("type").expect("type");
+            self.d.error_hint(
+                &t.loc,
+                &join_path(&it.path, "type"),
+                format!("unknown user builder type `{ty}`"),
+                format!("user builder types: {}", USER_BUILDER_TYPES.join(", ")),
+            );
+            return None;
+        }
+        let model: UserBuilderModel = self.typed(&it.node, &it.path)?;
+        if ty != "posix" {
+            for k in ["org", "team"] {
+                if it.node.get(k).is_none() {
+                    self.d.error(
+                        &it.node.loc,
+                        &join_path(&it.path, k),
+                        format!("missing field `{k}` (required by user builders of type {ty})"),
+                    );
+                }
+            }
+        }
+        Some(UserBuilder {
+            name: normalize_name(&name),
+            display: name,
+            type_: ty,
+            is_default: model.is_default,
+            model,
+            origin: Origin::of(&it.node, it.path),
+        })
+    }
+
+    pub(super) fn load_storage(&mut self, mut it: Item) -> Option<Storage> {
+        let (name, _) = self.head(&it.node, &it.path, false)?;
+        it.node.remove("undeclare");
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        self.render_this(&mut it.node, &it.path, &[], false);
+        let model: StorageModel = self.typed(&it.node, &it.path)?;
+        Some(Storage {
+            name: normalize_name(&name),
+            display: name,
+            builder: String::new(),
+            builder_type: String::new(),
+            storage_type: String::new(),
+            runtime: String::new(),
+            groups: Vec::new(),
+            public_read: model.public_read,
+            share_mode: String::new(),
+            requested: model.state,
+            attach: Attach::Many,
+            posix: false,
+            supports_archive: false,
+            size_gb: model.size,
+            bucket_name: model.bucket_name.clone(),
+            availability_zone: model.availability_zone.clone(),
+            lifecycle: model.lifecycle.clone(),
+            config: model.config.clone(),
+            tags: model.tags.clone(),
+            model,
+            origin: Origin::of(&it.node, it.path),
+        })
+    }
+
+    /// A user, kept as declared: its name may be an `ENC[age:...]` marker.
+    pub(super) fn load_user(&mut self, it: Item) -> Option<User> {
+        if let Some(a) = it.node.get("aliases") {
+            self.d.error(
+                &a.loc,
+                &join_path(&it.path, "aliases"),
+                "`aliases` is refused on a user (a user is named once)",
+            );
+            return None;
+        }
+        let model: UserModel = self.typed(&it.node, &it.path)?;
+        let origin = Origin::of(&it.node, it.path);
+        let mut ok = true;
+        for (k, v) in [
+            ("name", &model.name),
+            ("first_name", &model.first_name),
+            ("last_name", &model.last_name),
+        ] {
+            if v.trim().is_empty() {
+                self.d.error(
+                    origin.field(k),
+                    &join_path(&origin.path, k),
+                    format!("`{k}` may not be blank"),
+                );
+                ok = false;
+            }
+        }
+        let uid = model
+            .uid
+            .or_else(|| model.attributes.as_ref().and_then(|a| a.unix_uid));
+        ok.then(|| User {
+            name: model.name.trim().to_string(),
+            first_name: model.first_name.clone(),
+            last_name: model.last_name.clone(),
+            email: model.email.clone(),
+            uid,
+            public_keys: model.public_keys.clone(),
+            builder: None,
+            model,
+            origin,
+        })
+    }
+
+    pub(super) fn load_instance(&mut self, mut it: Item) -> Option<Declaration> {
+        let (name, _) = self.head(&it.node, &it.path, false)?;
+        if let Some(g) = it.node.get("groups") {
+            self.d.error_hint(
+                &g.loc,
+                &join_path(&it.path, "groups"),
+                "`groups` is refused on an instance: an instance belongs to its image's group",
+                "set `group:` on the image the instance boots",
+            );
+            return None;
+        }
+        if let Some(p) = hostname_problem(&name) {
+            let n = it.node.get("name").expect("name");
+            self.d.error(&n.loc, &join_path(&it.path, "name"), p);
+            return None;
+        }
+        it.node.remove("undeclare");
+        self.decrypt(&mut it.node, &it.path, &["name", "type"]);
+        self.render_this(&mut it.node, &it.path, &["userdata"], false);
+        let model: InstanceModel = self.typed(&it.node, &it.path)?;
+        let anodes: &[Node] = it
+            .node
+            .get("storages")
+            .and_then(|s| s.as_seq())
+            .unwrap_or(&[]);
+        let attach = (0..model.storages.len())
+            .map(|i| {
+                Origin::of(
+                    anodes.get(i).unwrap_or(&it.node),
+                    format!("{}.storages[{i}]", it.path),
+                )
+            })
+            .collect();
+        let instance = Instance {
+            name,
+            image: String::new(),
+            group: String::new(),
+            builder: String::new(),
+            builder_type: String::new(),
+            runtime: String::new(),
+            machine_type: None,
+            mounts: Vec::new(),
+            ephemeral: model.ephemeral,
+            on_failure: OnFailure::Teardown,
+            teardown_after: None,
+            image_policy: model.image_policy,
+            availability_zone: model.availability_zone.clone(),
+            userdata: model.userdata.clone(),
+            tags: model.tags.clone(),
+            model,
+            origin: Origin::of(&it.node, it.path),
+        };
+        Some(Declaration { instance, attach })
+    }
+}
+
+// -- resolution ------------------------------------------------------------
+
+/// The names (normalised, with aliases) of what csis does not run.
+#[derive(Default)]
+struct Unused {
+    instance_builders: HashSet<String>,
+    storages: HashSet<String>,
+}
+
+impl Loader<'_> {
+    /// Resolve the fleet into `t`: builders, storages, users, instances,
+    /// in that order (each reads the ones before).
+    pub(super) fn resolve_fleet(&mut self, t: &mut Tree, fleet: Fleet) {
+        let mut unused = Unused::default();
+        self.resolve_instance_builders(t, fleet.instance_builders, &mut unused);
+        t.user_builders_by_name = self.index_of(&fleet.user_builders);
+        t.user_builders = fleet.user_builders;
+        self.resolve_storages(t, fleet.storages, &mut unused);
+        self.resolve_users(t, fleet.users);
+        self.check_group_members(t);
+        self.resolve_instances(t, fleet.instances, &unused);
+    }
+
+    /// An index of `items` whose names were already checked (no second
+    /// report of a duplicate).
+    fn quiet_index_of<T: Declared>(&mut self, items: &[T]) -> Index {
+        let saved = std::mem::take(&mut self.d);
+        let ix = self.index_of(items);
+        self.d = saved;
+        ix
+    }
+
+    fn count_unused(&mut self, what: &str, place: &str) {
+        match self.unused.iter_mut().find(|u| u.what == what) {
+            Some(u) => u.count += 1,
+            None => self.unused.push(UnusedSection {
+                what: what.into(),
+                count: 1,
+                place: place.into(),
+            }),
+        }
+    }
+
+    fn resolve_instance_builders(
+        &mut self,
+        t: &mut Tree,
+        mut builders: Vec<InstanceBuilder>,
+        unused: &mut Unused,
+    ) {
+        let _ = self.index_of(&builders);
+        let mut keep = Vec::new();
+        for mut b in builders.drain(..) {
+            match self.instance_builder_runtime(t, &b) {
+                Ok(Some(rt)) => {
+                    b.runtime = rt;
+                    keep.push(b);
+                }
+                Ok(None) => {
+                    self.count_unused(&format!("{} instance builders", "gcloud"), "cfg/");
+                    let names = std::iter::once(&b.display).chain(b.model.aliases.iter());
+                    unused
+                        .instance_builders
+                        .extend(names.map(|n| normalize_name(n)));
+                    if b.is_default {
+                        unused.instance_builders.insert("default".into());
+                    }
+                }
+                Err(()) => {}
+            }
+        }
+        t.instance_builders_by_name = self.quiet_index_of(&keep);
+        t.instance_builders = keep;
+    }
+
+    /// The canonical runtime of an instance builder; None when it is a
+    /// runtime csis does not run (gcloud); Err when refused (reported).
+    fn instance_builder_runtime(
+        &mut self,
+        t: &Tree,
+        b: &InstanceBuilder,
+    ) -> Result<Option<String>, ()> {
+        let o = &b.origin;
+        let path = join_path(&o.path, "runtime");
+        let rname = b.model.runtime.clone().unwrap_or_else(|| "default".into());
+        let want = instance_type(&b.type_)
+            .map(|k| k.runtime_type)
+            .unwrap_or("");
+        if let Some(e) = &b.executable {
+            if t.executable(e).is_none() {
+                self.d.error_hint(
+                    o.field("executable"),
+                    &join_path(&o.path, "executable"),
+                    format!("executable `{e}` names no declared executable"),
+                    known(
+                        "executables",
+                        t.executables.iter().map(|x| x.model.name.as_str()),
+                    ),
+                );
+            }
+        }
+        let Some(rt) = t.runtime(&rname) else {
+            if self.unused_runtimes.contains(&normalize_name(&rname)) || want == "gcloud" {
+                return Ok(None);
+            }
+            self.d.error_hint(
+                o.field("runtime"),
+                &path,
+                format!("runtime `{rname}` names no declared runtime"),
+                known("runtimes", t.runtimes.iter().map(|r| r.display.as_str())),
+            );
+            return Err(());
+        };
+        if rt.type_name() == want || rt.type_name() == "dummy" {
+            return Ok(Some(rt.name.clone()));
+        }
+        self.d.error_hint(
+            o.field("runtime"),
+            &path,
+            format!(
+                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a {want} runtime",
+                b.display,
+                b.type_,
+                rt.type_name(),
+                rt.display
+            ),
+            "instance builder types: docker on docker, tofu on aws, tofu-gce on gcloud",
+        );
+        Err(())
+    }
+
+    fn resolve_storages(&mut self, t: &mut Tree, storages: Vec<Storage>, unused: &mut Unused) {
+        let _ = self.index_of(&storages);
+        let mut keep = Vec::new();
+        for mut s in storages {
+            match self.resolve_storage(t, &mut s) {
+                Ok(true) => keep.push(s),
+                Ok(false) => {
+                    self.count_unused("gcloud storages", "storages/");
+                    let names = std::iter::once(&s.display).chain(s.model.aliases.iter());
+                    unused.storages.extend(names.map(|n| normalize_name(n)));
+                }
+                Err(()) => {}
+            }
+        }
+        t.storages_by_name = self.quiet_index_of(&keep);
+        t.storages = keep;
+    }
+
+    /// Fill in a storage from its builder; Ok(false): its builder keeps it
+    /// on a runtime csis does not run.
+    fn resolve_storage(&mut self, t: &Tree, s: &mut Storage) -> Result<bool, ()> {
+        let o = s.origin.clone();
+        let bname = s.model.type_.clone().unwrap_or_else(|| "default".into());
+        let Some(b) = t.storage_builder(&bname) else {
+            self.d.error_hint(
+                o.field("type"),
+                &join_path(&o.path, "type"),
+                if normalize_name(&bname) == "default" {
+                    format!(
+                        "storage `{}` has no type and the tree declares no default storage builder",
+                        s.display
+                    )
+                } else {
+                    format!(
+                        "storage `{}`: type `{bname}` names no declared storage builder",
+                        s.display
+                    )
+                },
+                known(
+                    "storage builders",
+                    t.storage_builders.iter().map(|b| b.display.as_str()),
+                ),
+            );
+            return Err(());
+        };
+        let Some(rt) = b.runtime.clone() else {
+            return Ok(false);
+        };
+        let kind = storage_type(&b.model.type_).expect("a loaded storage builder has a known type");
+        s.builder = b.name.clone();
+        s.builder_type = b.model.type_.clone();
+        s.storage_type = kind.token.to_string();
+        s.runtime = rt;
+        s.attach = kind.attach;
+        s.posix = kind.posix;
+        s.supports_archive = kind.supports_archive;
+        s.size_gb = s.model.size.or(b.model.size);
+        if s.bucket_name.is_none() && matches!(kind.token, "s3" | "gcs") {
+            s.bucket_name = Some(b.model.bucket_name.clone().unwrap_or(s.display.clone()));
+        }
+        let mut tags = b.model.tags.clone();
+        if let Some(vt) = b.model.variables.get("tags").and_then(|v| v.as_object()) {
+            for (k, v) in vt {
+                if let Some(v) = v.as_str() {
+                    tags.insert(k.clone(), v.to_string());
+                }
+            }
+        }
+        tags.extend(s.model.tags.clone());
+        s.tags = tags;
+        self.check_storage_fields(t, s)?;
+        Ok(true)
+    }
+
+    /// A storage's groups, share mode, requested state and runtime.
+    fn check_storage_fields(&mut self, t: &Tree, s: &mut Storage) -> Result<(), ()> {
+        let o = s.origin.clone();
+        let before = self.d.items.len();
+        for (i, g) in s.model.groups.iter().enumerate() {
+            let at = o.item("groups", i);
+            let path = format!("{}[{i}]", join_path(&o.path, "groups"));
+            if g.trim().eq_ignore_ascii_case("all") {
+                self.d.error(at, &path, "`ALL` is refused: a storage lists the groups allowed to attach it (or is public_read)");
+            } else if let Some(gr) = t.group(g) {
+                s.groups.push(gr.name.clone());
+            } else {
+                self.d.error_hint(
+                    at,
+                    &path,
+                    format!("group `{g}` is not declared in groups/"),
+                    known("groups", t.groups.iter().map(|g| g.display.as_str())),
+                );
+            }
+        }
+        let mode = s.model.share_mode.clone().unwrap_or(SHARE_MODES[0].into());
+        if !SHARE_MODES.contains(&mode.trim()) {
+            self.d.error(
+                o.field("share_mode"),
+                &join_path(&o.path, "share_mode"),
+                format!("share_mode `{mode}` is neither \"2770\" (private per group) nor \"2775\" (read-shared)"),
+            );
+        }
+        s.share_mode = mode.trim().to_string();
+        if s.requested == StorageState::Archived && !s.supports_archive {
+            self.d.error(
+                o.field("state"),
+                &join_path(&o.path, "state"),
+                format!(
+                    "storage `{}` of type {} cannot be archived (only ebs and pd storages can)",
+                    s.display, s.builder_type
+                ),
+            );
+        }
+        if let Some(r) = named(s.model.runtime.as_deref()) {
+            if t.runtime(&r).is_none() && !self.unused_runtimes.contains(&normalize_name(&r)) {
+                self.d.error_hint(
+                    o.field("runtime"),
+                    &join_path(&o.path, "runtime"),
+                    format!("runtime `{r}` names no declared runtime"),
+                    known("runtimes", t.runtimes.iter().map(|r| r.display.as_str())),
+                );
+            }
+        }
+        if self.d.items.len() > before {
+            return Err(());
+        }
+        Ok(())
+    }
+
+    fn resolve_users(&mut self, t: &mut Tree, mut users: Vec<User>) {
+        let mut names: HashMap<String, Origin> = HashMap::new();
+        let mut uids: HashMap<u32, Origin> = HashMap::new();
+        for u in &mut users {
+            let o = u.origin.clone();
+            if !crate::crypt::contains_marker(&u.name) {
+                if let Some(prev) = names.insert(u.name.clone(), o.clone()) {
+                    self.d.error_hint(
+                        o.field("name"),
+                        &join_path(&o.path, "name"),
+                        format!("duplicate user name `{}`", u.name),
+                        format!("already declared at {}", prev.display()),
+                    );
+                }
+            }
+            if let Some(uid) = u.uid {
+                let field = if u.model.uid.is_some() {
+                    "uid"
+                } else {
+                    "attributes"
+                };
+                let (at, path) = (o.field(field), join_path(&o.path, field));
+                if uid < 1024 {
+                    self.d.error(
+                        at,
+                        &path,
+                        format!("uid {uid} is below 1024 (the system range)"),
+                    );
+                } else if let Some(prev) = uids.insert(uid, o.clone()) {
+                    self.d.error_hint(
+                        at,
+                        &path,
+                        format!("uid {uid} is already the uid of another user"),
+                        format!("that user is at {}", prev.display()),
+                    );
+                }
+            }
+            u.builder = self.user_builder_of(t, u);
+        }
+        t.users = users;
+    }
+
+    /// The canonical user builder of a user (None: the tree declares none).
+    fn user_builder_of(&mut self, t: &Tree, u: &User) -> Option<String> {
+        let ty = u.model.type_.clone().unwrap_or_else(|| "default".into());
+        if let Some(b) = t.user_builder(&ty) {
+            return Some(b.name.clone());
+        }
+        let default = normalize_name(&ty) == "default";
+        if default && t.user_builders.is_empty() {
+            return None;
+        }
+        self.d.error_hint(
+            u.origin.field("type"),
+            &join_path(&u.origin.path, "type"),
+            if default {
+                "this user has no type and the tree declares no default user builder".to_string()
+            } else {
+                format!("type `{ty}` names no declared user builder")
+            },
+            known(
+                "user builders",
+                t.user_builders.iter().map(|b| b.display.as_str()),
+            ),
+        );
+        None
+    }
+
+    /// Members and admins are declared users; gids are unique. A name
+    /// kept as an `ENC[...]` marker is compared by no one: when any user
+    /// name is encrypted, members are not checked against them.
+    fn check_group_members(&mut self, t: &Tree) {
+        let plain: HashSet<&str> = t.users.iter().map(|u| u.name.as_str()).collect();
+        let any_sealed = t
+            .users
+            .iter()
+            .any(|u| crate::crypt::contains_marker(&u.name));
+        let mut gids: HashMap<u32, &str> = HashMap::new();
+        for g in &t.groups {
+            let o = &g.origin;
+            for (k, list) in [("members", &g.model.members), ("admins", &g.model.admins)] {
+                for (i, m) in list.iter().enumerate() {
+                    let m = m.trim();
+                    if any_sealed || crate::crypt::contains_marker(m) || plain.contains(m) {
+                        continue;
+                    }
+                    self.d.error_hint(
+                        o.item(k, i),
+                        &format!("{}[{i}]", join_path(&o.path, k)),
+                        format!(
+                            "`{m}` in {k} of group `{}` is not a declared user",
+                            g.display
+                        ),
+                        "declare it under `users:` in groups/",
+                    );
+                }
+            }
+            let gid = g
+                .model
+                .gid
+                .or_else(|| g.model.attributes.as_ref().and_then(|a| a.unix_gid));
+            if let Some(gid) = gid {
+                if let Some(prev) = gids.insert(gid, &g.display) {
+                    let field = if g.model.gid.is_some() {
+                        "gid"
+                    } else {
+                        "attributes"
+                    };
+                    self.d.error(
+                        o.field(field),
+                        &join_path(&o.path, field),
+                        format!("gid {gid} is already the gid of group `{prev}`"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+// -- instances -------------------------------------------------------------
+
+impl Loader<'_> {
+    fn resolve_instances(&mut self, t: &mut Tree, decls: Vec<Declaration>, unused: &Unused) {
+        let all: Vec<Instance> = decls.iter().map(|d| d.instance.clone()).collect();
+        let _ = self.index_of(&all);
+        let mut keep = Vec::new();
+        // storage (canonical) -> the first instance mounting it
+        let mut single: HashMap<String, String> = HashMap::new();
+        for Declaration {
+            mut instance,
+            attach,
+        } in decls
+        {
+            match self.resolve_instance(t, &mut instance, unused) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.count_unused("gcloud instances", "instances/");
+                    continue;
+                }
+                Err(()) => continue,
+            }
+            if self.resolve_mounts(t, &mut instance, &attach, &mut single, unused) {
+                keep.push(instance);
+            }
+        }
+        t.instances_by_name = self.quiet_index_of(&keep);
+        t.instances = keep;
+    }
+
+    /// An instance's builder, runtime, image, group, machine type and
+    /// failure policy; Ok(false): it stands on a builder csis does not run.
+    fn resolve_instance(
+        &mut self,
+        t: &Tree,
+        i: &mut Instance,
+        unused: &Unused,
+    ) -> Result<bool, ()> {
+        let o = i.origin.clone();
+        let bname = i.model.type_.clone().unwrap_or_else(|| "default".into());
+        let Some(b) = t.instance_builder(&bname) else {
+            if unused.instance_builders.contains(&normalize_name(&bname)) {
+                return Ok(false);
+            }
+            self.d.error_hint(
+                o.field("type"),
+                &join_path(&o.path, "type"),
+                if normalize_name(&bname) == "default" {
+                    format!(
+                        "instance `{}` has no type and the tree declares no default instance builder",
+                        i.name
+                    )
+                } else {
+                    format!(
+                        "instance `{}`: type `{bname}` names no declared instance builder",
+                        i.name
+                    )
+                },
+                known(
+                    "instance builders",
+                    t.instance_builders.iter().map(|b| b.display.as_str()),
+                ),
+            );
+            return Err(());
+        };
+        i.builder = b.name.clone();
+        i.builder_type = b.type_.clone();
+        i.runtime = b.runtime.clone();
+        let rt = t.runtime(&b.runtime).expect("a kept builder's runtime");
+        if let Some(r) = named(i.model.runtime.as_deref()) {
+            if t.runtime(&r).map(|x| x.name.as_str()) != Some(rt.name.as_str()) {
+                self.d.error_hint(
+                    o.field("runtime"),
+                    &join_path(&o.path, "runtime"),
+                    format!(
+                        "instance `{}` names runtime `{r}`, but its instance builder `{}` runs on {}",
+                        i.name, b.display, rt.display
+                    ),
+                    "the builder's runtime governs: drop `runtime:` or name an instance builder on that runtime",
+                );
+                return Err(());
+            }
+        }
+        i.on_failure = i
+            .model
+            .on_failure
+            .or(rt.common.on_failure)
+            .unwrap_or_default();
+        i.teardown_after = i
+            .model
+            .teardown_after
+            .clone()
+            .or(rt.common.teardown_after.clone());
+        self.check_instance_fields(t, i, rt)?;
+        self.resolve_instance_image(t, i)?;
+        Ok(true)
+    }
+
+    fn check_instance_fields(
+        &mut self,
+        _t: &Tree,
+        i: &mut Instance,
+        rt: &RuntimeEntry,
+    ) -> Result<(), ()> {
+        let o = &i.origin;
+        if let Some(ta) = &i.model.teardown_after {
+            if !is_duration(ta) {
+                self.d.error_hint(
+                    o.field("teardown_after"),
+                    &join_path(&o.path, "teardown_after"),
+                    format!("`{ta}` is not a duration"),
+                    "write <number> then m, h or d (e.g. 90m)",
+                );
+                return Err(());
+            }
+        }
+        i.machine_type = named(i.model.machine_type.as_deref());
+        let Some(mt) = &i.machine_type else {
+            return Ok(());
+        };
+        let Some(declared) = machine_types(rt) else {
+            return Ok(());
+        };
+        if declared.contains(mt) {
+            return Ok(());
+        }
+        self.d.error_hint(
+            o.field("machine_type"),
+            &join_path(&o.path, "machine_type"),
+            format!(
+                "machine type `{mt}` is not declared by runtime {}",
+                rt.display
+            ),
+            if declared.is_empty() {
+                format!("runtime {} declares no machine_types", rt.display)
+            } else {
+                format!("declared machine_types: {}", declared.join(", "))
+            },
+        );
+        Err(())
+    }
+
+    /// The image (declared, baked on the instance's runtime) and its group.
+    fn resolve_instance_image(&mut self, t: &Tree, i: &mut Instance) -> Result<(), ()> {
+        let o = &i.origin;
+        let (at, path) = (o.field("image"), join_path(&o.path, "image"));
+        let Some(img) = t.image(&i.model.image) else {
+            self.d.error_hint(
+                at,
+                &path,
+                format!("instance `{}`: unknown image `{}`", i.name, i.model.image),
+                known("images", t.images.iter().map(|x| x.display.as_str())),
+            );
+            return Err(());
+        };
+        let Some(g) = img.model.group.as_deref() else {
+            self.d.error_hint(
+                at,
+                &path,
+                format!(
+                    "image `{}` has no `group`: an image an instance boots needs one (the instance's group)",
+                    img.display
+                ),
+                format!("set `group:` on image {} ({})", img.display, img.origin.display()),
+            );
+            return Err(());
+        };
+        if img.runtime_entry(&i.runtime).is_none() {
+            self.d.error_hint(
+                at,
+                &path,
+                format!(
+                    "image `{}` is not baked on runtime {}, where instance `{}` stands",
+                    img.display, i.runtime, i.name
+                ),
+                "add a runtimes[] entry for that runtime to the image, or use an instance builder on one it bakes on",
+            );
+            return Err(());
+        }
+        i.image = img.name.clone();
+        i.group = t
+            .group(g)
+            .map(|x| x.name.clone())
+            .unwrap_or_else(|| normalize_name(g));
+        Ok(())
+    }
+
+    /// The mounts of an instance, in declared order (a duplicate storage
+    /// name keeps the later item); false when one is refused.
+    fn resolve_mounts(
+        &mut self,
+        t: &Tree,
+        i: &mut Instance,
+        attach: &[Origin],
+        single: &mut HashMap<String, String>,
+        unused: &Unused,
+    ) -> bool {
+        let before = self.d.items.len();
+        let items = i.model.storages.clone();
+        let mut mounts: Vec<Mount> = Vec::new();
+        for (k, a) in items.iter().enumerate() {
+            let o = attach.get(k).cloned().unwrap_or_else(|| i.origin.clone());
+            let Some(m) = self.mount_of(t, i, a, &o, unused) else {
+                continue;
+            };
+            mounts.retain(|x| x.storage != m.storage);
+            mounts.push(m);
+        }
+        for (k, m) in mounts.iter().enumerate() {
+            let s = t.storage(&m.storage).expect("a mounted storage");
+            if s.attach != Attach::Single {
+                continue;
+            }
+            match single.get(&s.name) {
+                Some(first) if *first != i.name => {
+                    let o = items
+                        .iter()
+                        .rposition(|a| normalize_name(&a.name) == s.name)
+                        .and_then(|p| attach.get(p))
+                        .unwrap_or(&i.origin);
+                    self.d.error_hint(
+                        o.field("name"),
+                        &join_path(&o.path, "name"),
+                        format!(
+                            "storage `{}` ({}) attaches to one instance, and instance `{first}` already mounts it",
+                            s.display, s.storage_type
+                        ),
+                        "mount it on one instance, or use a storage type that attaches to many (efs, s3, volume)",
+                    );
+                }
+                _ => {
+                    single.insert(s.name.clone(), i.name.clone());
+                }
+            }
+            let _ = k;
+        }
+        i.mounts = mounts;
+        self.d.items.len() == before
+    }
+
+    /// One `storages:` item of an instance: a declared, active storage its
+    /// group may attach, of a type its image's base declares.
+    fn mount_of(
+        &mut self,
+        t: &Tree,
+        i: &Instance,
+        a: &AttachModel,
+        o: &Origin,
+        unused: &Unused,
+    ) -> Option<Mount> {
+        let (at, path) = (o.field("name"), join_path(&o.path, "name"));
+        let Some(s) = t.storage(&a.name) else {
+            if unused.storages.contains(&normalize_name(&a.name)) {
+                self.d.error(
+                    at,
+                    &path,
+                    format!(
+                        "instance `{}` on runtime {} mounts storage `{}`, which lives on a runtime csis does not run",
+                        i.name, i.runtime, a.name
+                    ),
+                );
+                return None;
+            }
+            self.d.error_hint(
+                at,
+                &path,
+                format!(
+                    "instance `{}` mounts storage `{}`, which storages/ does not declare",
+                    i.name, a.name
+                ),
+                known("storages", t.storages.iter().map(|s| s.display.as_str())),
+            );
+            return None;
+        };
+        let refuse = |l: &mut Self, msg: String, hint: String| {
+            l.d.error_hint(at, &path, msg, hint);
+            None
+        };
+        if s.requested != StorageState::Active {
+            return refuse(
+                self,
+                format!(
+                    "storage `{}` is requested {:?}: only an active storage is mounted",
+                    s.display, s.requested
+                )
+                .to_lowercase(),
+                "set `state: active` on the storage, or remove this item".into(),
+            );
+        }
+        if s.runtime != i.runtime {
+            return refuse(
+                self,
+                format!(
+                    "storage `{}` lives on runtime {}, instance `{}` on {}",
+                    s.display, s.runtime, i.name, i.runtime
+                ),
+                "mount a storage whose storage builder is on the instance's runtime".into(),
+            );
+        }
+        if !s.public_read && !s.groups.contains(&i.group) {
+            return refuse(
+                self,
+                format!(
+                    "storage `{}` allows groups [{}], not `{}` (the group of image {})",
+                    s.display,
+                    s.groups.join(", "),
+                    i.group,
+                    i.image
+                ),
+                format!(
+                    "add `{}` to the storage's groups, or make it public_read",
+                    i.group
+                ),
+            );
+        }
+        let img = t.image(&i.image).expect("a resolved image");
+        let types = t.capability_stamp(img).storage_types;
+        if !types.contains(&s.storage_type) {
+            let root = t
+                .chain_root(img)
+                .map(|r| r.display.clone())
+                .unwrap_or_default();
+            return refuse(
+                self,
+                format!(
+                    "storage `{}` is of type {}, but base image {root} of image {} declares storage types [{}]",
+                    s.display, s.storage_type, img.display, types.join(", ")
+                ),
+                format!("add `{}` to storage_types of {root}", s.storage_type),
+            );
+        }
+        self.mount_point_of(i, a, o, s)
+    }
+
+    fn mount_point_of(
+        &mut self,
+        i: &Instance,
+        a: &AttachModel,
+        o: &Origin,
+        s: &Storage,
+    ) -> Option<Mount> {
+        let mp = a
+            .mount_point
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_MOUNT_POINT.to_string());
+        let bad = !mp.starts_with('/')
+            || mp == "/"
+            || mp.split('/').any(|c| c == "..")
+            || mp.chars().any(|c| c.is_whitespace() || c.is_control());
+        if bad {
+            self.d.error(
+                o.field("mount_point"),
+                &join_path(&o.path, "mount_point"),
+                format!("mount_point `{mp}` is not an absolute path below / (no spaces, no `..`)"),
+            );
+            return None;
+        }
+        if a.min_size == Some(0) {
+            self.d.error(
+                o.field("min_size"),
+                &join_path(&o.path, "min_size"),
+                "min_size must be positive",
+            );
+            return None;
+        }
+        Some(Mount {
+            storage: s.name.clone(),
+            mount_point: mp,
+            storage_type: s.storage_type.clone(),
+            builder: s.builder.clone(),
+            group: i.group.clone(),
+            share_mode: s.share_mode.clone(),
+            public_read: s.public_read,
+        })
+    }
+}
