@@ -25,9 +25,15 @@ pub enum Hv {
     Ref(String),
     /// An `ENC[age:...]` marker as declared, by reference through the
     /// root's `local.sensitive` (`key` names it there).
+    /// `as_key`: the value keys resources (a module's `for_each`, e.g.
+    /// group members), which tofu refuses for a sensitive value, so it is
+    /// read through `nonsensitive()`: it then shows in plan output and
+    /// state (as the original's clear names do), never in a file csis writes.
     Sealed {
         key: String,
         marker: String,
+        #[serde(default)]
+        as_key: bool,
     },
 }
 
@@ -58,7 +64,7 @@ impl Hv {
     /// Every sealed value in this value, in order.
     pub fn sealed(&self, out: &mut Vec<(String, String)>) {
         match self {
-            Hv::Sealed { key, marker } => out.push((key.clone(), marker.clone())),
+            Hv::Sealed { key, marker, .. } => out.push((key.clone(), marker.clone())),
             Hv::List(v) => v.iter().for_each(|x| x.sealed(out)),
             Hv::Map(m) => m.iter().for_each(|(_, x)| x.sealed(out)),
             _ => {}
@@ -99,6 +105,9 @@ pub fn render(v: &Hv, indent: usize, top: bool) -> String {
         Hv::Num(n) => n.to_string(),
         Hv::Bool(b) => b.to_string(),
         Hv::Ref(r) => r.clone(),
+        Hv::Sealed {
+            key, as_key: true, ..
+        } => format!("nonsensitive(local.sensitive[{}])", quote(key)),
         Hv::Sealed { key, .. } => format!("local.sensitive[{}]", quote(key)),
         Hv::List(items) => {
             let parts: Vec<String> = items.iter().map(|x| render(x, indent, false)).collect();
@@ -195,6 +204,7 @@ mod tests {
         let v = Hv::List(vec![Hv::Sealed {
             key: "member_team_0".into(),
             marker: "ENC[age:abc]".into(),
+            as_key: false,
         }]);
         let out = render(&v, 2, true);
         assert_eq!(out, r#"[local.sensitive["member_team_0"]]"#);

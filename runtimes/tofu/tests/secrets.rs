@@ -11,10 +11,11 @@ use csis_tofu::*;
 
 const MARKER: &str = "ENC[age:YWdlLWVuY3J5cHRpb24ub3JnL3YxCi0+IFgyNTUxOSBzZWFsZWQ=]";
 
-fn sealed(key: &str) -> Hv {
+fn sealed(key: &str, as_key: bool) -> Hv {
     Hv::Sealed {
         key: key.into(),
         marker: MARKER.into(),
+        as_key,
     }
 }
 
@@ -32,10 +33,13 @@ fn sealed_members_and_logins_are_written_by_reference() {
     csis_schema::secret::register(plain, &csis_schema::secret::default_key());
     let mut input = common::standard_aws();
     input.roots[0] = common::groups_root(
-        Hv::List(vec![sealed("member_team_0")]),
+        Hv::List(vec![sealed("member_team_0", true)]),
         Hv::List(vec![Hv::s("avery.alpha")]),
     );
-    input.roots[1] = common::users_root(vec![("casey.charlie", sealed("email_casey_charlie"))]);
+    input.roots[1] = common::users_root(vec![(
+        "casey.charlie",
+        sealed("email_casey_charlie", false),
+    )]);
     let work = tempfile::tempdir().unwrap();
     let generated = work.path().join("generated");
     emit(&input, work.path(), &generated).unwrap();
@@ -43,7 +47,9 @@ fn sealed_members_and_logins_are_written_by_reference() {
     let call =
         std::fs::read_to_string(groups.join("opa-groups-group-generation-group-team.tf")).unwrap();
     assert!(
-        call.contains(r#"members                   = [local.sensitive["member_team_0"]]"#),
+        call.contains(
+            r#"members                   = [nonsensitive(local.sensitive["member_team_0"])]"#
+        ),
         "{call}"
     );
     let main = std::fs::read_to_string(groups.join("opa-groups-group-generation.tf")).unwrap();
