@@ -2,11 +2,11 @@
 //! blocks indent four spaces, its module calls two; most files end without
 //! a newline, the identity roots' main file of a group builder with one).
 
-use crate::hv::{attributes, label, multiline, quote, render, Hv};
-use crate::{
-    plain_name, GroupsRoot, ImageRef, InstanceCall, InstancesRoot, Result, Root, RootBody,
-    StorageRoot, TofuError, UsersRoot,
+use crate::blocks::{
+    module_call, provider_blocks, remote_states, sensitive_block, terraform_block,
 };
+use crate::hv::{label, quote, render, Hv};
+use crate::{plain_name, GroupsRoot, Result, Root, RootBody, StorageRoot, TofuError, UsersRoot};
 
 /// `(file name, text)` of every file of `root`. `up` leads from the root's
 /// directory to the configuration root; `source` is the module base as a
@@ -17,133 +17,13 @@ pub fn root_files(root: &Root, up: &str, source: &str) -> Result<Vec<(String, St
         RootBody::Storage(s) => storage_files(root, s, up, source)?,
         RootBody::Groups(g) => groups_files(root, g, source)?,
         RootBody::Users(u) => users_files(root, u)?,
-        RootBody::Instances(i) => crate::userdata::instance_files(root, i, up, source)?,
+        RootBody::Instances(i) => crate::instances::instance_files(root, i, up, source)?,
     };
     files.push((
         format!("{stem}.tfbackend.hcl"),
         root.backend.backend_file(&root.builder, up),
     ));
     Ok(files)
-}
-
-/// The `terraform` block: required providers, then the empty backend.
-pub fn terraform_block(root: &Root, extra: &[(&str, &str)]) -> String {
-    let mut entries: Vec<String> = root
-        .required_providers
-        .iter()
-        .map(|p| {
-            let mut e = format!(
-                "        {} = {{\n            source = {}\n",
-                p.name,
-                quote(&p.source)
-            );
-            if let Some(v) = &p.version {
-                e.push_str(&format!("            version = {}\n", quote(v)));
-            }
-            e.push_str("        }");
-            e
-        })
-        .collect();
-    for (name, source) in extra {
-        if !root.required_providers.iter().any(|p| p.name == *name) {
-            entries.push(format!(
-                "        {name} = {{\n            source = {}\n        }}",
-                quote(source)
-            ));
-        }
-    }
-    format!(
-        "terraform {{\n    required_providers {{\n{}\n    }}\n    \n{}\n}}",
-        entries.join("\n        \n"),
-        root.backend.block()
-    )
-}
-
-/// Provider blocks, each with `alias = <builder label>`.
-pub fn provider_blocks(root: &Root) -> Vec<String> {
-    root.providers
-        .iter()
-        .map(|p| {
-            let mut o = format!("provider \"{}\" {{\n", p.name);
-            for (k, v) in &p.args {
-                o.push_str(&format!("    {k} = {}\n", render(v, 4, true)));
-            }
-            o.push_str(&format!("    alias = \"{}\"\n}}", root.label()));
-            o
-        })
-        .collect()
-}
-
-pub fn remote_states(root: &Root, up: &str) -> Vec<String> {
-    root.remote_states
-        .iter()
-        .map(|r| r.backend.remote_state(&r.workspace, up))
-        .collect()
-}
-
-/// Every sealed value of the root's module calls and providers.
-fn sealed_values(root: &Root) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for p in &root.providers {
-        p.args.iter().for_each(|(_, v)| v.sealed(&mut out));
-    }
-    let calls: Vec<&Vec<(String, Hv)>> = match &root.body {
-        RootBody::Storage(s) => s.storages.iter().map(|c| &c.inputs).collect(),
-        RootBody::Groups(g) => g.groups.iter().map(|c| &c.inputs).collect(),
-        RootBody::Users(_) | RootBody::Instances(_) => Vec::new(),
-    };
-    for c in calls {
-        c.iter().for_each(|(_, v)| v.sealed(&mut out));
-    }
-    if let RootBody::Users(u) = &root.body {
-        u.users.iter().for_each(|x| x.login.sealed(&mut out));
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// `data "external" "sensitive"` and `local.sensitive`: the ciphertext as
-/// declared, opened at plan time by `csis decrypt --json` with the identity
-/// in `CSIS_CONFIG_IDENTITY`; `None` when the root seals nothing.
-pub fn sensitive_block(root: &Root) -> Result<Option<String>> {
-    let sealed = sealed_values(root);
-    if sealed.is_empty() {
-        return Ok(None);
-    }
-    for pair in sealed.windows(2) {
-        if pair[0].0 == pair[1].0 {
-            return Err(TofuError::Invalid(format!(
-                "root {}: two sealed values under one key {}: refused",
-                root.builder, pair[0].0
-            )));
-        }
-    }
-    let width = sealed.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut o = String::from("# Sensitive values: the same ENC[age:...] ciphertext the configuration carries, decrypted at plan time by the identity in CSIS_CONFIG_IDENTITY; never committed in clear\ndata \"external\" \"sensitive\" {\n    program = [\n        \"csis\",\n        \"decrypt\",\n        \"--json\",\n    ]\n    query = {\n");
-    for (k, m) in &sealed {
-        plain_name("sealed key", k)?;
-        o.push_str(&format!("        {k:width$} = {},\n", quote(m)));
-    }
-    o.push_str("    }\n}\nlocals {\n    sensitive = sensitive(data.external.sensitive.result)\n}");
-    Ok(Some(o))
-}
-
-fn module_call(
-    name: &str,
-    source: &str,
-    module: &str,
-    alias: &str,
-    inputs: &[(String, Hv)],
-    aligned: bool,
-) -> String {
-    let mut attrs = vec![
-        ("source".to_string(), Hv::s(&format!("{source}/{module}"))),
-        ("providers".to_string(), Hv::Ref(format!("{{ {alias} }}"))),
-    ];
-    attrs.extend(inputs.iter().cloned());
-    let body = attributes(&attrs, aligned);
-    format!("module \"{name}\" {{\n{body}}}")
 }
 
 fn storage_files(
@@ -351,67 +231,4 @@ fn users_files(root: &Root, u: &UsersRoot) -> Result<Vec<(String, String)>> {
         (format!("{stem}.tf"), main),
         (format!("{stem}-users-data.tf"), lookups.join("\n")),
     ])
-}
-
-/// The per-instance module call.
-pub fn instance_call(root: &Root, r: &InstancesRoot, i: &InstanceCall, source: &str) -> String {
-    let l = label(&i.name);
-    let provider = root
-        .providers
-        .first()
-        .map(|p| p.name.as_str())
-        .unwrap_or("aws");
-    let alias = format!("{provider} = {provider}.{}", root.label());
-    let mut inputs: Vec<(String, Hv)> = Vec::new();
-    if i.ephemeral {
-        inputs.push((
-            "count".into(),
-            Hv::Ref("var.ephemeral_present ? 1 : 0".into()),
-        ));
-    }
-    inputs.push(("name".into(), Hv::s(&i.name)));
-    match &i.image_ref {
-        ImageRef::Pinned { build } => inputs.push(("ami_id".into(), Hv::s(build))),
-        ImageRef::Deferred { name_pattern } => {
-            inputs.push(("ami_id".into(), Hv::var(&format!("{l}_ami_id"))));
-            inputs.push((
-                "ami_name_pattern".into(),
-                Hv::s(&format!("{name_pattern}*")),
-            ));
-        }
-    }
-    inputs.push(("instance_type".into(), Hv::s(&i.instance_type)));
-    inputs.push(("associate_public_ip_address".into(), Hv::Bool(false)));
-    let mut sgs = Vec::new();
-    if r.security_group.is_some() {
-        sgs.push(Hv::reference("aws_security_group.csis_instances.id"));
-    }
-    sgs.extend(i.security_groups.iter().map(|s| Hv::s(s)));
-    inputs.push(("vpc_security_group_ids".into(), Hv::List(sgs)));
-    if let Some(s) = &i.subnet_id {
-        inputs.push(("subnet_id".into(), Hv::s(s)));
-    }
-    if let Some(p) = &i.iam_instance_profile {
-        inputs.push(("iam_instance_profile".into(), Hv::s(p)));
-    }
-    let tags = i.tags.iter().map(|(k, v)| (k.clone(), Hv::s(v))).collect();
-    inputs.push(("tags".into(), Hv::Map(tags)));
-    let (vars, ebs) = crate::userdata::template_vars(r, i);
-    let user_data = format!(
-        "templatefile(\"${{path.module}}/user-data-{l}.sh.tftpl\", {})",
-        multiline(&vars, 2)
-    );
-    inputs.push(("user_data".into(), Hv::Ref(user_data)));
-    if !ebs.is_empty() {
-        inputs.push(("ebs_volumes".into(), Hv::Map(ebs)));
-    }
-    format!(
-        "# Terraform module call for instance {} generated by {} ({})\n# owning group: {} (via image {}); launch parameters recorded in meta-state/launch-params.yaml (N26)\n{}",
-        i.name,
-        root.class,
-        root.builder,
-        i.group,
-        i.image,
-        module_call(&format!("instance_{l}"), source, &i.module, &alias, &inputs, false)
-    )
 }

@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod backend;
+mod blocks;
 mod files;
 pub mod hv;
+mod instances;
 pub mod runner;
-mod userdata;
 
 pub use backend::{BackendKind, Location, StateBackend};
 pub use hv::Hv;
