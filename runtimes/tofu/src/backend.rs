@@ -250,6 +250,23 @@ pub fn locations(input: &RootsInput) -> Result<Vec<Location>> {
 /// nothing written: a location another recorded workspace holds, a
 /// recorded workspace at another location (a move is a state migration).
 pub fn record_locations(meta_state: &Path, entries: &[(String, Location)]) -> Result<bool> {
+    let (path, doc) = merged_locations(meta_state, entries)?;
+    let text = csis_schema::yaml::to_string(&doc).map_err(TofuError::Failed)?;
+    crate::write_if_changed(&path, &text)
+}
+
+/// What [`record_locations`] refuses, checked without writing (before a
+/// root is written).
+pub fn check_locations(meta_state: &Path, entries: &[(String, Location)]) -> Result<()> {
+    merged_locations(meta_state, entries).map(|_| ())
+}
+
+type Doc = BTreeMap<String, serde_json::Value>;
+
+fn merged_locations(
+    meta_state: &Path,
+    entries: &[(String, Location)],
+) -> Result<(std::path::PathBuf, Doc)> {
     let path = meta_state.join("state-locations.yaml");
     let mut doc: BTreeMap<String, serde_json::Value> = if path.exists() {
         csis_schema::yaml::read_file(&path).map_err(|d| TofuError::Invalid(format!("{d}")))?
@@ -284,6 +301,5 @@ pub fn record_locations(meta_state: &Path, entries: &[(String, Location)]) -> Re
     }
     let ws = serde_json::to_value(&workspaces).map_err(|e| TofuError::Failed(e.to_string()))?;
     doc.insert("workspaces".into(), ws);
-    let text = csis_schema::yaml::to_string(&doc).map_err(TofuError::Failed)?;
-    crate::write_if_changed(&path, &text)
+    Ok((path, doc))
 }

@@ -233,6 +233,9 @@ pub struct EmittedRoot {
     pub location: Location,
     /// Files (relative to `dir`) and whether each was (re)written.
     pub files: Vec<(String, bool)>,
+    /// Files of an earlier emission no longer part of the root (an
+    /// undeclared instance or storage, whose plan then destroys it).
+    pub removed: Vec<String>,
     /// Per instance: the sha256 of its user data template.
     pub user_data_sha256: Vec<(String, String)>,
 }
@@ -295,8 +298,10 @@ pub fn emit(input: &RootsInput, config_root: &Path, generated: &Path) -> Result<
                 sums.push((inst.to_string(), sha256(text)));
             }
         }
+        let removed = remove_stale(&dir, &root.stem(), &texts)?;
         out.roots.push(EmittedRoot {
             builder: root.builder.clone(),
+            removed,
             dir: root.dir(),
             backend_file: format!("{}.tfbackend.hcl", root.stem()),
             location,
@@ -305,6 +310,29 @@ pub fn emit(input: &RootsInput, config_root: &Path, generated: &Path) -> Result<
         });
     }
     Ok(out)
+}
+
+/// Remove the root's own files (its stem's `.tf`, the user-data templates)
+/// that this emission does not write; a file of anyone else stays.
+fn remove_stale(dir: &Path, stem: &str, texts: &[(String, String)]) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(removed);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = (name.starts_with(&format!("{stem}-")) && name.ends_with(".tf"))
+            || (name.starts_with("user-data-") && name.ends_with(".sh.tftpl"));
+        if ours && !texts.iter().any(|(n, _)| *n == name) {
+            std::fs::remove_file(e.path()).map_err(|err| TofuError::Io {
+                path: e.path().display().to_string(),
+                err,
+            })?;
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    Ok(removed)
 }
 
 /// Write `instances.auto.tfvars` (`<label>_ami_id = "<id>"`) beside an

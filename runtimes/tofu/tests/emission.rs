@@ -230,3 +230,25 @@ fn a_local_backend_writes_its_path_relative_to_the_root() {
     .unwrap();
     assert!(main.contains("    backend \"local\" {\n    }"));
 }
+
+#[test]
+fn an_instance_no_longer_declared_loses_its_files_and_others_stay() {
+    let mut input = common::standard_aws();
+    let (work, generated, _) = emit_into(&input);
+    let dir = generated.join(ROOT_DIRS[3]);
+    std::fs::write(dir.join(".terraform.lock.hcl"), "# the team's lock\n").unwrap();
+    input.roots[3] = common::instances_root(vec![]);
+    let e = emit(&input, work.path(), &generated).unwrap();
+    assert_eq!(
+        e.roots[3].removed,
+        vec![
+            "tofu-aws-instance-generation-instance-team_node_1.tf".to_string(),
+            "user-data-team_node_1.sh.tftpl".to_string()
+        ]
+    );
+    assert!(dir.join("tofu-aws-instance-generation.tf").is_file());
+    assert!(
+        dir.join(".terraform.lock.hcl").is_file(),
+        "a file not of the emission stays"
+    );
+}
