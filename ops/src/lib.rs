@@ -40,6 +40,7 @@ pub mod revoke;
 pub mod session;
 pub mod shards;
 pub mod state;
+pub mod tofu_roots;
 pub mod upgrade;
 pub mod validate;
 pub mod watch;

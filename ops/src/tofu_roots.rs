@@ -1,0 +1,724 @@
+//! The resolved tree as the original's tofu roots (`csis-tofu`, issue 22):
+//! one identity root per Okta group builder (`okta-tf`) and user builder
+//! (`okta-tf-ro`) with something declared, one storage root per `tf-aws-*`
+//! storage builder, one instance root per `tofu` instance builder, each
+//! with the module inputs the original passes, its state backend (the
+//! builder's `state_configuration`, else its runtime's, else the default;
+//! `use_state_backends: false`: local state under `state/`) and the remote
+//! states it reads (instances read storage volume ids and group gids by
+//! reference). A value declared as `ENC[...]` stays a marker, written by
+//! reference (`local.sensitive`), never in clear.
+//!
+//! [`roots_input`] is pure; [`emit`] writes the roots under the tree's
+//! `generation_directory` and records their state locations.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use csis_rules::fleet::{Instance, InstanceBuilder, Storage, UserBuilder};
+use csis_rules::groups::{GroupBuilder, StorageBuilder};
+use csis_rules::{RuntimeEntry, Tree};
+use csis_schema::model::StateBackendKind;
+use csis_schema::tags;
+use csis_tofu::*;
+
+/// What the roots read from the records.
+#[derive(Debug, Clone, Default)]
+pub struct FleetRecords {
+    /// The run id.
+    pub run: String,
+    /// `pins.yaml` `instances`: instance -> the build it stands on.
+    pub pins: BTreeMap<String, String>,
+    /// instance -> canonical hostname of the generation it stands (or
+    /// will): `<name>-NNN`; an instance without one gets `<name>-001`.
+    pub hostnames: BTreeMap<String, String>,
+}
+
+fn is_marker(v: &str) -> bool {
+    v.trim_start().starts_with("ENC[")
+}
+
+/// A declared value: a marker sealed under `key`, else as written.
+fn declared(v: &str, key: &str, as_key: bool) -> Hv {
+    if is_marker(v) {
+        Hv::Sealed {
+            key: key.to_string(),
+            marker: v.trim().to_string(),
+            as_key,
+        }
+    } else {
+        Hv::s(v)
+    }
+}
+
+fn executable(tree: &Tree, name: Option<&str>) -> String {
+    name.and_then(|n| tree.executable(n))
+        .map(|e| {
+            e.model
+                .binary
+                .clone()
+                .unwrap_or_else(|| e.model.name.clone())
+        })
+        .unwrap_or_else(|| "tofu".into())
+}
+
+/// The state backend of a root: its own, its runtime's, the default.
+fn backend(tree: &Tree, own: Option<&str>, runtime: Option<&RuntimeEntry>) -> Result<StateBackend> {
+    if !tree.config.config.use_state_backends {
+        return Ok(StateBackend {
+            name: "local".into(),
+            kind: BackendKind::Local {
+                dir: "state".into(),
+            },
+        });
+    }
+    let named = own.or(runtime.and_then(|r| r.state_backend.as_deref()));
+    let b = match named {
+        Some(n) => tree.state_backend(n),
+        None => tree
+            .state_backends
+            .iter()
+            .find(|b| b.common.is_default)
+            .or_else(|| (tree.state_backends.len() == 1).then(|| &tree.state_backends[0])),
+    };
+    let Some(b) = b else {
+        bail!("no state backend for a tofu root (state_configuration {named:?}): declare one in cfg/ state_backends with is_default, or set use_state_backends: false");
+    };
+    let kind = match &b.kind {
+        StateBackendKind::S3(s) => BackendKind::S3 {
+            bucket: s.bucket.clone(),
+            key_prefix: s.key.clone(),
+            region: s.region.clone(),
+            profile: s.profile.clone(),
+            encrypt: s.encrypt,
+            use_lockfile: s.use_lockfile,
+        },
+        StateBackendKind::Local(l) => BackendKind::Local {
+            dir: l.path.clone(),
+        },
+    };
+    Ok(StateBackend {
+        name: b.display.clone(),
+        kind,
+    })
+}
+
+fn required(plugins: &[serde_json::Value], default: &[(&str, &str)]) -> Vec<RequiredProvider> {
+    let v: Vec<RequiredProvider> = plugins
+        .iter()
+        .filter_map(|p| {
+            Some(RequiredProvider {
+                name: p.get("name")?.as_str()?.to_string(),
+                source: p.get("source")?.as_str()?.to_string(),
+                version: p
+                    .get("version")
+                    .and_then(|x| x.as_str())
+                    .map(str::to_string),
+            })
+        })
+        .collect();
+    if !v.is_empty() {
+        return v;
+    }
+    default
+        .iter()
+        .map(|(n, s)| RequiredProvider {
+            name: n.to_string(),
+            source: s.to_string(),
+            version: None,
+        })
+        .collect()
+}
+
+fn aws_provider(rt: &RuntimeEntry) -> Provider {
+    let a = rt.aws();
+    let mut args = vec![(
+        "region".to_string(),
+        Hv::s(a.map(|a| a.region.as_str()).unwrap_or("")),
+    )];
+    if let Some(p) = a.and_then(|a| a.credentials.profile_name.as_deref()) {
+        args.push(("profile".into(), Hv::s(p)));
+    }
+    Provider {
+        name: "aws".into(),
+        args,
+    }
+}
+
+/// The managed Okta group builders (`okta-tf`) that have groups.
+fn okta_group_builders(tree: &Tree) -> Vec<&GroupBuilder> {
+    tree.group_builders
+        .iter()
+        .filter(|b| b.model.type_ == "okta-tf")
+        .filter(|b| {
+            tree.groups
+                .iter()
+                .any(|g| g.builder.as_deref() == Some(b.name.as_str()))
+        })
+        .collect()
+}
+
+fn storage_class(builder_type: &str) -> Option<(&'static str, &'static str)> {
+    match builder_type {
+        "tf-aws-ebs" => Some(("TofuEbsStorageBuilder", "aws_storage_ebs")),
+        "tf-aws-efs" => Some(("TofuEfsStorageBuilder", "aws_storage_efs")),
+        "tf-aws-s3" => Some(("TofuS3StorageBuilder", "aws_storage_s3")),
+        _ => None,
+    }
+}
+
+/// The storage builders csis writes roots for (those with a storage
+/// declared), with the storages that stand.
+fn storage_builders(tree: &Tree) -> Vec<(&StorageBuilder, Vec<&Storage>)> {
+    let mut v: Vec<(&StorageBuilder, Vec<&Storage>)> = tree
+        .storage_builders
+        .iter()
+        .filter(|b| storage_class(&b.model.type_).is_some())
+        .filter(|b| tree.storages.iter().any(|s| s.builder == b.name))
+        .map(|b| {
+            // a storage requested destroyed keeps its root, without its
+            // module call: the root's plan destroys it
+            let s = tree
+                .storages
+                .iter()
+                .filter(|s| {
+                    s.builder == b.name && s.requested != csis_rules::fleet::StorageState::Destroyed
+                })
+                .collect();
+            (b, s)
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    v
+}
+
+fn remote(
+    tree: &Tree,
+    workspace: &str,
+    own: Option<&str>,
+    rt: Option<&RuntimeEntry>,
+) -> Result<RemoteState> {
+    Ok(RemoteState {
+        workspace: workspace.to_string(),
+        backend: backend(tree, own, rt)?,
+    })
+}
+
+fn identity_remotes(tree: &Tree) -> Result<Vec<RemoteState>> {
+    okta_group_builders(tree)
+        .into_iter()
+        .map(|g| {
+            remote(
+                tree,
+                &g.display,
+                g.model.state_configuration.as_deref(),
+                None,
+            )
+        })
+        .collect()
+}
+
+fn groups_root(tree: &Tree, b: &GroupBuilder) -> Result<Root> {
+    let m = &b.model;
+    let (Some(org), Some(team)) = (m.org.as_deref(), m.team.as_deref()) else {
+        bail!(
+            "{}: group builder {}: an okta-tf builder needs org and team",
+            b.origin.display(),
+            b.display
+        );
+    };
+    let team_label = csis_tofu::hv::label(team).to_lowercase();
+    let api_host = m
+        .api_host
+        .clone()
+        .unwrap_or_else(|| format!("https://{org}.pam.okta.com"));
+    let credential = |v: &Option<String>, what: &str| -> Result<Hv> {
+        match v.as_deref() {
+            None => Ok(Hv::var(&format!("{team_label}_{what}"))),
+            Some(x) if is_marker(x) => Ok(declared(x, what, false)),
+            Some(_) => bail!(
+                "{}: group builder {}: `{what}` is written in clear: refused (leave it out, it comes from TF_VAR_{team_label}_{what}, or encrypt it: csis encrypt)",
+                b.origin.field(what).display(), b.display
+            ),
+        }
+    };
+    let provider = Provider {
+        name: "oktapam".into(),
+        args: vec![
+            ("oktapam_key".into(), credential(&m.key, "key")?),
+            ("oktapam_secret".into(), credential(&m.secret, "secret")?),
+            ("oktapam_api_host".into(), Hv::s(&api_host)),
+            ("oktapam_team".into(), Hv::s(team)),
+        ],
+    };
+    let var = |what: &str, cap: &str| Variable {
+        name: format!("{team_label}_{what}"),
+        description: format!("{cap} for {team}, auto-generated by OktaTfGroupBuilderModel"),
+        sensitive: true,
+    };
+    let variables = [("key", "Key", &m.key), ("secret", "Secret", &m.secret)]
+        .into_iter()
+        .filter(|(_, _, v)| v.is_none())
+        .map(|(w, c, _)| var(w, c))
+        .collect();
+    Ok(Root {
+        builder: b.display.clone(),
+        class: "OktaTfGroupBuilder".into(),
+        executable: executable(tree, m.executable.as_deref()),
+        required_providers: required(
+            &providers_json(&m.required_providers),
+            &[("oktapam", "okta/oktapam")],
+        ),
+        providers: vec![provider],
+        backend: backend(tree, m.state_configuration.as_deref(), None)?,
+        remote_states: vec![],
+        body: RootBody::Groups(GroupsRoot {
+            groups: group_calls(tree, b),
+            variables,
+            // csis's own CLI in place of `cs-image-system` (see docs/migrating.md)
+            gid_program: vec!["csis".into(), "identity".into(), "export-gids".into()],
+            gid_query: vec![
+                ("identity_type".into(), "okta".into()),
+                ("org".into(), org.into()),
+                ("team".into(), team.into()),
+                ("api_host".into(), api_host),
+            ],
+        }),
+    })
+}
+
+fn providers_json(p: &[csis_rules::groups::ProviderModel]) -> Vec<serde_json::Value> {
+    p.iter()
+        .map(|p| serde_json::json!({"name": p.name, "source": p.source, "version": p.version}))
+        .collect()
+}
+
+/// A group's members and admins (the root group's admins joined unless
+/// the group says no), each marker sealed by reference.
+fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
+    let root_admins: Vec<String> = tree
+        .groups
+        .iter()
+        .find(|g| g.model.is_root)
+        .map(|g| g.model.admins.clone())
+        .unwrap_or_default();
+    let selector = b
+        .model
+        .gateway_selector
+        .clone()
+        .or_else(|| tree.config.config.okta_gateway_selector.clone())
+        .unwrap_or_default();
+    let mut calls = Vec::new();
+    for g in tree
+        .groups
+        .iter()
+        .filter(|g| g.builder.as_deref() == Some(b.name.as_str()))
+    {
+        let mut admins = g.model.admins.clone();
+        if !g.model.is_root && g.model.include_root_group_in_admins {
+            admins.extend(root_admins.iter().cloned());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        admins.retain(|a| seen.insert(a.clone()));
+        let names = |v: &[String], what: &str| {
+            Hv::List(
+                v.iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        declared(
+                            x,
+                            &format!("{what}_{}_{i}", csis_tofu::hv::label(&g.name)),
+                            true,
+                        )
+                    })
+                    .collect(),
+            )
+        };
+        calls.push(GroupCall {
+            name: g.display.clone(),
+            module: "okta_opa_module".into(),
+            inputs: vec![
+                ("group_id".into(), Hv::s(&g.display)),
+                ("members".into(), names(&g.model.members, "member")),
+                ("admins".into(), names(&admins, "admin")),
+                ("delegated_admin_group_ids".into(), Hv::List(vec![])),
+                (
+                    "account_discovery".into(),
+                    Hv::Bool(b.model.account_discovery.unwrap_or(true)),
+                ),
+                ("gateway_selector".into(), Hv::s(&selector)),
+            ],
+        });
+    }
+    calls
+}
+
+fn users_root(tree: &Tree, b: &UserBuilder) -> Result<Option<Root>> {
+    let m = &b.model;
+    let users: Vec<_> = tree
+        .users
+        .iter()
+        .filter(|u| u.builder.as_deref() == Some(b.name.as_str()))
+        .collect();
+    if users.is_empty() || m.type_ != "okta-tf-ro" {
+        return Ok(None);
+    }
+    let template = m
+        .default_user_email_template
+        .clone()
+        .unwrap_or_else(|| "{{ user.name }}@{{ builder.email_domain }}".into());
+    let mut lookups = Vec::new();
+    for u in users {
+        let key = format!("email_{}", csis_tofu::hv::label(&u.name));
+        let login = match &u.email {
+            Some(e) => declared(e, &key, false),
+            None => {
+                let domain = m.email_domain.clone().unwrap_or_default();
+                if is_marker(&domain) {
+                    bail!("{}: user builder {}: an encrypted email_domain cannot form a login; give each user an `email` (encrypted if need be)", b.origin.field("email_domain").display(), b.display);
+                }
+                Hv::s(
+                    &template
+                        .replace("{{ user.name }}", &u.name)
+                        .replace("{{ builder.email_domain }}", &domain),
+                )
+            }
+        };
+        lookups.push(UserLookup {
+            name: u.name.clone(),
+            login,
+        });
+    }
+    Ok(Some(Root {
+        builder: b.display.clone(),
+        class: "OktaTfUserRoBuilder".into(),
+        executable: executable(tree, m.executable.as_deref()),
+        required_providers: required(
+            &providers_json(&m.required_providers),
+            &[("okta", "okta/okta")],
+        ),
+        providers: vec![Provider {
+            name: "okta".into(),
+            args: vec![
+                ("org_name".into(), Hv::s(m.org.as_deref().unwrap_or(""))),
+                (
+                    "base_url".into(),
+                    Hv::s(m.okta_base_url.as_deref().unwrap_or("okta.com")),
+                ),
+            ],
+        }],
+        backend: backend(tree, m.state_configuration.as_deref(), None)?,
+        remote_states: vec![],
+        body: RootBody::Users(UsersRoot { users: lookups }),
+    }))
+}
+
+/// The tags of a storage: the builder's `variables.tags`, the storage's,
+/// the config id; sorted, as the original writes them.
+fn storage_tags(tree: &Tree, b: &StorageBuilder, s: &Storage) -> Hv {
+    let mut t: BTreeMap<String, String> = BTreeMap::new();
+    if let Some(serde_json::Value::Object(m)) = b.model.variables.get("tags") {
+        for (k, v) in m {
+            t.insert(
+                k.clone(),
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            );
+        }
+    }
+    t.extend(s.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+    t.insert(tags::CONFIG.into(), tags::config_value(&tree.config.id));
+    Hv::Map(t.into_iter().map(|(k, v)| (k, Hv::Str(v))).collect())
+}
+
+fn json_hv(v: &serde_json::Value) -> Hv {
+    match v {
+        serde_json::Value::Bool(b) => Hv::Bool(*b),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Hv::Num)
+            .unwrap_or_else(|| Hv::Str(n.to_string())),
+        serde_json::Value::String(s) => Hv::s(s),
+        serde_json::Value::Array(a) => Hv::List(a.iter().map(json_hv).collect()),
+        serde_json::Value::Object(m) => {
+            Hv::Map(m.iter().map(|(k, v)| (k.clone(), json_hv(v))).collect())
+        }
+        serde_json::Value::Null => Hv::Ref("null".into()),
+    }
+}
+
+/// The module inputs of one storage, in the original's order: the
+/// builder's variables (tags last), the name, the type's own fields, the
+/// placement, the tags.
+fn storage_inputs(
+    tree: &Tree,
+    b: &StorageBuilder,
+    s: &Storage,
+    rt: Option<&RuntimeEntry>,
+) -> Vec<(String, Hv)> {
+    let mut v: Vec<(String, Hv)> = b
+        .model
+        .variables
+        .iter()
+        .filter(|(k, _)| k.as_str() != "tags")
+        .map(|(k, x)| (k.clone(), json_hv(x)))
+        .collect();
+    v.push(("name".into(), Hv::s(&s.display)));
+    let net = rt.and_then(|r| r.aws()).and_then(|a| a.networking.as_ref());
+    match b.model.type_.as_str() {
+        "tf-aws-ebs" => {
+            v.push((
+                "size".into(),
+                Hv::Num(i64::from(s.size_gb.or(b.model.size).unwrap_or(100))),
+            ));
+            if let Some(z) = &s.availability_zone {
+                v.push(("availability_zone".into(), Hv::s(z)));
+            } else if let Some(sub) = net.and_then(|n| n.default_subnet()) {
+                v.push(("subnet_id".into(), Hv::s(&sub.subnet_id)));
+            }
+        }
+        "tf-aws-s3" => {
+            let bucket = s
+                .bucket_name
+                .clone()
+                .or(b.model.bucket_name.clone())
+                .unwrap_or_else(|| s.display.clone());
+            v.push(("bucket_name".into(), Hv::s(&bucket)));
+        }
+        _ => {
+            if let Some(n) = net {
+                v.push(("vpc_id".into(), Hv::s(&n.network)));
+                v.push((
+                    "mount_target_subnet_ids".into(),
+                    Hv::strs(
+                        &n.subnets
+                            .iter()
+                            .map(|x| x.subnet_id.clone())
+                            .collect::<Vec<_>>(),
+                    ),
+                ));
+                v.push((
+                    "client_security_group_ids".into(),
+                    Hv::strs(&n.addl_security_groups),
+                ));
+            }
+        }
+    }
+    v.push(("tags".into(), storage_tags(tree, b, s)));
+    v
+}
+
+fn storage_root(tree: &Tree, b: &StorageBuilder, storages: &[&Storage]) -> Result<Root> {
+    let (class, module) =
+        storage_class(&b.model.type_).unwrap_or(("TofuStorageBuilder", "aws_storage"));
+    let rt = b.runtime.as_deref().and_then(|r| tree.runtime(r));
+    let calls = storages
+        .iter()
+        .map(|s| StorageCall {
+            name: s.display.clone(),
+            module: module.into(),
+            allowed_groups: s.groups.clone(),
+            public_read: s.public_read,
+            requested: serde_json::to_value(s.requested)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            inputs: storage_inputs(tree, b, s, rt),
+        })
+        .collect();
+    Ok(Root {
+        builder: b.display.clone(),
+        class: class.into(),
+        executable: executable(tree, b.model.executable.as_deref()),
+        required_providers: required(&b.model.required_plugins, &[("aws", "hashicorp/aws")]),
+        providers: rt.map(aws_provider).into_iter().collect(),
+        backend: backend(tree, b.model.state_configuration.as_deref(), rt)?,
+        remote_states: identity_remotes(tree)?,
+        body: RootBody::Storage(StorageRoot { storages: calls }),
+    })
+}
+
+fn instance_call(
+    tree: &Tree,
+    i: &Instance,
+    rt: &RuntimeEntry,
+    records: &FleetRecords,
+) -> InstanceCall {
+    let aws = rt.aws();
+    let net = aws.and_then(|a| a.networking.as_ref());
+    let image_ref = match records.pins.get(&i.name) {
+        Some(build) => ImageRef::Pinned {
+            build: build.clone(),
+        },
+        None => {
+            let builder = tree
+                .image(&i.image)
+                .and_then(|im| im.runtime_entry(&rt.name))
+                .and_then(|e| e.image_builder.clone())
+                .unwrap_or_else(|| rt.common.default_image_builder.clone());
+            ImageRef::Deferred {
+                name_pattern: format!("{}-{builder}", i.image),
+            }
+        }
+    };
+    let mut t: BTreeMap<String, String> =
+        i.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    t.insert(tags::CONFIG.into(), tags::config_value(&tree.config.id));
+    let okta = tree
+        .group(&i.group)
+        .and_then(|g| g.builder.as_deref())
+        .and_then(|b| tree.group_builder(b))
+        .is_some_and(|b| b.identity_type == "okta");
+    InstanceCall {
+        name: i.name.clone(),
+        hostname: records
+            .hostnames
+            .get(&i.name)
+            .cloned()
+            .unwrap_or_else(|| format!("{}-001", i.name)),
+        image: i.image.clone(),
+        group: i.group.clone(),
+        module: "aws_instance".into(),
+        image_ref,
+        instance_type: i
+            .machine_type
+            .clone()
+            .unwrap_or_else(|| rt.common.default_machine_type.clone()),
+        subnet_id: net
+            .and_then(|n| n.default_subnet().or(n.subnets.first()))
+            .map(|s| s.subnet_id.clone()),
+        iam_instance_profile: aws.and_then(|a| {
+            a.session_instance_profile
+                .clone()
+                .or(a.iam_instance_profile.clone())
+        }),
+        security_groups: net
+            .map(|n| n.addl_security_groups.clone())
+            .unwrap_or_default(),
+        tags: t.into_iter().collect(),
+        mounts: i
+            .mounts
+            .iter()
+            .filter(|m| matches!(m.storage_type.as_str(), "ebs" | "efs"))
+            .map(|m| MountInput {
+                storage: m.storage.clone(),
+                storage_type: m.storage_type.clone(),
+                workspace: tree
+                    .storage_builder(&m.builder)
+                    .map(|b| b.display.clone())
+                    .unwrap_or_else(|| m.builder.clone()),
+                mount_point: m.mount_point.clone(),
+                group: m.group.clone(),
+                share_mode: m.share_mode.clone(),
+                public_read: m.public_read,
+            })
+            .collect(),
+        ephemeral: i.ephemeral,
+        enrollment: okta,
+        userdata: Some(i.userdata.clone()).filter(|u| !u.trim().is_empty()),
+    }
+}
+
+fn instances_root(
+    tree: &Tree,
+    b: &InstanceBuilder,
+    records: &FleetRecords,
+) -> Result<Option<Root>> {
+    let instances: Vec<&Instance> = tree
+        .instances
+        .iter()
+        .filter(|i| i.builder == b.name)
+        .collect();
+    if instances.is_empty() {
+        return Ok(None);
+    }
+    let Some(rt) = tree.runtime(&b.runtime) else {
+        bail!(
+            "{}: instance builder {}: runtime {} is not one csis runs",
+            b.origin.display(),
+            b.display,
+            b.runtime
+        );
+    };
+    let net = rt.aws().and_then(|a| a.networking.as_ref());
+    let security_group = net
+        .filter(|n| n.network.starts_with("vpc-"))
+        .map(|n| SecurityGroup {
+            vpc_id: n.network.clone(),
+            ssh_ingress_security_group_ids: n.ssh_ingress_security_group_ids.clone(),
+        });
+    let mut remote_states = Vec::new();
+    for (sb, _) in storage_builders(tree) {
+        let srt = sb.runtime.as_deref().and_then(|r| tree.runtime(r));
+        remote_states.push(remote(
+            tree,
+            &sb.display,
+            sb.model.state_configuration.as_deref(),
+            srt,
+        )?);
+    }
+    remote_states.extend(identity_remotes(tree)?);
+    Ok(Some(Root {
+        builder: b.display.clone(),
+        class: "TofuInstanceBuilder".into(),
+        executable: executable(tree, b.executable.as_deref()),
+        required_providers: required(&b.required_plugins, &[("aws", "hashicorp/aws")]),
+        providers: vec![aws_provider(rt)],
+        backend: backend(tree, b.state_configuration.as_deref(), Some(rt))?,
+        remote_states,
+        body: RootBody::Instances(InstancesRoot {
+            config_id: tags::config_value(&tree.config.id),
+            security_group,
+            identity_workspace: okta_group_builders(tree).first().map(|g| g.display.clone()),
+            instances: instances
+                .into_iter()
+                .map(|i| instance_call(tree, i, rt, records))
+                .collect(),
+        }),
+    }))
+}
+
+/// Every tofu root the tree declares something for, in the original's run
+/// order: identity (groups, users), storage, instances.
+pub fn roots_input(tree: &Tree, records: &FleetRecords) -> Result<RootsInput> {
+    let mut roots = Vec::new();
+    for b in okta_group_builders(tree) {
+        roots.push(groups_root(tree, b)?);
+    }
+    for b in &tree.user_builders {
+        roots.extend(users_root(tree, b)?);
+    }
+    for (b, s) in storage_builders(tree) {
+        roots.push(storage_root(tree, b, &s)?);
+    }
+    for b in tree.instance_builders.iter().filter(|b| b.type_ == "tofu") {
+        roots.extend(instances_root(tree, b, records)?);
+    }
+    Ok(RootsInput {
+        run: records.run.clone(),
+        module_source_base: tree.config.config.module_source_base.clone(),
+        roots,
+    })
+}
+
+/// Write the roots under the tree's `generation_directory` and record each
+/// one's state location in `meta_state/state-locations.yaml`. Refused,
+/// nothing written: a root that would hold a secret in clear, two roots at
+/// one location, a recorded root moved.
+pub fn emit(tree: &Tree, records: &FleetRecords, meta_state: &Path) -> Result<Emission> {
+    let input = roots_input(tree, records)?;
+    let generated = tree
+        .root
+        .join(tree.config.generation_directory.trim_start_matches("./"));
+    let entries: Vec<(String, Location)> = csis_tofu::backend::locations(&input)?
+        .into_iter()
+        .zip(&input.roots)
+        .map(|(l, r)| (r.builder.clone(), l))
+        .collect();
+    csis_tofu::backend::check_locations(meta_state, &entries)?;
+    let e = csis_tofu::emit(&input, &tree.root, &generated)?;
+    csis_tofu::backend::record_locations(meta_state, &entries)?;
+    Ok(e)
+}
