@@ -78,7 +78,40 @@ impl InstanceOp {
     }
 }
 
+/// What the records say of one instance (see [`FleetRecords::instance`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InstanceView<'a> {
+    /// The build it is pinned to.
+    pub pin: Option<&'a str>,
+    /// The build a replacement waits to bring (`csis upgrade instance`).
+    pub pending: Option<&'a str>,
+    pub launch: Option<&'a LaunchRecord>,
+    /// The machine standing now.
+    pub current: Option<&'a Generation>,
+}
+
+impl InstanceView<'_> {
+    /// Nothing recorded at all (a first launch is due).
+    pub fn is_new(&self) -> bool {
+        self.pin.is_none()
+            && self.pending.is_none()
+            && self.launch.is_none()
+            && self.current.is_none()
+    }
+}
+
 impl FleetRecords {
+    /// Everything recorded about one instance: pin, pending replacement,
+    /// launch record, standing machine.
+    pub fn instance<'a>(&'a self, pins: &'a Pins, name: &str) -> InstanceView<'a> {
+        InstanceView {
+            pin: pins.instance_pin(name),
+            pending: pins.pending_replacements.get(name).map(String::as_str),
+            launch: self.launch_record(name),
+            current: self.current_generation(name),
+        }
+    }
+
     /// The three files (each empty when absent).
     pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
         Ok(FleetRecords {
@@ -234,6 +267,15 @@ pub(crate) enum FleetOp {
         op: InstanceOp,
         run: String,
     },
+    Observe {
+        name: String,
+        /// The generation standing when the provider answered.
+        number: u32,
+        instance_id: String,
+        provider_hostname: Option<String>,
+        run: String,
+        at: String,
+    },
 }
 
 fn opening(record: &LaunchRecord, m: &Machine, run: &str, at: &str) -> Opening {
@@ -300,7 +342,7 @@ impl FleetOp {
                     pins.journal_instance(name, from.filter(|f| f != b), b, run, "ephemeral");
                 }
             }
-            FleetOp::Storage { .. } => {}
+            FleetOp::Storage { .. } | FleetOp::Observe { .. } => {}
             FleetOp::Bind {
                 name,
                 build,
@@ -404,6 +446,19 @@ impl FleetOp {
                 f.storages.apply(name, transition, facts.clone(), run);
             }
             FleetOp::Bind { .. } => {}
+            FleetOp::Observe {
+                name,
+                number,
+                instance_id,
+                provider_hostname,
+                run,
+                at,
+            } => {
+                if f.current_generation(name).map(|g| g.number) == Some(*number) {
+                    let host = provider_hostname.as_deref();
+                    f.instances.observe(name, Some(instance_id), host, run, at);
+                }
+            }
         }
     }
 }
@@ -447,21 +502,24 @@ fn apply_replaced_pins(
 fn apply_ephemeral(f: &mut FleetRecords, name: &str, v: &EphemeralVerdict, run: &str, at: &str) {
     let kind = GenerationKind::Ephemeral;
     let n = v.machine.generation;
-    let mut record = launched(&v.record, run);
-    record.ephemeral = true;
-    record.launched = v.kept;
-    let fresh = !f
+    if !f
         .instances
         .instances
         .get(name)
-        .is_some_and(|l| l.has(kind, n));
-    if fresh {
-        f.launch.instances.insert(name.to_string(), record.clone());
-    }
-    f.instances
-        .open_numbered(name, kind, n, opening(&record, &v.machine, run, at));
-    if !v.kept {
+        .is_some_and(|l| l.has(kind, n))
+    {
+        let mut record = launched(&v.record, run);
+        record.ephemeral = true;
         f.instances
-            .close_numbered(name, n, run, at, CloseWhy::Ephemeral);
+            .open_numbered(name, kind, n, opening(&record, &v.machine, run, at));
+        f.launch.instances.insert(name.to_string(), record);
+    }
+    if !v.kept
+        && f.instances
+            .close_numbered(name, n, run, at, CloseWhy::Ephemeral)
+    {
+        if let Some(r) = f.launch.instances.get_mut(name) {
+            r.launched = false;
+        }
     }
 }

@@ -38,8 +38,8 @@ pub struct InstanceLedger {
     /// The last number given, per kind.
     #[serde(default, deserialize_with = "crate::null_as_default")]
     pub generation: Counters,
-    /// The machine standing now, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The machine standing now, if any (`current: null` when none).
+    #[serde(default)]
     pub current: Option<Generation>,
     /// Closed generations (and the original's other events, kept as written).
     #[serde(default, deserialize_with = "crate::null_as_default")]

@@ -51,7 +51,7 @@ mod yamlio;
 use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
-pub use fleet::{EphemeralVerdict, FleetRecords, InstanceOp, Machine};
+pub use fleet::{EphemeralVerdict, FleetRecords, InstanceOp, InstanceView, Machine};
 pub use heads::load_for_planning;
 pub use instance_state::{canonical_hostname, InstanceState, INSTANCE_STATE_FILE};
 pub use journal::{replay_fleet_journal, replay_journal, PinBinding};

@@ -489,6 +489,19 @@ fn undeclared_instances_are_the_recorded_ones_no_longer_declared() {
         ["b", "c"],
         "a decommissioned one is gone from the list"
     );
+    r.fleet(|p, f| {
+        let a = f.instance(p, "a");
+        assert_eq!((a.pin, a.pending), (Some("b1"), None));
+        assert_eq!(a.launch.unwrap().hostname, "a-001");
+        assert_eq!(a.current.unwrap().number, 1);
+        assert!(!f.instance(p, "c").is_new(), "pinned");
+        assert!(f.instance(p, "d").is_new(), "decommissioned: nothing left");
+        assert!(f.instance(p, "zz").is_new());
+    })
+    .unwrap();
+    drop(r);
+    let text = std::fs::read_to_string(t.meta.dir().join(INSTANCE_STATE_FILE)).unwrap();
+    assert!(text.contains("current: null"), "{text}");
 }
 
 // ---- the original's shapes -----------------------------------------------------------
@@ -899,6 +912,12 @@ fn the_store_carries_the_fleet_records() {
         Some((2, "c2".into(), "b2".into(), "b2".into()))
     );
 
+    // `state pull` / `push` copy them as whole files.
+    let copy = tempfile::tempdir().unwrap();
+    let local = MetaState::at(copy.path());
+    assert!(local.save_fleet(&a_again.meta.fleet().unwrap()).unwrap());
+    assert_eq!(local.fleet().unwrap(), a_again.meta.fleet().unwrap());
+
     // A dead run's journal with a fleet operation reaches the store.
     let local = tree();
     let (r, p) = local.blocked_recorder(LAUNCH_PARAMS_FILE);
@@ -918,4 +937,195 @@ fn the_store_carries_the_fleet_records() {
         Some((1, "d1".into(), "b1".into(), "b1".into()))
     );
     assert_eq!(standing(&v, "web").unwrap().0, 2, "what was there stays");
+}
+
+#[test]
+fn the_providers_answer_observes_or_closes_a_generation_and_silence_changes_nothing() {
+    let t = tree();
+    let r = t.recorder();
+    let inferred = Machine {
+        generation: 1,
+        instance_id: None,
+        provider_hostname: None,
+    };
+    r.record_launch("web", record("b1", "web-001", false), &inferred, "r1")
+        .unwrap();
+    let how = |r: &Recorder| {
+        r.fleet(|_, f| f.current_generation("web").map(|g| g.how))
+            .unwrap()
+    };
+    assert_eq!(how(&r), Some(How::Inferred));
+    assert!(
+        !r.observe_instance("web", None, None, "r2").unwrap(),
+        "silence"
+    );
+    assert_eq!(how(&r), Some(How::Inferred));
+    assert!(r
+        .observe_instance("web", Some("c1"), Some("ip-1"), "r2")
+        .unwrap());
+    assert_eq!(how(&r), Some(How::Observed));
+    assert!(
+        !r.observe_instance("web", Some("c1"), Some("ip-1"), "r3")
+            .unwrap(),
+        "known"
+    );
+    assert!(r.observe_instance("web", Some("c9"), None, "r4").unwrap());
+    assert_eq!(how(&r), None, "another machine bears the name");
+    drop(r);
+    let st = csis_cache::InstanceState::load(&t.meta).unwrap();
+    let c = st.instances["web"].closed().next().unwrap();
+    assert_eq!(c.why, CloseWhy::ReplacedOutOfBand);
+    assert_eq!(c.generation.instance_id.as_deref(), Some("c1"));
+    assert_eq!(c.closed_run, "r4");
+}
+
+#[test]
+fn a_kept_ephemeral_stands_until_removed_and_a_standing_machine_is_not_launched_over() {
+    let t = tree();
+    let r = t.recorder();
+    let mut v = EphemeralVerdict {
+        record: record("b1", "probe-001", true),
+        machine: machine(1, "e1"),
+        ok: false,
+        kept: true,
+    };
+    r.record_ephemeral("probe", &v, "r1").unwrap();
+    let standing = |r: &Recorder| {
+        r.fleet(|_, f| {
+            (
+                f.current_generation("probe").map(|g| g.number),
+                f.launch_record("probe").map(|l| l.launched),
+            )
+        })
+        .unwrap()
+    };
+    assert_eq!(
+        standing(&r),
+        (Some(1), Some(true)),
+        "kept: it stands, labelled"
+    );
+    v.kept = false;
+    r.record_ephemeral("probe", &v, "r2").unwrap();
+    assert_eq!(standing(&r), (None, Some(false)), "removed later: closed");
+    let why = r
+        .fleet(|_, f| {
+            f.instances.instances["probe"]
+                .closed()
+                .next()
+                .map(|c| c.why)
+        })
+        .unwrap();
+    assert_eq!(why, Some(CloseWhy::Ephemeral));
+
+    r.record_launch(
+        "web",
+        record("b1", "web-001", false),
+        &machine(1, "c1"),
+        "r1",
+    )
+    .unwrap();
+    let e = r
+        .record_launch(
+            "web",
+            record("b1", "web-002", false),
+            &machine(2, "c2"),
+            "r2",
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("generation 1 stands"), "{e}");
+}
+
+// ---- a real kill -9 -------------------------------------------------------------------
+
+const CHILD_TREE: &str = "CSIS_FLEET_RECORDS_CHILD_TREE";
+
+/// Run by [`kill_9_during_replacements_leaves_exactly_one_machine_recorded`]
+/// as a child process: replaces `web` again and again until killed.
+#[test]
+#[ignore = "a child process of the kill -9 test"]
+fn replacement_child() {
+    let Ok(root) = std::env::var(CHILD_TREE) else {
+        return;
+    };
+    let root = PathBuf::from(root);
+    let r = Recorder::open(
+        MetaState::of_tree(&root),
+        root.join(".csis/lineage.journal"),
+    )
+    .unwrap();
+    for n in 1..100_000u32 {
+        let rec = record(
+            &format!("b{}", n + 1),
+            &canonical_hostname("web", n + 1),
+            false,
+        );
+        r.record_replaced("web", n, rec, &machine(n + 1, &format!("c{}", n + 1)), "rk")
+            .unwrap();
+    }
+}
+
+/// The invariant a kill must keep: one machine stands, the launch record
+/// and the pin are its, and every earlier one is closed `replaced`.
+fn one_machine_recorded(v: &(Pins, FleetRecords)) -> u32 {
+    let (p, f) = v;
+    let g = f.current_generation("web").expect("a machine is recorded");
+    let n = g.number;
+    let lr = f.launch_record("web").unwrap();
+    assert_eq!(lr.hostname, canonical_hostname("web", n));
+    assert_eq!(lr.build, format!("b{n}"));
+    assert_eq!(p.instance_pin("web"), Some(lr.build.as_str()));
+    assert_eq!(g.instance_id.as_deref(), Some(format!("c{n}").as_str()));
+    let l = &f.instances.instances["web"];
+    assert_eq!(l.generation.durable, n);
+    let closed: Vec<_> = l.closed().map(|c| (c.generation.number, c.why)).collect();
+    let want: Vec<_> = (1..n).map(|k| (k, CloseWhy::Replaced)).collect();
+    assert_eq!(closed, want);
+    n
+}
+
+#[test]
+fn kill_9_during_replacements_leaves_exactly_one_machine_recorded() {
+    for (round, delay_ms) in [15u64, 40, 90, 160].into_iter().enumerate() {
+        let t = tree();
+        t.recorder()
+            .record_launch(
+                "web",
+                record("b1", "web-001", false),
+                &machine(1, "c1"),
+                "r0",
+            )
+            .unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "replacement_child", "--ignored", "--nocapture"])
+            .env(CHILD_TREE, &t.root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // wait for the child's first replacement, then let it run a little
+        let state = t.meta.dir().join(INSTANCE_STATE_FILE);
+        let started = std::time::Instant::now();
+        while !std::fs::read_to_string(&state)
+            .unwrap()
+            .contains("why: replaced")
+        {
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "the child never replaced"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let n = one_machine_recorded(&t.view());
+        assert!(n >= 2, "round {round}: at least one replacement recorded");
+        eprintln!(
+            "round {round}: killed at generation {n}, journal {} bytes",
+            t.journal_len()
+        );
+        drop(t.recorder()); // the next run replays the journal
+        assert_eq!(one_machine_recorded(&t.files()), n, "round {round}");
+        assert_eq!(t.journal_len(), 0);
+    }
 }

@@ -179,6 +179,12 @@ impl Recorder {
         if self.check_number(name, kind, machine)? {
             return Ok(());
         }
+        let standing = self.fleet(|_, f| f.current_generation(name).map(|g| g.number))?;
+        if let Some(n) = standing {
+            return Err(self.refused(format!(
+                "instance {name}: generation {n} stands; a new machine for it is a replacement (record_replaced); nothing recorded"
+            )));
+        }
         self.fleet_op(FleetOp::Launch {
             name: name.into(),
             record,
@@ -260,15 +266,21 @@ impl Recorder {
     /// An ephemeral run: generation `verdict.machine.generation` (of the
     /// ephemeral counter) opened and, unless the machine was kept, closed
     /// (`ephemeral`); the launch record (`launched` only when kept); the
-    /// pin at the build it proved (`ephemeral`).
+    /// pin at the build it proved (`ephemeral`). The same verdict again with
+    /// `kept: false` closes a kept machine once it is removed.
     pub fn record_ephemeral(
         &self,
         name: &str,
         verdict: &EphemeralVerdict,
         run: &str,
     ) -> Result<(), CacheError> {
+        let n = verdict.machine.generation;
         if self.check_number(name, GenerationKind::Ephemeral, &verdict.machine)? {
-            return Ok(());
+            // recorded already: only a kept machine removed since closes
+            let standing = self.fleet(|_, f| f.current_generation(name).map(|g| g.number))?;
+            if verdict.kept || standing != Some(n) {
+                return Ok(());
+            }
         }
         self.fleet_op(FleetOp::Ephemeral {
             name: name.into(),
@@ -329,6 +341,44 @@ impl Recorder {
             build: build.into(),
             op,
             run: run.into(),
+        })?;
+        Ok(true)
+    }
+}
+
+impl Recorder {
+    /// The provider's answer about an instance's standing machine (core.md
+    /// §9.3): its id makes an `inferred` generation `observed`; another id
+    /// bearing the name closes it `replaced-out-of-band`; silence (`None`)
+    /// changes nothing. Returns whether the ledger changed.
+    pub fn observe_instance(
+        &self,
+        name: &str,
+        instance_id: Option<&str>,
+        provider_hostname: Option<&str>,
+        run: &str,
+    ) -> Result<bool, CacheError> {
+        let Some(id) = instance_id else {
+            return Ok(false);
+        };
+        let at = now();
+        let number = self.fleet(|_, f| {
+            let n = f.current_generation(name)?.number;
+            let mut trial = f.instances.clone();
+            trial
+                .observe(name, Some(id), provider_hostname, run, &at)
+                .then_some(n)
+        })?;
+        let Some(number) = number else {
+            return Ok(false);
+        };
+        self.fleet_op(FleetOp::Observe {
+            name: name.into(),
+            number,
+            instance_id: id.into(),
+            provider_hostname: provider_hostname.map(str::to_string),
+            run: run.into(),
+            at,
         })?;
         Ok(true)
     }
