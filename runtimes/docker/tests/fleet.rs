@@ -235,6 +235,23 @@ async fn an_instance_on_a_volume_verifies_and_its_data_outlives_it() {
         .await
         .unwrap();
     assert_eq!(again, s);
+    // a volume labelled with the id as written (csis's earlier form) is ours too
+    let earlier = format!("csis-fleet-earlier-{suffix}");
+    made.volume(&earlier);
+    let (st, cf) = (
+        format!("{}=old", tags::STORAGE),
+        format!("{}={config}", tags::CONFIG),
+    );
+    docker(&["volume", "create", "--label", &st, "--label", &cf, &earlier]).expect("volume");
+    let seen: Vec<String> = rt
+        .query_storages()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| format!("{} {}", f.storage, f.id))
+        .collect();
+    assert_eq!(seen, [format!("data {vol}"), format!("old {earlier}")]);
+    assert!(rt.destroy_storage(&earlier).await.unwrap());
 
     let prefix = format!("csis-fleet-{suffix}");
     let mounts = vec![mount("data", &vol, "/mnt/data", false)];
@@ -387,7 +404,7 @@ async fn in_use_then_replaced(
     );
     let st = rt.query_storages().await.unwrap();
     assert_eq!(st.len(), 1, "{st:?}");
-    assert_eq!(st[0].users, [req.hostname.clone()]);
+    assert_eq!(st[0].users, std::slice::from_ref(&req.hostname));
     let inst = rt.query_instances().await.unwrap();
     assert_eq!(inst.len(), 1, "{inst:?}");
     assert_eq!(inst[0].name.as_deref(), Some(req.hostname.as_str()));
@@ -497,6 +514,14 @@ async fn another_trees_containers_and_volumes_are_invisible_and_untouched() {
         "is for tree",
     );
     assert!(docker(&["inspect", &foreign.hostname]).is_none());
+    // a hostname that is not a label
+    let mut bad = launch_request(&format!("{prefix}-e"), &ours, &base, 1, vec![], "");
+    bad.hostname = format!("{prefix}_e.web");
+    refused(
+        rt.launch_instance(&bad).await.unwrap_err(),
+        "is not a hostname label",
+    );
+    assert!(docker(&["inspect", &bad.hostname]).is_none());
     // a runtime that does not know its tree answers no fleet query
     let (bare, _c3) = runtime("flb");
     refused(bare.query_instances().await.unwrap_err(), "config id");
@@ -520,6 +545,11 @@ async fn a_failed_launch_script_leaves_a_running_container_that_does_not_verify(
     );
     made.container(&req.hostname);
     rt.launch_instance(&req).await.unwrap();
+    // the launch script is in the container, not in its configuration
+    let config = docker(&["inspect", &req.hostname]).unwrap();
+    assert!(config.contains("csis-launch"), "{config}");
+    assert!(!config.contains("userdata-broke"), "{config}");
+    assert!(!config.contains("csis_group"), "{config}");
     let checks = rt
         .verify_instance(&req.hostname, &base, 0, 2)
         .await

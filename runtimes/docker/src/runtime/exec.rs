@@ -63,7 +63,7 @@ impl<'a> LineSplitter<'a> {
     }
 }
 
-fn tar_of_file(path: &str, content: &[u8], mode: u32) -> std::io::Result<Vec<u8>> {
+pub(super) fn tar_of_file(path: &str, content: &[u8], mode: u32) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
     h.set_size(content.len() as u64);

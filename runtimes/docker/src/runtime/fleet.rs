@@ -3,8 +3,9 @@
 //! labelled, on the runtime's network with its machine type's limits,
 //! restarted unless stopped, whose command runs the launch script and then
 //! the image's own command (else waits); a storage is a named volume
-//! `<config>-<storage>-<generation>`, labelled. What carries another
-//! tree's `csis_config`, or no csis mark, is refused and never touched.
+//! `<config>-<storage>-<generation>`, labelled (a local volume has no
+//! size: `size_gb` is not applied). What carries another tree's
+//! `csis_config`, or no csis mark, is refused and never touched.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,16 +24,17 @@ use csis_schema::tags;
 
 use super::containers::{instance_facts, remove_container_forced, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
+use super::exec::tar_of_file;
 use super::DockerRuntime;
 use crate::settings::parse_memory;
 
-/// What a fleet container runs: `$1` is the launch script, the rest the
-/// image's own command. The script is kept (`launch.sh`) and its output
-/// logged (`launch.log`, and the container's log); a failed script leaves
-/// the container running without the marker, for verification to say so.
-const WRAPPER: &str = r#"s=$1; shift
-mkdir -p /var/lib/csis
-printf '%s\n' "$s" > /var/lib/csis/launch.sh
+/// What a fleet container runs, its arguments the image's own command:
+/// the launch script, copied into the container before its first start
+/// ([`LAUNCH_SCRIPT`]: not in its configuration, which anyone who can
+/// reach the daemon reads), its output logged (`launch.log`, and the
+/// container's log). A failed script leaves the container running without
+/// the marker, for verification to say so.
+const WRAPPER: &str = r#"mkdir -p /var/lib/csis
 if sh /var/lib/csis/launch.sh > /var/lib/csis/launch.log 2>&1; then
   echo "csis-launch: done"
 else
@@ -42,6 +44,8 @@ cat /var/lib/csis/launch.log
 [ $# -gt 0 ] || set -- tail -f /dev/null
 exec "$@""#;
 
+/// Where a fleet container keeps its launch script.
+const LAUNCH_SCRIPT: &str = "/var/lib/csis/launch.sh";
 /// The log of the launch script in a fleet container.
 pub(super) const LAUNCH_LOG: &str = "/var/lib/csis/launch.log";
 
@@ -64,6 +68,23 @@ pub fn volume_name(config_id: &str, storage: &str, generation: u32) -> String {
         name.insert(0, 'v');
     }
     name
+}
+
+/// Why `hostname` cannot name a fleet container (a hostname label: 1 to
+/// 63 letters, digits and `-`, not at either end), if it cannot.
+pub(super) fn hostname_problem(hostname: &str) -> Option<String> {
+    let ok = (1..=63).contains(&hostname.len())
+        && hostname
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !hostname.starts_with('-')
+        && !hostname.ends_with('-');
+    (!ok).then(|| {
+        format!(
+            "hostname '{}' is not a hostname label (1 to 63 letters, digits and '-', not at either end)",
+            hostname.chars().take(80).collect::<String>().escape_debug()
+        )
+    })
 }
 
 /// The name of a container as listed (`/name` -> `name`).
@@ -163,6 +184,12 @@ impl DockerRuntime {
 
     pub(super) async fn launch(&self, req: &LaunchRequest) -> Result<LaunchedInstance> {
         let config = self.request_config(&req.labels, &format!("instance {}", req.instance))?;
+        if let Some(p) = hostname_problem(&req.hostname) {
+            return Err(RuntimeError::Refused(format!(
+                "docker runtime {}: instance {}: {p}",
+                self.settings.name, req.instance
+            )));
+        }
         if let Some(done) = self.launched_already(req, config).await? {
             return Ok(done);
         }
@@ -177,21 +204,42 @@ impl DockerRuntime {
             )
         })?;
         let guard = ContainerGuard::new(d.clone(), name.clone());
-        if let Err(e) = d
-            .start_container(
-                name,
-                None::<bollard::query_parameters::StartContainerOptions>,
-            )
-            .await
-        {
+        let started = match self.put_launch_script(name, &req.launch_script).await {
+            Ok(()) => d
+                .start_container(
+                    name,
+                    None::<bollard::query_parameters::StartContainerOptions>,
+                )
+                .await
+                .map_err(|e| self.map_err(&format!("start container {name}"), e)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
             let _ = guard.remove().await;
-            return Err(self.map_err(&format!("start container {name}"), e));
+            return Err(e);
         }
         guard.disarm();
         Ok(LaunchedInstance {
             id: created.id,
             hostname: name.clone(),
         })
+    }
+
+    /// Copy the launch script into a created container ([`LAUNCH_SCRIPT`]).
+    async fn put_launch_script(&self, container: &str, script: &str) -> Result<()> {
+        let tar = tar_of_file(LAUNCH_SCRIPT, script.as_bytes(), 0o700)
+            .map_err(|e| RuntimeError::Failed(format!("the launch script of {container}: {e}")))?;
+        let d = self.docker().await?;
+        d.upload_to_container(
+            container,
+            Some(bollard::query_parameters::UploadToContainerOptions {
+                path: "/".into(),
+                ..Default::default()
+            }),
+            bollard::body_full(tar.into()),
+        )
+        .await
+        .map_err(|e| self.map_err(&format!("copy the launch script into {container}"), e))
     }
 
     /// A container of the hostname that is this very launch (a launch
@@ -252,7 +300,6 @@ impl DockerRuntime {
             "-c".into(),
             WRAPPER.into(),
             "csis-launch".into(),
-            req.launch_script.clone(),
         ];
         entrypoint.extend(own.entrypoint.unwrap_or_default());
         entrypoint.extend(own.cmd.unwrap_or_default());
@@ -534,5 +581,16 @@ mod tests {
         );
         assert_eq!(volume_name("a b/c", "x:y", 12), "a-b-c-x-y-12");
         assert_eq!(volume_name("_t", "s", 2), "v_t-s-2");
+    }
+
+    #[test]
+    fn a_hostname_must_be_a_label() {
+        assert_eq!(hostname_problem("web-001"), None);
+        assert_eq!(hostname_problem(&"a".repeat(63)), None);
+        for bad in ["", "-web", "web-", "we_b", "web.001", "web 1", "web/1"] {
+            assert!(hostname_problem(bad).is_some(), "{bad}");
+        }
+        let long = format!("{}-001", "a".repeat(60));
+        assert!(hostname_problem(&long).unwrap().contains("1 to 63"));
     }
 }

@@ -172,46 +172,60 @@ impl DockerRuntime {
         Ok(checks)
     }
 
-    /// `startup scripts`: the launch marker, polled until `timeout_s`.
+    /// `startup scripts`: the launch marker, polled until `timeout_s`;
+    /// when it is not there, the launch log's last lines as evidence.
     async fn marker_check(&self, instance: &str, running: bool, timeout_s: u64) -> VerifyCheck {
+        let found = if running {
+            self.poll_marker(instance, timeout_s).await
+        } else {
+            Err("the container is not running".to_string())
+        };
         let marker = csis_runtime::fleet::LAUNCH_MARKER;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
-        let mut why = "the container is not running".to_string();
-        while running {
-            match self
-                .run_session_command(instance, &format!("cat {marker}"), timeout_s.max(10))
-                .await
-            {
-                Ok(r) if r.exit_code == 0 => {
-                    return VerifyCheck {
-                        name: "startup scripts".into(),
-                        ok: true,
-                        detail: format!("{marker} present ({})", r.stdout.trim()),
-                        evidence: Vec::new(),
-                    }
-                }
-                Ok(_) => why = format!("no completion marker within {timeout_s}s"),
-                Err(e) => why = e.to_string(),
+        let (ok, detail, evidence) = match found {
+            Ok(at) => (true, format!("{marker} present ({at})"), Vec::new()),
+            Err(why) => {
+                let log = self
+                    .run_session_command(
+                        instance,
+                        &format!("tail -n 20 {}", super::fleet::LAUNCH_LOG),
+                        10,
+                    )
+                    .await
+                    .map(|r| r.stdout.lines().map(str::to_string).collect())
+                    .unwrap_or_default();
+                (false, why, log)
             }
-            if tokio::time::Instant::now() >= deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        let log = self
-            .run_session_command(
-                instance,
-                &format!("tail -n 20 {}", super::fleet::LAUNCH_LOG),
-                10,
-            )
-            .await
-            .map(|r| r.stdout.lines().map(str::to_string).collect())
-            .unwrap_or_default();
+        };
         VerifyCheck {
             name: "startup scripts".into(),
-            ok: false,
-            detail: why,
-            evidence: log,
+            ok,
+            detail,
+            evidence,
+        }
+    }
+
+    /// The launch marker's content once it is there (`Err`: why not,
+    /// when `timeout_s` has passed).
+    async fn poll_marker(
+        &self,
+        instance: &str,
+        timeout_s: u64,
+    ) -> std::result::Result<String, String> {
+        let cmd = format!("cat {}", csis_runtime::fleet::LAUNCH_MARKER);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
+        loop {
+            let why = match self
+                .run_session_command(instance, &cmd, timeout_s.max(10))
+                .await
+            {
+                Ok(r) if r.exit_code == 0 => return Ok(r.stdout.trim().to_string()),
+                Ok(_) => format!("no completion marker within {timeout_s}s"),
+                Err(e) => e.to_string(),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(why);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
