@@ -79,6 +79,25 @@ impl Tree {
     }
 }
 
+/// The group the images activate is a posix one, whose prerequisites are
+/// `getent` and `gpasswd`: busybox has neither, so the base gets small
+/// ones over busybox's files and `addgroup` (and `install`), and the group
+/// activation runs under `bash` (busybox's sh stands in; committed onto the same
+/// reference).
+fn add_account_tools(base: &str, suffix: &str) {
+    let tools = r#"set -e
+printf '%s\n' '#!/bin/sh' '[ "$1" = passwd ] || [ "$1" = group ] || exit 2' 'grep "^$2:" "/etc/$1"' > /bin/getent
+printf '%s\n' '#!/bin/sh' '[ "$1" = -a ] || exit 2' 'addgroup "$2" "$3"' > /bin/gpasswd
+printf '%s\n' '#!/bin/sh' 'd=; m=' 'while [ $# -gt 0 ]; do case "$1" in -d) d=1;; -m) m=$2; shift;; -o|-g) shift;; *) break;; esac; shift; done' 'if [ -n "$d" ]; then mkdir -p "$@"; [ -z "$m" ] || chmod "$m" "$@"; else cp "$1" "$2"; [ -z "$m" ] || chmod "$m" "$2"; fi' > /bin/install
+chmod 755 /bin/getent /bin/gpasswd /bin/install
+mkdir -p /usr/local/sbin /usr/local/bin
+[ -e /bin/bash ] || { printf '%s\n' '#!/bin/sh' 'exec /bin/sh "$@"' > /bin/bash; chmod 755 /bin/bash; }"#;
+    let tmp = format!("csis-fleet-test-tools-{suffix}");
+    docker(&["run", "--name", &tmp, base, "sh", "-c", tools]).expect("the account tools");
+    docker(&["commit", &tmp, base]).expect("commit the base");
+    let _ = docker(&["rm", "-f", &tmp]);
+}
+
 fn running(name: &str) -> bool {
     containers(false, &[&format!("name=^{name}$")]).len() == 1
 }
@@ -113,6 +132,7 @@ fn docker_fleet_lifecycle() {
         ],
     ));
     import_busybox_base(&base, t.tmp.path());
+    add_account_tools(&base, &suffix);
     // The hostnames are the containers' names; another run's would clash.
     for n in ["keeper-001", "keeper-002", "follower-001", "follower-002"] {
         assert!(!exists(n), "a container {n} exists already");
@@ -159,6 +179,30 @@ fn docker_fleet_lifecycle() {
     let first_follower_build = t.instance("follower")["build"].clone();
     assert_eq!(t.action("keeper").0, "current");
     assert_eq!(t.action("data").0, "current");
+    // A launch parameter changed without a replacement: one located
+    // refusal, nothing changes.
+    let keeper_decl = "  - name: keeper\n    image: app\n";
+    t.edit(
+        "instances/instances.yaml",
+        keeper_decl,
+        "  - name: keeper\n    image: app\n    userdata: echo changed\n",
+    );
+    let (code, out, err) = t.run(&["plan"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("instances/instances.yaml")
+            && err.contains("userdata")
+            && err.contains("immutable"),
+        "{err}"
+    );
+    let (code, _, err) = t.run(&["build"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(running("keeper-001") && !exists("keeper-002"));
+    t.edit(
+        "instances/instances.yaml",
+        "  - name: keeper\n    image: app\n    userdata: echo changed\n",
+        keeper_decl,
+    );
     // Data in the volume.
     docker(&[
         "exec",
@@ -174,17 +218,36 @@ fn docker_fleet_lifecycle() {
     t.edit("images/images.yaml", "web1", "web2");
     t.edit("images/images.yaml", "app1", "app2");
     assert_eq!(t.action("follower").0, "replace");
+    let since = docker(&["info", "--format", "{{.SystemTime}}"]).unwrap();
     let out = t.build();
     assert!(running("follower-002"), "{out}");
     assert!(!exists("follower-001"), "the old one is removed");
     assert!(running("keeper-001"), "the pinned one stays");
     assert_ne!(t.instance("follower")["build"], first_follower_build);
-    // verified before the old machine went: the node's lines in order
-    let verify = out.find("verifying follower-002");
-    let removed = out.rfind("removed ");
+    // verified (the runtime's checks exec in the new container) before the
+    // old one was removed: the daemon's events in order
+    let events = docker(&[
+        "events",
+        "--since",
+        since.trim(),
+        "--until",
+        &docker(&["info", "--format", "{{.SystemTime}}"]).unwrap(),
+        "--filter",
+        "type=container",
+        "--format",
+        "{{.Action}} {{.Actor.Attributes.name}}",
+    ])
+    .unwrap();
+    let lines: Vec<&str> = events.lines().collect();
+    let verified = lines
+        .iter()
+        .position(|l| l.starts_with("exec_start") && l.ends_with(" follower-002"));
+    let removed = lines
+        .iter()
+        .position(|l| l.starts_with("destroy") && l.ends_with(" follower-001"));
     assert!(
-        verify.is_some() && removed.is_some() && verify < removed,
-        "verify before remove:\n{out}"
+        verified.is_some() && removed.is_some() && verified < removed,
+        "verify before remove:\n{events}"
     );
     assert_eq!(t.action("keeper").0, "behind");
     assert!(t.instance("keeper")["behind"].is_string());

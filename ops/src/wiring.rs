@@ -262,6 +262,9 @@ fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
         &tree.image_builders,
     )
     .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
+    // The fleet's queries need which containers and volumes are this tree's.
+    let mut settings = settings;
+    settings.config = Some(tree.config.id.clone());
     let docker = csis_runtime_docker::docker_runtime(settings)
         .map_err(|e| anyhow!("runtime {}: {e}", rt.display))?;
     Ok(docker)

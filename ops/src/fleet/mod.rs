@@ -19,3 +19,6 @@ pub mod report;
 pub use checks::launch_param_changes;
 pub use plan::{apply_fleet_plan, decide_instance, decide_storage, Action, Decided, FleetView};
 pub use report::{instances, InstanceLine, InstancesReport};
+
+#[cfg(test)]
+mod tests;

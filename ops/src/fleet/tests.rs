@@ -1,0 +1,155 @@
+//! The fleet planner's decisions over records, no daemon.
+
+use super::plan::*;
+use csis_cache::launch_params::LaunchRecord;
+use csis_cache::storage_state::{StorageRecord, StorageState};
+
+fn launched(build: &str) -> LaunchRecord {
+    LaunchRecord {
+        image: "web".into(),
+        build: build.into(),
+        runtime: "rt".into(),
+        hostname: "web-001".into(),
+        launched: true,
+        ..LaunchRecord::default()
+    }
+}
+
+fn case<'a>(follow: bool, head: Option<&'a str>) -> InstanceCase<'a> {
+    InstanceCase {
+        name: "web",
+        image: "web",
+        runtime: "rt",
+        follow,
+        declared: true,
+        head,
+        ..InstanceCase::default()
+    }
+}
+
+fn view_with(build: Option<&str>) -> FleetView {
+    let mut v = FleetView::default();
+    if let Some(b) = build {
+        v.records.launch.instances.insert("web".into(), launched(b));
+    }
+    v
+}
+
+#[test]
+fn a_first_bind_takes_the_head_the_pin_or_the_release() {
+    let v = view_with(None);
+    let d = decide_instance(&v, &case(false, Some("b1")));
+    assert_eq!((d.action, d.build.as_deref()), (Action::Launch, Some("b1")));
+    let d = decide_instance(&v, &case(false, None));
+    assert_eq!(d.action, Action::Waiting);
+    assert!(!d.action.changes());
+    let mut c = case(true, None);
+    c.bake_due = true;
+    let d = decide_instance(&v, &c);
+    assert_eq!((d.action, d.build), (Action::Launch, None));
+    // a recorded pin wins over the head (pinned)
+    let mut v2 = view_with(None);
+    v2.pins.instances.insert("web".into(), "b0".into());
+    let d = decide_instance(&v2, &case(false, Some("b1")));
+    assert_eq!(d.build.as_deref(), Some("b0"));
+    // require_released_builds: the release, else waiting
+    let mut c = case(false, Some("b1"));
+    c.require_released = true;
+    c.release_model = Some("default");
+    assert_eq!(decide_instance(&v, &c).action, Action::Waiting);
+    let mut v3 = view_with(None);
+    v3.releases
+        .current
+        .entry("default".into())
+        .or_default()
+        .insert("web".into(), "b0".into());
+    let d = decide_instance(&v3, &c);
+    assert_eq!((d.action, d.build.as_deref()), (Action::Launch, Some("b0")));
+}
+
+#[test]
+fn launched_instances_replace_follow_or_fall_behind() {
+    let v = view_with(Some("b1"));
+    assert_eq!(
+        decide_instance(&v, &case(true, Some("b1"))).action,
+        Action::Current
+    );
+    let d = decide_instance(&v, &case(true, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Replace, Some("b2"))
+    );
+    let d = decide_instance(&v, &case(false, Some("b2")));
+    assert_eq!(d.action, Action::Behind);
+    assert!(!d.action.changes(), "behind is not due");
+    assert!(
+        d.reason.contains("csis upgrade instance web"),
+        "{}",
+        d.reason
+    );
+    // a pending upgrade replaces a pinned one
+    let mut v = view_with(Some("b1"));
+    v.pins
+        .pending_replacements
+        .insert("web".into(), "b2".into());
+    let d = decide_instance(&v, &case(false, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Replace, Some("b2"))
+    );
+}
+
+#[test]
+fn undeclared_is_decommissioned_and_ephemeral_proves_once() {
+    let v = view_with(Some("b1"));
+    let mut c = case(false, None);
+    c.declared = false;
+    assert_eq!(decide_instance(&v, &c).action, Action::Decommission);
+    let mut c = case(true, Some("b3"));
+    c.ephemeral = true;
+    let mut v = FleetView::default();
+    assert_eq!(decide_instance(&v, &c).action, Action::Launch);
+    v.proven.insert(("web".into(), "b3".into()));
+    assert_eq!(decide_instance(&v, &c).action, Action::Current);
+}
+
+#[test]
+fn storages_follow_the_state_machine() {
+    let mut v = FleetView::default();
+    let c = |requested, attached| StorageCase {
+        name: "data",
+        requested,
+        attached,
+        supports_archive: true,
+    };
+    assert_eq!(
+        decide_storage(&v, &c(Some(StorageState::Active), true)).action,
+        Action::Create
+    );
+    v.records.storages.storages.insert(
+        "data".into(),
+        StorageRecord {
+            state: StorageState::Active,
+            generation: 1,
+            facts: Default::default(),
+            history: Vec::new(),
+            extra: Default::default(),
+        },
+    );
+    assert_eq!(
+        decide_storage(&v, &c(Some(StorageState::Active), true)).action,
+        Action::Current
+    );
+    assert_eq!(
+        decide_storage(&v, &c(Some(StorageState::Archived), false)).action,
+        Action::Archive
+    );
+    assert_eq!(
+        decide_storage(&v, &c(Some(StorageState::Archived), true)).action,
+        Action::Refused
+    );
+    // declared no more: destroyed
+    let d = decide_storage(&v, &c(None, false));
+    assert_eq!(d.action, Action::Destroy);
+    assert!(d.reason.contains("declared no more"), "{}", d.reason);
+}
