@@ -17,6 +17,7 @@
 //! - [`state`], [`dispose`], [`release`], [`revoke`], [`lineage`]: the
 //!   lineage operations; [`inspect`]: `empty`, `preflight`, `runtime
 //!   describe` and `verify-instance`.
+//! - [`inventory`]: `csis inventory`, what each runtime holds of this tree.
 //! - [`init`]: the starter trees of `csis init`.
 //! - [`exit`]: the exit codes, by name.
 
@@ -30,6 +31,7 @@ pub mod graph;
 pub mod image_test;
 pub mod init;
 pub mod inspect;
+pub mod inventory;
 pub mod lineage;
 pub mod mod_tests;
 pub mod release;

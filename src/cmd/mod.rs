@@ -12,6 +12,7 @@ pub mod empty;
 pub mod encrypt;
 pub mod graph;
 pub mod init;
+pub mod inventory;
 pub mod lineage;
 pub mod mask;
 pub mod migrate;

@@ -71,6 +71,7 @@ impl AwsInventory {
                 image: i.of.clone(),
                 power: AwsPowerState::from_ec2(i.state.as_deref().unwrap_or_default()).to_api(),
                 config: i.tags.get(tags::CONFIG).cloned(),
+                role: csis_runtime::MachineRole::of(&i.tags, &[tags::BAKE]),
             })
             .collect();
         let volumes = self
@@ -79,7 +80,11 @@ impl AwsInventory {
             .chain(self.orphan_snapshots())
             .map(|v| VolumeFacts::new(v.id.clone(), v.tags.clone()))
             .collect();
-        Inventory { instances, volumes }
+        Inventory {
+            instances,
+            volumes,
+            kept_failed: Vec::new(),
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use csis_runtime::{
 
 use super::containers::ContainerGuard;
 use super::errors::{is_conflict, is_not_found};
-use super::DockerRuntime;
+use super::{DockerRuntime, BAKE_LABEL};
 use csis_schema::tags;
 
 impl DockerRuntime {
@@ -322,12 +322,23 @@ impl DockerRuntime {
                     | Some(bollard::models::ContainerSummaryStateEnum::DEAD) => PowerState::Stopped,
                     _ => PowerState::Unknown,
                 },
+                role: csis_runtime::MachineRole::of(
+                    &c.labels.clone().unwrap_or_default().into_iter().collect(),
+                    &[BAKE_LABEL],
+                ),
                 config: c.labels.and_then(|l| l.get(tags::CONFIG).cloned()),
             })
             .collect();
         instances.sort_by(|a, b| a.name.cmp(&b.name));
+        // a kept failed bake is listed as one, not as a machine
+        let kept_failed = self.kept_containers().await?;
+        instances.retain(|i| !kept_failed.iter().any(|k| i.name.as_ref() == Some(&k.name)));
         let volumes = self.volumes().await?;
-        Ok(Inventory { instances, volumes })
+        Ok(Inventory {
+            instances,
+            volumes,
+            kept_failed,
+        })
     }
 
     /// Every volume on the daemon with its labels (`csis_config` among them), by name.
