@@ -112,6 +112,8 @@ pub enum Command {
     Lineage(cmd::lineage::LineageCommand),
     /// Exit 0 when a runtime holds nothing beyond released builds.
     Empty(cmd::empty::Args),
+    /// What each runtime holds of this tree (images by series and build, machines, volumes, kept failed bakes), never another tree's.
+    Inventory(cmd::inventory::Args),
     /// Does every runtime answer; is every executable on PATH.
     Preflight(cmd::preflight::Args),
     /// Encrypt a value (or fields of YAML files, in place) to `encryption.recipients`.
@@ -241,6 +243,7 @@ fn main() -> ExitCode {
         Command::Upgrade(c) => cmd::upgrade::run(&global, c),
         Command::Lineage(c) => cmd::lineage::run(&global, c),
         Command::Empty(args) => cmd::empty::run(&global, args),
+        Command::Inventory(args) => cmd::inventory::run(&global, args),
         Command::Preflight(args) => cmd::preflight::run(&global, args),
         Command::Encrypt(args) => cmd::encrypt::run(&global, args),
         Command::Decrypt(args) => cmd::decrypt::run(&global, args),

@@ -480,6 +480,61 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
         let (code, out, err) = run(t, &["state", "query", "--strict"]);
         assert_eq!(code, 0, "{out}\n{err}");
     }
+    // b's state query reports the movable tags a's builds hold: soft
+    // drift of its own class, naming a's config id and the fix (issue 25
+    // item 6); a's query does not (its own builds hold them)
+    let (code, out, err) = run(&b, &["state", "query", "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let held: Vec<&serde_json::Value> = v["drift"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["drift"] == "held")
+        .collect();
+    let names: BTreeSet<String> = held
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            format!("{repo}:base@docker-shared"),
+            format!("{repo}:web@docker-shared")
+        ]),
+        "{out}"
+    );
+    for d in &held {
+        assert_eq!(d["kind"], "tag");
+        assert_eq!(d["hard"], false);
+        let detail = d["detail"].as_str().unwrap();
+        assert!(detail.contains("csis_config onerepo-a"), "{detail}");
+        assert!(
+            detail.contains("`repository:` of runtime docker-shared"),
+            "{detail}"
+        );
+    }
+    assert!(held
+        .iter()
+        .any(|d| d["detail"].as_str().unwrap().contains(&wa)));
+    let (_, text, _) = run(&b, &["state", "query"]);
+    assert!(
+        text.contains(&format!(
+            "tag {repo}:web@docker-shared: held: {repo}:web names {wa}"
+        )),
+        "{text}"
+    );
+    let (_, out, _) = run(&a, &["state", "query", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["summary"]["held"], 0, "{out}");
+    assert!(
+        !v["drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["drift"] == "held"),
+        "{out}"
+    );
     // a container of no tree on the daemon is nobody's leftover
     let c = format!("csis-ci-test-onerepo-{:08x}", std::process::id());
     assert!(docker(&["create", "--name", &c, &base, "true"]).is_some());

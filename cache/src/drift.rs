@@ -12,7 +12,10 @@
 //!   `csis_parent` or `csis_run` differs from the record, or `csis_fingerprint`
 //!   is not a prefix of the recorded fingerprint (a tag the image never
 //!   carried is not drift);
-//! - **stale**: an image pin `img@rt` is behind its parent series' head on rt.
+//! - **stale**: an image pin `img@rt` is behind its parent series' head on rt;
+//! - **held**: a tag naming one of this tree's series on R (docker:
+//!   `<repository>:<series>`, `<repository>:<series>--<model>`) is held by
+//!   another tree's build (two trees on one repository); soft.
 //!
 //! Pin and release rules: a pin or a current release naming a build lineage
 //! does not record is **missing** and hard; one naming a revoked build is
@@ -62,6 +65,22 @@ pub struct RuntimeView {
     pub images: Result<Vec<SeenImage>, String>,
     /// None = the runtime does not list instances (no claim either way).
     pub instances: Option<Result<Vec<SeenInstance>, String>>,
+    /// Tags naming a series (docker: `<repository>:<series>`,
+    /// `<repository>:<series>--<model>`) held by another tree's build.
+    pub held_tags: Vec<HeldTag>,
+}
+
+/// A tag naming a series that a build of another tree holds (two trees on
+/// one repository): whoever pulls it gets the other tree's build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldTag {
+    /// The tag in full (`<repository>:<series>`).
+    pub tag: String,
+    pub series: String,
+    /// The other tree's build that holds it.
+    pub build_id: String,
+    /// The other tree's config id (its `csis_config`).
+    pub config: String,
 }
 
 /// One drift entry (the original's shape).
@@ -281,6 +300,34 @@ fn pinned_by(pins: &Pins, build: &str) -> Vec<String> {
     v
 }
 
+/// A tag naming one of this tree's series on `rt` (one it recorded a
+/// build of there, or declares) held by another tree's build: soft drift
+/// `held`, naming the other tree's config id and what fixes it.
+fn held_drift(records: &Records<'_>, rt: &str, held: &[HeldTag]) -> Vec<Drift> {
+    let ours = |series: &str| {
+        records.image_parents.contains_key(series)
+            || records.image_parents.values().any(|p| p == series)
+            || records
+                .lineage
+                .builds
+                .iter()
+                .any(|b| b.series == series && b.runtime.as_deref() == Some(rt))
+    };
+    held.iter()
+        .filter(|h| ours(&h.series))
+        .map(|h| Drift {
+            kind: "tag".into(),
+            name: format!("{}@{rt}", h.tag),
+            drift: "held".into(),
+            detail: format!(
+                "{} names {}, a build of {} of another tree (csis_config {}), not this tree's: whoever pulls it gets that tree's build, and this tree's bakes do not move it; give each tree its own repository (`repository:` of runtime {rt} in cfg/), or have the other tree drop the tag (`docker rmi {}`) so this tree's next bake of {} takes it",
+                h.tag, h.build_id, h.series, h.config, h.tag, h.series
+            ),
+            hard: false,
+        })
+        .collect()
+}
+
 /// Compare records with what the runtimes answered. `recorded_runtimes_known`
 /// is the set of runtimes declared in the tree: a record on another runtime
 /// gets an `unavailable` line (it was not asked), never a `missing`.
@@ -379,6 +426,7 @@ pub fn judge(
                 }
             }
         }
+        drift.extend(held_drift(&records, rt, &v.held_tags));
         match &v.instances {
             None => {}
             Some(Err(why)) => {
@@ -571,7 +619,7 @@ pub fn judge(
 
     drift.sort_by(|a, b| (&a.kind, &a.name, &a.drift).cmp(&(&b.kind, &b.name, &b.drift)));
     let mut summary = BTreeMap::new();
-    for k in ["missing", "foreign", "changed", "stale", "revoked"] {
+    for k in ["missing", "foreign", "changed", "stale", "revoked", "held"] {
         summary.insert(k.to_string(), drift.iter().filter(|d| d.drift == k).count());
     }
     let checked = views.iter().filter(|v| v.images.is_ok()).count();
@@ -641,6 +689,48 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_series_tag_held_by_another_trees_build_is_soft_drift_of_its_own() {
+        let f = fx();
+        let mut v = view(vec![seen(&f.l.builds[0]), seen(&f.l.builds[1])]);
+        let held = |tag: &str, series: &str| HeldTag {
+            tag: tag.into(),
+            series: series.into(),
+            build_id: "sha256:other".into(),
+            config: "tree-b".into(),
+        };
+        v.held_tags = vec![
+            held("repo:web", "web"),
+            held("repo:web--prod", "web"),
+            // a series this tree neither declares nor built is not its business
+            held("repo:db", "db"),
+        ];
+        let r = run(&f, vec![v]);
+        let d: Vec<&Drift> = r.drift.iter().filter(|d| d.drift == "held").collect();
+        assert_eq!(d.len(), 2, "{:?}", r.drift);
+        assert_eq!(d[0].kind, "tag");
+        assert_eq!(d[0].name, "repo:web--prod@rt");
+        assert_eq!(d[1].name, "repo:web@rt");
+        assert!(!d[1].hard);
+        assert!(d[1].detail.contains("sha256:other"), "{}", d[1].detail);
+        assert!(
+            d[1].detail.contains("csis_config tree-b"),
+            "{}",
+            d[1].detail
+        );
+        assert!(
+            d[1].detail.contains("`repository:` of runtime rt"),
+            "{}",
+            d[1].detail
+        );
+        assert_eq!(r.summary["held"], 2);
+        assert!(!r.has_hard());
+        assert!(r
+            .lines()
+            .iter()
+            .any(|l| l.starts_with("tag repo:web@rt: held: repo:web names sha256:other")));
+    }
+
     fn run(f: &Fx, views: Vec<RuntimeView>) -> StateReport {
         let recs = Records {
             lineage: &f.l,
@@ -655,6 +745,7 @@ mod tests {
 
     fn view(images: Vec<SeenImage>) -> RuntimeView {
         RuntimeView {
+            held_tags: Vec::new(),
             runtime: "rt".into(),
             images: Ok(images),
             instances: None,
@@ -836,6 +927,7 @@ mod tests {
         let rep = run(
             &f,
             vec![RuntimeView {
+                held_tags: Vec::new(),
                 runtime: "rt".into(),
                 images: Err("daemon not reachable".into()),
                 instances: Some(Err("no".into())),
@@ -860,6 +952,7 @@ mod tests {
         let rep = run(
             &f,
             vec![RuntimeView {
+                held_tags: Vec::new(),
                 runtime: "rt".into(),
                 images: Ok(imgs),
                 instances: Some(Ok(vec![
@@ -913,6 +1006,7 @@ mod tests {
         f.p.instances.insert("vm".into(), "w1".into());
         let imgs: Vec<_> = f.l.builds.iter().map(seen).collect();
         let inst = |image: &str| RuntimeView {
+            held_tags: Vec::new(),
             runtime: "rt".into(),
             images: Ok(imgs.clone()),
             instances: Some(Ok(vec![SeenInstance {

@@ -187,6 +187,7 @@ fn strict_fails_when_nothing_was_checked_and_the_report_says_so() {
             image_parents: &parents,
         },
         &[RuntimeView {
+            held_tags: Vec::new(),
             runtime: "dock".into(),
             images: Err("the daemon cannot be reached".into()),
             instances: None,

@@ -377,6 +377,7 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
         no_state_query: true,
         no_wait: false,
         cancel: Default::default(),
+        keep_failed: false,
     };
     let copy_args = TreeArgs {
         dir: copy.clone(),

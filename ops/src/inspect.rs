@@ -30,6 +30,14 @@ pub enum Leftover {
     Volume {
         id: String,
     },
+    /// A failed bake's machine `csis build --keep-failed` kept.
+    KeptFailedBake {
+        name: String,
+        series: Option<String>,
+        run: Option<String>,
+        /// The command that opens a shell in it.
+        inspect: String,
+    },
 }
 
 impl std::fmt::Display for Leftover {
@@ -40,6 +48,17 @@ impl std::fmt::Display for Leftover {
             }
             Leftover::Instance { name, power } => write!(f, "instance {name} ({power})"),
             Leftover::Volume { id } => write!(f, "volume {id}"),
+            Leftover::KeptFailedBake {
+                name,
+                series,
+                run,
+                inspect,
+            } => write!(
+                f,
+                "kept failed bake {name} ({} in run {}; inspect: `{inspect}`)",
+                series.as_deref().unwrap_or("?"),
+                run.as_deref().unwrap_or("?")
+            ),
         }
     }
 }
@@ -61,6 +80,9 @@ pub struct EmptyReport {
     pub cannot_answer: Option<String>,
     pub leftovers: Vec<Leftover>,
     pub drift: Vec<DriftLine>,
+    /// `--remove`: the kept failed bakes removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 impl EmptyReport {
@@ -80,14 +102,17 @@ impl EmptyReport {
     }
 }
 
-/// `csis empty --runtime RT`.
-pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
+/// `csis empty --runtime RT [--remove]`: `remove` takes this tree's kept
+/// failed bakes off the runtime first (what `csis build --keep-failed`
+/// kept), then answers.
+pub fn empty(cx: &Context, runtime: &str, remove: bool) -> Result<EmptyReport> {
     let tree = cx.tree();
     let mut report = EmptyReport {
         runtime: runtime.to_string(),
         cannot_answer: None,
         leftovers: Vec::new(),
         drift: Vec::new(),
+        removed: Vec::new(),
     };
     let Some(name) = cx.runtime_name(runtime) else {
         report.cannot_answer = Some(format!("runtime {runtime} is not declared in this tree"));
@@ -141,6 +166,30 @@ pub fn empty(cx: &Context, runtime: &str) -> Result<EmptyReport> {
         report.leftovers.push(Leftover::Instance {
             name: i.name.clone().unwrap_or_else(|| i.id.clone()),
             power: format!("{:?}", i.power),
+        });
+    }
+    for k in inventory
+        .kept_failed
+        .iter()
+        .filter(|k| ours(k.config.as_ref()))
+    {
+        if remove {
+            match cx.block_on(rt.remove_kept_bake(&k.name)) {
+                Ok(_) => {
+                    report.removed.push(k.name.clone());
+                    continue;
+                }
+                Err(e) => {
+                    report.cannot_answer = Some(format!("{name} cannot remove {} ({e})", k.name));
+                    return Ok(report);
+                }
+            }
+        }
+        report.leftovers.push(Leftover::KeptFailedBake {
+            name: k.name.clone(),
+            series: k.series.clone(),
+            run: k.run.clone(),
+            inspect: k.inspect.clone(),
         });
     }
     for v in inventory.volumes.iter().filter(|v| ours(v.config.as_ref())) {

@@ -19,6 +19,7 @@
 //!   describe` and `verify-instance`.
 //! - [`fleet`]: the fleet's lifecycle (storages and instances: the
 //!   planner's actions, what a build does for each node, `csis instances`).
+//! - [`inventory`]: `csis inventory`, what each runtime holds of this tree.
 //! - [`init`]: the starter trees of `csis init`.
 //! - [`exit`]: the exit codes, by name.
 
@@ -33,6 +34,7 @@ pub mod graph;
 pub mod image_test;
 pub mod init;
 pub mod inspect;
+pub mod inventory;
 pub mod lineage;
 pub mod mod_tests;
 pub mod release;

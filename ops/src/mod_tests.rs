@@ -336,6 +336,7 @@ fn request(s: &ModTestSpec, image: &str, root: &Path, cancel: CancellationToken)
             .join(&s.modification.name),
         log: Arc::new(csis_runtime::NullLog),
         cancel,
+        keep_failed: false,
     }
 }
 

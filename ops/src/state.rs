@@ -130,15 +130,16 @@ pub async fn view_of(name: &str, rt: Result<&DynRuntime, String>, config: &str) 
         Ok(r) => r,
         Err(e) => {
             return RuntimeView {
+                held_tags: Vec::new(),
                 runtime: name.to_string(),
                 images: Err(e.clone()),
                 instances: Some(Err(e)),
             }
         }
     };
-    let images = rt
-        .query_images()
-        .await
+    let all = rt.query_images().await;
+    let held_tags = held_tags(all.as_deref().unwrap_or_default(), config);
+    let images = all
         .map(|v| {
             v.into_iter()
                 .filter(|i| !csis_runtime::of_other_tree(&i.tags, config))
@@ -171,10 +172,35 @@ pub async fn view_of(name: &str, rt: Result<&DynRuntime, String>, config: &str) 
             .map_err(|e| why(&e)),
     );
     RuntimeView {
+        held_tags,
         runtime: name.to_string(),
         images,
         instances,
     }
+}
+
+/// The series tags another tree's builds hold on a runtime.
+fn held_tags(images: &[csis_runtime::ImageFacts], config: &str) -> Vec<csis_cache::drift::HeldTag> {
+    images
+        .iter()
+        .filter(|i| csis_runtime::of_other_tree(&i.tags, config))
+        .flat_map(|i| {
+            i.series_tags.iter().map(|t| csis_cache::drift::HeldTag {
+                tag: t.clone(),
+                series: i
+                    .tags
+                    .get(csis_schema::tags::SERIES)
+                    .cloned()
+                    .unwrap_or_default(),
+                build_id: i.build_id.clone(),
+                config: i
+                    .tags
+                    .get(csis_schema::tags::CONFIG)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// Ask every declared runtime; a runtime that cannot be constructed

@@ -50,6 +50,11 @@ pub const BAKE_OWNER: &str = "csis_bake_owner";
 pub const TEST_MACHINE: &str = "csis_test_machine";
 /// A test machine's owner (`host:pid`).
 pub const TEST_MACHINE_OWNER: &str = "csis_owner";
+/// Marks a bake machine `csis build --keep-failed` started (value: the
+/// run id): kept, not removed, when its bake fails, so that it can be
+/// inspected; the next build's clean-up of stale bakes leaves a kept one
+/// alone until `csis empty --remove` takes it.
+pub const KEPT_FAILED: &str = "csis_kept_failed";
 
 /// The lineage an image carries, as `state query` compares it with the
 /// records.

@@ -1,5 +1,5 @@
 //! `csis build [PATTERNS] [-j N] [--dry-run] [--force-bake X] [--fail-fast]
-//! [--json] [--no-wait]`: take the tree lock and run the build
+//! [--json] [--no-wait] [--keep-failed]`: take the tree lock and run the build
 //! (`csis_ops::build`), rendering its events; Ctrl-C cancels it
 //! (`crate::interrupt`).
 
@@ -40,6 +40,9 @@ pub struct Args {
     /// Do not run the state query (reality vs records) before baking.
     #[arg(long)]
     pub no_state_query: bool,
+    /// Keep a failed bake's container for inspection (labelled `csis_kept_failed=<run id>`, listed by `csis empty`, removed by `csis empty --remove`); docker runtimes' native bakes only.
+    #[arg(long)]
+    pub keep_failed: bool,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
@@ -77,6 +80,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         no_state_query: args.no_state_query,
         no_wait: args.no_wait,
         cancel,
+        keep_failed: args.keep_failed,
     };
     let outcome = csis_ops::build::run(&global.tree(), &opts, Arc::new(renderer.clone()))?;
     match &outcome {

@@ -13,6 +13,7 @@ pub mod encrypt;
 pub mod graph;
 pub mod init;
 pub mod instances;
+pub mod inventory;
 pub mod lineage;
 pub mod mask;
 pub mod migrate;

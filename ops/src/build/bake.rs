@@ -184,6 +184,7 @@ impl BuildState {
             emit_dir,
             log: log.unwrap_or_else(|| Arc::new(csis_runtime::NullLog)),
             cancel,
+            keep_failed: self.keep_failed,
         }
     }
 

@@ -66,6 +66,9 @@ pub struct BuildOptions {
     /// Cancels the run (the binary cancels it on Ctrl-C): nothing new
     /// starts, running bakes are stopped, finished ones stay recorded.
     pub cancel: CancellationToken,
+    /// A failed bake's machine is kept for inspection, marked
+    /// `csis_kept_failed=<run id>` (refused for a runtime that cannot).
+    pub keep_failed: bool,
 }
 
 /// Where a build's progress goes (the binary renders it).
@@ -222,6 +225,9 @@ pub fn run(
     names.sort();
     names.dedup();
     let runtimes = crate::wiring::runtimes(&session.tree, names.iter().copied())?;
+    if args.keep_failed && !args.dry_run {
+        refuse_keep_failed(&session, &plan, &runtimes)?;
+    }
 
     let mut opts = RunOptions::new(args.jobs.unwrap_or(4))
         .fail_fast(args.fail_fast)
@@ -269,6 +275,7 @@ pub fn run(
         images: tokio::sync::Mutex::new(HashMap::new()),
         renderer: reporter.clone(),
         dry_run: args.dry_run,
+        keep_failed: args.keep_failed,
         meta_lock: tokio::sync::Mutex::new(()),
     });
 
@@ -395,6 +402,33 @@ pub fn run(
     })
 }
 
+/// `--keep-failed` for a due bake on a runtime that cannot keep a failed
+/// bake's machine: one line, before anything runs.
+fn refuse_keep_failed(
+    session: &Session,
+    plan: &Plan,
+    runtimes: &BTreeMap<String, DynRuntime>,
+) -> Result<()> {
+    for n in plan.nodes.iter().filter(|n| n.due) {
+        let NodeSpec::Bake(spec) = session.compiled.spec(n.id) else {
+            continue;
+        };
+        let Some(rt) = runtimes.get(&spec.runtime) else {
+            continue;
+        };
+        if !rt.keeps_failed_bakes(&spec.image_builder) {
+            anyhow::bail!(
+                "--keep-failed: {} bakes on runtime {} (type {}, image builder {}), which cannot keep a failed bake's machine; build it without --keep-failed",
+                spec.label,
+                spec.runtime,
+                rt.kind(),
+                spec.image_builder
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The leases a plan needs: (series, runtime) of every due bake, release
 /// and dispose node, and per key the parent builds its bake stands on.
 #[allow(clippy::type_complexity)]
@@ -464,6 +498,8 @@ struct BuildState {
     images: tokio::sync::Mutex<HashMap<String, Arc<Vec<ImageFacts>>>>,
     renderer: Arc<dyn Reporter>,
     dry_run: bool,
+    /// `--keep-failed`.
+    keep_failed: bool,
     /// Held by release and dispose nodes while they read and write
     /// `meta-state/` (releases, and lineage and pins through the recorder):
     /// one at a time, never beside another writer of those files.

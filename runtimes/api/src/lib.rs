@@ -179,6 +179,10 @@ pub struct BakeRequest {
     pub emit_dir: PathBuf,
     pub log: Arc<dyn LogSink>,
     pub cancel: CancellationToken,
+    /// `csis build --keep-failed`: a failed bake's machine is kept (marked
+    /// [`tags::KEPT_FAILED`]) instead of removed; only asked of a runtime
+    /// whose [`Runtime::keeps_failed_bakes`] says it can.
+    pub keep_failed: bool,
 }
 
 impl std::fmt::Debug for BakeRequest {
@@ -234,6 +238,11 @@ pub struct ImageFacts {
     /// commit and its tag): what an interrupted bake leaves.
     #[serde(default)]
     pub unnamed: bool,
+    /// The tags naming its series rather than itself that it holds, in
+    /// full (docker: `<repository>:<series>` and the release tags
+    /// `<repository>:<series>--<model>`; what moves from build to build).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series_tags: Vec<String>,
 }
 
 /// What a disposal did: whether the build was there, and what the runtime
@@ -254,8 +263,27 @@ pub struct DisposeOutcome {
 /// reference a build.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Inventory {
+    /// Machines (containers, instances), kept failed bakes excepted.
     pub instances: Vec<InstanceFacts>,
     pub volumes: Vec<VolumeFacts>,
+    /// Failed bakes' machines `csis build --keep-failed` kept.
+    #[serde(default)]
+    pub kept_failed: Vec<KeptBake>,
+}
+
+/// A failed bake's machine kept for inspection (`csis build
+/// --keep-failed`), marked [`tags::KEPT_FAILED`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KeptBake {
+    /// The machine's name (docker: the container's) or id.
+    pub name: String,
+    pub series: Option<String>,
+    /// The run whose bake failed (the mark's value).
+    pub run: Option<String>,
+    /// The `csis_config` label/tag, when present.
+    pub config: Option<String>,
+    /// The command that opens a shell in it.
+    pub inspect: String,
 }
 
 /// A volume (docker volume, cloud disk) the runtime holds, with its labels.
@@ -301,6 +329,37 @@ pub struct InstanceFacts {
     /// `csis_build`, `csis_generation` among them).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// What csis runs it as: a bake's machine, a post-bake test's, or
+    /// neither (an instance).
+    #[serde(default)]
+    pub role: MachineRole,
+}
+
+/// What a machine on a runtime is to csis, by its marks.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MachineRole {
+    /// Not marked: an instance (a container or VM of a build, or anything else).
+    #[default]
+    Instance,
+    /// A bake's machine (docker: a `csis-bake-*` container; AWS: a builder instance).
+    Bake,
+    /// A post-bake test's machine ([`tags::TEST_MACHINE`]).
+    Test,
+}
+
+impl MachineRole {
+    /// The role by a machine's marks: [`tags::TEST_MACHINE`], else a bake mark.
+    pub fn of(labels: &BTreeMap<String, String>, bake_marks: &[&str]) -> MachineRole {
+        let set = |k: &str| labels.get(k).is_some_and(|v| !v.is_empty());
+        if set(tags::TEST_MACHINE) {
+            MachineRole::Test
+        } else if bake_marks.iter().any(|k| set(k)) {
+            MachineRole::Bake
+        } else {
+            MachineRole::Instance
+        }
+    }
 }
 
 /// An instance's power state, in the seeds' vocabulary (`running`,
@@ -492,6 +551,21 @@ pub trait Runtime: Send + Sync {
     /// orphaned build instances). Returns what was removed, for the report.
     async fn clean_stale_bakes(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
+    }
+
+    /// Can a failed bake of this image builder keep its machine for
+    /// inspection ([`BakeRequest::keep_failed`])? `csis build
+    /// --keep-failed` refuses a bake on a runtime that cannot.
+    fn keeps_failed_bakes(&self, image_builder: &str) -> bool {
+        let _ = image_builder;
+        false
+    }
+
+    /// Remove a failed bake's kept machine ([`Inventory::kept_failed`];
+    /// `Ok(false)`: it was gone already).
+    async fn remove_kept_bake(&self, name: &str) -> Result<bool> {
+        let _ = name;
+        Err(self.unsupported("remove_kept_bake"))
     }
 
     /// Stamp lineage facts known only after the bake (`csis_parent`,

@@ -88,6 +88,7 @@ impl AwsRuntime {
                         .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
                         .collect(),
                     unnamed: false,
+                    series_tags: Vec::new(),
                 });
             }
         }

@@ -72,6 +72,7 @@ impl AwsInventory {
                 power: AwsPowerState::from_ec2(i.state.as_deref().unwrap_or_default()).to_api(),
                 config: i.tags.get(tags::CONFIG).cloned(),
                 labels: i.tags.clone(),
+                role: csis_runtime::MachineRole::of(&i.tags, &[tags::BAKE]),
             })
             .collect();
         let volumes = self
@@ -80,7 +81,11 @@ impl AwsInventory {
             .chain(self.orphan_snapshots())
             .map(|v| VolumeFacts::new(v.id.clone(), v.tags.clone()))
             .collect();
-        Inventory { instances, volumes }
+        Inventory {
+            instances,
+            volumes,
+            kept_failed: Vec::new(),
+        }
     }
 }
 

@@ -166,6 +166,7 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
             emit_dir: roots.join(series),
             log: Arc::new(NullLog),
             cancel: CancellationToken::new(),
+            keep_failed: false,
         };
         let files = rt
             .emit(&mk("el10", BakeParent::Vendor(vendor.clone()), ""))

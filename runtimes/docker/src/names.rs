@@ -364,6 +364,19 @@ pub fn bake_container_name(runtime: &str, image: &str, run: Option<&str>) -> Str
     }
 }
 
+/// The name a failed bake's container is kept under (`csis build
+/// --keep-failed`): its bake container's name with `csis-failed-` for
+/// `csis-bake-`, out of the prefix the clean-up of stale bakes removes.
+pub fn kept_container_name(bake_container: &str) -> String {
+    match bake_container.strip_prefix("csis-bake-") {
+        Some(rest) => format!("{KEPT_CONTAINER_PREFIX}{rest}"),
+        None => format!("{KEPT_CONTAINER_PREFIX}{bake_container}"),
+    }
+}
+
+/// What the name of every kept failed bake's container starts with.
+pub const KEPT_CONTAINER_PREFIX: &str = "csis-failed-";
+
 /// The prefix every bake container of `runtime` starts with.
 pub fn bake_container_prefix(runtime: &str) -> String {
     let clean: String = runtime
@@ -606,6 +619,9 @@ mod tests {
         );
         assert_eq!(bake_container_name("d l", "a/b", None), "csis-bake-d-l-a-b");
         assert!(bake_container_name("d", "x", Some("r")).starts_with(&bake_container_prefix("d")));
+        let kept = kept_container_name(&bake_container_name("d", "x", Some("r")));
+        assert_eq!(kept, "csis-failed-d-x-r");
+        assert!(!kept.starts_with(&bake_container_prefix("d")));
     }
 
     #[test]

@@ -189,6 +189,14 @@ impl Runtime for DockerRuntime {
         self.clean_stale().await
     }
 
+    fn keeps_failed_bakes(&self, image_builder: &str) -> bool {
+        !self.settings.packer_builders.contains_key(image_builder)
+    }
+
+    async fn remove_kept_bake(&self, name: &str) -> Result<bool> {
+        self.remove_kept(name).await
+    }
+
     async fn launch_test_machine(&self, req: &TestMachineRequest) -> Result<TestMachine> {
         self.launch_test(req).await
     }

@@ -111,6 +111,7 @@ fn request(emit_dir: &Path, steps: Vec<BakeStep>, tests: Vec<TestCommand>) -> Ba
         emit_dir: emit_dir.to_path_buf(),
         log: Arc::new(NullLog),
         cancel: CancellationToken::new(),
+        keep_failed: false,
     }
 }
 

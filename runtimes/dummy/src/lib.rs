@@ -313,6 +313,7 @@ impl Runtime for DummyRuntime {
                 created: Some(img.created.to_string()),
                 tags: img.tags,
                 unnamed: false,
+                series_tags: Vec::new(),
             })
             .collect())
     }
@@ -461,6 +462,7 @@ mod tests {
             emit_dir: ".".into(),
             log: Arc::new(NullLog),
             cancel: CancellationToken::new(),
+            keep_failed: false,
         }
     }
 

@@ -72,6 +72,7 @@ fn req(series: &str, base: bool, steps: Vec<BakeStep>, root: &Path) -> BakeReque
         emit_dir: root.join("gen"),
         log: Arc::new(NullLog),
         cancel: CancellationToken::new(),
+        keep_failed: false,
     }
 }
 

@@ -75,6 +75,7 @@ pub fn request(
         emit_dir: dir.to_path_buf(),
         log: Arc::new(NullLog),
         cancel: CancellationToken::new(),
+        keep_failed: false,
     }
 }
 

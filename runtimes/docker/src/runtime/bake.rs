@@ -511,6 +511,39 @@ impl DockerRuntime {
         }
     }
 
+    /// A failed bake under `--keep-failed`: its container kept
+    /// ([`Self::keep_failed`]) and the error naming it, with the commands
+    /// to inspect and to remove it; a container that cannot be kept is
+    /// removed, and the error says so.
+    async fn kept_failed_error(
+        &self,
+        container: &str,
+        why: String,
+        req: &BakeRequest,
+    ) -> RuntimeError {
+        match self.keep_failed(container).await {
+            Ok(kept) => {
+                let line = format!(
+                    "bake container kept as {kept} (csis_kept_failed={}): inspect with `{}`; remove with `csis empty --runtime {} --remove`",
+                    req.tags.get(tags::RUN).map(String::as_str).unwrap_or(""),
+                    self.inspect_command(&kept),
+                    self.settings.name
+                );
+                req.log.line(&format!("==> {line}"));
+                RuntimeError::Failed(format!("{why}; {line}"))
+            }
+            Err(e) => {
+                let d = self.docker().await;
+                if let Ok(d) = d {
+                    let _ = super::containers::remove_container_forced(d, container).await;
+                }
+                RuntimeError::Failed(format!(
+                    "{why}; the bake container could not be kept ({e}) and was removed"
+                ))
+            }
+        }
+    }
+
     pub(super) async fn bake_image(&self, req: &BakeRequest) -> Result<BakeOutcome> {
         if let Some(p) = names::image_name_problem(&req.final_name) {
             return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
@@ -588,6 +621,13 @@ impl DockerRuntime {
             }
             Ok(_) => Err(RuntimeError::Cancelled),
             Err(e) => Err(e),
+        };
+        let result = match result {
+            Err(RuntimeError::Failed(why)) if req.keep_failed && !req.cancel.is_cancelled() => {
+                guard.disarm();
+                return Err(self.kept_failed_error(&container, why, req).await);
+            }
+            r => r,
         };
         let removed = guard.remove().await;
         req.log

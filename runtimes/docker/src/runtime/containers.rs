@@ -38,6 +38,8 @@ fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
 /// created from, its power state and labels (`csis_config` among them).
 pub(super) fn instance_facts(c: bollard::models::ContainerSummary) -> InstanceFacts {
     use bollard::models::ContainerSummaryStateEnum as S;
+    let labels: std::collections::BTreeMap<String, String> =
+        c.labels.clone().unwrap_or_default().into_iter().collect();
     InstanceFacts {
         id: c.id.unwrap_or_default(),
         name: c
@@ -50,7 +52,8 @@ pub(super) fn instance_facts(c: bollard::models::ContainerSummary) -> InstanceFa
             _ => PowerState::Unknown,
         },
         config: c.labels.as_ref().and_then(|l| l.get(tags::CONFIG).cloned()),
-        labels: c.labels.unwrap_or_default().into_iter().collect(),
+        role: csis_runtime::MachineRole::of(&labels, &[BAKE_LABEL]),
+        labels,
     }
 }
 
@@ -132,8 +135,87 @@ impl DockerRuntime {
                     l.insert(k.to_string(), v.clone());
                 }
             }
+            // (a label cannot be added later: the mark is set now, and the
+            // container is kept only when it is renamed out of the bake prefix)
+            if req.keep_failed {
+                let run = req.tags.get(tags::RUN).cloned().unwrap_or_default();
+                l.insert(tags::KEPT_FAILED.to_string(), run);
+            }
         }
         l
+    }
+
+    /// Keep a failed bake's container for inspection: renamed out of the
+    /// bake prefix ([`names::kept_container_name`]), so no clean-up of
+    /// stale bakes removes it; it keeps running (`sleep infinity`) for
+    /// `docker exec`. Returns its name.
+    pub(crate) async fn keep_failed(&self, container: &str) -> Result<String> {
+        let d = self.docker().await?;
+        let kept = names::kept_container_name(container);
+        let opts = bollard::query_parameters::RenameContainerOptionsBuilder::default()
+            .name(&kept)
+            .build();
+        d.rename_container(container, opts)
+            .await
+            .map_err(|e| self.map_err(&format!("keep bake container {container} as {kept}"), e))?;
+        Ok(kept)
+    }
+
+    /// The command that opens a shell in a kept container.
+    pub(crate) fn inspect_command(&self, container: &str) -> String {
+        let host = self
+            .settings
+            .host
+            .as_deref()
+            .map(|h| format!(" -H {h}"))
+            .unwrap_or_default();
+        format!("docker{host} exec -it {container} sh")
+    }
+
+    /// [`csis_runtime::Runtime::remove_kept_bake`]: only a container that
+    /// carries the mark and the kept name.
+    pub(crate) async fn remove_kept(&self, name: &str) -> Result<bool> {
+        let d = self.docker().await?;
+        let list = self.kept_containers().await?;
+        if !list.iter().any(|k| k.name == name) {
+            return Ok(false);
+        }
+        remove_container_forced(d, name)
+            .await
+            .map_err(|e| RuntimeError::Failed(format!("removing kept bake container {name}: {e}")))
+    }
+
+    /// The kept failed bakes' containers of this runtime: marked
+    /// [`tags::KEPT_FAILED`] and named [`names::KEPT_CONTAINER_PREFIX`]`<runtime>-`.
+    pub(crate) async fn kept_containers(&self) -> Result<Vec<csis_runtime::KeptBake>> {
+        let list = self
+            .containers(HashMap::from([(
+                "label".to_string(),
+                vec![tags::KEPT_FAILED.to_string()],
+            )]))
+            .await?;
+        let prefix = names::kept_container_name(&names::bake_container_prefix(&self.settings.name));
+        let mut kept: Vec<csis_runtime::KeptBake> = list
+            .into_iter()
+            .filter_map(|c| {
+                let name = c
+                    .names
+                    .iter()
+                    .flatten()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .find(|n| n.starts_with(&prefix))?;
+                let labels = c.labels.unwrap_or_default();
+                Some(csis_runtime::KeptBake {
+                    inspect: self.inspect_command(&name),
+                    name,
+                    series: labels.get(tags::SERIES).cloned(),
+                    run: labels.get(tags::KEPT_FAILED).cloned(),
+                    config: labels.get(tags::CONFIG).cloned(),
+                })
+            })
+            .collect();
+        kept.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(kept)
     }
 
     /// Remove the bake container `name` when it is left behind (its owner

@@ -258,12 +258,20 @@ impl DockerRuntime {
                         .max_by_key(|t| t.len())
                         .map(|t| t.to_string())
                 });
+            let series_tags = match img.labels.get(tags::SERIES) {
+                Some(series) => series_tags_of(&ours, series)
+                    .into_iter()
+                    .map(|t| self.tag_ref(t))
+                    .collect(),
+                None => Vec::new(),
+            };
             out.push(ImageFacts {
                 build_id: img.id.clone(),
                 name,
                 created: Some(rfc3339(img.created)),
                 tags,
                 unnamed: untagged_build,
+                series_tags,
             });
         }
         out.sort_by(|a, b| a.created.cmp(&b.created).then(a.build_id.cmp(&b.build_id)));
@@ -317,6 +325,22 @@ impl DockerRuntime {
     }
 }
 
+/// Among an image's tags in the repository, those naming its `series`
+/// rather than itself: `<series>` and the release tags `<series>--<model>`.
+fn series_tags_of<'a>(ours: &[&'a str], series: &str) -> Vec<&'a str> {
+    let made = names::image_name_as_made(series);
+    let release = names::release_tag(series, "");
+    ours.iter()
+        .copied()
+        .filter(|t| {
+            *t == made
+                || (names::parse_movable_tag(t).is_none()
+                    && t.strip_prefix(release.as_str())
+                        .is_some_and(|m| !m.is_empty()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use csis_runtime::Runtime;
@@ -329,6 +353,19 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn series_tags_are_the_series_and_its_releases() {
+        let ours = [
+            "web",
+            "web--prod",
+            "web-native-2026_01_01t00_00_00",
+            "webx",
+            "0123456789ab--release--prod",
+        ];
+        assert_eq!(series_tags_of(&ours, "web"), vec!["web", "web--prod"]);
+        assert!(series_tags_of(&ours, "base").is_empty());
     }
 
     #[test]

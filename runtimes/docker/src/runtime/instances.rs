@@ -17,7 +17,7 @@ use csis_runtime::{
 
 use super::containers::{instance_facts, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
-use super::DockerRuntime;
+use super::{DockerRuntime, BAKE_LABEL};
 use csis_schema::tags;
 
 impl DockerRuntime {
@@ -416,8 +416,15 @@ impl DockerRuntime {
         let list = self.containers(HashMap::new()).await?;
         let mut instances: Vec<InstanceFacts> = list.into_iter().map(instance_facts).collect();
         instances.sort_by(|a, b| a.name.cmp(&b.name));
+        // a kept failed bake is listed as one, not as a machine
+        let kept_failed = self.kept_containers().await?;
+        instances.retain(|i| !kept_failed.iter().any(|k| i.name.as_ref() == Some(&k.name)));
         let volumes = self.volumes().await?;
-        Ok(Inventory { instances, volumes })
+        Ok(Inventory {
+            instances,
+            volumes,
+            kept_failed,
+        })
     }
 
     /// Every volume on the daemon with its labels (`csis_config` among them), by name.

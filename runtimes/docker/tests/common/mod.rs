@@ -330,6 +330,7 @@ pub fn request(
         emit_dir: std::env::temp_dir(),
         log,
         cancel: CancellationToken::new(),
+        keep_failed: false,
     }
 }
 
