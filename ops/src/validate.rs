@@ -18,10 +18,25 @@ fn first_dotted(text: &str) -> Option<csis_rules::tools::Version> {
     csis_rules::tools::Version::find(text)
 }
 
+#[cfg(feature = "aws")]
 fn aws_cli(text: &str) -> Option<csis_rules::tools::Version> {
     csis_runtime_aws::aws_cli_version(text).and_then(|v| csis_rules::tools::Version::parse(&v))
 }
 
+/// Without the aws runtime built in: the same reading (`aws-cli/X.Y.Z`,
+/// the first word of the first line), without its crate.
+#[cfg(not(feature = "aws"))]
+fn aws_cli(text: &str) -> Option<csis_rules::tools::Version> {
+    let word = text.lines().next()?.split_whitespace().next()?;
+    csis_rules::tools::Version::parse(word.strip_prefix("aws-cli/")?)
+}
+
+#[cfg(not(feature = "docker"))]
+fn docker_cli(text: &str) -> Option<csis_rules::tools::Version> {
+    first_dotted(text)
+}
+
+#[cfg(feature = "docker")]
 fn docker_cli(text: &str) -> Option<csis_rules::tools::Version> {
     csis_runtime_docker::version::parse_docker_version(text)
         .map(|v| csis_rules::tools::Version(vec![v.major, v.minor, v.patch]))
