@@ -226,6 +226,7 @@ mod tests {
             power: PowerState::Running,
             config: config.map(str::to_string),
             role,
+            labels: Default::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use csis_runtime::{
 
 use super::containers::{instance_facts, ContainerGuard};
 use super::errors::{is_conflict, is_not_found};
-use super::{DockerRuntime, BAKE_LABEL};
+use super::DockerRuntime;
 use csis_schema::tags;
 
 impl DockerRuntime {
