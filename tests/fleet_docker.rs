@@ -195,6 +195,16 @@ fn docker_fleet_lifecycle() {
             && err.contains("immutable"),
         "{err}"
     );
+    let (code, out, err) = t.run(&["validate", "--offline", "--json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let diags: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let refused: Vec<&Value> = diags.iter().filter(|d| d["severity"] == "error").collect();
+    assert_eq!(refused.len(), 1, "{diags:#?}");
+    assert_eq!(refused[0]["file"], "instances/instances.yaml");
+    assert!(
+        refused[0]["path"].as_str().unwrap().ends_with("userdata"),
+        "{diags:#?}"
+    );
     let (code, _, err) = t.run(&["build"]);
     assert_eq!(code, 1, "{err}");
     assert!(running("keeper-001") && !exists("keeper-002"));
