@@ -13,6 +13,10 @@
 //! - removing an instance from the tree decommissions it only when
 //!   `apply_instances` allows (gated before: the plan says so and nothing
 //!   changes);
+//! - a machine a killed run launched and did not record is removed before
+//!   the next launch (never an unrecorded one);
+//! - a launch parameter changed without a replacement is one located
+//!   refusal (`validate`, `plan`, `build`), and changes nothing;
 //! - a container removed behind csis is hard drift (`state query` exit 1);
 //! - `plan` text and `--json` name each action.
 
@@ -195,6 +199,16 @@ fn docker_fleet_lifecycle() {
             && err.contains("immutable"),
         "{err}"
     );
+    let (code, out, err) = t.run(&["validate", "--offline", "--json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let diags: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let refused: Vec<&Value> = diags.iter().filter(|d| d["severity"] == "error").collect();
+    assert_eq!(refused.len(), 1, "{diags:#?}");
+    assert_eq!(refused[0]["file"], "instances/instances.yaml");
+    assert!(
+        refused[0]["path"].as_str().unwrap().ends_with("userdata"),
+        "{diags:#?}"
+    );
     let (code, _, err) = t.run(&["build"]);
     assert_eq!(code, 1, "{err}");
     assert!(running("keeper-001") && !exists("keeper-002"));
@@ -256,8 +270,40 @@ fn docker_fleet_lifecycle() {
     t.ok(&["upgrade", "instance", "keeper"]);
     assert!(running("keeper-001"), "nothing happens before the build");
     assert_eq!(t.action("keeper").0, "replace");
+    // A run killed after its launch and before its record left a machine
+    // of keeper's next generation: the build removes it, then launches.
+    docker(&[
+        "create",
+        "--name",
+        "keeper-002",
+        "--label",
+        "csis_instance=keeper",
+        "--label",
+        &format!("csis_config={id}"),
+        "--label",
+        "csis_generation=2",
+        &base,
+        "sleep",
+        "600",
+    ])
+    .expect("a leftover container");
+    let left = csis_testkit::docker::label("keeper-002", "csis_build");
     t.build();
     assert!(running("keeper-002") && !exists("keeper-001"));
+    let booted = csis_testkit::docker::label("keeper-002", "csis_build");
+    assert_ne!(
+        booted, left,
+        "the leftover was replaced by a recorded machine"
+    );
+    assert_eq!(
+        Some(booted.as_str()),
+        t.meta()
+            .pins()
+            .unwrap()
+            .instances
+            .get("keeper")
+            .map(String::as_str)
+    );
     let kept = docker(&["exec", "keeper-002", "cat", "/mnt/data/team/kept.txt"]);
     assert_eq!(
         kept.as_deref().map(str::trim),

@@ -68,6 +68,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut skipped: Vec<String> = Vec::new();
     if let Some(tree) = &tree {
+        // launch parameters changed without a replacement (the records)
+        diags.extend(csis_ops::fleet::checks::validate_checks(tree)?);
         if args.offline {
             skipped = csis_ops::validate::online_checks_list(tree);
         } else {

@@ -75,7 +75,7 @@ pub async fn fleet_drift(tree: &Tree, v: &FleetView) -> (Vec<Drift>, Vec<String>
                 out.extend(storage_drift(tree, v, &name, &volumes));
             }
             Err(RuntimeError::Unsupported { .. }) => {}
-            Err(e) => unavailable.push(format!("{name}: fleet: {}", crate::state::why(&e))),
+            Err(e) => unavailable.push(format!("{name}: fleet: {e}")),
         }
     }
     (out, unavailable)

@@ -354,9 +354,11 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
     // The fleet's nodes come last; their fingerprints are their own
     // inputs (every fleet edge is an ordering edge). The incremental
     // compile reads no fleet records: declared storages and instances only.
-    if let Ok(tree) = &*load_tree(db, input).result {
-        if let Err(e) = a.add_fleet(tree, &compile::RecordedFleet::default()) {
-            return Some(Err(e.to_string()));
+    if let Some(part) = fleet_part(db, input) {
+        if let Ok(tree) = &*part.tree {
+            if let Err(e) = a.add_fleet(tree, &compile::RecordedFleet::default()) {
+                return Some(Err(e.to_string()));
+            }
         }
     }
     let (compiled, linked) = a.finish_with_specs();
@@ -377,5 +379,54 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
     Some(match fps {
         Ok(fps) => Ok(Arc::new(CompiledTree { compiled, fps })),
         Err(e) => Err(e.to_string()),
+    })
+}
+
+/// What the fleet's nodes read of a loaded tree, compared by its content
+/// (the declared instances, storages, instance and storage builders and
+/// the `apply_*` keys), so an edit elsewhere does not reassemble the graph.
+/// It holds the loaded tree it was read from; equal parts read alike.
+#[derive(Debug, Clone)]
+pub struct FleetPart {
+    key: serde_json::Value,
+    pub tree: Arc<Result<Tree, Vec<csis_schema::Diagnostic>>>,
+}
+
+impl PartialEq for FleetPart {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for FleetPart {}
+
+/// [`FleetPart`] of the loaded tree (None: it does not load, or declares
+/// no fleet).
+#[salsa::tracked(returns(ref))]
+pub fn fleet_part(db: &dyn Db, input: TreeInput) -> Option<FleetPart> {
+    let loaded = load_tree(db, input);
+    let Ok(tree) = &*loaded.result else {
+        return None;
+    };
+    if tree.instances.is_empty() && tree.storages.is_empty() {
+        return None;
+    }
+    let keys = &tree.config.config;
+    let builders: Vec<(&str, Option<&str>)> = tree
+        .storage_builders
+        .iter()
+        .map(|b| (b.name.as_str(), b.runtime.as_deref()))
+        .collect();
+    let key = serde_json::json!({
+        "instances": tree.instances,
+        "storages": tree.storages,
+        "instance_builders": tree.instance_builders,
+        "storage_builders": builders,
+        "apply_instances": keys.apply_instances,
+        "apply_storage": keys.apply_storage,
+        "require_released_builds": keys.require_released_builds,
+    });
+    Some(FleetPart {
+        key,
+        tree: loaded.result.clone(),
     })
 }
