@@ -105,7 +105,7 @@ fn as_the_original(rel: &str, ours: &str, groups_yaml: &str) -> String {
             );
         }
         assert!(sealed.contains("\"csis\",\n        \"decrypt\",\n        \"--json\","));
-        return format!("{head}\n");
+        return head.to_string();
     }
     if rel.ends_with("opa-groups-group-generation-outputs.tf") {
         assert!(ours.contains("        \"csis\",\n        \"identity\",\n"));
@@ -131,6 +131,12 @@ fn the_standard_aws_starter_maps_to_the_originals_roots() {
     let meta = root.join("meta-state");
     let e = emit(&tree, &records, &meta).unwrap();
     assert_eq!(e.roots.len(), 4);
+    // `executable: open-tofu`, whose binary is `tofu`
+    assert!(
+        e.roots.iter().all(|r| r.executable == "tofu"),
+        "{:?}",
+        e.roots
+    );
 
     let theirs = reference.join("cs-image-system-0.1.1-emission/standard-aws-on-moto");
     let groups_yaml = std::fs::read_to_string(root.join("groups/groups.yaml")).unwrap();
