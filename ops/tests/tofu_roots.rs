@@ -105,7 +105,7 @@ fn as_the_original(rel: &str, ours: &str, groups_yaml: &str) -> String {
             );
         }
         assert!(sealed.contains("\"csis\",\n        \"decrypt\",\n        \"--json\","));
-        return head.to_string();
+        return format!("{head}\n");
     }
     if rel.ends_with("opa-groups-group-generation-outputs.tf") {
         assert!(ours.contains("        \"csis\",\n        \"identity\",\n"));
