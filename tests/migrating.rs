@@ -365,12 +365,26 @@ fn the_gce_starter_says_why_nothing_bakes() {
 #[test]
 fn verify_instance_takes_the_originals_one_argument() {
     let (_d, tree) = init_dummy();
-    std::fs::create_dir_all(tree.join("instances")).unwrap();
-    std::fs::write(
-        tree.join("instances/instances.yaml"),
-        "instances:\n  - name: node-1\n    image: app-server\n",
-    )
-    .unwrap();
+    // an instance needs an instance builder and an image with a group
+    for (path, text) in [
+        (
+            "cfg/zz-fleet.yml",
+            "group_builders:\n  - name: posix-local\n    type: posix\n    is_default: true\ninstance_builders:\n  - name: machines\n    type: docker\n    runtime: local-sim\n",
+        ),
+        ("groups/groups.yaml", "groups:\n  - name: apps\n    gid: 3000\n"),
+        (
+            "images/zz-node.yaml",
+            "images:\n  - name: node\n    source_image: debian-12\n    group: apps\n    runtimes:\n      - image_builder: sim\n",
+        ),
+        (
+            "instances/instances.yaml",
+            "instances:\n  - name: node-1\n    image: node\n",
+        ),
+    ] {
+        let p = tree.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
     let (code, _, err) = csis_in(&tree, &["verify", "instance", "nope"]);
     assert_eq!(code, 2, "{err}");
     assert!(

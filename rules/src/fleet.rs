@@ -1,9 +1,8 @@
 //! The fleet as the tree declares it, resolved (docs/fleet.md section 1):
 //! instances (`instances/`), storages (`storages/`), users (`groups/`
 //! `users:`), instance builders and user builders (`cfg/`). Every foreign
-//! key is canonical (normalised) and checked at load
-//! (`crate::load` `fleet`); defaults are applied, so the compile and the
-//! operations read these as they are.
+//! key is canonical (normalised) and checked when the tree loads; defaults
+//! are applied, so the compile and the operations read these as they are.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! Group builders (`cfg/` `group_builders:`), storage builders
 //! (`storage_builders:`) and groups (`groups/`), loaded from their strict
 //! models (`csis_schema::model`, re-exported here; config.md C.8, C.9, D.4). csis runs none of their own lifecycles yet
-//! (the OPA and tofu roots); what they change is the bake and its
+//! (the OPA and tofu roots; a storage's is the fleet's, `crate::fleet`); what they change is the bake and its
 //! validation: a base image's identity-type prerequisites name the group
 //! builder of that type, its storage-type prerequisites the storage builder
 //! of that type on the bake's runtime, and an image's own group gives its

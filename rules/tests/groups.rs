@@ -63,6 +63,13 @@ const GROUPS: &str = "groups:
     members: [alice]
   - name: devs
     members: [bob]
+users:
+  - name: alice
+    first_name: Alice
+    last_name: Ops
+  - name: bob
+    first_name: Bob
+    last_name: Dev
 ";
 
 fn grouped_image(group: &str) -> String {

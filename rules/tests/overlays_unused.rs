@@ -125,13 +125,16 @@ fn unused_sections_are_warned_once_each_and_never_errors() {
         [
             "cfg/: not used by csis yet: 1 gcloud runtimes (cfg/)",
             "cfg/: not used by csis yet: 1 gcs state backends (cfg/)",
-            "cfg/: not used by csis yet: 1 instance builders (cfg/)",
             "cfg/: not used by csis yet: 1 packer-gce image builders (cfg/)",
-            "groups/: not used by csis yet: 1 users (groups/)",
-            "storages/: not used by csis yet: 5 storages (storages/)",
-            "instances/: not used by csis yet: 1 instances (instances/)",
+            "cfg/: not used by csis yet: 1 gcloud instance builders (cfg/)",
+            "storages/: not used by csis yet: 5 gcloud storages (storages/)",
+            "instances/: not used by csis yet: 1 gcloud instances (instances/)",
         ]
     );
+    // users are csis's now (kept as declared: the name is not opened)
+    assert_eq!(t.users.len(), 1);
+    assert!(t.users[0].name.starts_with("ENC[age:"));
+    assert!(t.instances.is_empty() && t.storages.is_empty());
     // entries bound to a builder csis does not implement stay, inactive
     let deb = t.os_builder("deb").unwrap();
     assert_eq!(deb.runtimes.len(), 2);
@@ -149,5 +152,5 @@ fn unused_sections_are_warned_once_each_and_never_errors() {
     assert!(t
         .unused
         .iter()
-        .any(|u| u.what == "storages" && u.count == 4));
+        .any(|u| u.what == "gcloud storages" && u.count == 4));
 }

@@ -11,6 +11,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod instances;
+mod lifecycle;
+
+use lifecycle::lifecycle_problem;
+
 use super::index::Declared;
 use super::{is_absent, known, Item, Loader};
 use crate::fleet::*;
@@ -27,6 +32,65 @@ pub(super) struct Fleet {
     pub storages: Vec<Storage>,
     pub users: Vec<User>,
     pub instances: Vec<Declaration>,
+    /// Names (normalised, with aliases; `default` for a default one) of
+    /// instance builders and storages refused already: what names them
+    /// is not refused a second time.
+    pub refused: Refused,
+}
+
+#[derive(Default)]
+pub(super) struct Refused {
+    instance_builders: HashSet<String>,
+    storage_builders: HashSet<String>,
+    storages: HashSet<String>,
+}
+
+/// The names an item answers to: its name, its aliases, `default` when it is one.
+fn names_of(node: &Node) -> Vec<String> {
+    let mut out = vec![normalize_name(&node.get_str("name").unwrap_or_default())];
+    if let Some(a) = node.get("aliases").and_then(|a| a.as_seq()) {
+        out.extend(
+            a.iter()
+                .filter_map(|x| x.scalar_text())
+                .map(|x| normalize_name(&x)),
+        );
+    }
+    if node.get("is_default").and_then(|d| d.as_bool()) == Some(true) {
+        out.push("default".into());
+    }
+    out
+}
+
+impl Fleet {
+    /// Add an instance builder item, or remember that it was refused.
+    pub(super) fn instance_builder(&mut self, l: &mut Loader, it: Item) {
+        let names = names_of(&it.node);
+        match l.load_instance_builder(it) {
+            Some(b) => self.instance_builders.push(b),
+            None => self.refused.instance_builders.extend(names),
+        }
+    }
+    /// Load a storage builder item, or remember that it was refused.
+    pub(super) fn storage_builder(
+        &mut self,
+        l: &mut Loader,
+        it: Item,
+    ) -> Option<crate::groups::StorageBuilder> {
+        let names = names_of(&it.node);
+        let b = l.load_storage_builder(it);
+        if b.is_none() {
+            self.refused.storage_builders.extend(names);
+        }
+        b
+    }
+    /// Add a storage item, or remember that it was refused.
+    pub(super) fn storage(&mut self, l: &mut Loader, it: Item) {
+        let names = names_of(&it.node);
+        match l.load_storage(it) {
+            Some(s) => self.storages.push(s),
+            None => self.refused.storages.extend(names),
+        }
+    }
 }
 
 /// A declared instance and where each of its `storages:` items is.
@@ -204,16 +268,19 @@ impl Loader<'_> {
             return None;
         }
         let model: UserBuilderModel = self.typed(&it.node, &it.path)?;
-        if ty != "posix" {
-            for k in ["org", "team"] {
-                if it.node.get(k).is_none() {
-                    self.d.error(
-                        &it.node.loc,
-                        &join_path(&it.path, k),
-                        format!("missing field `{k}` (required by user builders of type {ty})"),
-                    );
-                }
-            }
+        let missing: Vec<&str> = ["org", "team"]
+            .into_iter()
+            .filter(|k| ty != "posix" && it.node.get(k).is_none())
+            .collect();
+        if let Some(first) = missing.first() {
+            self.d.error(
+                &it.node.loc,
+                &join_path(&it.path, first),
+                format!(
+                    "missing field `{}` (required by user builders of type {ty})",
+                    missing.join("`, `")
+                ),
+            );
         }
         Some(UserBuilder {
             name: normalize_name(&name),
@@ -362,13 +429,18 @@ impl Loader<'_> {
 struct Unused {
     instance_builders: HashSet<String>,
     storages: HashSet<String>,
+    /// Refused already (reported once).
+    refused: Refused,
 }
 
 impl Loader<'_> {
     /// Resolve the fleet into `t`: builders, storages, users, instances,
     /// in that order (each reads the ones before).
     pub(super) fn resolve_fleet(&mut self, t: &mut Tree, fleet: Fleet) {
-        let mut unused = Unused::default();
+        let mut unused = Unused {
+            refused: fleet.refused,
+            ..Default::default()
+        };
         self.resolve_instance_builders(t, fleet.instance_builders, &mut unused);
         t.user_builders_by_name = self.index_of(&fleet.user_builders);
         t.user_builders = fleet.user_builders;
@@ -422,7 +494,14 @@ impl Loader<'_> {
                         unused.instance_builders.insert("default".into());
                     }
                 }
-                Err(()) => {}
+                Err(()) => {
+                    let names = std::iter::once(&b.display).chain(b.model.aliases.iter());
+                    let refused = &mut unused.refused.instance_builders;
+                    refused.extend(names.map(|n| normalize_name(n)));
+                    if b.is_default {
+                        refused.insert("default".into());
+                    }
+                }
             }
         }
         t.instance_builders_by_name = self.quiet_index_of(&keep);
@@ -474,11 +553,12 @@ impl Loader<'_> {
             o.field("runtime"),
             &path,
             format!(
-                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a {want} runtime",
+                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a{} {want} runtime",
                 b.display,
                 b.type_,
                 rt.type_name(),
-                rt.display
+                rt.display,
+                if want == "aws" { "n" } else { "" },
             ),
             "instance builder types: docker on docker, tofu on aws, tofu-gce on gcloud",
         );
@@ -489,14 +569,18 @@ impl Loader<'_> {
         let _ = self.index_of(&storages);
         let mut keep = Vec::new();
         for mut s in storages {
-            match self.resolve_storage(t, &mut s) {
+            match self.resolve_storage(t, &mut s, &unused.refused) {
                 Ok(true) => keep.push(s),
                 Ok(false) => {
                     self.count_unused("gcloud storages", "storages/");
                     let names = std::iter::once(&s.display).chain(s.model.aliases.iter());
                     unused.storages.extend(names.map(|n| normalize_name(n)));
                 }
-                Err(()) => {}
+                Err(()) => {
+                    let names = std::iter::once(&s.display).chain(s.model.aliases.iter());
+                    let refused = &mut unused.refused.storages;
+                    refused.extend(names.map(|n| normalize_name(n)));
+                }
             }
         }
         t.storages_by_name = self.quiet_index_of(&keep);
@@ -505,10 +589,18 @@ impl Loader<'_> {
 
     /// Fill in a storage from its builder; Ok(false): its builder keeps it
     /// on a runtime csis does not run.
-    fn resolve_storage(&mut self, t: &Tree, s: &mut Storage) -> Result<bool, ()> {
+    fn resolve_storage(
+        &mut self,
+        t: &Tree,
+        s: &mut Storage,
+        refused: &Refused,
+    ) -> Result<bool, ()> {
         let o = s.origin.clone();
         let bname = s.model.type_.clone().unwrap_or_else(|| "default".into());
         let Some(b) = t.storage_builder(&bname) else {
+            if refused.storage_builders.contains(&normalize_name(&bname)) {
+                return Err(());
+            }
             self.d.error_hint(
                 o.field("type"),
                 &join_path(&o.path, "type"),
@@ -597,6 +689,19 @@ impl Loader<'_> {
                     s.display, s.builder_type
                 ),
             );
+        }
+        if let Some((k, m)) = s
+            .lifecycle
+            .as_ref()
+            .and_then(|l| lifecycle_problem(&s.storage_type, l))
+        {
+            let path = join_path(&o.path, "lifecycle");
+            let path = if k.is_empty() {
+                path
+            } else {
+                join_path(&path, &k)
+            };
+            self.d.error(o.field("lifecycle"), &path, m);
         }
         if let Some(r) = named(s.model.runtime.as_deref()) {
             if t.runtime(&r).is_none() && !self.unused_runtimes.contains(&normalize_name(&r)) {
@@ -730,383 +835,5 @@ impl Loader<'_> {
                 }
             }
         }
-    }
-}
-
-// -- instances -------------------------------------------------------------
-
-impl Loader<'_> {
-    fn resolve_instances(&mut self, t: &mut Tree, decls: Vec<Declaration>, unused: &Unused) {
-        let all: Vec<Instance> = decls.iter().map(|d| d.instance.clone()).collect();
-        let _ = self.index_of(&all);
-        let mut keep = Vec::new();
-        // storage (canonical) -> the first instance mounting it
-        let mut single: HashMap<String, String> = HashMap::new();
-        for Declaration {
-            mut instance,
-            attach,
-        } in decls
-        {
-            match self.resolve_instance(t, &mut instance, unused) {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.count_unused("gcloud instances", "instances/");
-                    continue;
-                }
-                Err(()) => continue,
-            }
-            if self.resolve_mounts(t, &mut instance, &attach, &mut single, unused) {
-                keep.push(instance);
-            }
-        }
-        t.instances_by_name = self.quiet_index_of(&keep);
-        t.instances = keep;
-    }
-
-    /// An instance's builder, runtime, image, group, machine type and
-    /// failure policy; Ok(false): it stands on a builder csis does not run.
-    fn resolve_instance(
-        &mut self,
-        t: &Tree,
-        i: &mut Instance,
-        unused: &Unused,
-    ) -> Result<bool, ()> {
-        let o = i.origin.clone();
-        let bname = i.model.type_.clone().unwrap_or_else(|| "default".into());
-        let Some(b) = t.instance_builder(&bname) else {
-            if unused.instance_builders.contains(&normalize_name(&bname)) {
-                return Ok(false);
-            }
-            self.d.error_hint(
-                o.field("type"),
-                &join_path(&o.path, "type"),
-                if normalize_name(&bname) == "default" {
-                    format!(
-                        "instance `{}` has no type and the tree declares no default instance builder",
-                        i.name
-                    )
-                } else {
-                    format!(
-                        "instance `{}`: type `{bname}` names no declared instance builder",
-                        i.name
-                    )
-                },
-                known(
-                    "instance builders",
-                    t.instance_builders.iter().map(|b| b.display.as_str()),
-                ),
-            );
-            return Err(());
-        };
-        i.builder = b.name.clone();
-        i.builder_type = b.type_.clone();
-        i.runtime = b.runtime.clone();
-        let rt = t.runtime(&b.runtime).expect("a kept builder's runtime");
-        if let Some(r) = named(i.model.runtime.as_deref()) {
-            if t.runtime(&r).map(|x| x.name.as_str()) != Some(rt.name.as_str()) {
-                self.d.error_hint(
-                    o.field("runtime"),
-                    &join_path(&o.path, "runtime"),
-                    format!(
-                        "instance `{}` names runtime `{r}`, but its instance builder `{}` runs on {}",
-                        i.name, b.display, rt.display
-                    ),
-                    "the builder's runtime governs: drop `runtime:` or name an instance builder on that runtime",
-                );
-                return Err(());
-            }
-        }
-        i.on_failure = i
-            .model
-            .on_failure
-            .or(rt.common.on_failure)
-            .unwrap_or_default();
-        i.teardown_after = i
-            .model
-            .teardown_after
-            .clone()
-            .or(rt.common.teardown_after.clone());
-        self.check_instance_fields(t, i, rt)?;
-        self.resolve_instance_image(t, i)?;
-        Ok(true)
-    }
-
-    fn check_instance_fields(
-        &mut self,
-        _t: &Tree,
-        i: &mut Instance,
-        rt: &RuntimeEntry,
-    ) -> Result<(), ()> {
-        let o = &i.origin;
-        if let Some(ta) = &i.model.teardown_after {
-            if !is_duration(ta) {
-                self.d.error_hint(
-                    o.field("teardown_after"),
-                    &join_path(&o.path, "teardown_after"),
-                    format!("`{ta}` is not a duration"),
-                    "write <number> then m, h or d (e.g. 90m)",
-                );
-                return Err(());
-            }
-        }
-        i.machine_type = named(i.model.machine_type.as_deref());
-        let Some(mt) = &i.machine_type else {
-            return Ok(());
-        };
-        let Some(declared) = machine_types(rt) else {
-            return Ok(());
-        };
-        if declared.contains(mt) {
-            return Ok(());
-        }
-        self.d.error_hint(
-            o.field("machine_type"),
-            &join_path(&o.path, "machine_type"),
-            format!(
-                "machine type `{mt}` is not declared by runtime {}",
-                rt.display
-            ),
-            if declared.is_empty() {
-                format!("runtime {} declares no machine_types", rt.display)
-            } else {
-                format!("declared machine_types: {}", declared.join(", "))
-            },
-        );
-        Err(())
-    }
-
-    /// The image (declared, baked on the instance's runtime) and its group.
-    fn resolve_instance_image(&mut self, t: &Tree, i: &mut Instance) -> Result<(), ()> {
-        let o = &i.origin;
-        let (at, path) = (o.field("image"), join_path(&o.path, "image"));
-        let Some(img) = t.image(&i.model.image) else {
-            self.d.error_hint(
-                at,
-                &path,
-                format!("instance `{}`: unknown image `{}`", i.name, i.model.image),
-                known("images", t.images.iter().map(|x| x.display.as_str())),
-            );
-            return Err(());
-        };
-        let Some(g) = img.model.group.as_deref() else {
-            self.d.error_hint(
-                at,
-                &path,
-                format!(
-                    "image `{}` has no `group`: an image an instance boots needs one (the instance's group)",
-                    img.display
-                ),
-                format!("set `group:` on image {} ({})", img.display, img.origin.display()),
-            );
-            return Err(());
-        };
-        if img.runtime_entry(&i.runtime).is_none() {
-            self.d.error_hint(
-                at,
-                &path,
-                format!(
-                    "image `{}` is not baked on runtime {}, where instance `{}` stands",
-                    img.display, i.runtime, i.name
-                ),
-                "add a runtimes[] entry for that runtime to the image, or use an instance builder on one it bakes on",
-            );
-            return Err(());
-        }
-        i.image = img.name.clone();
-        i.group = t
-            .group(g)
-            .map(|x| x.name.clone())
-            .unwrap_or_else(|| normalize_name(g));
-        Ok(())
-    }
-
-    /// The mounts of an instance, in declared order (a duplicate storage
-    /// name keeps the later item); false when one is refused.
-    fn resolve_mounts(
-        &mut self,
-        t: &Tree,
-        i: &mut Instance,
-        attach: &[Origin],
-        single: &mut HashMap<String, String>,
-        unused: &Unused,
-    ) -> bool {
-        let before = self.d.items.len();
-        let items = i.model.storages.clone();
-        let mut mounts: Vec<Mount> = Vec::new();
-        for (k, a) in items.iter().enumerate() {
-            let o = attach.get(k).cloned().unwrap_or_else(|| i.origin.clone());
-            let Some(m) = self.mount_of(t, i, a, &o, unused) else {
-                continue;
-            };
-            mounts.retain(|x| x.storage != m.storage);
-            mounts.push(m);
-        }
-        for (k, m) in mounts.iter().enumerate() {
-            let s = t.storage(&m.storage).expect("a mounted storage");
-            if s.attach != Attach::Single {
-                continue;
-            }
-            match single.get(&s.name) {
-                Some(first) if *first != i.name => {
-                    let o = items
-                        .iter()
-                        .rposition(|a| normalize_name(&a.name) == s.name)
-                        .and_then(|p| attach.get(p))
-                        .unwrap_or(&i.origin);
-                    self.d.error_hint(
-                        o.field("name"),
-                        &join_path(&o.path, "name"),
-                        format!(
-                            "storage `{}` ({}) attaches to one instance, and instance `{first}` already mounts it",
-                            s.display, s.storage_type
-                        ),
-                        "mount it on one instance, or use a storage type that attaches to many (efs, s3, volume)",
-                    );
-                }
-                _ => {
-                    single.insert(s.name.clone(), i.name.clone());
-                }
-            }
-            let _ = k;
-        }
-        i.mounts = mounts;
-        self.d.items.len() == before
-    }
-
-    /// One `storages:` item of an instance: a declared, active storage its
-    /// group may attach, of a type its image's base declares.
-    fn mount_of(
-        &mut self,
-        t: &Tree,
-        i: &Instance,
-        a: &AttachModel,
-        o: &Origin,
-        unused: &Unused,
-    ) -> Option<Mount> {
-        let (at, path) = (o.field("name"), join_path(&o.path, "name"));
-        let Some(s) = t.storage(&a.name) else {
-            if unused.storages.contains(&normalize_name(&a.name)) {
-                self.d.error(
-                    at,
-                    &path,
-                    format!(
-                        "instance `{}` on runtime {} mounts storage `{}`, which lives on a runtime csis does not run",
-                        i.name, i.runtime, a.name
-                    ),
-                );
-                return None;
-            }
-            self.d.error_hint(
-                at,
-                &path,
-                format!(
-                    "instance `{}` mounts storage `{}`, which storages/ does not declare",
-                    i.name, a.name
-                ),
-                known("storages", t.storages.iter().map(|s| s.display.as_str())),
-            );
-            return None;
-        };
-        let refuse = |l: &mut Self, msg: String, hint: String| {
-            l.d.error_hint(at, &path, msg, hint);
-            None
-        };
-        if s.requested != StorageState::Active {
-            return refuse(
-                self,
-                format!(
-                    "storage `{}` is requested {:?}: only an active storage is mounted",
-                    s.display, s.requested
-                )
-                .to_lowercase(),
-                "set `state: active` on the storage, or remove this item".into(),
-            );
-        }
-        if s.runtime != i.runtime {
-            return refuse(
-                self,
-                format!(
-                    "storage `{}` lives on runtime {}, instance `{}` on {}",
-                    s.display, s.runtime, i.name, i.runtime
-                ),
-                "mount a storage whose storage builder is on the instance's runtime".into(),
-            );
-        }
-        if !s.public_read && !s.groups.contains(&i.group) {
-            return refuse(
-                self,
-                format!(
-                    "storage `{}` allows groups [{}], not `{}` (the group of image {})",
-                    s.display,
-                    s.groups.join(", "),
-                    i.group,
-                    i.image
-                ),
-                format!(
-                    "add `{}` to the storage's groups, or make it public_read",
-                    i.group
-                ),
-            );
-        }
-        let img = t.image(&i.image).expect("a resolved image");
-        let types = t.capability_stamp(img).storage_types;
-        if !types.contains(&s.storage_type) {
-            let root = t
-                .chain_root(img)
-                .map(|r| r.display.clone())
-                .unwrap_or_default();
-            return refuse(
-                self,
-                format!(
-                    "storage `{}` is of type {}, but base image {root} of image {} declares storage types [{}]",
-                    s.display, s.storage_type, img.display, types.join(", ")
-                ),
-                format!("add `{}` to storage_types of {root}", s.storage_type),
-            );
-        }
-        self.mount_point_of(i, a, o, s)
-    }
-
-    fn mount_point_of(
-        &mut self,
-        i: &Instance,
-        a: &AttachModel,
-        o: &Origin,
-        s: &Storage,
-    ) -> Option<Mount> {
-        let mp = a
-            .mount_point
-            .clone()
-            .filter(|m| !m.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_MOUNT_POINT.to_string());
-        let bad = !mp.starts_with('/')
-            || mp == "/"
-            || mp.split('/').any(|c| c == "..")
-            || mp.chars().any(|c| c.is_whitespace() || c.is_control());
-        if bad {
-            self.d.error(
-                o.field("mount_point"),
-                &join_path(&o.path, "mount_point"),
-                format!("mount_point `{mp}` is not an absolute path below / (no spaces, no `..`)"),
-            );
-            return None;
-        }
-        if a.min_size == Some(0) {
-            self.d.error(
-                o.field("min_size"),
-                &join_path(&o.path, "min_size"),
-                "min_size must be positive",
-            );
-            return None;
-        }
-        Some(Mount {
-            storage: s.name.clone(),
-            mount_point: mp,
-            storage_type: s.storage_type.clone(),
-            builder: s.builder.clone(),
-            group: i.group.clone(),
-            share_mode: s.share_mode.clone(),
-            public_read: s.public_read,
-        })
     }
 }

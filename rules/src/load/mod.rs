@@ -1,7 +1,7 @@
 //! Loading a tree: `cfg/` merged, decrypted, templated, typed, resolved and
 //! validated; `images/` likewise; `groups/`, `storages/`, `instances/` read
-//! and counted (not used by csis yet). All errors of a load are collected and
-//! returned together.
+//! into the fleet (what lives on gcloud counted, not used by csis yet). All
+//! errors of a load are collected and returned together.
 //!
 //! This module holds the entry points and the `Loader`'s run; its parts, in the
 //! order of a load:
@@ -12,7 +12,8 @@
 //! - `head`, `transforms`: an entry's name and type, then its decryption,
 //!   templates and strict model;
 //! - the entry loaders, one per class: `runtimes`, `builders`,
-//!   `os_builders`, `images`, `groups`;
+//!   `os_builders`, `images`, `groups`, `fleet` (instances, storages,
+//!   users, instance and user builders, resolved after the groups);
 //! - `index`, `resolve`, `resolve_series`, `cycles`: names indexed, every
 //!   reference resolved, `source_image` cycles refused;
 //! - `offline_checks` (the runtime types' own checks, registered by the
@@ -319,9 +320,7 @@ impl Loader<'_> {
         }
         let mut fleet = fleet::Fleet::default();
         for it in lists.shift_remove("instance_builders").unwrap_or_default() {
-            if let Some(b) = self.load_instance_builder(it) {
-                fleet.instance_builders.push(b);
-            }
+            fleet.instance_builder(self, it);
         }
         for it in lists.shift_remove("user_builders").unwrap_or_default() {
             if let Some(b) = self.load_user_builder(it) {
@@ -336,9 +335,7 @@ impl Loader<'_> {
         }
         let mut storage_builders = Vec::new();
         for it in lists.shift_remove("storage_builders").unwrap_or_default() {
-            if let Some(b) = self.load_storage_builder(it) {
-                storage_builders.push(b);
-            }
+            storage_builders.extend(fleet.storage_builder(self, it));
         }
         let mut image_builders = Vec::new();
         for it in lists.shift_remove("image_builders").unwrap_or_default() {
@@ -378,7 +375,7 @@ impl Loader<'_> {
                     match key.as_str() {
                         "groups" => groups.extend(self.load_group(it)),
                         "users" => fleet.users.extend(self.load_user(it)),
-                        "storages" => fleet.storages.extend(self.load_storage(it)),
+                        "storages" => fleet.storage(self, it),
                         _ => fleet.instances.extend(self.load_instance(it)),
                     }
                 }
