@@ -131,6 +131,12 @@ fn the_standard_aws_starter_maps_to_the_originals_roots() {
     let meta = root.join("meta-state");
     let e = emit(&tree, &records, &meta).unwrap();
     assert_eq!(e.roots.len(), 4);
+    // `executable: open-tofu`, whose binary is `tofu`
+    assert!(
+        e.roots.iter().all(|r| r.executable == "tofu"),
+        "{:?}",
+        e.roots
+    );
 
     let theirs = reference.join("cs-image-system-0.1.1-emission/standard-aws-on-moto");
     let groups_yaml = std::fs::read_to_string(root.join("groups/groups.yaml")).unwrap();

@@ -87,7 +87,8 @@ fn identity_main(
         text.push('\n');
     }
     if let Some(s) = sensitive_block(root)? {
-        text.push_str("\n\n");
+        // one blank line before it, as the original's user root has
+        text.push_str(if trailing { "\n" } else { "\n\n" });
         text.push_str(&s);
     }
     Ok(text)

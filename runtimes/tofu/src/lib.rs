@@ -226,6 +226,8 @@ pub struct Emission {
 #[derive(Debug, Clone, Serialize)]
 pub struct EmittedRoot {
     pub builder: String,
+    /// The executable its sequence runs ([`runner::Tofu::new`]).
+    pub executable: String,
     /// The root's directory, relative to `generated/`.
     pub dir: PathBuf,
     /// The partial backend file's name (for `init -backend-config=`).
@@ -301,6 +303,7 @@ pub fn emit(input: &RootsInput, config_root: &Path, generated: &Path) -> Result<
         let removed = remove_stale(&dir, &root.stem(), &texts)?;
         out.roots.push(EmittedRoot {
             builder: root.builder.clone(),
+            executable: root.executable.clone(),
             removed,
             dir: root.dir(),
             backend_file: format!("{}.tfbackend.hcl", root.stem()),
