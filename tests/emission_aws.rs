@@ -554,6 +554,34 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
         // a difference listed once in a while must still be there to be listed
         assert!(diffs.iter().any(|(w, ..)| w == "build.name"), "{diffs:?}");
     }
+
+    // the fleet's tofu roots, beside the packer roots, at the original's
+    // paths (their content: ops/tests/tofu_roots.rs), each with its state
+    // location recorded
+    for root in [
+        "identity/okta-users/user-generation",
+        "identity/opa-groups/group-generation",
+        "storage/aws-ebs/storage-generation",
+        "instance-image/tofu-aws/instance-generation",
+    ] {
+        for f in files(&golden.join(root)) {
+            let rel = f.strip_prefix(&golden).unwrap();
+            assert!(
+                generated.join(rel).is_file(),
+                "{} is not written (the original writes it)",
+                rel.display()
+            );
+        }
+    }
+    assert!(
+        format!("{out}{err}").contains("tofu roots written under generated/"),
+        "{out}{err}"
+    );
+    let locations =
+        std::fs::read_to_string(t.root.join("meta-state/state-locations.yaml")).unwrap();
+    for builder in ["okta-users", "opa-groups", "aws-ebs", "tofu-aws"] {
+        assert!(locations.contains(builder), "{locations}");
+    }
 }
 
 /// The deliberate differences of csis's build blocks from the original's

@@ -722,3 +722,36 @@ pub fn emit(tree: &Tree, records: &FleetRecords, meta_state: &Path) -> Result<Em
     csis_tofu::backend::record_locations(meta_state, &entries)?;
     Ok(e)
 }
+
+/// The roots a build writes, dry run or real run (issue 22): every
+/// tofu-typed builder with something declared, the instances' pins and
+/// hostnames from the records (a machine standing: its generation's
+/// hostname; else the next one). `None` when the tree declares nothing a
+/// tofu root realises, and nothing is written.
+pub fn emit_for_build(
+    tree: &Tree,
+    meta: &csis_cache::MetaState,
+    run: &str,
+) -> Result<Option<Emission>> {
+    let fleet = meta.fleet()?;
+    let hostnames = tree
+        .instances
+        .iter()
+        .map(|i| {
+            let h = match fleet.current_generation(&i.name) {
+                Some(g) => csis_cache::canonical_hostname(&i.name, g.number),
+                None => fleet.next_machine(&i.name, i.ephemeral).1,
+            };
+            (i.name.clone(), h)
+        })
+        .collect();
+    let records = FleetRecords {
+        run: run.to_string(),
+        pins: meta.pins()?.instances,
+        hostnames,
+    };
+    if roots_input(tree, &records)?.roots.is_empty() {
+        return Ok(None);
+    }
+    emit(tree, &records, meta.dir()).map(Some)
+}

@@ -313,6 +313,7 @@ pub fn run(
         // the roots go under generated/: its .gitignore first, as the
         // original writes it, so a committed emission holds no run-local file
         crate::emission::write_gitignores(&state.session.tree)?;
+        tofu_roots(&state, &reporter);
     }
     let renderer = reporter;
     let report = rt.block_on(async {
@@ -707,3 +708,26 @@ pub(crate) fn resolve_request(r: &csis_rules::compile::ResolveSpec) -> ResolveRe
 
 #[cfg(test)]
 mod tests;
+
+/// Write the tofu roots of the tree's fleet (`csis_ops::tofu_roots`) beside
+/// the packer roots, and say which. Their gated sequence does not run yet
+/// (issue 22), so a root that cannot be written is a warning: the images
+/// still bake.
+fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
+    let s = &state.session;
+    match crate::tofu_roots::emit_for_build(&s.tree, &s.meta, &state.run_id) {
+        Ok(None) => {}
+        Ok(Some(e)) => {
+            let dirs: Vec<String> = e
+                .roots
+                .iter()
+                .map(|r| r.dir.display().to_string())
+                .collect();
+            reporter.note(&format!(
+                "tofu roots written under generated/: {} (not planned or applied by csis yet)",
+                dirs.join(", ")
+            ));
+        }
+        Err(e) => reporter.note(&format!("warning: tofu roots not written: {e:#}")),
+    }
+}
