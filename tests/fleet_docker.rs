@@ -138,7 +138,13 @@ fn docker_fleet_lifecycle() {
     import_busybox_base(&base, t.tmp.path());
     add_account_tools(&base, &suffix);
     // The hostnames are the containers' names; another run's would clash.
-    for n in ["keeper-001", "keeper-002", "follower-001", "follower-002"] {
+    for n in [
+        "keeper-001",
+        "keeper-002",
+        "keeper-003",
+        "follower-001",
+        "follower-002",
+    ] {
         assert!(!exists(n), "a container {n} exists already");
         cleanup.containers.push(n.to_string());
     }
@@ -355,4 +361,58 @@ fn docker_fleet_lifecycle() {
             && d["hard"] == true),
         "{report:#}"
     );
+
+    let pinned = booted;
+
+    // The build repairs it: the plan names a relaunch (gated while
+    // apply_instances is false), and a build with a bake due refuses only
+    // while the relaunch is gated, naming the fix.
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: true",
+        "apply_instances: false",
+    );
+    assert_eq!(t.action("keeper"), ("relaunch".into(), true));
+    t.edit("images/images.yaml", "app2", "app3");
+    let (code, out, err) = t.run(&["build"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("hard drift: instance keeper: missing")
+            && err.contains("relaunches it where apply_instances allows"),
+        "{err}"
+    );
+    assert!(!exists("keeper-003"));
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: false",
+        "apply_instances: true",
+    );
+    let out = t.build();
+    assert!(running("keeper-003"), "{out}");
+    assert_eq!(
+        csis_testkit::docker::label("keeper-003", "csis_build"),
+        pinned,
+        "relaunched from the build it ran (pinned), not the new head"
+    );
+    let kept = docker(&["exec", "keeper-003", "cat", "/mnt/data/team/kept.txt"]);
+    assert_eq!(kept.as_deref().map(str::trim), Some("precious"));
+    let keeper = t.instance("keeper");
+    assert_eq!(
+        (keeper["generation"].clone(), keeper["hostname"].clone()),
+        (Value::from(3), Value::from("keeper-003")),
+        "{keeper}"
+    );
+    let records = csis_cache::fleet::FleetRecords::load(&t.meta()).unwrap();
+    let closed: Vec<(u32, String)> = records.instances.instances["keeper"]
+        .closed()
+        .map(|c| (c.generation.number, format!("{:?}", c.why)))
+        .collect();
+    assert!(
+        closed.contains(&(2, "Missing".to_string())),
+        "generation 2 closed as missing: {closed:?}"
+    );
+    // no drift left, and nothing more to do
+    let (code, out, err) = t.run(&["state", "query"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(t.action("keeper").0, "behind");
 }

@@ -224,8 +224,18 @@ impl Session {
         self.plan_with(sel, force, Explain::Yes)
     }
 
+    /// Plan a relaunch for each launched durable instance `drift` finds
+    /// missing (crate::fleet::plan::relaunch_missing).
+    pub fn relaunch_missing(
+        &self,
+        plan: &mut Plan,
+        drift: &[csis_cache::drift::Drift],
+    ) -> Result<()> {
+        crate::fleet::plan::relaunch_missing(&self.meta, &self.compiled.graph, plan, drift)
+    }
+
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
-        let plan = plan(
+        let mut plan = plan(
             &self.meta,
             &self.lineage,
             &self.revs,
@@ -235,6 +245,9 @@ impl Session {
             force,
             explain,
         )?;
+        // The last state query's `missing` machines are relaunched.
+        let seen = crate::state::last_report_drift(&self.tree).unwrap_or_default();
+        self.relaunch_missing(&mut plan, &seen)?;
         // Launch parameters changed without a replacement: refused at
         // the changed field, as a load error (nothing runs).
         let refused =

@@ -167,7 +167,12 @@ fn record_storage(
 
 /// An instance node.
 pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, NodeError> {
-    let v = a.view()?;
+    let mut v = a.view()?;
+    if spec.declared.as_ref().is_some_and(|i| !i.ephemeral)
+        && machine_gone(a, &v, &spec.name).await?
+    {
+        v.missing.insert(spec.name.clone());
+    }
     let head = a.recorder.head_build(&spec.image, &spec.runtime);
     let mut case = InstanceCase::of_spec(spec);
     case.head = head.as_deref();
@@ -184,7 +189,7 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
             decommission(a, &v, spec, &mut out).await?;
             return Ok(out);
         }
-        (Action::Launch | Action::Replace, Some(b), Some(_)) => b,
+        (Action::Launch | Action::Replace | Action::Relaunch, Some(b), Some(_)) => b,
         _ => return Ok(out),
     };
     let inst = spec.declared.as_ref().expect("matched above");
@@ -198,6 +203,15 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
         _ => None,
     };
     let (record, machine) = launch_verified(a, &v, inst, &build, &mut out).await?;
+    let standing = v.records.current_generation(&spec.name).map(|g| g.number);
+    if let (Action::Relaunch, Some(old_gen)) = (d.action, standing) {
+        // the old machine is gone: its generation closes `missing`
+        return a
+            .recorder
+            .record_relaunched(&spec.name, old_gen, record, &machine, a.run)
+            .map(|_| out)
+            .map_err(rec_err("the relaunch"));
+    }
     match old {
         None => a
             .recorder
@@ -223,6 +237,27 @@ fn old_machine_id(v: &FleetView, name: &str, old: &LaunchRecord) -> String {
         .current_generation(name)
         .and_then(|g| g.instance_id.clone())
         .unwrap_or_else(|| old.hostname.clone())
+}
+
+/// Is the machine recorded standing for a launched durable instance gone
+/// from the runtime (removed behind csis)? False when nothing is launched
+/// or the runtime cannot say.
+async fn machine_gone(a: &Apply<'_>, v: &FleetView, name: &str) -> Result<bool, NodeError> {
+    let Some(rec) = v.launched(name) else {
+        return Ok(false);
+    };
+    let standing = match a.rt.query_instances().await {
+        Ok(s) => s,
+        Err(RuntimeError::Unsupported { .. }) => return Ok(false),
+        Err(e) => return Err(rt_err(e)),
+    };
+    let id = v
+        .records
+        .current_generation(name)
+        .and_then(|g| g.instance_id.clone());
+    Ok(!standing
+        .iter()
+        .any(|m| Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(rec.hostname.as_str())))
 }
 
 async fn remove(a: &Apply<'_>, id: &str, out: &mut Applied) -> Result<(), NodeError> {

@@ -153,3 +153,55 @@ fn storages_follow_the_state_machine() {
     assert_eq!(d.action, Action::Destroy);
     assert!(d.reason.contains("declared no more"), "{}", d.reason);
 }
+
+#[test]
+fn a_missing_machine_is_relaunched_from_the_build_it_ran() {
+    let mut v = view_with(Some("b1"));
+    // current and behind become a relaunch of the running build
+    v.missing.insert("web".into());
+    let d = decide_instance(&v, &case(false, Some("b1")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Relaunch, Some("b1"))
+    );
+    assert!(
+        d.reason.contains("web-001") && d.reason.contains("missing"),
+        "{}",
+        d.reason
+    );
+    assert!(d.action.changes());
+    let d = decide_instance(&v, &case(false, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Relaunch, Some("b1"))
+    );
+    // a replacement repairs it as well: it stays one
+    let d = decide_instance(&v, &case(true, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Replace, Some("b2"))
+    );
+    // an ephemeral one is never relaunched
+    let mut c = case(false, Some("b1"));
+    c.ephemeral = true;
+    assert_ne!(decide_instance(&v, &c).action, Action::Relaunch);
+}
+
+#[test]
+fn a_report_names_missing_only_the_machine_the_record_still_names() {
+    use csis_cache::drift::Drift;
+    let v = view_with(Some("b1"));
+    let gone = |host: &str| Drift {
+        kind: "instance".into(),
+        name: "web".into(),
+        drift: "missing".into(),
+        detail: format!("{host} (build b1) is recorded launched on rt and is gone"),
+        hard: true,
+    };
+    assert!(missing_of(&v, &[gone("web-001")]).contains("web"));
+    // a report older than the relaunch names the old machine
+    assert!(missing_of(&v, &[gone("web-000")]).is_empty());
+    let mut foreign = gone("web-001");
+    foreign.drift = "foreign".into();
+    assert!(missing_of(&v, &[foreign]).is_empty());
+}
