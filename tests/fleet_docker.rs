@@ -102,6 +102,15 @@ mkdir -p /usr/local/sbin /usr/local/bin
     let _ = docker(&["rm", "-f", &tmp]);
 }
 
+/// The verdict `verifications.yaml` holds for generation `generation` of
+/// a durable instance.
+fn durable_verdict(t: &Tree, name: &str, generation: u32) -> Option<Value> {
+    let v = csis_cache::verifications::Verifications::load(&t.meta()).unwrap();
+    v.verifications
+        .into_iter()
+        .find(|e| e["instance"] == name && e["generation"] == generation && e["ephemeral"] == false)
+}
+
 fn running(name: &str) -> bool {
     containers(false, &[&format!("name=^{name}$")]).len() == 1
 }
@@ -185,6 +194,12 @@ fn docker_fleet_lifecycle() {
     assert_eq!(keeper["state"], "launched", "{keeper}");
     assert_eq!(keeper["hostname"], "keeper-001");
     assert_eq!(keeper["generation"], 1);
+    // the build's verification of a durable machine is recorded as a proof's is
+    let v = durable_verdict(&t, "keeper", 1).expect("keeper's verdict");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["expected_build"], keeper["build"], "{v}");
+    assert_eq!(v["hostname"], "keeper-001", "{v}");
+    assert!(v["checks"].as_array().is_some_and(|c| !c.is_empty()), "{v}");
     assert_eq!(keeper["runtime"], RT);
     let first_follower_build = t.instance("follower")["build"].clone();
     assert_eq!(t.action("keeper").0, "current");
@@ -317,6 +332,11 @@ fn docker_fleet_lifecycle() {
         "the volume survives"
     );
     assert_eq!(t.instance("keeper")["generation"], 2);
+    let v = durable_verdict(&t, "keeper", 2).expect("the replacement's verdict");
+    assert_eq!(
+        (v["ok"].clone(), v["expected_build"].clone()),
+        (Value::from(true), Value::from(booted.clone()))
+    );
 
     // Declared no more, apply_instances false: gated, nothing changes.
     t.edit(
@@ -411,6 +431,8 @@ fn docker_fleet_lifecycle() {
         closed.contains(&(2, "Missing".to_string())),
         "generation 2 closed as missing: {closed:?}"
     );
+    let v = durable_verdict(&t, "keeper", 3).expect("the relaunch's verdict");
+    assert_eq!(v["expected_build"], Value::from(pinned.clone()), "{v}");
     // no drift left, and nothing more to do
     let (code, out, err) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");

@@ -322,6 +322,8 @@ async fn launch_verified(
     out: &mut Applied,
 ) -> Result<(LaunchRecord, Machine), NodeError> {
     let (record, machine, checks) = launch_and_check(a, v, inst, build, out).await?;
+    let ok = failed(&checks).is_none();
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
     if let Some(failed) = failed(&checks) {
         let host = record.hostname.clone();
         let _ =
@@ -542,19 +544,7 @@ async fn prove(
     }
     let ok = failed(&checks).is_none();
     let kept = !ok && inst.on_failure == OnFailure::Keep;
-    let entry = json!({
-        "instance": inst.name,
-        "runtime": inst.runtime,
-        "expected_build": build,
-        "ok": ok,
-        "ephemeral": true,
-        "hostname": record.hostname,
-        "run": a.run,
-        "time": crate::image_test::now_rfc3339(),
-        "checks": checks,
-    });
-    csis_cache::verifications::Verifications::append(a.meta, entry)
-        .map_err(rec_err("the verdict"))?;
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
     let verdict = EphemeralVerdict {
         record: record.clone(),
         machine,
@@ -579,6 +569,33 @@ async fn prove(
         )));
     }
     Ok(())
+}
+
+/// A new machine's verdict in `meta-state/verifications.yaml` (a durable
+/// one's after its launch or replacement, an ephemeral one's proof): the
+/// instance, the build, the generation, the checks.
+fn record_verdict(
+    a: &Apply<'_>,
+    inst: &Instance,
+    build: &str,
+    record: &LaunchRecord,
+    generation: u32,
+    ok: bool,
+    checks: &[VerifyCheck],
+) -> Result<(), NodeError> {
+    let entry = json!({
+        "instance": inst.name,
+        "runtime": inst.runtime,
+        "expected_build": build,
+        "ok": ok,
+        "ephemeral": inst.ephemeral,
+        "generation": generation,
+        "hostname": record.hostname,
+        "run": a.run,
+        "time": crate::image_test::now_rfc3339(),
+        "checks": checks,
+    });
+    csis_cache::verifications::Verifications::append(a.meta, entry).map_err(rec_err("the verdict"))
 }
 
 /// Remove the machine, forget the pin and the launch record, close the

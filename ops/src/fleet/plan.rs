@@ -166,12 +166,14 @@ impl FleetView {
     }
 }
 
-/// The `(instance, build)` pairs `verifications.yaml` holds a passing verdict for.
+/// The `(instance, build)` pairs `verifications.yaml` holds a passing
+/// verdict for (not a durable machine's: `ephemeral: false`).
 fn proven(meta: &MetaState) -> Result<BTreeSet<(String, String)>> {
     let v = csis_cache::verifications::Verifications::load(meta)?;
     Ok(v.verifications
         .iter()
         .filter(|e| e["ok"].as_bool() == Some(true))
+        .filter(|e| e["ephemeral"].as_bool() != Some(false))
         .filter_map(|e| {
             Some((
                 e["instance"].as_str()?.to_string(),
