@@ -6,7 +6,8 @@
 //!   use); each transition recorded in `storage-state.yaml`;
 //! - an instance: launch (the canonical hostname of its next generation,
 //!   the launch script, the labels), verify (`verify_instance` against the
-//!   build with its mounts counted), record (launch record, pin,
+//!   build with its mounts counted; the verdict in `verifications.yaml`),
+//!   record (launch record, pin,
 //!   generation); a replacement removes the old machine only after the new
 //!   one is verified and recorded, and a failed verification removes the
 //!   new one, keeps the old and fails the node; an ephemeral one is
