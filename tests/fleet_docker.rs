@@ -437,4 +437,24 @@ fn docker_fleet_lifecycle() {
     let (code, out, err) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(t.action("keeper").0, "behind");
+
+    // A pin alone (never launched) the tree does not declare: the node
+    // decommissions it, the pin forgotten and journalled.
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("ghost".into(), pinned.clone());
+    t.meta().save_pins(&pins).unwrap();
+    assert_eq!(t.action("ghost"), ("decommission".into(), false));
+    t.build();
+    let pins = t.meta().pins().unwrap();
+    assert!(!pins.instances.contains_key("ghost"), "{pins:?}");
+    assert!(
+        pins.upgrades.iter().any(|u| u.kind == "instance"
+            && u.name == "ghost"
+            && u.op == "decommission"
+            && u.from.as_deref() == Some(pinned.as_str())),
+        "{:#?}",
+        pins.upgrades
+    );
+    assert_eq!(t.action("keeper").0, "behind", "the others are untouched");
+    assert!(t.fleet_plan().iter().all(|n| n["name"] != "ghost"));
 }

@@ -114,6 +114,15 @@ fn recorded_fleet(
     tree: &Tree,
 ) -> Result<RecordedFleet> {
     let records = csis_cache::fleet::FleetRecords::load(meta)?;
+    // The planning view's pins hold only `images`: the instance pins and
+    // pending replacements are read whole (as the fleet's records are).
+    let whole;
+    let pins = if pins.instances.is_empty() && pins.pending_replacements.is_empty() {
+        whole = meta.pins()?;
+        &whole
+    } else {
+        pins
+    };
     let mut f = RecordedFleet {
         pins: pins.instances.clone(),
         pending: pins.pending_replacements.clone(),
@@ -246,7 +255,7 @@ impl Session {
             explain,
         )?;
         // The last state query's `missing` machines are relaunched.
-        let seen = crate::state::last_report_drift(&self.tree).unwrap_or_default();
+        let seen = crate::state_file::last_report_drift(&self.tree).unwrap_or_default();
         self.relaunch_missing(&mut plan, &seen)?;
         // Launch parameters changed without a replacement: refused at
         // the changed field, as a load error (nothing runs).

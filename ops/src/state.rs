@@ -267,12 +267,7 @@ fn add_fleet_drift(tree: &Tree, meta: &MetaState, report: &mut StateReport) -> R
     Ok(())
 }
 
-/// `<tree>/<generation_directory>/state-report.json`.
-pub fn report_path(tree: &Tree) -> PathBuf {
-    tree.root()
-        .join(&tree.config.generation_directory)
-        .join("state-report.json")
-}
+pub use crate::state_file::{last_report_drift, report_path};
 
 pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
     let path = report_path(tree);
@@ -298,13 +293,6 @@ pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
             .map(|d| format!("{} {}: {}: {}", d.kind, d.name, d.drift, d.detail))
             .collect(),
     )
-}
-
-/// The last report's drift (None = no report).
-pub fn last_report_drift(tree: &Tree) -> Option<Vec<drift::Drift>> {
-    let text = std::fs::read_to_string(report_path(tree)).ok()?;
-    let report: StateReport = serde_json::from_str(&text).ok()?;
-    Some(report.drift)
 }
 
 /// The last report's hard drift a build refuses on (see

@@ -234,11 +234,25 @@ pub fn decide_instance(v: &FleetView, c: &InstanceCase<'_>) -> Decided {
                     r.bound_build().unwrap_or("unbound")
                 ),
             ),
-            None => decided(
-                Action::Current,
-                None,
-                format!("{name}: nothing recorded to decommission"),
-            ),
+            None => match v.pins.instance_pin(name) {
+                // a pin alone (never launched): forgotten, so pins.yaml
+                // holds no instance the tree does not declare
+                Some(p) => decided(
+                    Action::Decommission,
+                    Some(p),
+                    format!("decommission {name}: pinned to {p}, never launched, declared no more (the pin is forgotten)"),
+                ),
+                None if v.pins.pending_replacements.contains_key(name) => decided(
+                    Action::Decommission,
+                    None,
+                    format!("decommission {name}: a pending replacement, declared no more (it is forgotten)"),
+                ),
+                None => decided(
+                    Action::Current,
+                    None,
+                    format!("{name}: nothing recorded to decommission"),
+                ),
+            },
         };
     }
     let pending = v.pins.pending_replacements.get(name).map(String::as_str);

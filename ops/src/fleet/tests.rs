@@ -205,3 +205,22 @@ fn a_report_names_missing_only_the_machine_the_record_still_names() {
     foreign.drift = "foreign".into();
     assert!(missing_of(&v, &[foreign]).is_empty());
 }
+
+#[test]
+fn a_pin_alone_declared_no_more_is_decommissioned() {
+    let mut v = view_with(None);
+    v.pins.instances.insert("web".into(), "b0".into());
+    let mut c = case(false, Some("b1"));
+    c.declared = false;
+    let d = decide_instance(&v, &c);
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Decommission, Some("b0"))
+    );
+    assert!(d.reason.contains("pin"), "{}", d.reason);
+    // nothing recorded at all: nothing to do
+    assert_eq!(
+        decide_instance(&view_with(None), &c).action,
+        Action::Current
+    );
+}
