@@ -224,3 +224,36 @@ fn a_pin_alone_declared_no_more_is_decommissioned() {
         Action::Current
     );
 }
+
+#[test]
+fn the_gate_lets_through_only_the_drift_a_due_node_repairs() {
+    use csis_cache::drift::Drift;
+    let (_t, args) = crate::test_tree::ops_basic();
+    let session = crate::session::open(&args.dir, &args.load_options()).unwrap();
+    let sel = session.select(&[]).unwrap();
+    let plan = session.plan(&sel, &Default::default()).unwrap();
+    let hard = |kind: &str, name: &str, what: &str| Drift {
+        kind: kind.into(),
+        name: name.into(),
+        drift: what.into(),
+        detail: "gone".into(),
+        hard: true,
+    };
+    // no instance node relaunches `web`: its missing machine refuses, as
+    // does any other hard drift
+    let left = unrepaired(
+        &session.compiled.graph,
+        &plan,
+        &[
+            hard("instance", "web", "missing"),
+            hard("image", "base", "missing"),
+        ],
+    );
+    assert_eq!(
+        left,
+        vec![
+            "instance web: missing: gone".to_string(),
+            "image base: missing: gone".to_string()
+        ]
+    );
+}
