@@ -321,6 +321,14 @@ impl FleetOp {
                     }
                 }
             }
+            // a relaunch of the pinned build moves no pin
+            FleetOp::Replaced {
+                name,
+                record,
+                why: Some(CloseWhy::Missing),
+                ..
+            } if pins.instance_pin(name) == record.bound_build()
+                && !pins.pending_replacements.contains_key(name) => {}
             FleetOp::Replaced {
                 name,
                 old_build,
