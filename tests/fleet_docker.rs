@@ -102,6 +102,15 @@ mkdir -p /usr/local/sbin /usr/local/bin
     let _ = docker(&["rm", "-f", &tmp]);
 }
 
+/// The verdict `verifications.yaml` holds for generation `generation` of
+/// a durable instance.
+fn durable_verdict(t: &Tree, name: &str, generation: u32) -> Option<Value> {
+    let v = csis_cache::verifications::Verifications::load(&t.meta()).unwrap();
+    v.verifications
+        .into_iter()
+        .find(|e| e["instance"] == name && e["generation"] == generation && e["ephemeral"] == false)
+}
+
 fn running(name: &str) -> bool {
     containers(false, &[&format!("name=^{name}$")]).len() == 1
 }
@@ -138,7 +147,13 @@ fn docker_fleet_lifecycle() {
     import_busybox_base(&base, t.tmp.path());
     add_account_tools(&base, &suffix);
     // The hostnames are the containers' names; another run's would clash.
-    for n in ["keeper-001", "keeper-002", "follower-001", "follower-002"] {
+    for n in [
+        "keeper-001",
+        "keeper-002",
+        "keeper-003",
+        "follower-001",
+        "follower-002",
+    ] {
         assert!(!exists(n), "a container {n} exists already");
         cleanup.containers.push(n.to_string());
     }
@@ -179,6 +194,12 @@ fn docker_fleet_lifecycle() {
     assert_eq!(keeper["state"], "launched", "{keeper}");
     assert_eq!(keeper["hostname"], "keeper-001");
     assert_eq!(keeper["generation"], 1);
+    // the build's verification of a durable machine is recorded as a proof's is
+    let v = durable_verdict(&t, "keeper", 1).expect("keeper's verdict");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["expected_build"], keeper["build"], "{v}");
+    assert_eq!(v["hostname"], "keeper-001", "{v}");
+    assert!(v["checks"].as_array().is_some_and(|c| !c.is_empty()), "{v}");
     assert_eq!(keeper["runtime"], RT);
     let first_follower_build = t.instance("follower")["build"].clone();
     assert_eq!(t.action("keeper").0, "current");
@@ -311,6 +332,11 @@ fn docker_fleet_lifecycle() {
         "the volume survives"
     );
     assert_eq!(t.instance("keeper")["generation"], 2);
+    let v = durable_verdict(&t, "keeper", 2).expect("the replacement's verdict");
+    assert_eq!(
+        (v["ok"].clone(), v["expected_build"].clone()),
+        (Value::from(true), Value::from(booted.clone()))
+    );
 
     // Declared no more, apply_instances false: gated, nothing changes.
     t.edit(
@@ -355,4 +381,80 @@ fn docker_fleet_lifecycle() {
             && d["hard"] == true),
         "{report:#}"
     );
+
+    let pinned = booted;
+
+    // The build repairs it: the plan names a relaunch (gated while
+    // apply_instances is false), and a build with a bake due refuses only
+    // while the relaunch is gated, naming the fix.
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: true",
+        "apply_instances: false",
+    );
+    assert_eq!(t.action("keeper"), ("relaunch".into(), true));
+    t.edit("images/images.yaml", "app2", "app3");
+    let (code, out, err) = t.run(&["build"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("hard drift: instance keeper: missing")
+            && err.contains("relaunches it where apply_instances allows"),
+        "{err}"
+    );
+    assert!(!exists("keeper-003"));
+    t.edit(
+        "cfg/_config.yml",
+        "apply_instances: false",
+        "apply_instances: true",
+    );
+    let out = t.build();
+    assert!(running("keeper-003"), "{out}");
+    assert_eq!(
+        csis_testkit::docker::label("keeper-003", "csis_build"),
+        pinned,
+        "relaunched from the build it ran (pinned), not the new head"
+    );
+    let kept = docker(&["exec", "keeper-003", "cat", "/mnt/data/team/kept.txt"]);
+    assert_eq!(kept.as_deref().map(str::trim), Some("precious"));
+    let keeper = t.instance("keeper");
+    assert_eq!(
+        (keeper["generation"].clone(), keeper["hostname"].clone()),
+        (Value::from(3), Value::from("keeper-003")),
+        "{keeper}"
+    );
+    let records = csis_cache::fleet::FleetRecords::load(&t.meta()).unwrap();
+    let closed: Vec<(u32, String)> = records.instances.instances["keeper"]
+        .closed()
+        .map(|c| (c.generation.number, format!("{:?}", c.why)))
+        .collect();
+    assert!(
+        closed.contains(&(2, "Missing".to_string())),
+        "generation 2 closed as missing: {closed:?}"
+    );
+    let v = durable_verdict(&t, "keeper", 3).expect("the relaunch's verdict");
+    assert_eq!(v["expected_build"], Value::from(pinned.clone()), "{v}");
+    // no drift left, and nothing more to do
+    let (code, out, err) = t.run(&["state", "query"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(t.action("keeper").0, "behind");
+
+    // A pin alone (never launched) the tree does not declare: the node
+    // decommissions it, the pin forgotten and journalled.
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.insert("ghost".into(), pinned.clone());
+    t.meta().save_pins(&pins).unwrap();
+    assert_eq!(t.action("ghost"), ("decommission".into(), false));
+    t.build();
+    let pins = t.meta().pins().unwrap();
+    assert!(!pins.instances.contains_key("ghost"), "{pins:?}");
+    assert!(
+        pins.upgrades.iter().any(|u| u.kind == "instance"
+            && u.name == "ghost"
+            && u.op == "decommission"
+            && u.from.as_deref() == Some(pinned.as_str())),
+        "{:#?}",
+        pins.upgrades
+    );
+    assert_eq!(t.action("keeper").0, "behind", "the others are untouched");
+    assert!(t.fleet_plan().iter().all(|n| n["name"] != "ghost"));
 }

@@ -238,6 +238,10 @@ pub(crate) enum FleetOp {
         machine: Machine,
         run: String,
         at: String,
+        /// Why the old generation closed (`replaced` when absent; `missing`
+        /// for a relaunch of a machine found gone).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<CloseWhy>,
     },
     Decommission {
         name: String,
@@ -317,6 +321,14 @@ impl FleetOp {
                     }
                 }
             }
+            // a relaunch of the pinned build moves no pin
+            FleetOp::Replaced {
+                name,
+                record,
+                why: Some(CloseWhy::Missing),
+                ..
+            } if pins.instance_pin(name) == record.bound_build()
+                && !pins.pending_replacements.contains_key(name) => {}
             FleetOp::Replaced {
                 name,
                 old_build,
@@ -396,6 +408,7 @@ impl FleetOp {
                 machine,
                 run,
                 at,
+                why,
                 ..
             } => {
                 let kind = GenerationKind::of(record.ephemeral);
@@ -409,8 +422,9 @@ impl FleetOp {
                     f.launch
                         .instances
                         .insert(name.clone(), launched(record, run));
+                    let why = why.unwrap_or(CloseWhy::Replaced);
                     f.instances
-                        .close_numbered(name, *old_generation, run, at, CloseWhy::Replaced);
+                        .close_numbered(name, *old_generation, run, at, why);
                 }
                 f.instances
                     .open_numbered(name, kind, n, opening(record, machine, run, at));

@@ -95,6 +95,9 @@ pub enum CloseWhy {
     Decommission,
     Ephemeral,
     ReplacedOutOfBand,
+    /// Its machine was found gone (removed behind csis) and a new one
+    /// launched in its place (a relaunch).
+    Missing,
 }
 
 /// One generation (`current`, and the opening half of a closed one).

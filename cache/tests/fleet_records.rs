@@ -1129,3 +1129,52 @@ fn kill_9_during_replacements_leaves_exactly_one_machine_recorded() {
         assert_eq!(t.journal_len(), 0);
     }
 }
+
+#[test]
+fn a_relaunch_closes_the_gone_generation_missing_and_keeps_the_pin() {
+    let t = tree();
+    let r = t.recorder();
+    r.record_launch(
+        "web",
+        record("b1", "web-001", false),
+        &machine(1, "c1"),
+        "r1",
+    )
+    .unwrap();
+    let moves = r.fleet(|p, _| p.upgrades.len()).unwrap();
+    r.record_relaunched(
+        "web",
+        1,
+        record("b1", "web-002", false),
+        &machine(2, "c2"),
+        "r2",
+    )
+    .unwrap();
+    // the same machine again changes nothing (a replay)
+    r.record_relaunched(
+        "web",
+        1,
+        record("b1", "web-002", false),
+        &machine(2, "c2"),
+        "r2",
+    )
+    .unwrap();
+    assert_eq!(
+        r.fleet(|p, _| p.upgrades.len()).unwrap(),
+        moves,
+        "the pin did not move"
+    );
+    drop(r);
+    let v = t.view();
+    assert_eq!(
+        standing(&v, "web"),
+        Some((2, "c2".into(), "b1".into(), "b1".into()))
+    );
+    let closed: Vec<_> = v.1.instances.instances["web"]
+        .closed()
+        .map(|c| (c.generation.number, c.why))
+        .collect();
+    assert_eq!(closed, [(1, CloseWhy::Missing)]);
+    let text = std::fs::read_to_string(t.meta.dir().join(INSTANCE_STATE_FILE)).unwrap();
+    assert!(text.contains("why: missing"), "{text}");
+}

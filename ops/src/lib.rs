@@ -42,6 +42,7 @@ pub mod revoke;
 pub mod session;
 pub mod shards;
 pub mod state;
+mod state_file;
 pub mod tofu_roots;
 pub mod upgrade;
 pub mod validate;

@@ -114,6 +114,15 @@ fn recorded_fleet(
     tree: &Tree,
 ) -> Result<RecordedFleet> {
     let records = csis_cache::fleet::FleetRecords::load(meta)?;
+    // The planning view's pins hold only `images`: the instance pins and
+    // pending replacements are read whole (as the fleet's records are).
+    let whole;
+    let pins = if pins.instances.is_empty() && pins.pending_replacements.is_empty() {
+        whole = meta.pins()?;
+        &whole
+    } else {
+        pins
+    };
     let mut f = RecordedFleet {
         pins: pins.instances.clone(),
         pending: pins.pending_replacements.clone(),
@@ -224,8 +233,18 @@ impl Session {
         self.plan_with(sel, force, Explain::Yes)
     }
 
+    /// Plan a relaunch for each launched durable instance `drift` finds
+    /// missing (crate::fleet::plan::relaunch_missing).
+    pub fn relaunch_missing(
+        &self,
+        plan: &mut Plan,
+        drift: &[csis_cache::drift::Drift],
+    ) -> Result<()> {
+        crate::fleet::plan::relaunch_missing(&self.meta, &self.compiled.graph, plan, drift)
+    }
+
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
-        let plan = plan(
+        let mut plan = plan(
             &self.meta,
             &self.lineage,
             &self.revs,
@@ -235,6 +254,9 @@ impl Session {
             force,
             explain,
         )?;
+        // The last state query's `missing` machines are relaunched.
+        let seen = crate::state_file::last_report_drift(&self.tree).unwrap_or_default();
+        self.relaunch_missing(&mut plan, &seen)?;
         // Launch parameters changed without a replacement: refused at
         // the changed field, as a load error (nothing runs).
         let refused =

@@ -267,12 +267,7 @@ fn add_fleet_drift(tree: &Tree, meta: &MetaState, report: &mut StateReport) -> R
     Ok(())
 }
 
-/// `<tree>/<generation_directory>/state-report.json`.
-pub fn report_path(tree: &Tree) -> PathBuf {
-    tree.root()
-        .join(&tree.config.generation_directory)
-        .join("state-report.json")
-}
+pub use crate::state_file::{last_report_drift, report_path};
 
 pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
     let path = report_path(tree);
@@ -292,16 +287,20 @@ pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
 /// that child; `csis upgrade` moves the pin once a new parent build exists).
 #[allow(dead_code)]
 pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(report_path(tree)).ok()?;
-    let report: StateReport = serde_json::from_str(&text).ok()?;
     Some(
-        report
-            .drift
+        last_report_hard(tree)?
             .iter()
-            .filter(|d| d.hard && d.kind != "release" && d.drift != "revoked")
             .map(|d| format!("{} {}: {}: {}", d.kind, d.name, d.drift, d.detail))
             .collect(),
     )
+}
+
+/// The last report's hard drift a build refuses on (see
+/// [`last_report_hard_drift`]).
+pub fn last_report_hard(tree: &Tree) -> Option<Vec<drift::Drift>> {
+    let mut d = last_report_drift(tree)?;
+    d.retain(|d| d.hard && d.kind != "release" && d.drift != "revoked");
+    Some(d)
 }
 
 /// The gate at the start of `csis build`: with `run_query` (the default;
@@ -311,12 +310,19 @@ pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
 /// answer, printing the lines and "re-run csis state query after fixing".
 #[allow(dead_code)]
 pub fn state_query_gate(tree: &Tree, run_query: bool) -> Result<Vec<String>> {
+    state_query_gate_drift(tree, run_query)?;
+    Ok(last_report_hard_drift(tree).unwrap_or_default())
+}
+
+/// The gate's query (as [`state_query_gate`]), answering the hard drift
+/// itself (the build lets through what its plan repairs).
+pub fn state_query_gate_drift(tree: &Tree, run_query: bool) -> Result<Vec<drift::Drift>> {
     if run_query {
         let meta = MetaState::of_tree(tree.root());
         let (report, _) = state_report(tree, &meta)?;
         write_report(tree, &report)?;
     }
-    Ok(last_report_hard_drift(tree).unwrap_or_default())
+    Ok(last_report_hard(tree).unwrap_or_default())
 }
 
 /// The state query's answer and where it was written.

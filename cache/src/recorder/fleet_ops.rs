@@ -208,6 +208,32 @@ impl Recorder {
         machine: &Machine,
         run: &str,
     ) -> Result<(), CacheError> {
+        self.record_successor(name, old_generation, new, machine, run, None)
+    }
+
+    /// A relaunch: as [`Recorder::record_replaced`], the old generation
+    /// (whose machine was found gone) closed `missing`.
+    pub fn record_relaunched(
+        &self,
+        name: &str,
+        old_generation: u32,
+        new: LaunchRecord,
+        machine: &Machine,
+        run: &str,
+    ) -> Result<(), CacheError> {
+        let why = Some(crate::instance_state::CloseWhy::Missing);
+        self.record_successor(name, old_generation, new, machine, run, why)
+    }
+
+    fn record_successor(
+        &self,
+        name: &str,
+        old_generation: u32,
+        new: LaunchRecord,
+        machine: &Machine,
+        run: &str,
+        why: Option<crate::instance_state::CloseWhy>,
+    ) -> Result<(), CacheError> {
         let kind = GenerationKind::of(new.ephemeral);
         if self.check_number(name, kind, machine)? {
             return Ok(());
@@ -233,6 +259,7 @@ impl Recorder {
             machine: machine.clone(),
             run: run.into(),
             at: now(),
+            why,
         })
     }
 

@@ -209,7 +209,10 @@ pub fn run(
     // The state gate (lineage operations): only when something will run, so
     // a no-op build talks to no runtime at all.
     if !args.dry_run && plan.nodes.iter().any(|n| n.due) {
-        let hard = crate::state::state_query_gate(&session.tree, !args.no_state_query)?;
+        let hard = crate::state::state_query_gate_drift(&session.tree, !args.no_state_query)?;
+        // a launched machine found missing is relaunched by this very build
+        session.relaunch_missing(&mut plan, &hard)?;
+        let hard = crate::fleet::plan::unrepaired(&session.compiled.graph, &plan, &hard);
         if !hard.is_empty() {
             return Ok(BuildOutcome::HardDrift(hard));
         }

@@ -6,7 +6,8 @@
 //!   use); each transition recorded in `storage-state.yaml`;
 //! - an instance: launch (the canonical hostname of its next generation,
 //!   the launch script, the labels), verify (`verify_instance` against the
-//!   build with its mounts counted), record (launch record, pin,
+//!   build with its mounts counted; the verdict in `verifications.yaml`),
+//!   record (launch record, pin,
 //!   generation); a replacement removes the old machine only after the new
 //!   one is verified and recorded, and a failed verification removes the
 //!   new one, keeps the old and fails the node; an ephemeral one is
@@ -167,7 +168,12 @@ fn record_storage(
 
 /// An instance node.
 pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, NodeError> {
-    let v = a.view()?;
+    let mut v = a.view()?;
+    if spec.declared.as_ref().is_some_and(|i| !i.ephemeral)
+        && machine_gone(a, &v, &spec.name).await?
+    {
+        v.missing.insert(spec.name.clone());
+    }
     let head = a.recorder.head_build(&spec.image, &spec.runtime);
     let mut case = InstanceCase::of_spec(spec);
     case.head = head.as_deref();
@@ -184,7 +190,7 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
             decommission(a, &v, spec, &mut out).await?;
             return Ok(out);
         }
-        (Action::Launch | Action::Replace, Some(b), Some(_)) => b,
+        (Action::Launch | Action::Replace | Action::Relaunch, Some(b), Some(_)) => b,
         _ => return Ok(out),
     };
     let inst = spec.declared.as_ref().expect("matched above");
@@ -198,6 +204,15 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
         _ => None,
     };
     let (record, machine) = launch_verified(a, &v, inst, &build, &mut out).await?;
+    let standing = v.records.current_generation(&spec.name).map(|g| g.number);
+    if let (Action::Relaunch, Some(old_gen)) = (d.action, standing) {
+        // the old machine is gone: its generation closes `missing`
+        return a
+            .recorder
+            .record_relaunched(&spec.name, old_gen, record, &machine, a.run)
+            .map(|_| out)
+            .map_err(rec_err("the relaunch"));
+    }
     match old {
         None => a
             .recorder
@@ -223,6 +238,27 @@ fn old_machine_id(v: &FleetView, name: &str, old: &LaunchRecord) -> String {
         .current_generation(name)
         .and_then(|g| g.instance_id.clone())
         .unwrap_or_else(|| old.hostname.clone())
+}
+
+/// Is the machine recorded standing for a launched durable instance gone
+/// from the runtime (removed behind csis)? False when nothing is launched
+/// or the runtime cannot say.
+async fn machine_gone(a: &Apply<'_>, v: &FleetView, name: &str) -> Result<bool, NodeError> {
+    let Some(rec) = v.launched(name) else {
+        return Ok(false);
+    };
+    let standing = match a.rt.query_instances().await {
+        Ok(s) => s,
+        Err(RuntimeError::Unsupported { .. }) => return Ok(false),
+        Err(e) => return Err(rt_err(e)),
+    };
+    let id = v
+        .records
+        .current_generation(name)
+        .and_then(|g| g.instance_id.clone());
+    Ok(!standing
+        .iter()
+        .any(|m| Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(rec.hostname.as_str())))
 }
 
 async fn remove(a: &Apply<'_>, id: &str, out: &mut Applied) -> Result<(), NodeError> {
@@ -287,6 +323,8 @@ async fn launch_verified(
     out: &mut Applied,
 ) -> Result<(LaunchRecord, Machine), NodeError> {
     let (record, machine, checks) = launch_and_check(a, v, inst, build, out).await?;
+    let ok = failed(&checks).is_none();
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
     if let Some(failed) = failed(&checks) {
         let host = record.hostname.clone();
         let _ =
@@ -507,19 +545,7 @@ async fn prove(
     }
     let ok = failed(&checks).is_none();
     let kept = !ok && inst.on_failure == OnFailure::Keep;
-    let entry = json!({
-        "instance": inst.name,
-        "runtime": inst.runtime,
-        "expected_build": build,
-        "ok": ok,
-        "ephemeral": true,
-        "hostname": record.hostname,
-        "run": a.run,
-        "time": crate::image_test::now_rfc3339(),
-        "checks": checks,
-    });
-    csis_cache::verifications::Verifications::append(a.meta, entry)
-        .map_err(rec_err("the verdict"))?;
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
     let verdict = EphemeralVerdict {
         record: record.clone(),
         machine,
@@ -544,6 +570,33 @@ async fn prove(
         )));
     }
     Ok(())
+}
+
+/// A new machine's verdict in `meta-state/verifications.yaml` (a durable
+/// one's after its launch or replacement, an ephemeral one's proof): the
+/// instance, the build, the generation, the checks.
+fn record_verdict(
+    a: &Apply<'_>,
+    inst: &Instance,
+    build: &str,
+    record: &LaunchRecord,
+    generation: u32,
+    ok: bool,
+    checks: &[VerifyCheck],
+) -> Result<(), NodeError> {
+    let entry = json!({
+        "instance": inst.name,
+        "runtime": inst.runtime,
+        "expected_build": build,
+        "ok": ok,
+        "ephemeral": inst.ephemeral,
+        "generation": generation,
+        "hostname": record.hostname,
+        "run": a.run,
+        "time": crate::image_test::now_rfc3339(),
+        "checks": checks,
+    });
+    csis_cache::verifications::Verifications::append(a.meta, entry).map_err(rec_err("the verdict"))
 }
 
 /// Remove the machine, forget the pin and the launch record, close the

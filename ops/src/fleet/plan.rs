@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
+use csis_cache::drift::Drift;
 use csis_cache::fleet::FleetRecords;
 use csis_cache::launch_params::LaunchRecord;
 use csis_cache::storage_state::{
@@ -37,6 +38,10 @@ pub enum Action {
     /// Recorded, declared no more: the machine removed, the pin and launch
     /// record forgotten, the generation closed.
     Decommission,
+    /// A launched durable instance whose machine is gone (removed behind
+    /// csis): a new generation of the build it ran, the old one closed
+    /// `missing`.
+    Relaunch,
     /// Nothing to do.
     Current,
     /// Pinned, and its image has a newer head: not due (`csis upgrade
@@ -61,6 +66,7 @@ impl Action {
             Action::Launch => "launch",
             Action::Replace => "replace",
             Action::Decommission => "decommission",
+            Action::Relaunch => "relaunch",
             Action::Current => "current",
             Action::Behind => "behind",
             Action::Waiting => "waiting",
@@ -85,6 +91,7 @@ impl Action {
             Action::Launch,
             Action::Replace,
             Action::Decommission,
+            Action::Relaunch,
             Action::Current,
             Action::Behind,
             Action::Waiting,
@@ -124,6 +131,9 @@ pub struct FleetView {
     pub releases: Releases,
     /// `(instance, build)` with a passing verdict in `verifications.yaml`.
     pub proven: BTreeSet<(String, String)>,
+    /// Launched durable instances whose machine the runtime no longer
+    /// holds (the state query's `missing`, or the node's own query).
+    pub missing: BTreeSet<String>,
 }
 
 impl FleetView {
@@ -134,6 +144,7 @@ impl FleetView {
             pins: meta.pins()?,
             releases: meta.releases()?,
             proven: proven(meta)?,
+            missing: BTreeSet::new(),
         })
     }
 
@@ -155,12 +166,14 @@ impl FleetView {
     }
 }
 
-/// The `(instance, build)` pairs `verifications.yaml` holds a passing verdict for.
+/// The `(instance, build)` pairs `verifications.yaml` holds a passing
+/// verdict for (not a durable machine's: `ephemeral: false`).
 fn proven(meta: &MetaState) -> Result<BTreeSet<(String, String)>> {
     let v = csis_cache::verifications::Verifications::load(meta)?;
     Ok(v.verifications
         .iter()
         .filter(|e| e["ok"].as_bool() == Some(true))
+        .filter(|e| e["ephemeral"].as_bool() != Some(false))
         .filter_map(|e| {
             Some((
                 e["instance"].as_str()?.to_string(),
@@ -221,11 +234,25 @@ pub fn decide_instance(v: &FleetView, c: &InstanceCase<'_>) -> Decided {
                     r.bound_build().unwrap_or("unbound")
                 ),
             ),
-            None => decided(
-                Action::Current,
-                None,
-                format!("{name}: nothing recorded to decommission"),
-            ),
+            None => match v.pins.instance_pin(name) {
+                // a pin alone (never launched): forgotten, so pins.yaml
+                // holds no instance the tree does not declare
+                Some(p) => decided(
+                    Action::Decommission,
+                    Some(p),
+                    format!("decommission {name}: pinned to {p}, never launched, declared no more (the pin is forgotten)"),
+                ),
+                None if v.pins.pending_replacements.contains_key(name) => decided(
+                    Action::Decommission,
+                    None,
+                    format!("decommission {name}: a pending replacement, declared no more (it is forgotten)"),
+                ),
+                None => decided(
+                    Action::Current,
+                    None,
+                    format!("{name}: nothing recorded to decommission"),
+                ),
+            },
         };
     }
     let pending = v.pins.pending_replacements.get(name).map(String::as_str);
@@ -235,6 +262,29 @@ pub fn decide_instance(v: &FleetView, c: &InstanceCase<'_>) -> Decided {
     let Some(l) = v.launched(name) else {
         return first_bind(v, c);
     };
+    let d = durable(c, l, pending);
+    if v.missing.contains(name) && !d.action.changes() {
+        return relaunched(name, l);
+    }
+    d
+}
+
+/// A machine found gone is launched again from the build it ran.
+fn relaunched(name: &str, l: &LaunchRecord) -> Decided {
+    let running = l.bound_build().unwrap_or("unbound");
+    decided(
+        Action::Relaunch,
+        l.bound_build(),
+        format!(
+            "relaunch {name}: its machine {} (build {running}) is missing; a new generation boots {running}",
+            l.hostname
+        ),
+    )
+}
+
+/// A launched durable instance: replace, behind or current.
+fn durable(c: &InstanceCase<'_>, l: &LaunchRecord, pending: Option<&str>) -> Decided {
+    let name = c.name;
     let running = l.bound_build().unwrap_or("unbound");
     let host = &l.hostname;
     if let Some(p) = pending.filter(|p| *p != running) {
@@ -485,6 +535,84 @@ pub fn apply_fleet_plan(
         set_decision(n, &d, node.attr(GATED_ATTR));
     }
     Ok(())
+}
+
+/// The instances a state report finds `missing` whose launch record still
+/// names the machine it found gone (a report older than a relaunch names
+/// the old hostname).
+pub fn missing_of(v: &FleetView, drift: &[Drift]) -> BTreeSet<String> {
+    drift
+        .iter()
+        .filter(|d| d.kind == "instance" && d.drift == "missing")
+        .filter(|d| {
+            v.launched(&d.name)
+                .is_some_and(|r| d.detail.starts_with(&format!("{} ", r.hostname)))
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// Plan a relaunch for every launched durable instance `drift` finds
+/// missing whose node would otherwise change nothing.
+pub fn relaunch_missing(
+    meta: &MetaState,
+    graph: &Graph,
+    plan: &mut Plan,
+    drift: &[Drift],
+) -> Result<()> {
+    if !drift.iter().any(|d| d.kind == "instance") {
+        return Ok(());
+    }
+    let view = FleetView::load(meta)?;
+    let missing = missing_of(&view, drift);
+    for n in plan
+        .nodes
+        .iter_mut()
+        .filter(|n| n.kind == NodeKind::Instance)
+    {
+        let node = graph.node(n.id);
+        let name = node.attr("instance").unwrap_or_default();
+        let quiet = Action::parse(&n.code).is_some_and(|a| !a.changes());
+        let Some(l) = view
+            .launched(name)
+            .filter(|_| quiet && missing.contains(name))
+        else {
+            continue;
+        };
+        if node.attr(DECOMMISSION_ATTR) != Some("true") {
+            set_decision(n, &relaunched(name, l), node.attr(GATED_ATTR));
+        }
+    }
+    Ok(())
+}
+
+/// The hard drift the plan does not repair, as the build refuses on it: an
+/// instance found missing whose node is due to relaunch, replace or
+/// decommission it is repaired by this build; a gated one names the fix.
+pub fn unrepaired(graph: &Graph, plan: &Plan, hard: &[Drift]) -> Vec<String> {
+    let node_of = |name: &str| {
+        plan.nodes.iter().find(|n| {
+            n.kind == NodeKind::Instance && graph.node(n.id).attr("instance") == Some(name)
+        })
+    };
+    let repairs = [Action::Relaunch, Action::Replace, Action::Decommission];
+    let mut out = Vec::new();
+    for d in hard {
+        let line = format!("{} {}: {}: {}", d.kind, d.name, d.drift, d.detail);
+        let planned = (d.kind == "instance" && d.drift == "missing")
+            .then(|| node_of(&d.name))
+            .flatten();
+        let action = planned.and_then(|n| Action::parse(&n.code));
+        match planned {
+            Some(n) if n.due && action.is_some_and(|a| repairs.contains(&a)) => {}
+            Some(n) if action == Some(Action::Relaunch) && is_gated(graph, n) => out.push(format!(
+                "{line}; the build relaunches it where apply_instances allows ({})",
+                graph.node(n.id).attr(GATED_ATTR).unwrap_or("gated")
+            )),
+            _ => out.push(line),
+        }
+    }
+    out
 }
 
 /// Write a decision into a planned node.

@@ -153,3 +153,107 @@ fn storages_follow_the_state_machine() {
     assert_eq!(d.action, Action::Destroy);
     assert!(d.reason.contains("declared no more"), "{}", d.reason);
 }
+
+#[test]
+fn a_missing_machine_is_relaunched_from_the_build_it_ran() {
+    let mut v = view_with(Some("b1"));
+    // current and behind become a relaunch of the running build
+    v.missing.insert("web".into());
+    let d = decide_instance(&v, &case(false, Some("b1")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Relaunch, Some("b1"))
+    );
+    assert!(
+        d.reason.contains("web-001") && d.reason.contains("missing"),
+        "{}",
+        d.reason
+    );
+    assert!(d.action.changes());
+    let d = decide_instance(&v, &case(false, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Relaunch, Some("b1"))
+    );
+    // a replacement repairs it as well: it stays one
+    let d = decide_instance(&v, &case(true, Some("b2")));
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Replace, Some("b2"))
+    );
+    // an ephemeral one is never relaunched
+    let mut c = case(false, Some("b1"));
+    c.ephemeral = true;
+    assert_ne!(decide_instance(&v, &c).action, Action::Relaunch);
+}
+
+#[test]
+fn a_report_names_missing_only_the_machine_the_record_still_names() {
+    use csis_cache::drift::Drift;
+    let v = view_with(Some("b1"));
+    let gone = |host: &str| Drift {
+        kind: "instance".into(),
+        name: "web".into(),
+        drift: "missing".into(),
+        detail: format!("{host} (build b1) is recorded launched on rt and is gone"),
+        hard: true,
+    };
+    assert!(missing_of(&v, &[gone("web-001")]).contains("web"));
+    // a report older than the relaunch names the old machine
+    assert!(missing_of(&v, &[gone("web-000")]).is_empty());
+    let mut foreign = gone("web-001");
+    foreign.drift = "foreign".into();
+    assert!(missing_of(&v, &[foreign]).is_empty());
+}
+
+#[test]
+fn a_pin_alone_declared_no_more_is_decommissioned() {
+    let mut v = view_with(None);
+    v.pins.instances.insert("web".into(), "b0".into());
+    let mut c = case(false, Some("b1"));
+    c.declared = false;
+    let d = decide_instance(&v, &c);
+    assert_eq!(
+        (d.action, d.build.as_deref()),
+        (Action::Decommission, Some("b0"))
+    );
+    assert!(d.reason.contains("pin"), "{}", d.reason);
+    // nothing recorded at all: nothing to do
+    assert_eq!(
+        decide_instance(&view_with(None), &c).action,
+        Action::Current
+    );
+}
+
+#[test]
+fn the_gate_lets_through_only_the_drift_a_due_node_repairs() {
+    use csis_cache::drift::Drift;
+    let (_t, args) = crate::test_tree::ops_basic();
+    let session = crate::session::open(&args.dir, &args.load_options()).unwrap();
+    let sel = session.select(&[]).unwrap();
+    let plan = session.plan(&sel, &Default::default()).unwrap();
+    let hard = |kind: &str, name: &str, what: &str| Drift {
+        kind: kind.into(),
+        name: name.into(),
+        drift: what.into(),
+        detail: "gone".into(),
+        hard: true,
+    };
+    // no instance node relaunches `web`: its missing machine refuses, as
+    // does any other hard drift
+    let left = unrepaired(
+        &session.compiled.graph,
+        &plan,
+        &[
+            hard("instance", "web", "missing"),
+            hard("image", "base", "missing"),
+        ],
+    );
+    assert_eq!(
+        left,
+        vec![
+            "instance web: missing: gone".to_string(),
+            "image base: missing: gone".to_string()
+        ]
+    );
+}
