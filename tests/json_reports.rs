@@ -196,3 +196,29 @@ fn builds_shards_and_store_json() {
     assert_eq!(code, 0);
     insta::assert_json_snapshot!("state_pull", v);
 }
+
+/// `state push` carries the fleet's records to the store and `state pull`
+/// brings them back (the instance pins ride `pins.yaml`).
+#[test]
+fn state_push_and_pull_carry_the_fleets_records() {
+    let t = fixture();
+    let ms = t.root.join("meta-state");
+    std::fs::create_dir_all(&ms).unwrap();
+    let storages = "storages:\n  data:\n    generation: 1\n    state: active\n";
+    std::fs::write(ms.join("storage-state.yaml"), storages).unwrap();
+    let store = format!("file://{}", t.root.join(".store").display());
+    let (code, v) = t.json(&["--meta-state", &store, "state", "push", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        v["written"].to_string().contains("storage-state.yaml"),
+        "{v}"
+    );
+    std::fs::remove_file(ms.join("storage-state.yaml")).unwrap();
+    let (code, v) = t.json(&["--meta-state", &store, "state", "pull", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let back = std::fs::read_to_string(ms.join("storage-state.yaml")).unwrap();
+    assert!(
+        back.contains("data:") && back.contains("state: active") && back.contains("generation: 1"),
+        "{back}\n{v}"
+    );
+}

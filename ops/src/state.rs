@@ -499,7 +499,7 @@ fn shared_store(root: &Path) -> Result<MetaState> {
 /// `csis state pull`: write the store's records into `meta-state/` (the
 /// original's `lineage.yaml`, `pins.yaml`, `releases.yaml`,
 /// `revocations.yaml`; `image-tests.yaml` and `verifications.yaml` are
-/// merged in), e.g. to keep a git copy for review. Replaces them.
+/// merged in; the fleet's records when the store holds any), e.g. to keep a git copy for review. Replaces them.
 pub fn pull(root: &Path) -> Result<StateSync> {
     let store = shared_store(root)?;
     let local = MetaState::local_of_tree(root);
@@ -520,6 +520,7 @@ pub fn pull(root: &Path) -> Result<StateSync> {
         written.push("revocations.yaml".to_string());
     }
     written.extend(copy_verdicts(&store, &local)?);
+    written.extend(copy_fleet(&store, &local)?);
     Ok(StateSync {
         direction: "pull",
         store: store.location(),
@@ -559,6 +560,25 @@ fn copy_verdicts(from: &MetaState, to: &MetaState) -> Result<Vec<String>> {
     Ok(written)
 }
 
+/// The fleet's records (`launch-params.yaml`, `instance-state.yaml`,
+/// `storage-state.yaml`), from one side to the other when the source holds
+/// any (the instance pins travel with `pins.yaml`). Returns the files
+/// written.
+fn copy_fleet(from: &MetaState, to: &MetaState) -> Result<Vec<String>> {
+    let f = from.fleet()?;
+    let holds_any = !f.launch.instances.is_empty()
+        || !f.instances.instances.is_empty()
+        || !f.storages.storages.is_empty();
+    if !holds_any || !to.save_fleet(&f)? {
+        return Ok(Vec::new());
+    }
+    Ok(vec![
+        csis_cache::LAUNCH_PARAMS_FILE.to_string(),
+        csis_cache::INSTANCE_STATE_FILE.to_string(),
+        csis_cache::storage_state::STORAGE_STATE_FILE.to_string(),
+    ])
+}
+
 /// `csis state push`: add the records of `meta-state/` (with a journal
 /// left by an interrupted local build) to the store, to migrate a tree to
 /// it. Records the store has are kept; pins are set; `releases.yaml` and
@@ -591,6 +611,7 @@ pub fn push(root: &Path) -> Result<StateSync> {
         }
     }
     written.extend(copy_verdicts(&local, &store)?);
+    written.extend(copy_fleet(&local, &store)?);
     Ok(StateSync {
         direction: "push",
         store: store.location(),
