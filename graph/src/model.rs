@@ -22,7 +22,7 @@ pub struct Graph {
 pub struct Node {
     /// Unique: `//images/app@sim` (folded) or a step's full label.
     pub id: String,
-    /// `image`, `os` (folded), or a step kind (`bake`, `emit`, ...).
+    /// `image`, `os`, `storage`, `instance` (folded), or a step kind (`bake`, `emit`, ...).
     pub kind: String,
     pub series: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +143,10 @@ impl Node {
     /// `image` and `os` nodes: a series on a runtime.
     pub fn is_series(&self) -> bool {
         self.kind == "image" || self.kind == "os"
+    }
+    /// A storage or an instance of the fleet.
+    pub fn is_fleet(&self) -> bool {
+        self.kind == "storage" || self.kind == "instance"
     }
 }
 

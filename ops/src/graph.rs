@@ -55,10 +55,12 @@ fn build_of(r: &BuildRecord) -> g::Build {
     }
 }
 
-/// `images` or `os` from a label's first path segment.
+/// `image`, `os`, `storage` or `instance` from a label's first path segment.
 fn series_kind(n: &PlannedNode) -> &'static str {
     match n.label.segments().next() {
         Some("os") => "os",
+        Some("storages") => "storage",
+        Some("instances") => "instance",
         _ => "image",
     }
 }

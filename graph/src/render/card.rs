@@ -16,6 +16,12 @@ pub(super) fn has_builds(n: &Node) -> bool {
 }
 
 pub(super) fn build_line(n: &Node, now: Option<i64>) -> String {
+    if n.is_fleet() {
+        // a storage or an instance: what the plan does with it
+        if let Some(s) = n.steps.first() {
+            return s.reason.split(':').next().unwrap_or(&s.reason).to_string();
+        }
+    }
     if !has_builds(n) {
         let fp: String = n.entry.fingerprint.chars().take(12).collect();
         return format!("fp {fp}");

@@ -122,3 +122,21 @@ fn html_embeds_everything_and_escapes_the_data() {
     .unwrap();
     assert_eq!(v["nodes"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn a_fleet_card_says_what_the_plan_does_with_it() {
+    let mut data = node("//storages/data@sim", "data");
+    data.kind = "storage".into();
+    data.build = None;
+    data.steps = vec![crate::model::Step {
+        label: "//storages/data@sim:storage".into(),
+        kind: "storage".into(),
+        due: false,
+        reason: "create data: new -> active (gated: apply_storage is false)".into(),
+        ..Default::default()
+    }];
+    assert!(data.is_fleet() && !data.is_series());
+    assert_eq!(card::build_line(&data, Some(1000)), "create data");
+    // an image card is unchanged
+    assert!(card::build_line(&node("//images/web@sim", "web"), None).starts_with("dummy-web"));
+}
