@@ -708,17 +708,21 @@ pub fn roots_input(tree: &Tree, records: &FleetRecords) -> Result<RootsInput> {
 /// nothing written: a root that would hold a secret in clear, two roots at
 /// one location, a recorded root moved.
 pub fn emit(tree: &Tree, records: &FleetRecords, meta_state: &Path) -> Result<Emission> {
-    let input = roots_input(tree, records)?;
+    write_roots(tree, &roots_input(tree, records)?, meta_state)
+}
+
+/// [`emit`] of roots already mapped.
+fn write_roots(tree: &Tree, input: &RootsInput, meta_state: &Path) -> Result<Emission> {
     let generated = tree
         .root
         .join(tree.config.generation_directory.trim_start_matches("./"));
-    let entries: Vec<(String, Location)> = csis_tofu::backend::locations(&input)?
+    let entries: Vec<(String, Location)> = csis_tofu::backend::locations(input)?
         .into_iter()
         .zip(&input.roots)
         .map(|(l, r)| (r.builder.clone(), l))
         .collect();
     csis_tofu::backend::check_locations(meta_state, &entries)?;
-    let e = csis_tofu::emit(&input, &tree.root, &generated)?;
+    let e = csis_tofu::emit(input, &tree.root, &generated)?;
     csis_tofu::backend::record_locations(meta_state, &entries)?;
     Ok(e)
 }
@@ -750,8 +754,9 @@ pub fn emit_for_build(
         pins: meta.pins()?.instances,
         hostnames,
     };
-    if roots_input(tree, &records)?.roots.is_empty() {
+    let input = roots_input(tree, &records)?;
+    if input.roots.is_empty() {
         return Ok(None);
     }
-    emit(tree, &records, meta.dir()).map(Some)
+    write_roots(tree, &input, meta.dir()).map(Some)
 }
