@@ -3,7 +3,7 @@
 //! `preflight` (does every runtime answer; is every executable on PATH),
 //! `verify_instance` (the runtime's `verify_instance` hook).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use csis_cache::drift::{self, RuntimeView};
@@ -307,32 +307,6 @@ impl PreflightReport {
     }
 }
 
-/// Where `binary` is found: an absolute/relative path as is, else on PATH.
-pub fn find_executable(binary: &str) -> Option<PathBuf> {
-    let is_exe = |p: &Path| {
-        p.is_file() && {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                p.metadata()
-                    .map(|m| m.permissions().mode() & 0o111 != 0)
-                    .unwrap_or(false)
-            }
-            #[cfg(not(unix))]
-            {
-                true
-            }
-        }
-    };
-    if binary.contains('/') {
-        let p = PathBuf::from(binary);
-        return is_exe(&p).then_some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(binary))
-        .find(|p| is_exe(p))
-}
 
 /// `csis preflight`.
 pub fn preflight(cx: &Context) -> Result<PreflightReport> {
@@ -394,7 +368,7 @@ pub fn preflight(cx: &Context) -> Result<PreflightReport> {
     }
     for exe in &tree.executables {
         let binary = exe.model.binary();
-        checks.push(match find_executable(binary) {
+        checks.push(match csis_runtime::probe::resolve(binary) {
             // found: its version read by its checker, against its floor,
             // as validate and every build check it
             Some(p) => match crate::validate::check_executable(&exe.model) {

@@ -96,12 +96,13 @@ pub fn runs() -> usize {
     lock().runs
 }
 
-/// `binary` as the shell would find it: a path with a slash as given, else
-/// the first executable file of that name on `PATH`.
+/// `binary` as the shell would find it: a path with a slash as given (when
+/// it is an executable file), else the first executable file of that name
+/// on `PATH`.
 pub fn resolve(binary: &str) -> Option<PathBuf> {
     if binary.contains('/') {
         let p = PathBuf::from(binary);
-        return p.is_file().then_some(p);
+        return is_executable(&p).then_some(p);
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
