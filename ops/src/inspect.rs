@@ -307,7 +307,6 @@ impl PreflightReport {
     }
 }
 
-
 /// `csis preflight`.
 pub fn preflight(cx: &Context) -> Result<PreflightReport> {
     let tree = cx.tree();

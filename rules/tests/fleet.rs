@@ -927,3 +927,25 @@ fn the_complete_fleet(tree: &Path) {
     }
     assert!(unused.contains(&"gcloud instances"), "{unused:?}");
 }
+
+/// A field a docker volume cannot honour would enter the storage's
+/// fingerprint and change nothing: refused at its line.
+#[test]
+fn a_docker_volume_refuses_fields_it_has_no_use_for() {
+    for (field, value) in [
+        ("size", "50"),
+        ("bucket_name", "b"),
+        ("availability_zone", "z1"),
+        ("config", "{file_system_id: fs-1}"),
+    ] {
+        let text = format!(
+            "storages:\n  - name: data\n    groups: [crew]\n    state: active\n    {field}: {value}\n"
+        );
+        docker_refuses(
+            ("storages/storages.yaml", text.as_str()),
+            5,
+            &format!("storages[0].{field}"),
+            &format!("a docker volume has no `{field}`"),
+        );
+    }
+}

@@ -703,6 +703,7 @@ impl Loader<'_> {
             };
             self.d.error(o.field("lifecycle"), &path, m);
         }
+        self.refuse_without_effect(s);
         if let Some(r) = named(s.model.runtime.as_deref()) {
             if t.runtime(&r).is_none() && !self.unused_runtimes.contains(&normalize_name(&r)) {
                 self.d.error_hint(
@@ -717,6 +718,31 @@ impl Loader<'_> {
             return Err(());
         }
         Ok(())
+    }
+
+    /// A field a docker volume has no use for is refused at its line: it
+    /// would enter the storage's fingerprint and change nothing.
+    fn refuse_without_effect(&mut self, s: &Storage) {
+        if s.storage_type != "volume" {
+            return;
+        }
+        let o = &s.origin;
+        let set = [
+            ("size", s.model.size.is_some()),
+            ("bucket_name", s.model.bucket_name.is_some()),
+            ("availability_zone", s.model.availability_zone.is_some()),
+            ("config", !s.model.config.is_empty()),
+        ];
+        for (field, _) in set.iter().filter(|(_, on)| *on) {
+            self.d.error(
+                o.field(field),
+                &join_path(&o.path, field),
+                format!(
+                    "a docker volume has no `{field}`: storage `{}` would change nothing by it",
+                    s.display
+                ),
+            );
+        }
     }
 
     fn resolve_users(&mut self, t: &mut Tree, mut users: Vec<User>) {
