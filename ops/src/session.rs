@@ -254,9 +254,12 @@ impl Session {
             force,
             explain,
         )?;
-        // The last state query's `missing` machines are relaunched.
-        let seen = crate::state_file::last_report_drift(&self.tree).unwrap_or_default();
-        self.relaunch_missing(&mut plan, &seen)?;
+        // The last state query's `missing` machines are relaunched (read
+        // only when the tree has instances: a plan of images reads nothing).
+        if plan.nodes.iter().any(|n| n.kind == NodeKind::Instance) {
+            let seen = crate::state_file::last_report_drift(&self.tree).unwrap_or_default();
+            self.relaunch_missing(&mut plan, &seen)?;
+        }
         // Launch parameters changed without a replacement: refused at
         // the changed field, as a load error (nothing runs).
         let refused =
@@ -476,7 +479,9 @@ fn retention_due(
         return Ok(());
     }
     let root = meta.dir().parent().unwrap_or(Path::new("."));
-    let (_, pins) = csis_cache::load_for_planning(meta, &LocalDir::of_tree(root))?;
+    let (_, mut pins) = csis_cache::load_for_planning(meta, &LocalDir::of_tree(root))?;
+    // the planning view holds image pins only: an instance's pin protects too
+    pins.instances = meta.pins()?.instances;
     let prot = Protections::from_records(&pins, &meta.releases()?, &LaunchParams::load(meta)?);
     let revoked = revs.ids();
     let runtimes = std::collections::BTreeSet::new();

@@ -298,15 +298,45 @@ impl BuildState {
             return;
         };
         let id = &self.session.tree.config.id;
-        for img in images.iter().filter(|i| {
-            i.unnamed
-                && Some(i.build_id.as_str()) != adopted
-                && i.tags.get(tags::SERIES).map(String::as_str) == Some(series)
-                && i.tags
-                    .get(tags::CONFIG)
-                    .is_some_and(|c| tags::is_config_of(c, id))
-                && self.recorder.find(&i.build_id).is_none()
-        }) {
+        let candidates: Vec<_> = images
+            .iter()
+            .filter(|i| {
+                i.unnamed
+                    && Some(i.build_id.as_str()) != adopted
+                    && i.tags.get(tags::SERIES).map(String::as_str) == Some(series)
+                    && i.tags
+                        .get(tags::CONFIG)
+                        .is_some_and(|c| tags::is_config_of(c, id))
+                    && self.recorder.find(&i.build_id).is_none()
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        // never one a pin, a release or a launch record names (records
+        // carried from elsewhere may name a build lineage lacks); records
+        // that cannot be read remove nothing
+        let meta = &self.session.meta;
+        let Ok(prot) =
+            (|| -> Result<csis_cache::retention::Protections, csis_cache::CacheError> {
+                Ok(csis_cache::retention::Protections::from_records(
+                    &meta.pins()?,
+                    &meta.releases()?,
+                    &csis_cache::LaunchParams::load(meta)?,
+                ))
+            })()
+        else {
+            return;
+        };
+        for img in candidates {
+            if !prot.reasons(&img.build_id).is_empty() {
+                log.line(&format!(
+                    "kept {}: committed by an interrupted bake of {series}, never tagged, but {}",
+                    img.build_id,
+                    prot.reasons(&img.build_id).join(", ")
+                ));
+                continue;
+            }
             match rt.dispose_image(&img.build_id).await {
                 Ok(_) => log.line(&format!(
                     "removed {}: an interrupted bake of {series} committed it and never tagged it, from other inputs than this bake's (not adoptable)",
