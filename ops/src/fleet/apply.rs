@@ -473,7 +473,7 @@ fn launch_record(
     script: &str,
 ) -> LaunchRecord {
     use sha2::Digest;
-    let redacted = csis_schema::secret::redact(&inst.userdata).into_owned();
+    let redacted = csis_schema::secret::redact_printed(&inst.userdata).into_owned();
     LaunchRecord {
         image: inst.image.clone(),
         build: build.to_string(),

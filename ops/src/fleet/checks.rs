@@ -17,7 +17,7 @@ use super::plan::{Action, FleetView};
 /// The first launch parameter whose declaration differs from the record:
 /// `(field, recorded, declared)`.
 pub fn changed_param(inst: &Instance, rec: &LaunchRecord) -> Option<(&'static str, Value, Value)> {
-    let userdata = csis_schema::secret::redact(&inst.userdata).into_owned();
+    let userdata = csis_schema::secret::redact_printed(&inst.userdata).into_owned();
     let mounts = |ms: Vec<Value>| Value::Array(ms);
     let declared_mounts = mounts(
         inst.mounts
