@@ -186,7 +186,7 @@ pub fn hostname_problem(name: &str) -> Option<String> {
 }
 
 /// A `<n>m|h|d` duration.
-fn is_duration(t: &str) -> bool {
+pub(super) fn is_duration(t: &str) -> bool {
     t.len() > 1
         && t[..t.len() - 1].chars().all(|c| c.is_ascii_digit())
         && t.ends_with(['m', 'h', 'd'])

@@ -90,10 +90,7 @@ impl Loader<'_> {
             );
         }
         if let Some(t) = &common.teardown_after {
-            let ok = t.len() > 1
-                && t[..t.len() - 1].chars().all(|c| c.is_ascii_digit())
-                && t.ends_with(['m', 'h', 'd']);
-            if !ok {
+            if !super::fleet::is_duration(t) {
                 self.d.error_hint(
                     &at("teardown_after"),
                     &join_path(path, "teardown_after"),
