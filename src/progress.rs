@@ -191,7 +191,7 @@ fn human_lines(e: &Event, logs: &Logs, started: bool) -> Option<String> {
             reason,
         } => format!("would {kind} {label}: {reason}"),
         Event::Summary(s) => format!(
-            "{}baked {}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
+            "{}baked {}{}, skipped {}, failed {}, not run {}{}  ({:.1}s)",
             match s.kinds.get(NodeKind::Bake.as_str()) {
                 _ if s.would_run == 0 => String::new(),
                 k => format!(
@@ -201,6 +201,10 @@ fn human_lines(e: &Event, logs: &Logs, started: bool) -> Option<String> {
                 ),
             },
             s.baked,
+            match s.reused {
+                0 => String::new(),
+                n => format!(", reinstated {n}"),
+            },
             s.skipped,
             s.failed + s.cancelled,
             s.not_run,

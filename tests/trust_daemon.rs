@@ -12,6 +12,10 @@
 //!   series and build, recorded or not, containers, volumes), never what a
 //!   second tree sharing the daemon and the repository has there.
 //!
+//! - Nothing is baked twice: a script changed and changed back takes the
+//!   first build as the head again, its movable tag `<repo>:web` back on
+//!   it, without a bake.
+//!
 //! Each test has its own runtime name (so its own bake container names)
 //! and repository; everything is named after the test and removed.
 
@@ -342,6 +346,52 @@ fn inventory_sees_only_this_trees_things_on_a_shared_daemon() {
             "a's {theirs} in b's inventory: {out}"
         );
     }
+}
+
+#[test]
+fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
+    if skip() {
+        return;
+    }
+    let rt = "docker-reinstate";
+    let (tmp, repo, base, _cleanup) = setup("reinstate", rt, &["reinstate-a"]);
+    let a = tmp.path().join("a");
+    tree(&a, "reinstate-a", rt, &repo, &base, "echo one > /web.txt");
+    ok(&a, &["build"]);
+    let first = last_build(&a, "web");
+    let tagged = || {
+        docker(&["image", "inspect", "--format", "{{.Id}}", &format!("{repo}:web")])
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(tagged(), first);
+    write_web(&a, "echo two > /web.txt");
+    ok(&a, &["build"]);
+    let second = last_build(&a, "web");
+    assert_ne!(second, first);
+    assert_eq!(tagged(), second);
+
+    write_web(&a, "echo one > /web.txt");
+    let plan = ok(&a, &["plan"]);
+    assert!(plan.contains("nothing bakes"), "{plan}");
+    let out = ok(&a, &["build", "--json"]);
+    let summary = json_lines(&out)
+        .into_iter()
+        .find(|e| e["event"] == "summary")
+        .unwrap();
+    assert_eq!(summary["baked"], 0, "{out}");
+    assert_eq!(summary["reused"], 1, "{out}");
+    assert_eq!(tagged(), first, "the movable tag is back on the first build");
+    let l = csis_cache::MetaState::of_tree(&a).lineage().unwrap();
+    assert_eq!(l.head("web", rt).unwrap().build_id, first);
+    // both builds still stand and the next build is current
+    assert!(docker(&["image", "inspect", &second]).is_some());
+    let out = ok(&a, &["build", "--json"]);
+    assert!(out.contains("\"baked\":0"), "{out}");
+    // state query sees no drift: the head is tagged
+    let (code, out, err) = run(&a, &["state", "query"]);
+    assert_eq!(code, 0, "{out}\n{err}");
 }
 
 /// Docker volumes a test made, removed when dropped.

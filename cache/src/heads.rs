@@ -35,7 +35,7 @@ use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v4";
+const RECIPE: &str = "csis-heads-v5";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -64,6 +64,9 @@ struct Head {
     /// The capability stamp (a pinned child inherits its parent build's).
     #[serde(rename = "c", default, skip_serializing_if = "Capabilities::is_empty")]
     capabilities: Capabilities,
+    /// The run that reinstated it as the head (orders it).
+    #[serde(rename = "ru", default, skip_serializing_if = "Option::is_none")]
+    reinstated_by_run: Option<String>,
 }
 
 impl Head {
@@ -78,6 +81,7 @@ impl Head {
             imported: b.imported,
             bake_seconds: b.bake_seconds,
             capabilities: b.capabilities.clone(),
+            reinstated_by_run: b.reinstated_by_run.clone(),
         }
     }
 
@@ -90,6 +94,7 @@ impl Head {
         r.imported = self.imported;
         r.bake_seconds = self.bake_seconds;
         r.capabilities = self.capabilities;
+        r.reinstated_by_run = self.reinstated_by_run;
         r
     }
 }

@@ -24,7 +24,9 @@ pub struct PinBinding {
 }
 
 /// One line of the journal (`.csis/lineage.journal`): a build record (and
-/// the pin it binds), or a fleet operation ([`FleetOp`]). Journals written
+/// the pin it binds), or a fleet operation ([`FleetOp`]). A record already
+/// in the lineage whose `reinstated_by_run` is newer reinstates it as the
+/// head ([`Lineage::reinstate`]). Journals written
 /// before the fleet (`{record, pin}`) read as they always did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "RawEntry")]
@@ -80,9 +82,13 @@ impl JournalEntry {
     pub(crate) fn apply(&self, lineage: &mut Lineage, pins: &mut Pins) -> bool {
         let mut added = false;
         if let Some(rec) = &self.record {
-            added = lineage.add_build(rec.clone());
+            added = lineage.add_build(rec.clone())
+                || rec
+                    .reinstated_by_run
+                    .as_deref()
+                    .is_some_and(|run| lineage.reinstate(&rec.build_id, run));
             if let Some(p) = &self.pin {
-                apply_pin(pins, p, rec.run.as_deref());
+                apply_pin(pins, p, Some(rec.order_run()).filter(|r| !r.is_empty()));
             }
         }
         if let Some(op) = &self.fleet {

@@ -134,6 +134,13 @@ pub struct BuildRecord {
     /// on this runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bake_seconds: Option<f64>,
+    /// The last run that made this build the series head again without a
+    /// bake: its inputs (fingerprint and parent build) were those of that
+    /// run's bake, which took it instead of baking the same image twice.
+    /// The head is the newest record by this run, else by `run`
+    /// ([`BuildRecord::order_run`]); `run` stays the run that baked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reinstated_by_run: Option<String>,
 
     /// Fields this version does not know, kept as read.
     #[serde(flatten)]
@@ -161,6 +168,7 @@ impl BuildRecord {
             tests: RecordTests::default(),
             update: None,
             bake_seconds: None,
+            reinstated_by_run: None,
             chain: Vec::new(),
             imported: None,
             imported_by: None,
@@ -176,16 +184,26 @@ impl BuildRecord {
     pub fn on_runtime(&self, runtime: &str) -> bool {
         self.runtime.as_deref().is_none_or(|r| r == runtime)
     }
+
+    /// The run that orders this record among its series' builds: the run
+    /// that last reinstated it as the head, else the run that baked it
+    /// (`""` for neither: the oldest).
+    pub fn order_run(&self) -> &str {
+        let baked = self.run.as_deref().unwrap_or("");
+        match self.reinstated_by_run.as_deref() {
+            Some(r) if r > baked => r,
+            _ => baked,
+        }
+    }
 }
 
-/// The order of builds: by run id (lexicographic = chronological; a record
-/// without one is the oldest), then by position in the file. A file whose
-/// records were reversed, merged or moved by hand means the same.
+/// The order of builds: by run id ([`BuildRecord::order_run`]: the run
+/// that reinstated a build, else the one that baked it; lexicographic =
+/// chronological; a record without one is the oldest), then by position in
+/// the file. A file whose records were reversed, merged or moved by hand
+/// means the same.
 pub fn run_order(a: &BuildRecord, b: &BuildRecord) -> std::cmp::Ordering {
-    a.run
-        .as_deref()
-        .unwrap_or("")
-        .cmp(b.run.as_deref().unwrap_or(""))
+    a.order_run().cmp(b.order_run())
 }
 
 impl Lineage {
@@ -261,6 +279,20 @@ impl Lineage {
         }
         self.builds.push(record);
         true
+    }
+
+    /// Make a recorded build the head of its series again, as of `run`
+    /// (a run that would have baked the very same inputs from the same
+    /// parent build). Returns whether the record changed: an older or
+    /// equal run changes nothing, so replaying it is idempotent.
+    pub fn reinstate(&mut self, build_id: &str, run: &str) -> bool {
+        match self.builds.iter_mut().find(|b| b.build_id == build_id) {
+            Some(b) if run > b.order_run() => {
+                b.reinstated_by_run = Some(run.to_string());
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Every record of a series on a runtime, in append order.
@@ -341,6 +373,26 @@ mod tests {
         // equal runs: the later in the file
         l.builds.push(rec("same", "2026_11_03t00_00_00_000000"));
         assert_eq!(l.head("web", "rt").unwrap().build_id, "same");
+    }
+
+    #[test]
+    fn a_reinstated_build_is_the_head_as_of_the_run_that_reinstated_it() {
+        let mut l = Lineage::default();
+        l.builds.push(rec("a", "2026_11_01t00_00_00_000000"));
+        l.builds.push(rec("b", "2026_11_02t00_00_00_000000"));
+        assert!(l.reinstate("a", "2026_11_03t00_00_00_000000"));
+        assert_eq!(l.head("web", "rt").unwrap().build_id, "a");
+        // the run that baked it stays; replaying the same or an older run changes nothing
+        assert_eq!(l.find("a").unwrap().run.as_deref(), Some("2026_11_01t00_00_00_000000"));
+        assert!(!l.reinstate("a", "2026_11_03t00_00_00_000000"));
+        assert!(!l.reinstate("b", "2026_11_01t12_00_00_000000"));
+        assert!(!l.reinstate("missing", "2026_11_09t00_00_00_000000"));
+        // a later bake is newer again; the record survives a YAML round trip
+        l.builds.push(rec("c", "2026_11_04t00_00_00_000000"));
+        assert_eq!(l.head("web", "rt").unwrap().build_id, "c");
+        let back: Lineage =
+            crate::yamlio::from_text("t", &crate::yamlio::to_text(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
     }
 
     #[test]

@@ -15,6 +15,14 @@ use crate::runid::parse_run_id;
 
 /// The engine's view of a head record.
 pub fn engine_record(b: &BuildRecord, now: SystemTime) -> Record {
+    Record {
+        canonical: b.inputs.clone(),
+        ..lean_record(b, now)
+    }
+}
+
+/// [`engine_record`] without the canonical document (an earlier record).
+fn lean_record(b: &BuildRecord, now: SystemTime) -> Record {
     let mut deps = std::collections::BTreeMap::new();
     if let Some(p) = &b.parent {
         if p != "vendor" {
@@ -26,7 +34,7 @@ pub fn engine_record(b: &BuildRecord, now: SystemTime) -> Record {
             .input_fingerprint
             .as_deref()
             .and_then(|h| Fingerprint::from_hex(h).ok()),
-        canonical: b.inputs.clone(),
+        canonical: None,
         build: Some(b.build_id.clone()),
         age: b
             .run
@@ -34,6 +42,7 @@ pub fn engine_record(b: &BuildRecord, now: SystemTime) -> Record {
             .and_then(parse_run_id)
             .map(|t| now.duration_since(t).unwrap_or_default()),
         deps,
+        earlier: Vec::new(),
     }
 }
 
@@ -45,19 +54,36 @@ pub struct LineageRecords {
 
 impl LineageRecords {
     pub fn new(lineage: &Lineage, now: SystemTime) -> Self {
-        // The newest record by run id (then position) is the head.
-        let mut newest: HashMap<(&str, &str), &BuildRecord> = HashMap::new();
+        Self::excluding(lineage, now, |_| false)
+    }
+
+    /// [`LineageRecords::new`], where a build `excluded` names (a revoked
+    /// one) is never offered as an earlier record to reinstate.
+    pub fn excluding(lineage: &Lineage, now: SystemTime, excluded: impl Fn(&str) -> bool) -> Self {
+        // The newest record by run id (then position) is the head; the
+        // others with a fingerprint are its earlier records, newest first.
+        let mut all: HashMap<(&str, &str), Vec<&BuildRecord>> = HashMap::new();
         for b in &lineage.builds {
             if let Some(rt) = &b.runtime {
-                let e = newest.entry((b.series.as_str(), rt.as_str())).or_insert(b);
-                if crate::lineage::run_order(b, e).is_ge() {
-                    *e = b;
-                }
+                all.entry((b.series.as_str(), rt.as_str())).or_default().push(b);
             }
         }
-        let heads = newest
+        let heads = all
             .into_iter()
-            .map(|((s, r), b)| ((s.to_string(), r.to_string()), engine_record(b, now)))
+            .map(|((s, r), mut bs)| {
+                // Newest first: by run, then the later in the file.
+                bs.reverse();
+                bs.sort_by(|a, b| crate::lineage::run_order(b, a));
+                let head = bs[0];
+                let mut rec = engine_record(head, now);
+                rec.earlier = bs
+                    .iter()
+                    .filter(|b| !std::ptr::eq(**b, head) && b.input_fingerprint.is_some())
+                    .filter(|b| !excluded(&b.build_id))
+                    .map(|b| lean_record(b, now))
+                    .collect();
+                ((s.to_string(), r.to_string()), rec)
+            })
             .collect();
         // Records without a runtime count on any runtime, unless a later
         // record with a runtime exists: handled at lookup.

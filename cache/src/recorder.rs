@@ -335,6 +335,75 @@ impl Recorder {
         Ok(op)
     }
 
+    /// Make the recorded `build_id` its series' head again as of `run`
+    /// ([`Lineage::reinstate`]): the bake of `run` found its very inputs
+    /// and parent already baked as that build, so nothing bakes twice. The
+    /// pin binds or follows as for a bake. Durable (journal) when this
+    /// returns, as [`Recorder::record`].
+    pub fn reinstate(
+        &self,
+        build_id: &str,
+        run: &str,
+        pin: Option<PinBinding>,
+    ) -> Result<Option<&'static str>, CacheError> {
+        let mut st = self.loaded()?;
+        if let Some(f) = &st.failure {
+            return Err(CacheError::Parse {
+                path: self.journal.clone(),
+                message: format!(
+                    "an earlier record could not be written ({f}); nothing more is recorded"
+                ),
+            });
+        }
+        let lpath = self.meta.dir().join(LINEAGE_FILE);
+        let Some(pos) = st.lineage.builds.iter().position(|b| b.build_id == build_id) else {
+            return Err(CacheError::Parse {
+                path: lpath,
+                message: format!("build {build_id} is not recorded: it cannot be reinstated"),
+            });
+        };
+        let mut record = st.lineage.builds[pos].clone();
+        record.reinstated_by_run = Some(run.to_string());
+        let frag = fragment(&record).map_err(|message| CacheError::Parse {
+            path: lpath.clone(),
+            message,
+        })?;
+        let entry = JournalEntry::build(record, pin.clone());
+        let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
+            path: self.journal.clone(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
+            let e = CacheError::io(&self.journal, e);
+            st.failure = Some(e.to_string());
+            return Err(e);
+        }
+        if let Some(r) = self.meta.remote()? {
+            if let Err(e) = push_entry(r, &entry) {
+                st.failure = Some(e.to_string());
+                return Err(e);
+            }
+            truncate(&self.journal);
+        } else {
+            st.pending += 1;
+        }
+        st.lineage.reinstate(build_id, run);
+        if st.fragments.len() == st.lineage.builds.len() {
+            st.fragments[pos] = frag;
+        }
+        let op = pin
+            .as_ref()
+            .and_then(|p| apply_pin(&mut st.pins, p, Some(run)));
+        if !self.meta.is_remote() {
+            if let Err(e) = self.write_out(&mut st) {
+                st.failure = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        Ok(op)
+    }
+
     /// Why records can no longer be written (the journal or `lineage.yaml`
     /// failed once: a directory in its place, a full disk), if they cannot.
     /// A build stops baking then: a bake it cannot record is wasted.

@@ -324,9 +324,7 @@ pub fn retention_plan(
             continue;
         };
         builds.sort_by(|a, b| {
-            let ra = a.1.run.as_deref().unwrap_or("");
-            let rb = b.1.run.as_deref().unwrap_or("");
-            ra.cmp(rb).then(a.0.cmp(&b.0))
+            crate::lineage::run_order(a.1, b.1).then(a.0.cmp(&b.0))
         });
         let kept: BTreeSet<usize> = builds
             .iter()

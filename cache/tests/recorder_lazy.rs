@@ -53,3 +53,40 @@ fn first_use_sees_the_records_and_a_left_journal_settles_at_open() {
     assert_eq!(std::fs::metadata(&j).unwrap().len(), 0);
     assert_eq!(r.head_build("s", "rt").as_deref(), Some("b3"));
 }
+
+/// A reinstatement is a journal line like a record: written through at
+/// once, and a line a killed build left (the record with its newer
+/// `reinstated_by_run`) makes that build the head when replayed, once.
+#[test]
+fn a_reinstatement_is_durable_and_replays_from_the_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let m = MetaState::of_tree(t.path());
+    let j = t.path().join(".csis/lineage.journal");
+    let rec = |id: &str, run: &str| {
+        let mut r = BuildRecord::new(id, "s", "rt");
+        r.run = Some(run.into());
+        r
+    };
+    {
+        let r = Recorder::open(m.clone(), &j).unwrap();
+        r.record(rec("a", "2026_11_01t00_00_00_000000"), None).unwrap();
+        r.record(rec("b", "2026_11_02t00_00_00_000000"), None).unwrap();
+        r.reinstate("a", "2026_11_03t00_00_00_000000", None).unwrap();
+        assert_eq!(r.head_build("s", "rt").as_deref(), Some("a"));
+        assert!(r.reinstate("missing", "2026_11_03t00_00_00_000000", None).is_err());
+    }
+    let l = m.lineage().unwrap();
+    assert_eq!(l.head("s", "rt").unwrap().build_id, "a");
+    assert_eq!(l.builds.len(), 2);
+
+    // A killed build's line: b reinstated by a later run.
+    let mut b = rec("b", "2026_11_02t00_00_00_000000");
+    b.reinstated_by_run = Some("2026_11_04t00_00_00_000000".into());
+    let line = serde_json::json!({ "record": b });
+    std::fs::write(&j, format!("{line}\n{line}\n")).unwrap();
+    let r = Recorder::open(m.clone(), &j).unwrap();
+    assert_eq!(r.head_build("s", "rt").as_deref(), Some("b"));
+    let l = m.lineage().unwrap();
+    assert_eq!(l.builds.len(), 2);
+    assert_eq!(l.head("s", "rt").unwrap().build_id, "b");
+}

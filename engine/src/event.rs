@@ -117,12 +117,17 @@ pub struct KindCounts {
 }
 
 /// The run's summary. `baked` counts finished nodes of the counted kind
-/// ([`crate::RunOptions::count_kind`]; all finished nodes when unset);
+/// ([`crate::RunOptions::count_kind`]; all finished nodes when unset) that
+/// made something new, `reused` the others;
 /// `skipped`, `failed`, `cancelled`, `not_run` count nodes of every kind.
 /// Every due node is exactly one of finished, failed, cancelled, not run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub baked: usize,
+    /// Finished nodes of the counted kind that reused a result made before
+    /// ([`crate::NodeOutput::reused`]; not in `baked`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reused: usize,
     pub skipped: usize,
     pub failed: usize,
     pub not_run: usize,

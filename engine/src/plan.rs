@@ -54,6 +54,19 @@ pub struct Record {
     /// For each hashed dependency name (e.g. `parent`), the build id of the
     /// dependency this head was made from (for [`rules::dep_moved`]).
     pub deps: BTreeMap<String, String>,
+    /// The node's earlier records (builds that are no longer the head but
+    /// still stand), newest first, each with its fingerprint, build, age and
+    /// deps (no canonical document, no earlier records of its own): what a
+    /// rule needs to see that the inputs of today were built before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<Record>,
+}
+
+impl Record {
+    /// The newest earlier record whose fingerprint is `fp`.
+    pub fn earlier_with(&self, fp: Fingerprint) -> Option<&Record> {
+        self.earlier.iter().find(|r| r.fingerprint == Some(fp))
+    }
 }
 
 /// The caller's lookup of records: given a node, its head's record.

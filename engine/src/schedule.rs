@@ -116,12 +116,27 @@ impl RunOptions {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeOutput {
     pub value: Value,
+    /// The action found its result already made and produced nothing new
+    /// (a cache hit): counted in the summary's `reused`, not its `baked`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 impl NodeOutput {
     /// An output holding `value`.
     pub fn new(value: Value) -> Self {
-        NodeOutput { value }
+        NodeOutput {
+            value,
+            reused: false,
+        }
+    }
+    /// An output holding `value`, of an action that reused a result made
+    /// before ([`NodeOutput::reused`]).
+    pub fn reused(value: Value) -> Self {
+        NodeOutput {
+            value,
+            reused: true,
+        }
     }
     /// No output (`null`).
     pub fn none() -> Self {
@@ -640,7 +655,11 @@ where
                 kc.finished += 1;
                 summary.finished += 1;
                 if opts.count_kind.as_deref().is_none_or(|k| k == pn.kind) {
-                    summary.baked += 1;
+                    if outputs[id.index()].as_ref().is_some_and(|o| o.reused) {
+                        summary.reused += 1;
+                    } else {
+                        summary.baked += 1;
+                    }
                 }
                 NodeOutcome::Finished {
                     output: outputs[id.index()].clone().expect("finished has output"),

@@ -105,6 +105,7 @@ fn converged(g: &Graph) -> MemoryRecords {
                 build: Some(format!("b-{}", n.label().path())),
                 age: Some(Duration::from_secs(86400)),
                 deps,
+                earlier: Vec::new(),
             },
         );
     }

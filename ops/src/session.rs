@@ -397,7 +397,8 @@ pub fn plan(
     let t0 = std::time::Instant::now();
     let now = SystemTime::now();
     let planner = planner(force);
-    let records = LineageRecords::new(lineage, now);
+    let revoked = |b: &str| revs.is_revoked(b);
+    let records = LineageRecords::excluding(lineage, now, revoked);
     let mut plan = planner.plan(graph, sel, fps, &records)?;
     // The planning view holds no canonical inputs: when a due node's
     // fingerprint differs from its head's, plan again with the whole
@@ -416,7 +417,7 @@ pub fn plan(
         let root = meta.dir().parent().unwrap_or(Path::new("."));
         let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(root).journal())?;
         let (lineage, _) = planning_view(revs, lineage, pins);
-        let records = LineageRecords::new(&lineage, now);
+        let records = LineageRecords::excluding(&lineage, now, revoked);
         plan = planner.plan(graph, sel, fps, &records)?;
     }
     name_revoked_heads(revs, &mut plan);

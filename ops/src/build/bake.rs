@@ -405,6 +405,14 @@ impl BuildState {
         } else {
             self.unrecorded_build(&spec.runtime, &req.tags).await
         };
+        if recovered.is_none() && cx.reason().code() == csis_rules::compile::REINSTATE {
+            if let Some(out) = self
+                .reinstate(cx, spec, rt, &fp, &parent_build, &log)
+                .await?
+            {
+                return Ok(out);
+            }
+        }
         // A recovered build is named as its bake would have named it: an
         // adoption that cannot be completed is no adoption (bake anew).
         let recovered = match recovered {
@@ -504,6 +512,85 @@ impl BuildState {
             .insert(cx.id(), outcome.build_id.clone());
         log.line(&format!("recorded {}", outcome.build_id));
         Ok(NodeOutput::new(json!({"build_id": outcome.build_id})))
+    }
+}
+
+impl BuildState {
+    /// The plan found this bake's inputs built before ([`REINSTATE`]): take
+    /// that build as the series head again instead of baking the same image
+    /// twice. It must be recorded with this very fingerprint and parent
+    /// build, not revoked, and stand on the runtime (when the runtime can
+    /// say); the runtime names it as a bake would (`Runtime::adopt`: the
+    /// movable tag). `None` when any of that fails: the bake goes on.
+    ///
+    /// [`REINSTATE`]: csis_rules::compile::REINSTATE
+    async fn reinstate(
+        &self,
+        cx: &NodeContext,
+        spec: &BakeSpec,
+        rt: &DynRuntime,
+        fp: &str,
+        parent_build: &str,
+        log: &BakeLog,
+    ) -> Result<Option<NodeOutput>, NodeError> {
+        let lineage = self.recorder.lineage();
+        let Some(rec) = lineage
+            .series_builds(&spec.series, &spec.runtime)
+            .filter(|b| b.input_fingerprint.as_deref() == Some(fp))
+            .filter(|b| b.parent.as_deref().unwrap_or("vendor") == parent_build)
+            .filter(|b| !self.session.revs.is_revoked(&b.build_id))
+            .max_by(|a, b| csis_cache::run_order(a, b))
+        else {
+            log.line("no recorded build has these inputs and this parent: baking anew");
+            return Ok(None);
+        };
+        let id = rec.build_id.clone();
+        if let Some(images) = self.runtime_images(&spec.runtime).await {
+            if !images.iter().any(|i| i.build_id == id) {
+                log.line(&format!(
+                    "{id} had these inputs but is gone from runtime {}: baking anew",
+                    spec.runtime
+                ));
+                return Ok(None);
+            }
+        }
+        match rt.adopt(&id, true).await {
+            Ok(lines) => {
+                for l in lines {
+                    log.line(&format!("{id}: {l}"));
+                }
+            }
+            Err(e) => {
+                log.line(&format!(
+                    "not reinstating {id}: it cannot be named ({e}); baking anew"
+                ));
+                return Ok(None);
+            }
+        }
+        let pin = match &spec.parent {
+            ParentSpec::Image { .. } => Some(PinBinding {
+                image: spec.series.clone(),
+                runtime: spec.runtime.clone(),
+                parent_build: parent_build.to_string(),
+            }),
+            _ => None,
+        };
+        self.recorder
+            .reinstate(&id, &self.run_id, pin)
+            .map_err(|e| {
+                NodeError::new(format!(
+                    "{} found its inputs built as {id} but could not record it as the head: {e}",
+                    cx.label()
+                ))
+            })?;
+        self.built.lock().unwrap().insert(cx.id(), id.clone());
+        log.line(&format!(
+            "reinstated {id}: baked by run {} with these very inputs from the same parent; nothing baked",
+            rec.run.as_deref().unwrap_or("?")
+        ));
+        Ok(Some(NodeOutput::reused(
+            json!({"build_id": id, "reinstated": true}),
+        )))
     }
 }
 

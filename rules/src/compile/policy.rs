@@ -91,8 +91,69 @@ pub fn pin_moved_rule() -> impl csis_engine::Rule {
     }
 }
 
-/// The planner csis uses: forced, no build yet, parent moved (follow),
-/// parent re-bakes this run (follow), parent pin moved (pinned), inputs
+/// The plan's code for a bake whose inputs were built before
+/// ([`reinstate_rule`]).
+pub const REINSTATE: &str = "reinstate";
+
+/// The build a bake would start from, as this run will leave its parent:
+/// the parent's head when the parent is current, the build it reinstates,
+/// or none when the parent really bakes (a build that does not exist yet).
+fn parent_after_run<'a>(cx: &RuleCx<'a>) -> Option<Option<&'a str>> {
+    let Some(pin) = cx.node.attr(PINNED_PARENT_ATTR) else {
+        let Some((_, d)) = cx.hashed_deps().find(|(name, _)| *name == "parent") else {
+            // A base image: its parent is the vendor image.
+            return Some(None);
+        };
+        let rec = cx.record_of(d)?;
+        return match cx.decision(d) {
+            Some(dec) if dec.is_due() => {
+                if dec.reason().map(Reason::code) != Some(REINSTATE) {
+                    return None;
+                }
+                Some(rec.earlier_with(cx.fingerprint_of(d))?.build.as_deref())
+            }
+            _ => Some(rec.build.as_deref()),
+        };
+    };
+    Some(Some(pin))
+}
+
+/// Nothing is baked twice: a bake whose fingerprint differs from its head's
+/// but equals the one of an earlier build of the series, made from the same
+/// parent build the bake would start from (an input changed, then changed
+/// back), takes that build as the head again instead of baking it anew
+/// (`inputs of build <b> (run <r>): it becomes the head again, nothing
+/// bakes`). Not for a build the update policy would re-bake for its age.
+/// The bake checks again that the build stands before it takes it.
+pub fn reinstate_rule() -> impl csis_engine::Rule {
+    |cx: &RuleCx<'_>| {
+        let rec = cx.record?;
+        if rec.fingerprint == Some(cx.fingerprint) {
+            return None;
+        }
+        let e = rec.earlier_with(cx.fingerprint)?;
+        let build = e.build.as_deref()?;
+        if let (Some(days), Some(age)) = (
+            cx.node.attr("refresh_days").and_then(|d| d.parse::<u64>().ok()),
+            e.age,
+        ) {
+            if age >= Duration::from_secs(days * 86_400) {
+                return None;
+            }
+        }
+        let parent = parent_after_run(cx)?;
+        if e.deps.get("parent").map(String::as_str) != parent {
+            return None;
+        }
+        Some(Reason::custom(
+            REINSTATE,
+            format!("inputs of build {build} again: it becomes the head again, nothing bakes"),
+        ))
+    }
+}
+
+/// The planner csis uses: forced, no build yet, inputs built before
+/// (reinstate), parent moved (follow), parent re-bakes this run (follow), parent pin moved (pinned), inputs
 /// changed, update policy.
 pub fn planner(force: &ForceBake) -> Planner<'_> {
     let mut p = Planner::new();
@@ -100,6 +161,7 @@ pub fn planner(force: &ForceBake) -> Planner<'_> {
         p = p.forced(move |n| force.forces(n));
     }
     p.rule(csis_engine::plan::rules::no_record())
+        .rule(reinstate_rule())
         .rule(csis_engine::plan::rules::dep_moved())
         .rule(csis_engine::plan::rules::dep_due())
         .rule(pin_moved_rule())
