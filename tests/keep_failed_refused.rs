@@ -1,7 +1,8 @@
 //! `csis build --keep-failed` where a due bake's runtime cannot keep a
-//! failed bake's machine (AWS: packer's builder instance; the dummy
-//! runtime): refused in one line before anything runs, nothing recorded,
-//! no runtime asked (the AWS endpoint is a closed port on 127.0.0.1).
+//! failed bake's machine (the dummy runtime): refused in one line before
+//! anything runs, nothing recorded. AWS keeps packer's builder instance
+//! (runtimes/aws/tests/aws/bake.rs): not refused (the AWS endpoint is a
+//! closed port on 127.0.0.1, so the build fails later, at the runtime).
 
 use csis_cache::MetaState;
 use csis_testkit::{fixture, Tree};
@@ -26,7 +27,7 @@ fn refused(t: &Tree, runtime: &str, kind: &str) {
 }
 
 #[test]
-fn keep_failed_is_refused_for_an_aws_runtime() {
+fn keep_failed_is_not_refused_for_an_aws_runtime() {
     let t = Tree::copy(
         &fixture("ops/aws"),
         &[("@SUBNET@", "subnet-0123456789abcdef0")],
@@ -36,7 +37,12 @@ fn keep_failed_is_refused_for_an_aws_runtime() {
     .env("AWS_SECRET_ACCESS_KEY", "testing")
     .env("AWS_EC2_METADATA_DISABLED", "true")
     .env_remove("AWS_PROFILE");
-    refused(&t, "aws-moto", "aws");
+    let (code, out, err) = t.run(&["build", "--keep-failed", "--no-state-query"]);
+    assert_ne!(code, 0, "the endpoint is closed: {out}\n{err}");
+    assert!(
+        !err.contains("cannot keep a failed bake's machine"),
+        "{out}\n{err}"
+    );
 }
 
 #[test]

@@ -125,6 +125,40 @@ async fn run_packer(rt: &AwsRuntime, req: &BakeRequest, dir: &Path, args: &[&str
     Ok(())
 }
 
+/// `packer build`'s arguments: a bake that keeps its machine when it
+/// fails (`csis build --keep-failed`) tells packer to leave the builder
+/// instance standing (`-on-error=abort`) instead of cleaning it up.
+pub fn build_args(keep_failed: bool) -> Vec<&'static str> {
+    if keep_failed {
+        vec!["build", "-on-error=abort", "."]
+    } else {
+        vec!["build", "."]
+    }
+}
+
+/// The failure of a bake that keeps its machine: the builder instance
+/// packer left is marked kept ([`AwsRuntime::mark_kept_bake`]) and named,
+/// with how to get in and how to remove it.
+async fn kept_failed_error(rt: &AwsRuntime, req: &BakeRequest, why: String) -> RuntimeError {
+    let name = &rt.settings().name;
+    match rt.mark_kept_bake(&req.tags).await {
+        Ok(ids) if !ids.is_empty() => RuntimeError::Failed(format!(
+            "{why}\nbuilder instance {} kept ({}={}): inspect with `aws ec2 describe-instances --instance-ids {}` or `aws ssm start-session --target {}`; remove with `csis empty --runtime {name} --remove`",
+            ids.join(", "),
+            tags::KEPT_FAILED,
+            req.tags.get(tags::RUN).map(String::as_str).unwrap_or("?"),
+            ids.join(" "),
+            ids[0],
+        )),
+        Ok(_) => RuntimeError::Failed(format!(
+            "{why}\n(--keep-failed: packer left no builder instance of this bake standing)"
+        )),
+        Err(e) => RuntimeError::Failed(format!(
+            "{why}\n(--keep-failed: the builder instance could not be marked kept: {e}; the next build's clean-up may remove it)"
+        )),
+    }
+}
+
 /// Emit the root, run packer, read the manifest, retag the AMI.
 pub async fn bake(rt: &AwsRuntime, req: &BakeRequest) -> Result<BakeOutcome> {
     let plan = rt.source_plan(req).await?;
@@ -134,7 +168,14 @@ pub async fn bake(rt: &AwsRuntime, req: &BakeRequest) -> Result<BakeOutcome> {
     let _ = std::fs::remove_file(&manifest);
     run_packer(rt, req, dir, &["init", "."]).await?;
     run_packer(rt, req, dir, &["validate", "."]).await?;
-    run_packer(rt, req, dir, &["build", "."]).await?;
+    if let Err(e) = run_packer(rt, req, dir, &build_args(req.keep_failed)).await {
+        return Err(match e {
+            RuntimeError::Failed(why) if req.keep_failed && !req.cancel.is_cancelled() => {
+                kept_failed_error(rt, req, why).await
+            }
+            e => e,
+        });
+    }
     let text = std::fs::read_to_string(&manifest).map_err(|e| {
         RuntimeError::Failed(format!("packer build wrote no {}: {e}", manifest.display()))
     })?;

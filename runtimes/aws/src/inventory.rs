@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use csis_runtime::{InstanceFacts, Inventory, Result, VolumeFacts};
+use csis_runtime::{InstanceFacts, Inventory, KeptBake, Result, VolumeFacts};
 use serde::{Deserialize, Serialize};
 
 use crate::client::tag_map;
@@ -62,9 +62,22 @@ impl AwsInventory {
     /// them (a disk copy nothing uses is a leftover too). Images are
     /// `query_images`' answer.
     pub fn to_api(&self) -> Inventory {
-        let instances = self
+        let (kept, machines): (Vec<&AwsResource>, Vec<&AwsResource>) = self
             .instances
             .iter()
+            .partition(|i| i.tags.contains_key(tags::KEPT_FAILED));
+        let kept_failed = kept
+            .into_iter()
+            .map(|i| KeptBake {
+                name: i.id.clone(),
+                series: i.tags.get(tags::SERIES).cloned(),
+                run: i.tags.get(tags::KEPT_FAILED).cloned(),
+                config: i.tags.get(tags::CONFIG).cloned(),
+                inspect: format!("aws ssm start-session --target {}", i.id),
+            })
+            .collect();
+        let instances = machines
+            .into_iter()
             .map(|i| InstanceFacts {
                 id: i.id.clone(),
                 name: i.name.clone(),
@@ -84,7 +97,7 @@ impl AwsInventory {
         Inventory {
             instances,
             volumes,
-            kept_failed: Vec::new(),
+            kept_failed,
         }
     }
 }

@@ -233,6 +233,15 @@ impl Runtime for AwsRuntime {
         self.clean_stale().await
     }
 
+    fn keeps_failed_bakes(&self, image_builder: &str) -> bool {
+        let _ = image_builder;
+        true
+    }
+
+    async fn remove_kept_bake(&self, name: &str) -> Result<bool> {
+        self.remove_kept(name).await
+    }
+
     async fn retag_image(&self, build_id: &str, tags: &BTreeMap<String, String>) -> Result<()> {
         self.create_tags(build_id, tags).await
     }

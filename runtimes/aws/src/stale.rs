@@ -64,6 +64,11 @@ pub fn is_stale(
     if tags.get(tags::BAKE).map(String::as_str) != Some(runtime) {
         return false;
     }
+    // a failed bake kept for inspection (`csis build --keep-failed`) goes
+    // only by `csis empty --remove`
+    if tags.contains_key(tags::KEPT_FAILED) {
+        return false;
+    }
     // the rule docker's bake containers follow too (csis_runtime::owner)
     let created = created.or_else(|| tags.get(tags::RUN).and_then(|r| run_time(r)));
     csis_runtime::owner::is_left_behind(
@@ -126,8 +131,15 @@ impl AwsRuntime {
                 "describe_instances: ",
             )
             .await?;
+        let mut kept_groups: BTreeSet<String> = BTreeSet::new();
+        let mut kept_keys: BTreeSet<String> = BTreeSet::new();
         for i in marked {
             let tags = tag_map(i.tags());
+            if tags.contains_key(tags::KEPT_FAILED) {
+                kept_groups.extend(i.security_groups().iter().filter_map(|g| g.group_id.clone()));
+                kept_keys.extend(i.key_name.clone());
+                continue;
+            }
             if !stale(&tags, sys_time(i.launch_time.as_ref())) {
                 continue;
             }
@@ -213,6 +225,7 @@ impl AwsRuntime {
                 .entry(id.clone())
                 .or_insert_with(|| (String::new(), BTreeMap::new()));
         }
+        groups.retain(|id, _| !kept_groups.contains(id));
         for (id, (name, tags)) in &groups {
             match ec2.delete_security_group().group_id(id).send().await {
                 Ok(_) => {
@@ -250,6 +263,7 @@ impl AwsRuntime {
         for k in &their_keys {
             keys.entry(k.clone()).or_default();
         }
+        keys.retain(|name, _| !kept_keys.contains(name));
         for (name, tags) in &keys {
             match ec2.delete_key_pair().key_name(name).send().await {
                 Ok(_) => removed.push(format!("key pair {name}{}", what(tags))),
@@ -260,6 +274,86 @@ impl AwsRuntime {
             }
         }
         Ok(removed)
+    }
+}
+
+impl AwsRuntime {
+    /// After a failed bake run with `-on-error=abort`: mark the builder
+    /// instance this process's packer left for this bake (`csis_bake` of
+    /// this runtime, this process's owner mark, the bake's run and series)
+    /// `csis_kept_failed = <run>`, so `clean_stale` leaves it and
+    /// `inventory` lists it. Returns the instances marked.
+    pub async fn mark_kept_bake(&self, lineage: &BTreeMap<String, String>) -> Result<Vec<String>> {
+        let rt = self.settings().name.clone();
+        let mut filters = vec![
+            mark_filter(&rt),
+            crate::not_terminated(),
+            Filter::builder()
+                .name(format!("tag:{}", tags::BAKE_OWNER))
+                .values(bake_owner())
+                .build(),
+        ];
+        for k in [tags::RUN, tags::SERIES] {
+            if let Some(v) = lineage.get(k) {
+                filters.push(Filter::builder().name(format!("tag:{k}")).values(v).build());
+            }
+        }
+        let found = self.instances_where(filters, "describe_instances: ").await?;
+        let ids: Vec<String> = found.iter().filter_map(|i| i.instance_id.clone()).collect();
+        if ids.is_empty() {
+            return Ok(ids);
+        }
+        let run = lineage.get(tags::RUN).cloned().unwrap_or_else(|| "unknown".into());
+        self.clients()
+            .ec2()
+            .await
+            .create_tags()
+            .set_resources(Some(ids.clone()))
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key(tags::KEPT_FAILED)
+                    .value(run)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| self.sdk_err("create_tags (keeping a failed bake): ", &e))?;
+        Ok(ids)
+    }
+
+    /// Terminate a kept failed bake's builder instance (`csis empty
+    /// --remove`); `Ok(false)`: it is gone already. An instance without the
+    /// kept mark of this runtime is refused.
+    pub async fn remove_kept(&self, id: &str) -> Result<bool> {
+        let rt = self.settings().name.clone();
+        let found = self
+            .instances_where(
+                vec![
+                    Filter::builder().name("instance-id").values(id).build(),
+                    crate::not_terminated(),
+                ],
+                "describe_instances: ",
+            )
+            .await?;
+        let Some(i) = found.first() else {
+            return Ok(false);
+        };
+        let t = tag_map(i.tags());
+        if !t.contains_key(tags::KEPT_FAILED) || t.get(tags::BAKE) != Some(&rt) {
+            return Err(csis_runtime::RuntimeError::Refused(format!(
+                "AWS runtime {rt}: {id} is not a failed bake this runtime kept (no {} mark): not removed",
+                tags::KEPT_FAILED
+            )));
+        }
+        self.clients()
+            .ec2()
+            .await
+            .terminate_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .map_err(|e| self.sdk_err("terminate_instances (a kept failed bake): ", &e))?;
+        Ok(true)
     }
 }
 

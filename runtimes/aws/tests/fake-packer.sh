@@ -5,6 +5,10 @@
 # ($CSIS_FAKE_AMI), the way packer's manifest post-processor does.
 set -eu
 [ -n "${CSIS_FAKE_PACKER_LOG:-}" ] && echo "$*" >> "$CSIS_FAKE_PACKER_LOG"
+if [ "$#" -eq 3 ] && [ "$1" = build ] && [ "$2" = "-on-error=abort" ]; then
+  # csis build --keep-failed: the builder instance is left standing
+  shift 2; set -- build "$@"
+fi
 if [ "$#" -ne 2 ] || [ "$2" != "." ]; then
   echo "fake-packer: expected '<command> .', got: $*" >&2; exit 64
 fi
