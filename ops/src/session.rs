@@ -113,15 +113,21 @@ fn recorded_fleet(
     lineage: &Lineage,
     tree: &Tree,
 ) -> Result<RecordedFleet> {
-    let records = csis_cache::fleet::FleetRecords::load(meta)?;
-    // The planning view's pins hold only `images`: the instance pins and
-    // pending replacements are read whole (as the fleet's records are).
+    // With the journal of an interrupted build merged in, as the fleet
+    // view of the plan (`FleetView::load`). The planning view's pins hold
+    // only `images`: the instance pins and pending replacements are read
+    // whole (as the fleet's records are).
+    let journal = LocalDir::of_tree(tree.root()).journal();
     let whole;
-    let pins = if pins.instances.is_empty() && pins.pending_replacements.is_empty() {
+    let (records, pins) = if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
+        let (p, r) = meta.fleet_with_journal(&journal)?;
+        whole = p;
+        (r, &whole)
+    } else if pins.instances.is_empty() && pins.pending_replacements.is_empty() {
         whole = meta.pins()?;
-        &whole
+        (csis_cache::fleet::FleetRecords::load(meta)?, &whole)
     } else {
-        pins
+        (csis_cache::fleet::FleetRecords::load(meta)?, pins)
     };
     let mut f = RecordedFleet {
         pins: pins.instances.clone(),

@@ -137,11 +137,23 @@ pub struct FleetView {
 }
 
 impl FleetView {
-    /// The records as `meta-state/` holds them.
+    /// The records as `meta-state/` holds them, with what the journal of
+    /// an interrupted build holds merged in (what the next build writes
+    /// first), so a plan after a kill says what that build will do.
     pub fn load(meta: &MetaState) -> Result<FleetView> {
+        let journal = meta
+            .dir()
+            .parent()
+            .map(|root| csis_cache::LocalDir::of_tree(root).journal());
+        let (pins, records) = match journal {
+            Some(j) if std::fs::metadata(&j).is_ok_and(|m| m.len() > 0) => {
+                meta.fleet_with_journal(&j)?
+            }
+            _ => (meta.pins()?, FleetRecords::load(meta)?),
+        };
         Ok(FleetView {
-            records: FleetRecords::load(meta)?,
-            pins: meta.pins()?,
+            records,
+            pins,
             releases: meta.releases()?,
             proven: proven(meta)?,
             missing: BTreeSet::new(),

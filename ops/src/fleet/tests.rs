@@ -257,3 +257,32 @@ fn the_gate_lets_through_only_the_drift_a_due_node_repairs() {
         ]
     );
 }
+
+/// A plan after a killed build sees what its journal holds: the launch a
+/// killed run recorded in the journal, not yet in `launch-params.yaml`,
+/// is a machine standing, not one to launch again.
+#[test]
+fn the_view_merges_the_journal_of_an_interrupted_build() {
+    let t = tempfile::tempdir().unwrap();
+    let meta = csis_cache::MetaState::of_tree(t.path());
+    let journal = csis_cache::LocalDir::of_tree(t.path()).journal();
+    let r = csis_cache::Recorder::open(meta.clone(), &journal).unwrap();
+    r.fleet(|_, _| ()).unwrap();
+    // the file the recorder writes next is in the way: the launch stays in the journal
+    let file = meta.dir().join("launch-params.yaml");
+    std::fs::create_dir_all(file.join("in-the-way")).unwrap();
+    let machine = csis_cache::fleet::Machine {
+        generation: 1,
+        instance_id: Some("c1".into()),
+        provider_hostname: None,
+    };
+    let _ = r.record_launch("web", launched("b1"), &machine, "2026_12_02t00_00_00_000000");
+    drop(r);
+    std::fs::remove_dir_all(&file).unwrap();
+    assert!(
+        std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0) > 0,
+        "the journal holds the launch"
+    );
+    let v = FleetView::load(&meta).unwrap();
+    assert_eq!(v.launched("web").map(|r| r.build.as_str()), Some("b1"));
+}
