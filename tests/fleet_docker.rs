@@ -204,6 +204,55 @@ fn docker_fleet_lifecycle() {
     let first_follower_build = t.instance("follower")["build"].clone();
     assert_eq!(t.action("keeper").0, "current");
     assert_eq!(t.action("data").0, "current");
+
+    // The fleet's records lost (meta-state/ reset): `state import
+    // --instances --storages` adopts the labelled volume and machines
+    // again, and the plan is current as before.
+    let before = |f: &str| std::fs::read_to_string(t.meta().dir().join(f)).unwrap();
+    let (launch_before, pins_before) = (before("launch-params.yaml"), before("pins.yaml"));
+    for f in ["launch-params.yaml", "instance-state.yaml", "storage-state.yaml"] {
+        std::fs::remove_file(t.meta().dir().join(f)).unwrap();
+    }
+    let mut pins = t.meta().pins().unwrap();
+    pins.instances.clear();
+    t.meta().save_pins(&pins).unwrap();
+    assert_eq!(t.action("keeper").0, "launch");
+    let dry = t.ok(&["state", "import", "--instances", "--storages", "--dry-run"]);
+    assert!(
+        dry.contains("would adopt storage data")
+            && dry.contains("would adopt instance keeper (keeper-001")
+            && dry.contains("would adopt instance follower (follower-001"),
+        "{dry}"
+    );
+    assert!(!t.meta().dir().join("launch-params.yaml").exists(), "a dry run writes nothing");
+    let out = t.ok(&["state", "import", "--instances", "--storages", "--json"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let names = |k: &str| -> Vec<String> {
+        let mut v: Vec<String> = r["fleet"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["name"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names("instances"), ["follower", "keeper"], "{out}");
+    assert_eq!(names("storages"), ["data"], "{out}");
+    assert_eq!(t.action("keeper").0, "current");
+    assert_eq!(t.action("follower").0, "current");
+    assert_eq!(t.action("data").0, "current");
+    assert_eq!(t.instance("keeper")["hostname"], "keeper-001");
+    assert_eq!(t.instance("keeper")["generation"], 1);
+    assert_eq!(
+        t.meta().pins().unwrap().instances.len(),
+        2,
+        "pins bound again: {pins_before}"
+    );
+    assert!(!launch_before.is_empty());
+    // a second import has nothing to do
+    let again = t.ok(&["state", "import", "--instances", "--storages"]);
+    assert!(again.contains("nothing to import"), "{again}");
     // A launch parameter changed without a replacement: one located
     // refusal, nothing changes.
     let keeper_decl = "  - name: keeper\n    image: app\n";

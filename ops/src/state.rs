@@ -377,12 +377,70 @@ pub struct Adopted {
 pub struct ImportReport {
     pub dry_run: bool,
     pub adopted: Vec<Adopted>,
+    /// With `--instances` / `--storages`: the fleet's part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::import::FleetImport>,
 }
 
 /// `csis state import`: adopt foreign images (tagged as csis's, not
-/// recorded) into lineage from their tags. The context is opened for
-/// writing unless `dry_run`.
-pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
+/// recorded) into lineage from their tags, and with `parts` the machines
+/// and volumes labelled as this tree's declared instances and storages
+/// ([`crate::fleet::import`]). The context is opened for writing unless
+/// `dry_run`.
+pub fn import(
+    cx: &OpContext,
+    dry_run: bool,
+    parts: crate::fleet::import::Parts,
+) -> Result<ImportReport> {
+    let mut report = import_images(cx, dry_run)?;
+    if parts.instances || parts.storages {
+        report.fleet = Some(import_fleet(cx, dry_run, parts)?);
+    }
+    Ok(report)
+}
+
+fn import_fleet(
+    cx: &OpContext,
+    dry_run: bool,
+    parts: crate::fleet::import::Parts,
+) -> Result<crate::fleet::import::FleetImport> {
+    use crate::fleet::import;
+    let tree = cx.tree();
+    let runtimes: BTreeSet<String> = tree
+        .instances
+        .iter()
+        .filter(|_| parts.instances)
+        .map(|i| i.runtime.clone())
+        .chain(
+            tree.storages
+                .iter()
+                .filter(|_| parts.storages)
+                .map(|s| s.runtime.clone()),
+        )
+        .collect();
+    let tokio = tokio_rt()?;
+    let mut inventories = BTreeMap::new();
+    for name in runtimes {
+        let rt = crate::wiring::runtime(tree, &name)?;
+        let inv = tokio
+            .block_on(rt.inventory())
+            .map_err(|e| anyhow::anyhow!("runtime {name}: {e}"))?;
+        inventories.insert(name, inv);
+    }
+    let view = crate::fleet::FleetView::load(&cx.meta)?;
+    let mut out = import::decide(tree, &view, &inventories, parts);
+    if !dry_run && (!out.instances.is_empty() || !out.storages.is_empty()) {
+        let root = tree.root();
+        let recorder = csis_cache::Recorder::open(
+            cx.meta.clone(),
+            LocalDir::of_tree(root).journal(),
+        )?;
+        import::record(tree, &cx.meta, &recorder, &csis_cache::run_id_now(), &mut out)?;
+    }
+    Ok(out)
+}
+
+fn import_images(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     let tree = cx.tree();
     let (_, views) = state_report(tree, &cx.meta)?;
     let mut lineage = cx.records()?.0;
@@ -418,7 +476,11 @@ pub fn import(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
         let (report, _) = state_report(tree, &cx.meta)?;
         write_report(tree, &report)?;
     }
-    Ok(ImportReport { dry_run, adopted })
+    Ok(ImportReport {
+        dry_run,
+        adopted,
+        fleet: None,
+    })
 }
 
 /// Adopted builds a runtime holds unnamed (committed by an interrupted

@@ -39,10 +39,18 @@ pub struct QueryArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
+    /// Also adopt the machines labelled as this tree's declared instances
+    /// that the records do not hold (`csis_instance`, `csis_build`, `csis_generation`).
+    #[arg(long)]
+    pub instances: bool,
+    /// Also adopt the volumes labelled as this tree's declared storages
+    /// that the records do not hold (`csis_storage`).
+    #[arg(long)]
+    pub storages: bool,
     /// Print what would be adopted; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the report as JSON (`{dry_run, adopted: [{build_id, series, runtime, parent}]}`).
+    /// Print the report as JSON (`{dry_run, adopted: [{build_id, series, runtime, parent}], fleet?: {instances, storages, skipped}}`).
     #[arg(long)]
     pub json: bool,
 }
@@ -71,7 +79,11 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
         }
         StateCommand::Import(a) => {
             let cx = super::open(global, Access::writing_unless(a.dry_run))?;
-            let r = csis_ops::state::import(&cx, a.dry_run)?;
+            let parts = csis_ops::fleet::import::Parts {
+                instances: a.instances,
+                storages: a.storages,
+            };
+            let r = csis_ops::state::import(&cx, a.dry_run, parts)?;
             if a.json {
                 crate::render::json(&r)?;
                 return Ok(ExitCode::SUCCESS);
@@ -89,8 +101,29 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
                     println!("  {}: {l}", x.build_id);
                 }
             }
-            if r.adopted.is_empty() {
-                println!("nothing to import: no foreign images");
+            if let Some(f) = &r.fleet {
+                for s in &f.storages {
+                    println!("{verb} storage {} ({} on {}, active)", s.name, s.id, s.runtime);
+                }
+                for i in &f.instances {
+                    println!(
+                        "{verb} instance {} ({} on {}, generation {}, build {})",
+                        i.name, i.hostname, i.runtime, i.generation, i.build
+                    );
+                }
+                for l in &f.skipped {
+                    println!("not adopted: {l}");
+                }
+            }
+            let fleet_empty = r
+                .fleet
+                .as_ref()
+                .is_none_or(|f| f.instances.is_empty() && f.storages.is_empty());
+            if r.adopted.is_empty() && fleet_empty {
+                println!(
+                    "nothing to import: no foreign images{}",
+                    if r.fleet.is_some() { ", instances or storages" } else { "" }
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -356,15 +356,7 @@ async fn launch_and_check(
 ) -> Result<(LaunchRecord, Machine, Vec<VerifyCheck>), NodeError> {
     let (generation, hostname) = v.records.next_machine(&inst.name, inst.ephemeral);
     let mounts = mount_requests(v, inst)?;
-    let script = launch_script(&LaunchScript {
-        instance: inst.name.clone(),
-        hostname: hostname.clone(),
-        group: inst.group.clone(),
-        gid: a.tree.group(&inst.group).and_then(|g| g.model.gid),
-        admins: admins(a.tree, &inst.group),
-        mounts: mounts.clone(),
-        userdata: inst.userdata.clone(),
-    });
+    let script = script_of(a.tree, inst, &hostname, &mounts);
     let req = LaunchRequest {
         instance: inst.name.clone(),
         hostname: hostname.clone(),
@@ -384,7 +376,7 @@ async fn launch_and_check(
     out.hostname = Some(hostname.clone());
     out.generation = Some(generation);
     out.build = Some(build.to_string());
-    let record = launch_record(a, inst, build, &hostname, &script);
+    let record = launch_record(a.run, inst, build, &hostname, &script);
     let machine = Machine {
         generation,
         instance_id: Some(li.id.clone()),
@@ -416,9 +408,27 @@ async fn launch_and_check(
     Ok((record, machine, checks))
 }
 
+/// The launch script of one machine of `inst` (its user data).
+pub(super) fn script_of(
+    tree: &Tree,
+    inst: &Instance,
+    hostname: &str,
+    mounts: &[MountRequest],
+) -> String {
+    launch_script(&LaunchScript {
+        instance: inst.name.clone(),
+        hostname: hostname.to_string(),
+        group: inst.group.clone(),
+        gid: tree.group(&inst.group).and_then(|g| g.model.gid),
+        admins: admins(tree, &inst.group),
+        mounts: mounts.to_vec(),
+        userdata: inst.userdata.clone(),
+    })
+}
+
 /// The runtime's id of each storage the instance mounts (recorded by its
 /// storage node, which ran before).
-fn mount_requests(v: &FleetView, inst: &Instance) -> Result<Vec<MountRequest>, NodeError> {
+pub(super) fn mount_requests(v: &FleetView, inst: &Instance) -> Result<Vec<MountRequest>, NodeError> {
     inst.mounts
         .iter()
         .map(|m| {
@@ -465,8 +475,8 @@ fn admins(tree: &Tree, group: &str) -> Vec<LaunchUser> {
 }
 
 /// The launch record of a machine (§9.2), in the original's shape.
-fn launch_record(
-    a: &Apply<'_>,
+pub(super) fn launch_record(
+    run: &str,
     inst: &Instance,
     build: &str,
     hostname: &str,
@@ -499,7 +509,7 @@ fn launch_record(
         userdata: (!redacted.is_empty()).then_some(redacted),
         user_data_sha256: format!("{:x}", sha2::Sha256::digest(script.as_bytes())),
         machine_type: inst.machine_type.clone(),
-        run: a.run.to_string(),
+        run: run.to_string(),
         launched: false,
         launched_run: None,
         extra: BTreeMap::new(),

@@ -13,6 +13,7 @@
 pub mod apply;
 pub mod checks;
 pub mod drift;
+pub mod import;
 pub mod plan;
 pub mod report;
 
