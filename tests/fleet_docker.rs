@@ -486,6 +486,18 @@ fn docker_fleet_lifecycle() {
     let (code, out, err) = t.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(t.action("keeper").0, "behind");
+    // Nothing due and a converged tree (built twice: no stamp answers for
+    // it): a machine removed behind csis is still noticed and relaunched.
+    t.build();
+    t.build();
+    docker(&["rm", "-f", "keeper-003"]).unwrap();
+    let out = t.build();
+    assert!(running("keeper-004"), "{out}");
+    assert_eq!(
+        csis_testkit::docker::label("keeper-004", "csis_build"),
+        pinned
+    );
+    cleanup.containers.push("keeper-004".to_string());
 
     // A pin alone (never launched) the tree does not declare: the node
     // decommissions it, the pin forgotten and journalled.

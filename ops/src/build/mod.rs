@@ -206,9 +206,10 @@ pub fn run(
         n.due && (!args.dry_run || DRY_RUN_KINDS.iter().any(|k| n.kind == *k))
     };
 
-    // The state gate (lineage operations): only when something will run, so
-    // a no-op build talks to no runtime at all.
-    if !args.dry_run && plan.nodes.iter().any(|n| n.due) {
+    // The state gate (lineage operations): only when something will run or
+    // a launched machine is kept standing (is it still there?), so a no-op
+    // build of images talks to no runtime at all.
+    if !args.dry_run && (plan.nodes.iter().any(|n| n.due) || keeps_machines(&session, &plan)) {
         let hard = crate::state::state_query_gate_drift(&session.tree, !args.no_state_query)?;
         // a launched machine found missing is relaunched by this very build
         session.relaunch_missing(&mut plan, &hard)?;
@@ -408,6 +409,27 @@ pub fn run(
 
 /// `--keep-failed` for a due bake on a runtime that cannot keep a failed
 /// bake's machine: one line, before anything runs.
+/// Does the plan keep a launched durable machine standing: an instance
+/// node, not gated and not decommissioning, of an instance the records
+/// hold launched? A build then asks the runtime whether it still stands.
+pub(crate) fn keeps_machines(session: &Session, plan: &Plan) -> bool {
+    let graph = &session.compiled.graph;
+    let instances: Vec<&str> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Instance)
+        .filter(|n| graph.node(n.id).attr(csis_rules::compile::GATED_ATTR).is_none())
+        .filter(|n| graph.node(n.id).attr(csis_rules::compile::DECOMMISSION_ATTR) != Some("true"))
+        .filter_map(|n| graph.node(n.id).attr("instance"))
+        .collect();
+    if instances.is_empty() {
+        return false;
+    }
+    crate::fleet::FleetView::load(&session.meta)
+        .map(|v| instances.iter().any(|i| v.launched(i).is_some()))
+        .unwrap_or(true)
+}
+
 fn refuse_keep_failed(
     session: &Session,
     plan: &Plan,

@@ -19,7 +19,8 @@
 //!
 //! Not stamped (always the full path): `--dry-run`, `--force-bake`, a tree
 //! whose templates iterate `ENV` or read `execution.timestamp` (the load
-//! time: every build differs).
+//! time: every build differs), a plan that keeps a launched machine
+//! standing (its runtime is asked every build whether it still stands).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -139,8 +140,15 @@ impl NoopStamp {
     /// After a build: when it had nothing due and everything was skipped,
     /// stamp it; otherwise drop any stamp of these arguments.
     pub fn record(&self, session: &Session, plan: &Plan, capture: &Capture, summary: &Summary) {
-        // Nothing due: nothing ran, every selected node was skipped.
-        if plan.nodes.iter().any(|n| n.due) || summary.interrupted {
+        // Nothing due: nothing ran, every selected node was skipped. A
+        // plan with a machine it keeps standing (a launched durable
+        // instance, not gated) is never stamped: each build asks the
+        // runtime whether the machine still stands (a container removed
+        // behind csis is relaunched by the next build).
+        if plan.nodes.iter().any(|n| n.due)
+            || summary.interrupted
+            || super::keeps_machines(session, plan)
+        {
             self.stamp.remove();
             return;
         }
