@@ -612,8 +612,9 @@ impl BuildState {
         }
     }
 
-    /// A storage or instance node (crate::fleet::apply), one at a time
-    /// beside the other writers of `meta-state/`.
+    /// A storage or instance node (crate::fleet::apply): in parallel with
+    /// the others (the recorder orders their records; the verdict's write
+    /// takes the meta lock as the build's other writers of `meta-state/`).
     async fn fleet(&self, cx: &NodeContext) -> Result<NodeOutput, NodeError> {
         if self.dry_run {
             return Ok(NodeOutput::none());
@@ -633,8 +634,8 @@ impl BuildState {
             run: &self.run_id,
             cancel: cx.cancel().clone(),
             log: &log,
+            meta_lock: &self.meta_lock,
         };
-        let _meta = self.meta_lock.lock().await;
         let done = match c.spec(cx.id()) {
             NodeSpec::Storage(s) => crate::fleet::apply::storage(&a, s).await?,
             NodeSpec::Instance(i) => crate::fleet::apply::instance(&a, i).await?,

@@ -55,6 +55,10 @@ pub struct Apply<'a> {
     pub run: &'a str,
     pub cancel: CancellationToken,
     pub log: &'a (dyn Fn(String) + Send + Sync),
+    /// Held around a read-modify-write of a `meta-state/` file the
+    /// recorder does not own (`verifications.yaml`), as the build's other
+    /// writers hold it; fleet nodes run in parallel otherwise.
+    pub meta_lock: &'a tokio::sync::Mutex<()>,
 }
 
 /// What a fleet node did (the node's output).
@@ -93,10 +97,7 @@ impl Apply<'_> {
             .recorder
             .fleet(|p, f| (p.clone(), f.clone()))
             .map_err(|e| NodeError::new(format!("the fleet's records: {e}")))?;
-        let mut v = FleetView::load(self.meta).map_err(NodeError::new)?;
-        v.pins = pins;
-        v.records = records;
-        Ok(v)
+        FleetView::with_records(self.meta, pins, records).map_err(NodeError::new)
     }
 }
 
@@ -324,7 +325,7 @@ async fn launch_verified(
 ) -> Result<(LaunchRecord, Machine), NodeError> {
     let (record, machine, checks) = launch_and_check(a, v, inst, build, out).await?;
     let ok = failed(&checks).is_none();
-    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks).await?;
     if let Some(failed) = failed(&checks) {
         let host = record.hostname.clone();
         let _ =
@@ -555,7 +556,7 @@ async fn prove(
     }
     let ok = failed(&checks).is_none();
     let kept = !ok && inst.on_failure == OnFailure::Keep;
-    record_verdict(a, inst, build, &record, machine.generation, ok, &checks)?;
+    record_verdict(a, inst, build, &record, machine.generation, ok, &checks).await?;
     let verdict = EphemeralVerdict {
         record: record.clone(),
         machine,
@@ -585,7 +586,7 @@ async fn prove(
 /// A new machine's verdict in `meta-state/verifications.yaml` (a durable
 /// one's after its launch or replacement, an ephemeral one's proof): the
 /// instance, the build, the generation, the checks.
-fn record_verdict(
+async fn record_verdict(
     a: &Apply<'_>,
     inst: &Instance,
     build: &str,
@@ -606,6 +607,7 @@ fn record_verdict(
         "time": crate::image_test::now_rfc3339(),
         "checks": checks,
     });
+    let _meta = a.meta_lock.lock().await;
     csis_cache::verifications::Verifications::append(a.meta, entry).map_err(rec_err("the verdict"))
 }
 

@@ -151,6 +151,12 @@ impl FleetView {
             }
             _ => (meta.pins()?, FleetRecords::load(meta)?),
         };
+        Self::with_records(meta, pins, records)
+    }
+
+    /// The view over these pins and fleet records (a build's recorder's),
+    /// with the releases and verdicts of `meta-state/`.
+    pub fn with_records(meta: &MetaState, pins: Pins, records: FleetRecords) -> Result<FleetView> {
         Ok(FleetView {
             records,
             pins,
