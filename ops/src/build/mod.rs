@@ -266,8 +266,9 @@ pub fn run(
         // (On a shared store other runs may be writing their logs here.)
         prune_run_logs(&local, KEPT_RUN_LOGS);
     }
+    let tofu_logs = local.logs().join(&run_id);
     let state = Arc::new(BuildState {
-        session: order_dispose_nodes(session, &plan),
+        session: order_tofu_nodes(order_dispose_nodes(session, &plan), &plan),
         runtimes,
         recorder,
         local,
@@ -281,6 +282,10 @@ pub fn run(
         dry_run: args.dry_run,
         keep_failed: args.keep_failed,
         meta_lock: tokio::sync::Mutex::new(()),
+        roots: crate::fleet::tofu::RootRuns::new(
+            crate::fleet::tofu::flag_reader(tree.dir.clone(), tree.load_options()),
+            tofu_logs,
+        ),
     });
 
     let capture = noop::Capture::default();
@@ -530,6 +535,8 @@ struct BuildState {
     /// `meta-state/` (releases, and lineage and pins through the recorder):
     /// one at a time, never beside another writer of those files.
     meta_lock: tokio::sync::Mutex<()>,
+    /// The tofu roots of this run, each sequence run once (fleet::tofu).
+    roots: crate::fleet::tofu::RootRuns,
 }
 
 /// A runtime's error as the node's: its text (a failed bake's last lines of
@@ -636,7 +643,33 @@ impl BuildState {
             log: &log,
             meta_lock: &self.meta_lock,
         };
+        let tree = &self.session.tree;
+        let tofu = |ty: Option<&str>| ty.is_some_and(crate::fleet::tofu::is_tofu);
         let done = match c.spec(cx.id()) {
+            NodeSpec::Storage(s)
+                if tofu(tree.storage_builder(&s.builder).map(|b| b.model.type_.as_str())) =>
+            {
+                let siblings: Vec<_> = self
+                    .fleet_specs()
+                    .filter_map(|n| match n {
+                        NodeSpec::Storage(x) if x.builder == s.builder => Some(&**x),
+                        _ => None,
+                    })
+                    .collect();
+                crate::fleet::tofu::storage(&a, s, &siblings, &self.roots).await?
+            }
+            NodeSpec::Instance(i)
+                if tofu(tree.instance_builder(&i.builder).map(|b| b.type_.as_str())) =>
+            {
+                let siblings: Vec<_> = self
+                    .fleet_specs()
+                    .filter_map(|n| match n {
+                        NodeSpec::Instance(x) if x.builder == i.builder => Some(&**x),
+                        _ => None,
+                    })
+                    .collect();
+                crate::fleet::tofu::instance(&a, i, &siblings, &self.roots).await?
+            }
             NodeSpec::Storage(s) => crate::fleet::apply::storage(&a, s).await?,
             NodeSpec::Instance(i) => crate::fleet::apply::instance(&a, i).await?,
             _ => unreachable!("matched above"),
@@ -645,6 +678,15 @@ impl BuildState {
         Ok(NodeOutput::new(
             serde_json::to_value(&done).map_err(NodeError::new)?,
         ))
+    }
+
+    /// Every storage and instance node's spec.
+    fn fleet_specs(&self) -> impl Iterator<Item = &NodeSpec> + '_ {
+        let c = &self.session.compiled;
+        c.graph
+            .ids()
+            .map(|id| c.spec(id))
+            .filter(|s| matches!(s, NodeSpec::Storage(_) | NodeSpec::Instance(_)))
     }
 
     /// The compiled bake that the `node` (emit, retag, test, release) of
@@ -717,6 +759,55 @@ fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Sessio
     session
 }
 
+/// Ordering edges for the nodes of a tofu root (fleet::tofu): the first of
+/// them runs the root's sequence for all, so each instance node of a
+/// tofu-typed builder runs after every due bake of an image any instance
+/// of that builder boots, and after every due storage node of a
+/// tofu-typed storage builder (the instance root reads their outputs).
+/// `Order` edges, added after the plan: nothing depends on an instance
+/// node, so no cycle.
+fn order_tofu_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
+    let c = &session.compiled;
+    let tree = &session.tree;
+    let tofu = |ty: Option<&str>| ty.is_some_and(crate::fleet::tofu::is_tofu);
+    let due: HashSet<NodeId> = plan.nodes.iter().filter(|n| n.due).map(|n| n.id).collect();
+    let mut instances: Vec<(NodeId, &str)> = Vec::new();
+    let mut storages: Vec<NodeId> = Vec::new();
+    let mut bakes: HashMap<&str, Vec<NodeId>> = HashMap::new();
+    for id in c.graph.ids() {
+        match c.spec(id) {
+            NodeSpec::Instance(i)
+                if tofu(tree.instance_builder(&i.builder).map(|b| b.type_.as_str())) =>
+            {
+                if due.contains(&id) {
+                    instances.push((id, i.builder.as_str()));
+                }
+                if let Some(b) = i.bake.filter(|b| due.contains(b)) {
+                    bakes.entry(i.builder.as_str()).or_default().push(b);
+                }
+            }
+            NodeSpec::Storage(s)
+                if due.contains(&id)
+                    && tofu(tree.storage_builder(&s.builder).map(|b| b.model.type_.as_str())) =>
+            {
+                storages.push(id)
+            }
+            _ => {}
+        }
+    }
+    let mut edges = Vec::new();
+    for (node, builder) in instances {
+        for &b in bakes.get(builder).into_iter().flatten() {
+            edges.push((node, b));
+        }
+        edges.extend(storages.iter().map(|&s| (node, s)));
+    }
+    for (n, dep) in edges {
+        let _ = session.compiled.graph.add_dep(n, dep, csis_engine::Dep::Order);
+    }
+    session
+}
+
 /// The runtime's request for a resolve node's spec (the build's resolve
 /// node and `csis test-mods`' base image ask the same).
 pub(crate) fn resolve_request(r: &csis_rules::compile::ResolveSpec) -> ResolveRequest {
@@ -736,9 +827,10 @@ pub(crate) fn resolve_request(r: &csis_rules::compile::ResolveSpec) -> ResolveRe
 mod tests;
 
 /// Write the tofu roots of the tree's fleet (`csis_ops::tofu_roots`) beside
-/// the packer roots, and say which. Their gated sequence does not run yet
-/// (issue 22), so a root that cannot be written is a warning: the images
-/// still bake.
+/// the packer roots, and say which. Their gated sequence runs in the
+/// storage and instance nodes of their builders (fleet::tofu), so a root
+/// that cannot be written here is a warning: the images still bake, and
+/// such a node fails naming why.
 fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
     let s = &state.session;
     match crate::tofu_roots::emit_for_build(&s.tree, &s.meta, &state.run_id) {
@@ -750,7 +842,7 @@ fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
                 .map(|r| r.dir.display().to_string())
                 .collect();
             reporter.note(&format!(
-                "tofu roots written under generated/: {} (not planned or applied by csis yet)",
+                "tofu roots written under generated/: {} (planned and applied by their storage and instance nodes where apply_storage / apply_instances allow)",
                 dirs.join(", ")
             ));
         }

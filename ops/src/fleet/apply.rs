@@ -92,7 +92,7 @@ fn rec_err(what: &str) -> impl Fn(csis_cache::CacheError) -> NodeError + '_ {
 
 impl Apply<'_> {
     /// The records as they are now (this run's included).
-    fn view(&self) -> Result<FleetView, NodeError> {
+    pub(super) fn view(&self) -> Result<FleetView, NodeError> {
         let (pins, records) = self
             .recorder
             .fleet(|p, f| (p.clone(), f.clone()))

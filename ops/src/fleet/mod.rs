@@ -16,6 +16,7 @@ pub mod drift;
 pub mod import;
 pub mod plan;
 pub mod report;
+pub mod tofu;
 
 pub use checks::launch_param_changes;
 pub use plan::{apply_fleet_plan, decide_instance, decide_storage, Action, Decided, FleetView};
