@@ -19,7 +19,9 @@
 //!
 //! Not stamped (always the full path): `--dry-run`, `--force-bake`, a tree
 //! whose templates iterate `ENV` or read `execution.timestamp` (the load
-//! time: every build differs).
+//! time: every build differs), a selection with a base whose head was baked
+//! from a vendor tag (a docker tag can move without a file changing: the
+//! plan reads it, [`crate::vendor`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -149,7 +151,9 @@ impl NoopStamp {
             .execution
             .iter()
             .any(|f| f != "date" && f != "dateformat");
-        if reads.env_all || time_bound {
+        // A base baked from a vendor tag: only a read of the tag (the
+        // runtime's, at every plan) tells that it did not move.
+        if reads.env_all || time_bound || crate::vendor::plan_reads_vendor_tags(session, plan) {
             self.stamp.remove();
             return;
         }
