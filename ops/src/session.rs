@@ -246,7 +246,11 @@ impl Session {
 
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
         // A base baked from a vendor tag is due when the tag moved.
-        let vendor = crate::vendor::read(self, sel);
+        let t0 = std::time::Instant::now();
+        let vendor = crate::vendor::read(&self.tree, &self.compiled, &self.lineage, sel);
+        if vendor.read > 0 {
+            timing("read vendor tags", t0);
+        }
         let mut plan = plan_with_vendor(
             &self.meta,
             &self.lineage,

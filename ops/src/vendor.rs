@@ -12,12 +12,26 @@
 
 use std::collections::BTreeMap;
 
-use csis_cache::VendorImage;
+use csis_cache::{Lineage, VendorImage};
 use csis_engine::{NodeId, Plan, Selection};
-use csis_rules::compile::{NodeSpec, ParentSpec, VendorMoves};
+use csis_rules::compile::{Compiled, NodeSpec, ParentSpec, ResolveSpec, VendorMoves};
+use csis_rules::Tree;
 use csis_runtime::ResolveRequest;
 
-use crate::session::Session;
+/// The runtime's request for a resolve node's spec (the build's resolve
+/// node, `csis test-mods`' base image and the vendor read ask the same).
+pub(crate) fn resolve_request(r: &ResolveSpec) -> ResolveRequest {
+    ResolveRequest {
+        label: r.label.to_string(),
+        series: r.series.clone(),
+        family: r.family.clone(),
+        family_version: r.family_version.clone(),
+        architecture: r.architecture.clone(),
+        owners: r.owners.clone(),
+        query: r.query.clone(),
+        image_id: r.image_id.clone(),
+    }
+}
 
 /// What the plan read of the vendor tags of a selection.
 #[derive(Debug, Default)]
@@ -26,6 +40,8 @@ pub struct VendorReads {
     pub moved: VendorMoves,
     /// Bases whose tag could not be read: the bake node and why.
     pub unread: Vec<(NodeId, String)>,
+    /// How many references were read.
+    pub read: usize,
 }
 
 /// A selected base whose head was baked from a movable vendor reference.
@@ -40,13 +56,17 @@ struct MovableHead {
 /// Whether a planned base's head records a movable vendor reference: the
 /// no-op stamp does not answer for such a tree (only a read of the tag can
 /// tell that nothing moved).
-pub fn plan_reads_vendor_tags(session: &Session, plan: &Plan) -> bool {
+pub fn plan_reads_vendor_tags(compiled: &Compiled, lineage: &Lineage, plan: &Plan) -> bool {
     let planned: std::collections::HashSet<NodeId> = plan.nodes.iter().map(|n| n.id).collect();
-    !movable_heads(session, |id| planned.contains(&id)).is_empty()
+    !movable_heads(compiled, lineage, |id| planned.contains(&id)).is_empty()
 }
 
-fn movable_heads(session: &Session, selected: impl Fn(NodeId) -> bool) -> Vec<MovableHead> {
-    let c = &session.compiled;
+fn movable_heads(
+    compiled: &Compiled,
+    lineage: &Lineage,
+    selected: impl Fn(NodeId) -> bool,
+) -> Vec<MovableHead> {
+    let c = compiled;
     let mut out = Vec::new();
     for id in c.bake_nodes() {
         if !selected(id) {
@@ -61,7 +81,7 @@ fn movable_heads(session: &Session, selected: impl Fn(NodeId) -> bool) -> Vec<Mo
         let NodeSpec::Resolve(r) = c.spec(*resolve) else {
             continue;
         };
-        let Some(head) = session.lineage.head(&spec.series, &spec.runtime) else {
+        let Some(head) = lineage.head(&spec.series, &spec.runtime) else {
             continue;
         };
         let Some(v) = head.vendor_image.as_ref().filter(|v| v.movable) else {
@@ -72,27 +92,26 @@ fn movable_heads(session: &Session, selected: impl Fn(NodeId) -> bool) -> Vec<Mo
             runtime: spec.runtime.clone(),
             build: head.build_id.clone(),
             recorded: v.clone(),
-            request: crate::build::resolve_request(r),
+            request: resolve_request(r),
         });
     }
     out
 }
 
 /// Read what each movable vendor reference of the selection names now,
-/// once per (runtime, reference).
-pub fn read(session: &Session, sel: &Selection) -> VendorReads {
-    let heads = movable_heads(session, |id| sel.contains(id));
+/// once per (runtime, reference), on the runtimes of `tree`.
+pub fn read(tree: &Tree, compiled: &Compiled, lineage: &Lineage, sel: &Selection) -> VendorReads {
+    let heads = movable_heads(compiled, lineage, |id| sel.contains(id));
     let mut reads = VendorReads::default();
     if heads.is_empty() {
         return reads;
     }
-    let t0 = std::time::Instant::now();
     let mut names: Vec<&str> = heads.iter().map(|h| h.runtime.as_str()).collect();
     names.sort();
     names.dedup();
     let mut runtimes = BTreeMap::new();
     for n in names {
-        match crate::wiring::runtimes(&session.tree, [n]) {
+        match crate::wiring::runtimes(tree, [n]) {
             Ok(m) => runtimes.extend(m),
             Err(e) => {
                 for h in heads.iter().filter(|h| h.runtime == n) {
@@ -142,6 +161,7 @@ pub fn read(session: &Session, sel: &Selection) -> VendorReads {
             return reads;
         }
     };
+    reads.read = now.len();
     for h in heads {
         match now.get(&(h.runtime.clone(), h.recorded.reference.clone())) {
             Some(Ok(Some(id))) if *id != h.recorded.id => {
@@ -158,7 +178,6 @@ pub fn read(session: &Session, sel: &Selection) -> VendorReads {
             _ => {}
         }
     }
-    crate::session::timing("read vendor tags", t0);
     reads
 }
 

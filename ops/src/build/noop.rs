@@ -153,7 +153,10 @@ impl NoopStamp {
             .any(|f| f != "date" && f != "dateformat");
         // A base baked from a vendor tag: only a read of the tag (the
         // runtime's, at every plan) tells that it did not move.
-        if reads.env_all || time_bound || crate::vendor::plan_reads_vendor_tags(session, plan) {
+        if reads.env_all
+            || time_bound
+            || crate::vendor::plan_reads_vendor_tags(&session.compiled, &session.lineage, plan)
+        {
             self.stamp.remove();
             return;
         }
