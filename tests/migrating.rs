@@ -461,3 +461,94 @@ fn version_probes_are_cached_until_the_binary_changes() {
     );
     assert_eq!(runs(), 2);
 }
+
+/// core.md §1.4, N10/N24: a capability the root base gains is not the
+/// capability of a build that stands on an older root build. A pinned
+/// child of the base and the follow children below it keep the stamp of
+/// the base build the pin names, so they stay current; the base and its
+/// follow children are due. Moving the pin brings the capability down the
+/// pinned chain.
+#[test]
+fn a_capability_the_base_gains_leaves_a_pinned_chain_current() {
+    let t = csis_testkit::Tree::of("graph/basic");
+    // web <- deb12 is pinned (the default), app <- web and tools <- app
+    // follow; here also pinned <- deb12 (pinned), kid <- pinned and
+    // grandkid <- kid (follow), and sib <- deb12 (follow)
+    std::fs::write(
+        t.root.join("images/zz-pinned.yaml"),
+        "images:\n  - name: sib\n    source_image: deb12\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n  - name: pinned\n    source_image: deb12\n    parent_policy: pinned\n    runtimes: [{image_builder: sim-bake}]\n  - name: kid\n    source_image: pinned\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n  - name: grandkid\n    source_image: kid\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n",
+    )
+    .unwrap();
+    t.ok(&["build"]);
+    let plan = |t: &csis_testkit::Tree| -> serde_json::Value {
+        serde_json::from_str(&t.ok(&["plan", "--json"])).unwrap()
+    };
+    let due = |p: &serde_json::Value, s: &str| -> (bool, String) {
+        let n = p["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| {
+                n["label"] == format!("//images/{s}@sim:bake")
+                    || n["label"] == format!("//os/{s}@sim:bake")
+            })
+            .unwrap_or_else(|| panic!("{s} not planned"));
+        (
+            n["due"] == true,
+            n["reason"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let chains = ["web", "app", "tools", "pinned", "kid", "grandkid"];
+    let p = plan(&t);
+    for s in chains.iter().chain(&["deb12", "sib"]) {
+        assert!(!due(&p, s).0, "{s}: {:?}", due(&p, s));
+    }
+
+    // the base gains a storage type (with the storage builder it needs)
+    let os = t.root.join("cfg/os-builders.yml");
+    let text = std::fs::read_to_string(&os).unwrap().replacen(
+        "    is_default: true\n",
+        "    is_default: true\n    storage_types: [ebs]\n",
+        1,
+    );
+    std::fs::write(&os, text).unwrap();
+    std::fs::write(
+        t.root.join("cfg/storage-builders.yml"),
+        "storage_builders:\n  - name: ebs\n    type: tf-aws-ebs\n",
+    )
+    .unwrap();
+    let p = plan(&t);
+    assert!(due(&p, "deb12").0, "{:?}", due(&p, "deb12"));
+    // the follow sibling of the pinned children moves with the base
+    assert!(due(&p, "sib").0, "{:?}", due(&p, "sib"));
+    // the pinned chains stand on the old base build: current, all of them
+    // (the follow children below a pinned child too)
+    for s in chains {
+        let (d, why) = due(&p, s);
+        assert!(!d, "{s} is due: {why}");
+    }
+    t.ok(&["build"]);
+    let p = plan(&t);
+    for s in chains.iter().chain(&["deb12", "sib"]) {
+        assert!(!due(&p, s).0, "{s}: {:?}", due(&p, s));
+    }
+    let caps = |s: &str| -> serde_json::Value {
+        let l = csis_cache::MetaState::of_tree(&t.root).lineage().unwrap();
+        let b = l.head(s, "sim").unwrap();
+        serde_json::to_value(&b.capabilities).unwrap()["storage_types"].clone()
+    };
+    assert_eq!(caps("sib"), serde_json::json!(["ebs"]));
+    assert_eq!(caps("grandkid"), serde_json::json!([]));
+
+    // the pin moves to the new base build: the capability comes down the chain
+    t.ok(&["upgrade", "image", "pinned", "--runtime", "sim"]);
+    let p = plan(&t);
+    for s in ["pinned", "kid", "grandkid"] {
+        assert!(due(&p, s).0, "{s}: {:?}", due(&p, s));
+    }
+    t.ok(&["build"]);
+    assert_eq!(caps("pinned"), serde_json::json!(["ebs"]));
+    assert_eq!(caps("grandkid"), serde_json::json!(["ebs"]));
+    let p = plan(&t);
+    assert!(!due(&p, "grandkid").0, "{:?}", due(&p, "grandkid"));
+}

@@ -2,8 +2,9 @@
 //! `lineage.yaml` and `pins.yaml`, cached under `.csis/cache/`.
 //!
 //! A plan needs, of each record, only its identity (build id, series,
-//! runtime), its parent build, its fingerprint, its run and its capability
-//! stamp (what a pinned child inherits); of the pins, only
+//! runtime), its parent build, its fingerprint, its run, its capability
+//! stamp (what a pinned child inherits) and a base's vendor image (a moved
+//! docker tag makes it due); of the pins, only
 //! the image pins. Parsing the full YAML (every record carries its canonical
 //! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact JSON
 //! index instead, derived from the YAML and keyed by the blake3 of the YAML
@@ -29,13 +30,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::journal::replay_journal;
-use crate::lineage::{BuildRecord, Capabilities, Lineage};
+use crate::lineage::{BuildRecord, Capabilities, Lineage, VendorImage};
 use crate::pins::Pins;
 use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v5";
+const RECIPE: &str = "csis-heads-v6";
 const LINEAGE_INDEX: &str = "lineage-heads.json";
 const PINS_INDEX: &str = "pin-images.json";
 
@@ -67,6 +68,9 @@ struct Head {
     /// The run that reinstated it as the head (orders it).
     #[serde(rename = "ru", default, skip_serializing_if = "Option::is_none")]
     reinstated_by_run: Option<String>,
+    /// A base image's vendor image (a moved docker tag makes it due).
+    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
+    vendor_image: Option<VendorImage>,
 }
 
 impl Head {
@@ -82,6 +86,7 @@ impl Head {
             bake_seconds: b.bake_seconds,
             capabilities: b.capabilities.clone(),
             reinstated_by_run: b.reinstated_by_run.clone(),
+            vendor_image: b.vendor_image.clone(),
         }
     }
 
@@ -95,6 +100,7 @@ impl Head {
         r.bake_seconds = self.bake_seconds;
         r.capabilities = self.capabilities;
         r.reinstated_by_run = self.reinstated_by_run;
+        r.vendor_image = self.vendor_image;
         r
     }
 }
@@ -177,7 +183,8 @@ fn light_pins(images: BTreeMap<String, String>) -> Pins {
 /// current.
 ///
 /// The records hold only `build_id`, `series`, `runtime`, `parent`,
-/// `input_fingerprint` and `run` (no `inputs`, mods, chain...; records from
+/// `input_fingerprint`, `run`, `imported`, `bake_seconds`, `capabilities`
+/// and `vendor_image` (no `inputs`, mods, chain...; records from
 /// the journal are whole); the pins hold only `images`. Use
 /// [`MetaState::load_with_journal`] for anything else.
 pub fn load_for_planning(
@@ -286,7 +293,15 @@ mod tests {
 
     fn sample() -> (Lineage, Pins) {
         let mut l = Lineage::default();
-        l.add_build(rec("b1", "base", Some("rt"), "vendor", "f1"));
+        let mut b1 = rec("b1", "base", Some("rt"), "vendor", "f1");
+        // the planning view keeps a base's vendor image (a moved tag is due)
+        b1.vendor_image = Some(VendorImage {
+            reference: "busybox:1".into(),
+            id: "sha256:aa".into(),
+            movable: true,
+            extra: Default::default(),
+        });
+        l.add_build(b1);
         l.add_build(rec("w1", "web", Some("rt"), "b1", "f2"));
         l.add_build(rec("old", "web", None, "b1", "f3"));
         let mut p = Pins::default();
@@ -314,6 +329,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(local.dir());
         let (l1, p1) = load_for_planning(&m, &local).unwrap();
         assert_eq!(l1, light(&l));
+        assert_eq!(l1.builds[0].vendor_image, l.builds[0].vendor_image);
         assert_eq!(p1.images, p.images);
         assert!(p1.instances.is_empty());
         assert!(!local.dir().join("cache").exists());

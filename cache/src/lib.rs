@@ -56,7 +56,9 @@ pub use heads::load_for_planning;
 pub use instance_state::{canonical_hostname, InstanceState, INSTANCE_STATE_FILE};
 pub use journal::{replay_fleet_journal, replay_journal, PinBinding};
 pub use launch_params::{LaunchParams, LaunchRecord, MountRecord, LAUNCH_PARAMS_FILE};
-pub use lineage::{run_order, BuildRecord, Capabilities, Lineage, RecordTests, Restamp};
+pub use lineage::{
+    run_order, BuildRecord, Capabilities, Lineage, RecordTests, Restamp, VendorImage,
+};
 pub use lock::TreeLock;
 pub use pins::{image_key, PinMove, Pins};
 pub use plan::{engine_record, LineageRecords, MetaPins};

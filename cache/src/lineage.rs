@@ -68,6 +68,23 @@ pub struct Restamp {
     pub extra: BTreeMap<String, Value>,
 }
 
+/// The vendor image a base image's bake started from (csis): the
+/// reference its OS builder names (`busybox:1`, an AMI query's name), the
+/// id the resolve found (a docker digest reference or image id, an AMI
+/// id), and whether the reference can name another image later (a docker
+/// tag: every plan reads the tag again, `csis_ops::vendor`; a digest never
+/// moves).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VendorImage {
+    pub reference: String,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub movable: bool,
+    /// Fields this version does not know, kept as read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
 /// One successful bake (core.md §4.8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BuildRecord {
@@ -141,6 +158,10 @@ pub struct BuildRecord {
     /// ([`BuildRecord::order_run`]); `run` stays the run that baked it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reinstated_by_run: Option<String>,
+    /// A base image's vendor image, as its bake's resolve found it (none
+    /// for an image, and for records older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor_image: Option<VendorImage>,
 
     /// Fields this version does not know, kept as read.
     #[serde(flatten)]
@@ -176,6 +197,7 @@ impl BuildRecord {
             inputs: None,
             fingerprint_recipe: None,
             parent_fingerprint: None,
+            vendor_image: None,
             extra: BTreeMap::new(),
         }
     }
@@ -322,6 +344,27 @@ mod tests {
         let mut r = BuildRecord::new(id, "web", "rt");
         r.run = Some(run.into());
         r
+    }
+
+    #[test]
+    fn a_bases_vendor_image_round_trips_with_what_this_version_does_not_know() {
+        let text = "builds:\n- build_id: sha256:b1\n  series: bb\n  runtime: rt\n  parent: vendor\n  later_field: 7\n  vendor_image:\n    reference: busybox:1\n    id: sha256:aa\n    movable: true\n    seen_by: other\n";
+        let l: Lineage = crate::yamlio::from_text("t", text).unwrap();
+        let v = l.builds[0].vendor_image.as_ref().unwrap();
+        assert_eq!(
+            (v.reference.as_str(), v.id.as_str(), v.movable),
+            ("busybox:1", "sha256:aa", true)
+        );
+        let back = crate::yamlio::to_text(&l).unwrap();
+        let again: Lineage = crate::yamlio::from_text("t", &back).unwrap();
+        assert_eq!(again, l);
+        assert!(
+            back.contains("seen_by: other") && back.contains("later_field: 7"),
+            "{back}"
+        );
+        // a record without one (an image, the original's) writes no key
+        let plain = crate::yamlio::to_text(&rec("x", "r")).unwrap();
+        assert!(!plain.contains("vendor_image"), "{plain}");
     }
 
     #[test]

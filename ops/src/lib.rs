@@ -46,6 +46,7 @@ mod state_file;
 pub mod tofu_roots;
 pub mod upgrade;
 pub mod validate;
+pub mod vendor;
 pub mod watch;
 pub mod wiring;
 

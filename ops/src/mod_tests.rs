@@ -386,7 +386,7 @@ async fn test_image(
             c.bake_spec(bake).map(|b| &b.parent)
         {
             if let NodeSpec::Resolve(r) = c.spec(*resolve) {
-                let req = crate::build::resolve_request(r);
+                let req = crate::vendor::resolve_request(r);
                 return Ok(rt.resolve(&req).await?.id);
             }
         }

@@ -1,6 +1,7 @@
 //! What `plan`, `build`, `graph` and `watch` share: load the tree and
 //! `meta-state/`, compile the graph, select by patterns, fingerprint, plan.
-//! Nothing here writes anything or talks to a runtime.
+//! Nothing here writes anything; the one runtime read is a base's vendor
+//! tag, when its head was baked from one ([`crate::vendor`]: an inspect).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -9,8 +10,8 @@ use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
 use csis_rules::compile::{
-    compile_with_costs, planner, Compiled, ForceBake, NodeKind, PinSource, RecordedFleet,
-    RecordedInstance, RecordedStorage, PINNED_PARENT_ATTR,
+    compile_with_costs, planner_with, Compiled, ForceBake, NodeKind, PinSource, RecordedFleet,
+    RecordedInstance, RecordedStorage, VendorMoves, PINNED_PARENT_ATTR,
 };
 use csis_rules::Tree;
 
@@ -250,7 +251,13 @@ impl Session {
     }
 
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
-        let mut plan = plan(
+        // A base baked from a vendor tag is due when the tag moved.
+        let t0 = std::time::Instant::now();
+        let vendor = crate::vendor::read(&self.tree, &self.compiled, &self.lineage, sel);
+        if vendor.read > 0 {
+            timing("read vendor tags", t0);
+        }
+        let mut plan = plan_with_vendor(
             &self.meta,
             &self.lineage,
             &self.revs,
@@ -259,7 +266,9 @@ impl Session {
             sel,
             force,
             explain,
+            &vendor.moved,
         )?;
+        crate::vendor::note_unread(&vendor, &mut plan);
         // The last state query's `missing` machines are relaunched (read
         // only when the tree has instances: a plan of images reads nothing).
         if plan.nodes.iter().any(|n| n.kind == NodeKind::Instance) {
@@ -400,9 +409,26 @@ pub fn plan(
     force: &ForceBake,
     explain: Explain,
 ) -> Result<Plan> {
+    let none = VendorMoves::new();
+    plan_with_vendor(meta, lineage, revs, graph, fps, sel, force, explain, &none)
+}
+
+/// [`plan`] with the vendor tags that moved ([`crate::vendor::read`]).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_with_vendor(
+    meta: &MetaState,
+    lineage: &Lineage,
+    revs: &Revocations,
+    graph: &Graph,
+    fps: &Fingerprints,
+    sel: &Selection,
+    force: &ForceBake,
+    explain: Explain,
+    vendor: &VendorMoves,
+) -> Result<Plan> {
     let t0 = std::time::Instant::now();
     let now = SystemTime::now();
-    let planner = planner(force);
+    let planner = planner_with(force, vendor);
     let revoked = |b: &str| revs.is_revoked(b);
     let records = LineageRecords::excluding(lineage, now, revoked);
     let mut plan = planner.plan(graph, sel, fps, &records)?;

@@ -3,7 +3,8 @@
 //! [`label`], [`image_exists`], [`tagged_in`]) and removing it whatever
 //! happens ([`Cleanup`]), and making a base image without a registry
 //! ([`import_busybox_base`]: a busybox root filesystem through `docker
-//! import`).
+//! import`; [`debian_image`]: a Debian minbase with python3 and sudo, made
+//! once with debootstrap and kept, for ansible).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,6 +94,68 @@ pub fn import_busybox_base(reference: &str, work: &Path) {
         "docker import: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The tag of the cached Debian bookworm minbase + python3 + sudo image:
+/// the same as the docker runtime's own tests make
+/// (`runtimes/docker/tests/common`), so either makes it for both.
+pub const DEBIAN_TAG: &str = "csis-test-base/debian-python:bookworm";
+
+/// The Debian image ansible mods run against ([`DEBIAN_TAG`]), made once
+/// with debootstrap from a Debian mirror (`CSIS_TEST_DEBIAN_MIRROR`, else
+/// deb.debian.org) and kept on the daemon. `None`, with the reason on
+/// stderr (`SKIP ...`), when debootstrap or the mirror is not available.
+pub fn debian_image() -> Option<String> {
+    if let Some(id) = docker(&["image", "inspect", "--format", "{{.Id}}", DEBIAN_TAG]) {
+        return Some(id);
+    }
+    if Command::new("debootstrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIP debian image: debootstrap is not installed (apt-get install -y debootstrap)"
+        );
+        return None;
+    }
+    let mirror = std::env::var("CSIS_TEST_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".to_string());
+    let dir = tempfile::Builder::new()
+        .prefix("csis-debootstrap-")
+        .tempdir_in("/var/tmp")
+        .ok()?;
+    let root = dir.path().join("root");
+    eprintln!("making {DEBIAN_TAG} with debootstrap from {mirror} (once)...");
+    let st = Command::new("debootstrap")
+        .args(["--variant=minbase", "--include=python3,sudo", "bookworm"])
+        .arg(&root)
+        .arg(&mirror)
+        .output()
+        .ok()?;
+    if !st.status.success() {
+        eprintln!(
+            "SKIP debian image: debootstrap failed: {}",
+            String::from_utf8_lossy(&st.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+        return None;
+    }
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C '{}' -c . | docker import - '{DEBIAN_TAG}'",
+            root.display()
+        ))
+        .status()
+        .ok()?;
+    if !st.success() {
+        eprintln!("SKIP debian image: docker import failed");
+        return None;
+    }
+    docker(&["image", "inspect", "--format", "{{.Id}}", DEBIAN_TAG])
 }
 
 /// Whether a docker test must be skipped: no daemon answers or the host has

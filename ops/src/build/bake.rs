@@ -491,6 +491,7 @@ impl BuildState {
         rec.inputs = Some(canonical);
         rec.fingerprint_recipe = Some(format!("{}+{}", csis_engine::RECIPE, BAKE_RECIPE));
         rec.bake_seconds = bake_seconds.map(|d| (d * 1000.0).round() / 1000.0);
+        rec.vendor_image = vendor_image_of(&req.parent);
         let pin = match &spec.parent {
             ParentSpec::Image { .. } => Some(PinBinding {
                 image: spec.series.clone(),
@@ -592,6 +593,25 @@ impl BuildState {
             json!({"build_id": id, "reinstated": true}),
         )))
     }
+}
+
+/// What a base's record keeps of the vendor image its bake started from
+/// (none for a bake from a build): the reference, the id the resolve
+/// found, whether the reference can move (`csis_ops::vendor` reads it
+/// again at every plan).
+pub(crate) fn vendor_image_of(parent: &BakeParent) -> Option<csis_cache::VendorImage> {
+    let BakeParent::Vendor(img) = parent else {
+        return None;
+    };
+    Some(csis_cache::VendorImage {
+        reference: img.name.clone().unwrap_or_else(|| img.id.clone()),
+        id: img.id.clone(),
+        movable: img
+            .facts
+            .get(csis_runtime::FACT_MOVABLE)
+            .is_some_and(|v| v == "true"),
+        extra: Default::default(),
+    })
 }
 
 /// A build's final name without its timestamp: what a child baking in

@@ -26,7 +26,7 @@ use csis_engine::{
 use csis_rules::compile::{BakeSpec, ForceBake, NodeKind, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_runtime::{
     BakeOutcome, BakeParent, BakeRequest, CancellationToken, DynRuntime, ImageFacts, LogSink,
-    ResolveRequest, ResolvedImage, RuntimeError, TestCommand,
+    ResolvedImage, RuntimeError, TestCommand,
 };
 use csis_schema::model::ParentPolicy;
 use csis_schema::tags;
@@ -36,6 +36,7 @@ use crate::exit;
 use crate::session::Session;
 use crate::TreeArgs;
 
+pub(crate) use crate::vendor::resolve_request;
 pub use bake::name_prefix;
 use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
@@ -208,7 +209,8 @@ pub fn run(
 
     // The state gate (lineage operations): only when something will run or
     // a launched machine is kept standing (is it still there?), so a no-op
-    // build of images talks to no runtime at all.
+    // build of images talks to no runtime but for the plan's read of the
+    // vendor tags its bases were baked from (crate::vendor).
     if !args.dry_run && (plan.nodes.iter().any(|n| n.due) || keeps_machines(&session, &plan)) {
         let hard = crate::state::state_query_gate_drift(&session.tree, !args.no_state_query)?;
         // a launched machine found missing is relaunched by this very build
@@ -806,21 +808,6 @@ fn order_tofu_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
         let _ = session.compiled.graph.add_dep(n, dep, csis_engine::Dep::Order);
     }
     session
-}
-
-/// The runtime's request for a resolve node's spec (the build's resolve
-/// node and `csis test-mods`' base image ask the same).
-pub(crate) fn resolve_request(r: &csis_rules::compile::ResolveSpec) -> ResolveRequest {
-    ResolveRequest {
-        label: r.label.to_string(),
-        series: r.series.clone(),
-        family: r.family.clone(),
-        family_version: r.family_version.clone(),
-        architecture: r.architecture.clone(),
-        owners: r.owners.clone(),
-        query: r.query.clone(),
-        image_id: r.image_id.clone(),
-    }
 }
 
 #[cfg(test)]

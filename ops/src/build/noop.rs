@@ -20,7 +20,10 @@
 //! Not stamped (always the full path): `--dry-run`, `--force-bake`, a tree
 //! whose templates iterate `ENV` or read `execution.timestamp` (the load
 //! time: every build differs), a plan that keeps a launched machine
-//! standing (its runtime is asked every build whether it still stands).
+//! standing (its runtime is asked every build whether it still stands), a
+//! selection with a base whose head was baked from a vendor tag (a docker
+//! tag can move without a file changing: the plan reads it,
+//! [`crate::vendor`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -157,7 +160,12 @@ impl NoopStamp {
             .execution
             .iter()
             .any(|f| f != "date" && f != "dateformat");
-        if reads.env_all || time_bound {
+        // A base baked from a vendor tag: only a read of the tag (the
+        // runtime's, at every plan) tells that it did not move.
+        if reads.env_all
+            || time_bound
+            || crate::vendor::plan_reads_vendor_tags(&session.compiled, &session.lineage, plan)
+        {
             self.stamp.remove();
             return;
         }

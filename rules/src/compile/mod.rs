@@ -52,7 +52,10 @@ pub use fleet::{
     DECOMMISSION_ATTR, GATED_ATTR,
 };
 pub use mod_tests::{default_test_image, mod_tests, MOD_TEST_RECIPE};
-pub use policy::{pin_moved_rule, planner, refresh_rule, reinstate_rule, ForceBake, REINSTATE};
+pub use policy::{
+    pin_moved_rule, planner, planner_with, refresh_rule, reinstate_rule, vendor_moved_rule,
+    ForceBake, VendorMoves, REINSTATE,
+};
 pub use units::{finish_image, group_spec, image_draft, os_unit, Entry, SeriesKind, Unit};
 pub use vocabulary::{
     BakeCost, BakeSpec, BaseRecipeSpec, CompileError, Compiled, DefaultCost, GroupSpec,

@@ -1,7 +1,9 @@
 //! The plan policy: when a bake is due beyond the engine's own rules
 //! (`--force-bake` ([`ForceBake`]), the update policy's `refresh_days`, a
-//! moved pin) and the planner csis uses ([`planner`]).
+//! moved pin, a vendor tag that moved) and the planner csis uses
+//! ([`planner`], [`planner_with`]).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use csis_engine::{Node, Planner, Reason, RuleCx};
@@ -152,10 +154,39 @@ pub fn reinstate_rule() -> impl csis_engine::Rule {
     }
 }
 
-/// The planner csis uses: forced, no build yet, inputs built before
-/// (reinstate), parent moved (follow), parent re-bakes this run (follow), parent pin moved (pinned), inputs
-/// changed, update policy.
+/// The vendor tags that name another image than their base's head was
+/// baked from: the head's build id -> `(reference, recorded id, id now)`.
+/// Read from the runtimes before planning (`csis_ops::vendor`); the
+/// compile knows none.
+pub type VendorMoves = HashMap<String, (String, String, String)>;
+
+/// The moved-vendor rule: a base image whose head was baked from a vendor
+/// tag that names another image now is due (`vendor image <ref> moved:
+/// <old id> -> <new id>`).
+pub fn vendor_moved_rule(moved: &VendorMoves) -> impl csis_engine::Rule + '_ {
+    move |cx: &RuleCx<'_>| {
+        if moved.is_empty() || cx.node.kind() != NodeKind::Bake.as_str() {
+            return None;
+        }
+        let (reference, old, new) = moved.get(cx.record?.build.as_deref()?)?;
+        Some(Reason::custom(
+            "vendor-moved",
+            format!("vendor image {reference} moved: {old} -> {new}"),
+        ))
+    }
+}
+
+/// The planner csis uses without vendor reads ([`planner_with`]).
 pub fn planner(force: &ForceBake) -> Planner<'_> {
+    static NONE: std::sync::OnceLock<VendorMoves> = std::sync::OnceLock::new();
+    planner_with(force, NONE.get_or_init(VendorMoves::new))
+}
+
+/// The planner csis uses: forced, no build yet, inputs built before
+/// (reinstate), parent moved (follow), parent re-bakes this run (follow),
+/// vendor tag moved (a base), parent pin moved (pinned), inputs changed,
+/// update policy.
+pub fn planner_with<'a>(force: &'a ForceBake, vendor: &'a VendorMoves) -> Planner<'a> {
     let mut p = Planner::new();
     if !force.is_empty() {
         p = p.forced(move |n| force.forces(n));
@@ -164,6 +195,7 @@ pub fn planner(force: &ForceBake) -> Planner<'_> {
         .rule(reinstate_rule())
         .rule(csis_engine::plan::rules::dep_moved())
         .rule(csis_engine::plan::rules::dep_due())
+        .rule(vendor_moved_rule(vendor))
         .rule(pin_moved_rule())
         .rule(csis_engine::plan::rules::inputs_changed())
         .rule(refresh_rule())

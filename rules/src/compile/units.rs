@@ -98,6 +98,10 @@ pub struct Entry {
     pub(super) test: Option<TestNode>,
     pub(super) release: Option<ReleaseNode>,
     pub(super) dispose: Option<DisposeNode>,
+    /// For an image under `follow`: the nearest ancestor under `pinned`
+    /// (through `follow` links only), whose pinned build's recorded stamp
+    /// is this chain's capabilities ([`finish_image`]).
+    pub(super) caps_pinned_by: Option<String>,
 }
 
 /// Where an entry's bake starts from, before the graph exists.
@@ -376,6 +380,7 @@ pub fn os_unit(
             test: None,
             release,
             dispose,
+            caps_pinned_by: None,
         });
     }
     Ok(Unit {
@@ -418,6 +423,10 @@ pub fn image_draft(
     };
     let group = group_spec(tree, image);
     let release = image.model.release.as_ref().map(|r| r.model.as_str());
+    let caps_pinned_by = match policy {
+        ParentPolicy::Follow => pinned_ancestor(tree, image),
+        ParentPolicy::Pinned => None,
+    };
     let mut entries = Vec::new();
     for entry in image.active_runtimes() {
         let (Some(rt), Some(ib)) = (entry.runtime.clone(), entry.image_builder.clone()) else {
@@ -497,6 +506,7 @@ pub fn image_draft(
             test,
             release,
             dispose,
+            caps_pinned_by: caps_pinned_by.clone(),
         });
     }
     Ok(Unit {
@@ -508,7 +518,8 @@ pub fn image_draft(
 
 /// Finish an image's [`image_draft`]: the mods' inputs with the content
 /// hash of every playbook and script (`hash`), their lineage records, and
-/// the pins (`pins`, asked only under `parent_policy: pinned`).
+/// the pins (`pins`, asked only under `parent_policy: pinned`, and for a
+/// `follow` image below a pinned ancestor, that ancestor's pin).
 pub fn finish_image(
     mut draft: Unit,
     hash: &mut dyn FnMut(&Path) -> String,
@@ -565,8 +576,48 @@ pub fn finish_image(
                 Arc::make_mut(&mut e.spec).capabilities = caps;
             }
         }
+        // Under `follow`, below a pinned ancestor: the chain stands on that
+        // ancestor's pinned build, so its stamp is this image's too (a
+        // capability the root gained since is nobody's in this chain).
+        if let (
+            ParentLink::Series {
+                policy: ParentPolicy::Follow,
+                ..
+            },
+            Some(anc),
+        ) = (&e.parent, e.caps_pinned_by.as_deref())
+        {
+            if let Some(caps) = pins
+                .image_pin(anc, &e.runtime)
+                .and_then(|b| pins.build_capabilities(&b))
+            {
+                if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
+                    m.insert("capabilities".to_string(), caps.clone());
+                }
+                Arc::make_mut(&mut e.spec).capabilities = caps;
+            }
+        }
     }
     draft
+}
+
+/// The nearest ancestor image of `image` under `parent_policy: pinned`,
+/// reached through `follow` links only (its pinned build is where the
+/// chain's capabilities come from); none when the chain reaches its OS
+/// builder first.
+fn pinned_ancestor(tree: &Tree, image: &crate::tree::Image) -> Option<String> {
+    let mut cur = image;
+    for _ in 0..=tree.images.len() {
+        let Parent::Image(p) = &cur.parent else {
+            return None;
+        };
+        let next = tree.image(p)?;
+        if next.model.parent_policy == ParentPolicy::Pinned {
+            return Some(next.name.clone());
+        }
+        cur = next;
+    }
+    None
 }
 
 /// An OS builder's architecture: `default` (or none) is `x86_64`.

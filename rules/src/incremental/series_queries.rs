@@ -123,32 +123,54 @@ struct SeriesPins<'db> {
     db: &'db dyn Db,
     input: TreeInput,
     s: Series<'db>,
-    answers: OnceCell<&'db [(String, String, Option<String>, Option<serde_json::Value>)]>,
+    answers: OnceCell<&'db [SeriesPin]>,
+    /// The pins of a pinned ancestor a `follow` image asked for (its
+    /// chain's capabilities are that ancestor's pinned build's).
+    others: std::cell::RefCell<Vec<&'db [SeriesPin]>>,
 }
 
-impl SeriesPins<'_> {
-    fn answers(&self) -> &[(String, String, Option<String>, Option<serde_json::Value>)] {
+type SeriesPin = (String, String, Option<String>, Option<serde_json::Value>);
+
+impl<'db> SeriesPins<'db> {
+    fn answers(&self) -> &'db [SeriesPin] {
         self.answers
             .get_or_init(|| image_pins(self.db, self.input, self.s).as_slice())
+    }
+    /// The answers of `image`'s pins: this series' own, or another image's.
+    fn of(&self, image: &str) -> &'db [SeriesPin] {
+        if image == self.s.name(self.db).as_str() {
+            return self.answers();
+        }
+        let other = Series::new(self.db, SeriesKind::Image, image.to_string());
+        let a = image_pins(self.db, self.input, other).as_slice();
+        self.others.borrow_mut().push(a);
+        a
+    }
+    fn every(&self) -> Vec<&'db [SeriesPin]> {
+        let mut all = vec![self.answers()];
+        all.extend(self.others.borrow().iter().copied());
+        all
     }
 }
 
 impl PinSource for SeriesPins<'_> {
-    fn image_pin(&self, _image: &str, runtime: &str) -> Option<String> {
-        self.answers()
+    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
+        self.of(image)
             .iter()
             .find(|(rt, ..)| rt == runtime)
             .map(|(_, b, ..)| b.clone())
     }
     fn build_fingerprint(&self, build_id: &str) -> Option<String> {
-        self.answers()
-            .iter()
+        self.every()
+            .into_iter()
+            .flatten()
             .find(|(_, b, ..)| b == build_id)
             .and_then(|(_, _, fp, _)| fp.clone())
     }
     fn build_capabilities(&self, build_id: &str) -> Option<serde_json::Value> {
-        self.answers()
-            .iter()
+        self.every()
+            .into_iter()
+            .flatten()
             .find(|(_, b, ..)| b == build_id)
             .and_then(|(.., caps)| caps.clone())
     }
@@ -171,6 +193,7 @@ pub fn nodes<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResu
         input,
         s,
         answers: OnceCell::new(),
+        others: Default::default(),
     };
     let mut hash = |p: &Path| db.content_file(p).hash(db).clone();
     Some(Ok(Arc::new(compile::finish_image(

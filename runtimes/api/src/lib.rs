@@ -101,6 +101,12 @@ pub struct ResolvedImage {
     pub facts: BTreeMap<String, String>,
 }
 
+/// The fact of a [`ResolvedImage`] that says its reference can name
+/// another image later (`"true"`: a docker tag, not a digest): the base's
+/// record keeps it, and every plan reads the reference again with
+/// [`Runtime::vendor_now`].
+pub const FACT_MOVABLE: &str = "movable";
+
 /// Where a bake starts from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum BakeParent {
@@ -506,6 +512,17 @@ pub trait Runtime: Send + Sync {
     async fn resolve(&self, req: &ResolveRequest) -> Result<ResolvedImage> {
         let _ = req;
         Err(self.unsupported("resolve"))
+    }
+
+    /// What a vendor reference that can move (a resolve's
+    /// [`FACT_MOVABLE`]) names today, read without fetching anything (one
+    /// inspect): the [`ResolvedImage`] with the `id` a resolve would
+    /// record. `None` when the reference cannot move (a digest, a query a
+    /// runtime does not re-read: `update.refresh_days` is how new vendor
+    /// images come in) or the runtime does not hold it.
+    async fn vendor_now(&self, req: &ResolveRequest) -> Result<Option<ResolvedImage>> {
+        let _ = req;
+        Ok(None)
     }
 
     /// Write what the image builder needs under `req.emit_dir` (packer roots,

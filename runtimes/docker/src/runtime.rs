@@ -169,6 +169,10 @@ impl Runtime for DockerRuntime {
         self.resolve_image(req).await
     }
 
+    async fn vendor_now(&self, req: &ResolveRequest) -> Result<Option<ResolvedImage>> {
+        self.vendor_tag_now(req).await
+    }
+
     async fn emit(&self, req: &BakeRequest) -> Result<Vec<std::path::PathBuf>> {
         self.emit_root(req).await
     }
