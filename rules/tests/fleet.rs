@@ -218,7 +218,7 @@ fn defaults_fill_what_an_item_leaves_out() {
         ),
         (
             "cfg/runtime-builders.yml",
-            "runtime_builders:\n  - name: docker-fleet\n    type: docker\n    executable: docker\n    repository: r\n    default_machine_type: small\n    on_failure: keep\n    teardown_after: 2h\n    machine_types:\n      small: { cpus: 1, memory: 256m }\n",
+            "runtime_builders:\n  - name: docker-fleet\n    type: docker\n    executable: docker\n    repository: r\n    default_machine_type: small\n    on_failure: keep\n    machine_types:\n      small: { cpus: 1, memory: 256m }\n",
         ),
         instances(
             "  - name: box\n    image: app\n    type: default\n    storages:\n      - name: shared\n        mount_point: /mnt/first\n      - name: data\n      - name: shared\n        mount_point: /mnt/later\n",
@@ -246,9 +246,9 @@ fn defaults_fill_what_an_item_leaves_out() {
             ("shared", "/mnt/later", "2775")
         ]
     );
-    // on_failure and teardown_after: the runtime's when the instance has none
+    // on_failure: the runtime's when the instance has none (a docker
+    // runtime refuses teardown_after: a_docker_runtime_refuses_teardown_after)
     assert_eq!(i.on_failure, OnFailure::Keep);
-    assert_eq!(i.teardown_after.as_deref(), Some("2h"));
     assert_eq!(t.storage("data").unwrap().requested, StorageState::Active);
 }
 
@@ -1066,5 +1066,25 @@ fn a_storage_on_another_runtime_is_refused_at_the_attach_line() {
         6,
         "instances[0].storages[1].name",
         "storage `local` lives on runtime docker-local, instance `a` on aws-east2",
+    );
+}
+
+/// A docker runtime's `teardown_after` is only its instances' default,
+/// which no container realises: refused at its line.
+#[test]
+fn a_docker_runtime_refuses_teardown_after() {
+    let rb = std::fs::read_to_string(csis_testkit::fixture("fleet-docker/cfg/runtime-builders.yml"))
+        .unwrap();
+    let with = rb.replace(
+        "    default_machine_type: small\n",
+        "    default_machine_type: small\n    teardown_after: 2h\n",
+    );
+    assert_ne!(with, rb);
+    one_error(
+        docker(&[("cfg/runtime-builders.yml", &with)]),
+        "cfg/runtime-builders.yml",
+        8,
+        "runtime_builders[0].teardown_after",
+        "`teardown_after` has no effect on a docker runtime",
     );
 }
