@@ -721,10 +721,8 @@ mod tests {
             .map(|d| format!("{} {}: {}", d.kind, d.name, d.drift))
             .collect();
         assert_eq!(shown, ["pin instance vm: missing"]);
-        let again: Vec<(String, String)> = gate(false)
-            .into_iter()
-            .map(|d| (d.name, d.drift))
-            .collect();
+        let again: Vec<(String, String)> =
+            gate(false).into_iter().map(|d| (d.name, d.drift)).collect();
         assert_eq!(again, [("instance vm".to_string(), "missing".to_string())]);
     }
 }

@@ -522,12 +522,7 @@ fn s3_lifecycle_rule(l: &csis_schema::model::JsonMap) -> Option<Hv> {
         return None;
     }
     let days = |k: &str| l.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
-    let text = |k: &str, or: &str| {
-        l.get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or(or)
-            .to_string()
-    };
+    let text = |k: &str, or: &str| l.get(k).and_then(|v| v.as_str()).unwrap_or(or).to_string();
     Some(Hv::Map(vec![
         ("expire_days".into(), Hv::Num(days("expire_days"))),
         ("id".into(), Hv::s("csis")),
@@ -545,7 +540,10 @@ fn s3_lifecycle_rule(l: &csis_schema::model::JsonMap) -> Option<Hv> {
 /// (`archive_days`), in the provider's `AFTER_N_DAYS` words.
 fn efs_lifecycle(l: Option<&csis_schema::model::JsonMap>, v: &mut Vec<(String, Hv)>) {
     let Some(l) = l else { return };
-    for (key, input) in [("ia_days", "transition_to_ia"), ("archive_days", "transition_to_archive")] {
+    for (key, input) in [
+        ("ia_days", "transition_to_ia"),
+        ("archive_days", "transition_to_archive"),
+    ] {
         if let Some(d) = l.get(key).and_then(|d| d.as_u64()) {
             let word = if d == 1 {
                 "AFTER_1_DAY".to_string()

@@ -251,8 +251,13 @@ fn a_data_lifecycle_reaches_the_module_call() {
     };
     emit(&tree, &records, &root.join("meta-state")).unwrap();
     let read = |dir: &str, file: &str| {
-        std::fs::read_to_string(root.join("generated/storage").join(dir).join("storage-generation").join(file))
-            .unwrap()
+        std::fs::read_to_string(
+            root.join("generated/storage")
+                .join(dir)
+                .join("storage-generation")
+                .join(file),
+        )
+        .unwrap()
     };
     let s3 = read("aws-s3", "aws-s3-storage-generation-storage-logs.tf");
     let rule = s3
@@ -269,6 +274,12 @@ fn a_data_lifecycle_reaches_the_module_call() {
         assert!(rule.contains(part), "{part} in\n{s3}");
     }
     let efs = read("aws-efs", "aws-efs-storage-generation-storage-shared.tf");
-    assert!(efs.contains(r#"transition_to_ia = "AFTER_30_DAYS""#), "{efs}");
-    assert!(efs.contains(r#"transition_to_archive = "AFTER_90_DAYS""#), "{efs}");
+    assert!(
+        efs.contains(r#"transition_to_ia = "AFTER_30_DAYS""#),
+        "{efs}"
+    );
+    assert!(
+        efs.contains(r#"transition_to_archive = "AFTER_90_DAYS""#),
+        "{efs}"
+    );
 }

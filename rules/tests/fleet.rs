@@ -982,11 +982,7 @@ fn a_docker_instance_refuses_fields_it_has_no_use_for() {
 /// docker instance (its volume has no size; nothing reads the rest).
 #[test]
 fn a_docker_instances_attach_item_refuses_fields_it_has_no_use_for() {
-    for (field, value) in [
-        ("min_size", "10"),
-        ("tags", "{k: v}"),
-        ("config", "{k: v}"),
-    ] {
+    for (field, value) in [("min_size", "10"), ("tags", "{k: v}"), ("config", "{k: v}")] {
         docker_refuses(
             instances(&format!(
                 "  - name: x\n    image: app\n    storages:\n      - name: data\n        {field}: {value}\n"
@@ -1011,10 +1007,15 @@ fn a_docker_instances_attach_item_refuses_fields_it_has_no_use_for() {
 /// refused when one would overwrite a label of csis's own.
 #[test]
 fn docker_tags_are_labels_and_never_csis_own() {
-    let t = docker(&[instances("  - name: x\n    image: app\n    tags:\n      role: web\n").to_ref()])
-        .unwrap_or_else(|d| panic!("{d:#?}"));
+    let t =
+        docker(&[instances("  - name: x\n    image: app\n    tags:\n      role: web\n").to_ref()])
+            .unwrap_or_else(|d| panic!("{d:#?}"));
     assert_eq!(
-        t.instance("x").unwrap().tags.get("role").map(String::as_str),
+        t.instance("x")
+            .unwrap()
+            .tags
+            .get("role")
+            .map(String::as_str),
         Some("web")
     );
     docker_refuses(
@@ -1039,7 +1040,11 @@ fn docker_tags_are_labels_and_never_csis_own() {
         "    type: docker-volume\n    variables:\n      tags: {csis_config: other}\n",
     );
     assert_ne!(with, builders);
-    let line = with.lines().position(|l| l.contains("csis_config: other")).unwrap() as u32 + 1;
+    let line = with
+        .lines()
+        .position(|l| l.contains("csis_config: other"))
+        .unwrap() as u32
+        + 1;
     one_error(
         docker(&[("cfg/builders.yml", &with)]),
         "cfg/builders.yml",
@@ -1073,8 +1078,10 @@ fn a_storage_on_another_runtime_is_refused_at_the_attach_line() {
 /// which no container realises: refused at its line.
 #[test]
 fn a_docker_runtime_refuses_teardown_after() {
-    let rb = std::fs::read_to_string(csis_testkit::fixture("fleet-docker/cfg/runtime-builders.yml"))
-        .unwrap();
+    let rb = std::fs::read_to_string(csis_testkit::fixture(
+        "fleet-docker/cfg/runtime-builders.yml",
+    ))
+    .unwrap();
     let with = rb.replace(
         "    default_machine_type: small\n",
         "    default_machine_type: small\n    teardown_after: 2h\n",

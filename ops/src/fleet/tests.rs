@@ -262,8 +262,7 @@ fn the_gate_lets_through_only_the_drift_a_due_node_repairs() {
 fn declared_tags_are_labels_beside_csis_own_and_a_secret_is_its_token() {
     use std::collections::BTreeMap;
     let key = csis_schema::secret::default_key();
-    let token =
-        csis_schema::secret::register("fleet-tag-secret-7f3a", &key).expect("a token");
+    let token = csis_schema::secret::register("fleet-tag-secret-7f3a", &key).expect("a token");
     let csis = BTreeMap::from([("csis_instance".to_string(), "web".to_string())]);
     let tags = [
         ("role".to_string(), "web".to_string()),

@@ -743,7 +743,12 @@ impl Loader<'_> {
                 ),
             );
         }
-        self.refuse_label_tags(o, &s.model.tags, &format!("storage `{}`", s.display), "volume");
+        self.refuse_label_tags(
+            o,
+            &s.model.tags,
+            &format!("storage `{}`", s.display),
+            "volume",
+        );
     }
 
     /// The `tags` of a docker instance or volume become its labels: a key
