@@ -18,7 +18,9 @@
 //! - a launch parameter changed without a replacement is one located
 //!   refusal (`validate`, `plan`, `build`), and changes nothing;
 //! - a container removed behind csis is hard drift (`state query` exit 1);
-//! - `plan` text and `--json` name each action.
+//! - `plan` text and `--json` name each action; `validate` counts the
+//!   instances and storages;
+//! - declared tags are the container's and the volume's labels.
 
 use csis_testkit::docker::{containers, docker, import_busybox_base, Cleanup};
 use serde_json::Value;
@@ -158,6 +160,13 @@ fn docker_fleet_lifecycle() {
         cleanup.containers.push(n.to_string());
     }
 
+    // validate counts the fleet beside the images
+    let summary = t.ok(&["validate", "--offline"]);
+    assert!(
+        summary.contains("2 images, 3 instances, 1 storages;"),
+        "{summary}"
+    );
+
     // The plan names each action; text and JSON.
     assert_eq!(t.action("keeper"), ("launch".into(), false));
     assert_eq!(t.action("follower"), ("launch".into(), false));
@@ -190,6 +199,23 @@ fn docker_fleet_lifecycle() {
             .any(|v| v["instance"] == "prober" && v["ok"] == true),
         "{verdicts:?}"
     );
+    // declared tags are labels beside csis's: the container's, the volume's
+    assert_eq!(csis_testkit::docker::label("keeper-001", "role"), "keeper");
+    assert_eq!(
+        csis_testkit::docker::label("keeper-001", "csis_instance"),
+        "keeper"
+    );
+    let filter = format!("label=csis_config={id}");
+    let vols = docker(&["volume", "ls", "-q", "--filter", &filter]).unwrap();
+    let vol = vols.lines().next().expect("the data volume");
+    let purpose = docker(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{index .Labels \"purpose\"}}/{{index .Labels \"csis_storage\"}}",
+        vol,
+    ]);
+    assert_eq!(purpose.as_deref().map(str::trim), Some("shared/data"));
     let keeper = t.instance("keeper");
     assert_eq!(keeper["state"], "launched", "{keeper}");
     assert_eq!(keeper["hostname"], "keeper-001");

@@ -705,25 +705,25 @@ mod tests {
     #[test]
     fn the_state_query_gate_reports_hard_drift() {
         let (_t, tree) = tree_with_builds(None);
+        let gate = |run| crate::state::state_query_gate_drift(&tree, run).unwrap();
         // no report yet and no query: no opinion
-        assert!(crate::state::state_query_gate(&tree, false)
-            .unwrap()
-            .is_empty());
-        assert!(crate::state::state_query_gate(&tree, true)
-            .unwrap()
-            .is_empty());
+        assert!(gate(false).is_empty());
+        assert!(gate(true).is_empty());
         let meta = MetaState::of_tree(tree.root());
         let mut pins = meta.pins().unwrap();
         pins.instances.insert("vm".into(), "gone".into());
         meta.save_pins(&pins).unwrap();
         // the last report (no drift) still answers until the query runs again
-        assert!(crate::state::state_query_gate(&tree, false)
-            .unwrap()
-            .is_empty());
-        let hard = crate::state::state_query_gate(&tree, true).unwrap();
-        assert_eq!(hard.len(), 1);
-        assert!(hard[0].contains("pin instance vm: missing"), "{hard:?}");
-        assert_eq!(crate::state::state_query_gate(&tree, false).unwrap(), hard);
+        assert!(gate(false).is_empty());
+        let hard = gate(true);
+        let shown: Vec<String> = hard
+            .iter()
+            .map(|d| format!("{} {}: {}", d.kind, d.name, d.drift))
+            .collect();
+        assert_eq!(shown, ["pin instance vm: missing"]);
+        let again: Vec<(String, String)> =
+            gate(false).into_iter().map(|d| (d.name, d.drift)).collect();
+        assert_eq!(again, [("instance vm".to_string(), "missing".to_string())]);
     }
 }
 

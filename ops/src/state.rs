@@ -285,18 +285,6 @@ pub fn write_report(tree: &Tree, report: &StateReport) -> Result<PathBuf> {
 /// one: a release on a revoked or gone build (release another build, which
 /// may have to be baked first) and a pin on a revoked build (the plan holds
 /// that child; `csis upgrade` moves the pin once a new parent build exists).
-#[allow(dead_code)]
-pub fn last_report_hard_drift(tree: &Tree) -> Option<Vec<String>> {
-    Some(
-        last_report_hard(tree)?
-            .iter()
-            .map(|d| format!("{} {}: {}: {}", d.kind, d.name, d.drift, d.detail))
-            .collect(),
-    )
-}
-
-/// The last report's hard drift a build refuses on (see
-/// [`last_report_hard_drift`]).
 pub fn last_report_hard(tree: &Tree) -> Option<Vec<drift::Drift>> {
     let mut d = last_report_drift(tree)?;
     d.retain(|d| d.hard && d.kind != "release" && d.drift != "revoked");
@@ -305,17 +293,9 @@ pub fn last_report_hard(tree: &Tree) -> Option<Vec<drift::Drift>> {
 
 /// The gate at the start of `csis build`: with `run_query` (the default;
 /// `--no-state-query` turns it off) run the state query and write the
-/// report; then return the hard drift of the report on disk (empty = go;
-/// no report = no opinion). The build refuses to start on a non-empty
-/// answer, printing the lines and "re-run csis state query after fixing".
-#[allow(dead_code)]
-pub fn state_query_gate(tree: &Tree, run_query: bool) -> Result<Vec<String>> {
-    state_query_gate_drift(tree, run_query)?;
-    Ok(last_report_hard_drift(tree).unwrap_or_default())
-}
-
-/// The gate's query (as [`state_query_gate`]), answering the hard drift
-/// itself (the build lets through what its plan repairs).
+/// report; then answer the hard drift of the report on disk (empty = go;
+/// no report = no opinion). The build lets through what its plan repairs
+/// and refuses to start on the rest.
 pub fn state_query_gate_drift(tree: &Tree, run_query: bool) -> Result<Vec<drift::Drift>> {
     if run_query {
         let meta = MetaState::of_tree(tree.root());

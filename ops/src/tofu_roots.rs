@@ -486,8 +486,12 @@ fn storage_inputs(
                 .or(b.model.bucket_name.clone())
                 .unwrap_or_else(|| s.display.clone());
             v.push(("bucket_name".into(), Hv::s(&bucket)));
+            if let Some(rule) = s.lifecycle.as_ref().and_then(s3_lifecycle_rule) {
+                v.push(("lifecycle_rules".into(), Hv::List(vec![rule])));
+            }
         }
         _ => {
+            efs_lifecycle(s.lifecycle.as_ref(), &mut v);
             if let Some(n) = net {
                 v.push(("vpc_id".into(), Hv::s(&n.network)));
                 v.push((
@@ -508,6 +512,47 @@ fn storage_inputs(
     }
     v.push(("tags".into(), storage_tags(tree, b, s)));
     v
+}
+
+/// An s3 storage's data `lifecycle` as the module's one rule (the
+/// original's `lifecycle_rules`: id `csis`, 0 days = none); None when it
+/// declares none.
+fn s3_lifecycle_rule(l: &csis_schema::model::JsonMap) -> Option<Hv> {
+    if l.is_empty() {
+        return None;
+    }
+    let days = |k: &str| l.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
+    let text = |k: &str, or: &str| l.get(k).and_then(|v| v.as_str()).unwrap_or(or).to_string();
+    Some(Hv::Map(vec![
+        ("expire_days".into(), Hv::Num(days("expire_days"))),
+        ("id".into(), Hv::s("csis")),
+        ("prefix".into(), Hv::Str(text("prefix", ""))),
+        (
+            "storage_class".into(),
+            Hv::Str(text("storage_class", "STANDARD_IA")),
+        ),
+        ("transition_days".into(), Hv::Num(days("transition_days"))),
+    ]))
+}
+
+/// An efs storage's data `lifecycle` as the module's inputs:
+/// `transition_to_ia` (`ia_days`) and `transition_to_archive`
+/// (`archive_days`), in the provider's `AFTER_N_DAYS` words.
+fn efs_lifecycle(l: Option<&csis_schema::model::JsonMap>, v: &mut Vec<(String, Hv)>) {
+    let Some(l) = l else { return };
+    for (key, input) in [
+        ("ia_days", "transition_to_ia"),
+        ("archive_days", "transition_to_archive"),
+    ] {
+        if let Some(d) = l.get(key).and_then(|d| d.as_u64()) {
+            let word = if d == 1 {
+                "AFTER_1_DAY".to_string()
+            } else {
+                format!("AFTER_{d}_DAYS")
+            };
+            v.push((input.into(), Hv::Str(word)));
+        }
+    }
 }
 
 fn storage_root(tree: &Tree, b: &StorageBuilder, storages: &[&Storage]) -> Result<Root> {

@@ -224,3 +224,62 @@ fn a_pinned_instance_boots_its_build_and_a_destroyed_storage_loses_its_module_ca
         vec!["aws-ebs-storage-generation-storage-data.tf".to_string()]
     );
 }
+
+/// A data lifecycle reaches its module call: an s3 storage's as the
+/// original's one `lifecycle_rules` rule (id `csis`, 0 days = none), an
+/// efs storage's as `transition_to_ia` / `transition_to_archive`.
+#[test]
+fn a_data_lifecycle_reaches_the_module_call() {
+    let Some(reference) = shared() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let root = starter(&reference, work.path());
+    std::fs::write(
+        root.join("cfg/zz-more-storage-builders.yml"),
+        "storage_builders:\n  - name: aws-s3\n    type: tf-aws-s3\n    runtime: aws-main\n    executable: open-tofu\n    bucket_name: b\n  - name: aws-efs\n    type: tf-aws-efs\n    runtime: aws-main\n    executable: open-tofu\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("storages/zz-more.yaml"),
+        "storages:\n  - name: logs\n    type: aws-s3\n    groups: [team]\n    bucket_name: team-logs\n    lifecycle:\n      transition_days: 30\n      storage_class: GLACIER\n  - name: shared\n    type: aws-efs\n    groups: [team]\n    lifecycle:\n      ia_days: 30\n      archive_days: 90\n",
+    )
+    .unwrap();
+    let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default())
+        .unwrap_or_else(|d| panic!("{d:#?}"));
+    let records = FleetRecords {
+        run: RUN.into(),
+        ..Default::default()
+    };
+    emit(&tree, &records, &root.join("meta-state")).unwrap();
+    let read = |dir: &str, file: &str| {
+        std::fs::read_to_string(
+            root.join("generated/storage")
+                .join(dir)
+                .join("storage-generation")
+                .join(file),
+        )
+        .unwrap()
+    };
+    let s3 = read("aws-s3", "aws-s3-storage-generation-storage-logs.tf");
+    let rule = s3
+        .split_once("lifecycle_rules = ")
+        .map(|(_, r)| r)
+        .unwrap_or_else(|| panic!("no lifecycle_rules in\n{s3}"));
+    for part in [
+        r#""expire_days" = 0"#,
+        r#""id" = "csis""#,
+        r#""prefix" = """#,
+        r#""storage_class" = "GLACIER""#,
+        r#""transition_days" = 30"#,
+    ] {
+        assert!(rule.contains(part), "{part} in\n{s3}");
+    }
+    let efs = read("aws-efs", "aws-efs-storage-generation-storage-shared.tf");
+    assert!(
+        efs.contains(r#"transition_to_ia = "AFTER_30_DAYS""#),
+        "{efs}"
+    );
+    assert!(
+        efs.contains(r#"transition_to_archive = "AFTER_90_DAYS""#),
+        "{efs}"
+    );
+}

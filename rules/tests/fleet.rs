@@ -218,7 +218,7 @@ fn defaults_fill_what_an_item_leaves_out() {
         ),
         (
             "cfg/runtime-builders.yml",
-            "runtime_builders:\n  - name: docker-fleet\n    type: docker\n    executable: docker\n    repository: r\n    default_machine_type: small\n    on_failure: keep\n    teardown_after: 2h\n    machine_types:\n      small: { cpus: 1, memory: 256m }\n",
+            "runtime_builders:\n  - name: docker-fleet\n    type: docker\n    executable: docker\n    repository: r\n    default_machine_type: small\n    on_failure: keep\n    machine_types:\n      small: { cpus: 1, memory: 256m }\n",
         ),
         instances(
             "  - name: box\n    image: app\n    type: default\n    storages:\n      - name: shared\n        mount_point: /mnt/first\n      - name: data\n      - name: shared\n        mount_point: /mnt/later\n",
@@ -246,9 +246,9 @@ fn defaults_fill_what_an_item_leaves_out() {
             ("shared", "/mnt/later", "2775")
         ]
     );
-    // on_failure and teardown_after: the runtime's when the instance has none
+    // on_failure: the runtime's when the instance has none (a docker
+    // runtime refuses teardown_after: a_docker_runtime_refuses_teardown_after)
     assert_eq!(i.on_failure, OnFailure::Keep);
-    assert_eq!(i.teardown_after.as_deref(), Some("2h"));
     assert_eq!(t.storage("data").unwrap().requested, StorageState::Active);
 }
 
@@ -948,4 +948,150 @@ fn a_docker_volume_refuses_fields_it_has_no_use_for() {
             &format!("a docker volume has no `{field}`"),
         );
     }
+}
+
+/// A field nothing on a container realises is refused at its line, naming
+/// the builder and its type; the same fields on a tofu (AWS) instance,
+/// which the original's starters set, load.
+#[test]
+fn a_docker_instance_refuses_fields_it_has_no_use_for() {
+    for (field, value) in [
+        ("teardown_after", "90m"),
+        ("availability_zone", "z1"),
+        ("config", "{cpu_credits: standard}"),
+    ] {
+        docker_refuses(
+            instances(&format!("  - name: x\n    image: app\n    {field}: {value}\n")).to_ref(),
+            4,
+            &format!("instances[0].{field}"),
+            &format!(
+                "`{field}` has no effect on a docker instance (builder containers, type docker): remove it"
+            ),
+        );
+    }
+    // all of them, and the tags, on a tofu instance: loaded
+    let t = aws(&[instances(
+        "  - name: a\n    image: node\n    teardown_after: 90m\n    availability_zone: us-east-2a\n    config: {x: 1}\n    tags: {csis_x: y}\n    storages:\n      - name: vol\n        min_size: 100\n        tags: {k: v}\n        config: {k: v}\n",
+    )
+    .to_ref()])
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(t.instance("a").unwrap().mounts.len(), 1);
+}
+
+/// An attach item's `min_size`, `tags` and `config` change nothing for a
+/// docker instance (its volume has no size; nothing reads the rest).
+#[test]
+fn a_docker_instances_attach_item_refuses_fields_it_has_no_use_for() {
+    for (field, value) in [("min_size", "10"), ("tags", "{k: v}"), ("config", "{k: v}")] {
+        docker_refuses(
+            instances(&format!(
+                "  - name: x\n    image: app\n    storages:\n      - name: data\n        {field}: {value}\n"
+            ))
+            .to_ref(),
+            6,
+            &format!("instances[0].storages[0].{field}"),
+            &format!(
+                "`{field}` has no effect on a storage mounted by a docker instance (builder containers, type docker)"
+            ),
+        );
+    }
+    // empty ones say nothing: accepted
+    docker(&[instances(
+        "  - name: x\n    image: app\n    storages:\n      - name: data\n        tags: {}\n        config: {}\n",
+    )
+    .to_ref()])
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+}
+
+/// Tags of a docker instance or volume are its labels: kept on the model,
+/// refused when one would overwrite a label of csis's own.
+#[test]
+fn docker_tags_are_labels_and_never_csis_own() {
+    let t =
+        docker(&[instances("  - name: x\n    image: app\n    tags:\n      role: web\n").to_ref()])
+            .unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(
+        t.instance("x")
+            .unwrap()
+            .tags
+            .get("role")
+            .map(String::as_str),
+        Some("web")
+    );
+    docker_refuses(
+        instances("  - name: x\n    image: app\n    tags:\n      csis_build: b-1\n").to_ref(),
+        5,
+        "instances[0].tags.csis_build",
+        "instance `x`: tag `csis_build` is a name csis labels the container with itself",
+    );
+    docker_refuses(
+        (
+            "storages/storages.yaml",
+            "storages:\n  - name: data\n    groups: [crew]\n    tags: {csis_storage: other}\n",
+        ),
+        4,
+        "storages[0].tags.csis_storage",
+        "storage `data`: tag `csis_storage` is a name csis labels the volume with itself",
+    );
+    let builders =
+        std::fs::read_to_string(csis_testkit::fixture("fleet-docker/cfg/builders.yml")).unwrap();
+    let with = builders.replace(
+        "    type: docker-volume\n",
+        "    type: docker-volume\n    variables:\n      tags: {csis_config: other}\n",
+    );
+    assert_ne!(with, builders);
+    let line = with
+        .lines()
+        .position(|l| l.contains("csis_config: other"))
+        .unwrap() as u32
+        + 1;
+    one_error(
+        docker(&[("cfg/builders.yml", &with)]),
+        "cfg/builders.yml",
+        line,
+        "storage_builders[0].variables.tags.csis_config",
+        "storage builder `volumes`: tag `csis_config` is a name csis labels the volume with itself",
+    );
+}
+
+/// A storage whose storage builder stands on another runtime than the
+/// instance that mounts it is refused at the attach item.
+#[test]
+fn a_storage_on_another_runtime_is_refused_at_the_attach_line() {
+    let vb = "storage_builders:\n  - name: volumes\n    type: docker-volume\n    runtime: docker-local\n";
+    let st = "storages:\n  - name: vol\n    groups: [ops]\n  - name: local\n    type: volumes\n    groups: [ops]\n";
+    one_error(
+        aws(&[
+            ("cfg/zz-volumes.yml", vb),
+            ("storages/storages.yaml", st),
+            instances("  - name: a\n    image: node\n    storages:\n      - name: vol\n      - name: local\n")
+                .to_ref(),
+        ]),
+        "instances/instances.yaml",
+        6,
+        "instances[0].storages[1].name",
+        "storage `local` lives on runtime docker-local, instance `a` on aws-east2",
+    );
+}
+
+/// A docker runtime's `teardown_after` is only its instances' default,
+/// which no container realises: refused at its line.
+#[test]
+fn a_docker_runtime_refuses_teardown_after() {
+    let rb = std::fs::read_to_string(csis_testkit::fixture(
+        "fleet-docker/cfg/runtime-builders.yml",
+    ))
+    .unwrap();
+    let with = rb.replace(
+        "    default_machine_type: small\n",
+        "    default_machine_type: small\n    teardown_after: 2h\n",
+    );
+    assert_ne!(with, rb);
+    one_error(
+        docker(&[("cfg/runtime-builders.yml", &with)]),
+        "cfg/runtime-builders.yml",
+        8,
+        "runtime_builders[0].teardown_after",
+        "`teardown_after` has no effect on a docker runtime",
+    );
 }

@@ -100,11 +100,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         if errors == 0 {
             if let Some(t) = &tree {
                 println!(
-                    "{}: ok ({} runtimes, {} OS builders, {} images; {warnings} warnings{})",
+                    "{}: ok ({} runtimes, {} OS builders, {} images, {} instances, {} storages; {warnings} warnings{})",
                     global.dir.display(),
                     t.runtimes.len(),
                     t.os_builders.len(),
                     t.images.len(),
+                    t.instances.len(),
+                    t.storages.len(),
                     if args.offline { ", offline" } else { "" }
                 );
             }

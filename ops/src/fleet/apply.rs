@@ -127,11 +127,14 @@ pub async fn storage(a: &Apply<'_>, spec: &StorageSpec) -> Result<Applied, NodeE
     match d.action {
         Action::Create => {
             let generation = t.next_generation(v.records.storages.generation(&spec.name));
+            let tags = spec.declared.as_ref().map(|s| &s.tags);
             let req = StorageRequest {
                 storage: spec.name.clone(),
                 generation,
-                labels: storage_labels(&spec.name, &a.tree.config.id, generation),
-                size_gb: spec.declared.as_ref().and_then(|s| s.size_gb),
+                labels: with_tags(
+                    storage_labels(&spec.name, &a.tree.config.id, generation),
+                    tags.into_iter().flatten(),
+                ),
             };
             let f = a.rt.create_storage(&req).await.map_err(rt_err)?;
             (a.log)(format!("created {} (generation {generation})", f.id));
@@ -366,7 +369,10 @@ async fn launch_and_check(
         machine_type: inst.machine_type.clone(),
         mounts,
         launch_script: script.clone(),
-        labels: instance_labels(&inst.name, &a.tree.config.id, build, generation),
+        labels: with_tags(
+            instance_labels(&inst.name, &a.tree.config.id, build, generation),
+            &inst.tags,
+        ),
         ephemeral: inst.ephemeral,
     };
     (a.log)(format!("launching {hostname} from {build}"));
@@ -450,10 +456,25 @@ pub(super) fn mount_requests(v: &FleetView, inst: &Instance) -> Result<Vec<Mount
                 group: m.group.clone(),
                 share_mode: m.share_mode.clone(),
                 public_read: m.public_read,
-                device: None,
             })
         })
         .collect()
+}
+
+/// csis's labels with the declared `tags` beside them, a secret in one
+/// written as its token (as on every label); a tag never replaces one of
+/// csis's labels (the load refuses such a name on docker).
+pub(super) fn with_tags<'t>(
+    mut labels: BTreeMap<String, String>,
+    tags: impl IntoIterator<Item = (&'t String, &'t String)>,
+) -> BTreeMap<String, String> {
+    use csis_schema::secret::redact;
+    for (k, v) in tags {
+        labels
+            .entry(redact(k).into_owned())
+            .or_insert_with(|| redact(v).into_owned());
+    }
+    labels
 }
 
 /// The admins of a group that are declared users (a name kept as an

@@ -286,3 +286,25 @@ fn the_view_merges_the_journal_of_an_interrupted_build() {
     let v = FleetView::load(&meta).unwrap();
     assert_eq!(v.launched("web").map(|r| r.build.as_str()), Some("b1"));
 }
+
+#[test]
+fn declared_tags_are_labels_beside_csis_own_and_a_secret_is_its_token() {
+    use std::collections::BTreeMap;
+    let key = csis_schema::secret::default_key();
+    let token = csis_schema::secret::register("fleet-tag-secret-7f3a", &key).expect("a token");
+    let csis = BTreeMap::from([("csis_instance".to_string(), "web".to_string())]);
+    let tags = [
+        ("role".to_string(), "web".to_string()),
+        ("token".to_string(), "fleet-tag-secret-7f3a".to_string()),
+        ("csis_instance".to_string(), "other".to_string()),
+    ];
+    let labels = super::apply::with_tags(csis, tags.iter().map(|(k, v)| (k, v)));
+    assert_eq!(
+        labels,
+        BTreeMap::from([
+            ("csis_instance".to_string(), "web".to_string()),
+            ("role".to_string(), "web".to_string()),
+            ("token".to_string(), token),
+        ])
+    );
+}

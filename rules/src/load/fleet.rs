@@ -743,6 +743,34 @@ impl Loader<'_> {
                 ),
             );
         }
+        self.refuse_label_tags(
+            o,
+            &s.model.tags,
+            &format!("storage `{}`", s.display),
+            "volume",
+        );
+    }
+
+    /// The `tags` of a docker instance or volume become its labels: a key
+    /// of csis's own (`csis_...`), which csis's label would overwrite, is
+    /// refused at the `tags` line. (A sealed value is written as its
+    /// token, as on every label and cloud tag.)
+    pub(super) fn refuse_label_tags(
+        &mut self,
+        o: &Origin,
+        tags: &indexmap::IndexMap<String, String>,
+        what: &str,
+        kind: &str,
+    ) {
+        let prefix = csis_schema::tags::PREFIX;
+        for k in tags.keys().filter(|k| k.starts_with(prefix)) {
+            self.d.error_hint(
+                o.field("tags"),
+                &join_path(&join_path(&o.path, "tags"), k),
+                format!("{what}: tag `{k}` is a name csis labels the {kind} with itself"),
+                format!("rename the tag: names starting with `{prefix}` are csis's"),
+            );
+        }
     }
 
     fn resolve_users(&mut self, t: &mut Tree, mut users: Vec<User>) {

@@ -125,6 +125,29 @@ impl Loader<'_> {
                 }
             }
         }
+        if st.token == "volume" {
+            // its tags become the labels of every volume it makes
+            let o = Origin::of(&it.node, it.path.clone());
+            let what = format!("storage builder `{name}`");
+            self.refuse_label_tags(&o, &model.tags, &what, "volume");
+            if let Some(v) = it.node.get("variables") {
+                let o = Origin::of(v, join_path(&it.path, "variables"));
+                let tags = model
+                    .variables
+                    .get("tags")
+                    .and_then(|t| t.as_object())
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| {
+                                let text = v.as_str().map(str::to_string);
+                                (k.clone(), text.unwrap_or_else(|| v.to_string()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.refuse_label_tags(&o, &tags, &what, "volume");
+            }
+        }
         Some(StorageBuilder {
             name: normalize_name(&name),
             display: name,

@@ -89,7 +89,14 @@ impl Loader<'_> {
                 "default_machine_type may not be empty",
             );
         }
-        if let Some(t) = &common.teardown_after {
+        if let (Some(_), RuntimeKind::Docker(_)) = (&common.teardown_after, kind) {
+            // only the default of its instances', which a container does not realise
+            self.d.error(
+                &at("teardown_after"),
+                &join_path(path, "teardown_after"),
+                "`teardown_after` has no effect on a docker runtime (nothing tears a docker instance down after a delay): remove it",
+            );
+        } else if let Some(t) = &common.teardown_after {
             if !super::fleet::is_duration(t) {
                 self.d.error_hint(
                     &at("teardown_after"),

@@ -29,7 +29,7 @@ pub struct LaunchRequest {
     /// Rendered by [`launch_script`].
     pub launch_script: String,
     /// [`instance_labels`]: `csis_instance`, `csis_config`, `csis_build`,
-    /// `csis_generation` (and whatever else the caller adds).
+    /// `csis_generation` (and the instance's declared tags the caller adds).
     pub labels: BTreeMap<String, String>,
     pub ephemeral: bool,
 }
@@ -49,11 +49,6 @@ pub struct MountRequest {
     pub share_mode: String,
     /// Others may read the subtree (`o+rx`).
     pub public_read: bool,
-    /// A block device the launch script formats when blank and mounts
-    /// (a cloud disk); None when the runtime mounts the storage itself (a
-    /// docker volume).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
 }
 
 /// What a launch made.
@@ -72,9 +67,9 @@ pub struct StorageRequest {
     /// The declared name.
     pub storage: String,
     pub generation: u32,
-    /// [`storage_labels`]: `csis_storage`, `csis_config`, `csis_generation`.
+    /// [`storage_labels`]: `csis_storage`, `csis_config`, `csis_generation`
+    /// (and the storage's declared tags the caller adds).
     pub labels: BTreeMap<String, String>,
-    pub size_gb: Option<u32>,
 }
 
 /// A storage as the runtime holds it.

@@ -63,7 +63,6 @@ fn storage_request(config: &str, storage: &str, generation: u32) -> StorageReque
         storage: storage.into(),
         generation,
         labels: storage_labels(storage, config, generation),
-        size_gb: None,
     }
 }
 
@@ -75,7 +74,6 @@ fn mount(storage: &str, volume: &str, mount_point: &str, public_read: bool) -> M
         group: "team".into(),
         share_mode: "2770".into(),
         public_read,
-        device: None,
     }
 }
 

@@ -85,9 +85,42 @@ impl Loader<'_> {
             .teardown_after
             .clone()
             .or(rt.common.teardown_after.clone());
+        if i.builder_type == "docker" {
+            let display = b.display.clone();
+            self.refuse_without_effect_on_docker(i, &display)?;
+        }
         self.check_instance_fields(t, i, rt)?;
         self.resolve_instance_image(t, i)?;
         Ok(true)
+    }
+
+    /// A field a docker-built instance has no use for is refused at its
+    /// line (nothing on a container realises it: no zone, no teardown
+    /// after a delay, no builder config); a tag becomes a container label,
+    /// so one of csis's own names (`csis_...`) or a sealed value is refused.
+    fn refuse_without_effect_on_docker(&mut self, i: &Instance, builder: &str) -> Result<(), ()> {
+        let o = &i.origin;
+        let m = &i.model;
+        let before = self.d.items.len();
+        let set = [
+            ("teardown_after", m.teardown_after.is_some()),
+            ("availability_zone", m.availability_zone.is_some()),
+            ("config", !m.config.is_empty()),
+        ];
+        for (field, _) in set.iter().filter(|(_, on)| *on) {
+            self.d.error(
+                o.field(field),
+                &join_path(&o.path, field),
+                format!(
+                    "`{field}` has no effect on a docker instance (builder {builder}, type docker): remove it"
+                ),
+            );
+        }
+        self.refuse_label_tags(o, &m.tags, &format!("instance `{}`", i.name), "container");
+        if self.d.items.len() > before {
+            return Err(());
+        }
+        Ok(())
     }
 
     /// An instance whose builder is not among those csis runs: Ok(false)
@@ -340,6 +373,28 @@ impl Loader<'_> {
                 format!("mount_point `{mp}` is not an absolute path below / (no spaces, no `..`)"),
             );
             return None;
+        }
+        if i.builder_type == "docker" {
+            let set = [
+                ("min_size", a.min_size.is_some()),
+                ("tags", !a.tags.is_empty()),
+                ("config", !a.config.is_empty()),
+            ];
+            let mut refused = false;
+            for (field, _) in set.iter().filter(|(_, on)| *on) {
+                refused = true;
+                self.d.error(
+                    o.field(field),
+                    &join_path(&o.path, field),
+                    format!(
+                        "`{field}` has no effect on a storage mounted by a docker instance (builder {}, type docker): remove it",
+                        i.builder
+                    ),
+                );
+            }
+            if refused {
+                return None;
+            }
         }
         if a.min_size == Some(0) {
             self.d.error(

@@ -152,9 +152,6 @@ fn mount(out: &mut String, m: &MountRequest) {
         m.storage.replace(['\n', '\r'], " "),
         m.mount_point.replace(['\n', '\r'], " ")
     );
-    if let Some(dev) = &m.device {
-        device(out, &q(dev), &mp);
-    }
     let _ = writeln!(
         out,
         "if csis_mounted {mp}; then echo 'csis-mount: '{mp}' mounted'; else echo 'csis-mount: '{mp}' NOT mounted'; fi\n\
@@ -164,18 +161,6 @@ fn mount(out: &mut String, m: &MountRequest) {
     if m.public_read {
         let _ = writeln!(out, "chmod o+rx {sub}");
     }
-}
-
-/// A block device: waited for, formatted when blank, in fstab, mounted
-/// (the original's steps, without its by-id fallback).
-fn device(out: &mut String, dev: &str, mp: &str) {
-    let _ = writeln!(
-        out,
-        "i=0; while [ ! -e {dev} ] && [ $i -lt 60 ]; do sleep 2; i=$((i + 1)); done\n\
-         blkid {dev} >/dev/null 2>&1 || mkfs -t xfs {dev}\n\
-         awk -v p={mp} '$2 == p {{ f = 1 }} END {{ exit !f }}' /etc/fstab || echo {dev}' '{mp}' xfs defaults,nofail 0 2' >> /etc/fstab\n\
-         csis_mounted {mp} || mount {mp} || mount {dev} {mp}"
-    );
 }
 
 fn userdata(out: &mut String, userdata: &str) {

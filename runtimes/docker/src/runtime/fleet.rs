@@ -3,8 +3,8 @@
 //! labelled, on the runtime's network with its machine type's limits,
 //! restarted unless stopped, whose command runs the launch script and then
 //! the image's own command (else waits); a storage is a named volume
-//! `<config>-<storage>-<generation>`, labelled (a local volume has no
-//! size: `size_gb` is not applied). What carries another tree's
+//! `<config>-<storage>-<generation>`, labelled (the storage's tags beside
+//! csis's labels; a local volume has no size). What carries another tree's
 //! `csis_config`, or no csis mark, is refused and never touched.
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,5 +1,5 @@
 //! The launch script's unit tests: its order (the marker last), its POSIX
-//! syntax, a cloud disk's steps, quoting, and what an empty part leaves out.
+//! syntax, quoting, and what an empty part leaves out.
 
 use super::*;
 
@@ -22,7 +22,6 @@ fn sample() -> LaunchScript {
                 group: "team".into(),
                 share_mode: "2770".into(),
                 public_read: false,
-                device: None,
             },
             MountRequest {
                 storage: "pub".into(),
@@ -31,7 +30,6 @@ fn sample() -> LaunchScript {
                 group: "team".into(),
                 share_mode: "2775".into(),
                 public_read: true,
-                device: None,
             },
         ],
         userdata: "echo hello > /tmp/userdata-ran\n".into(),
@@ -72,17 +70,16 @@ fn steps_come_in_the_originals_order_and_the_marker_is_last() {
     );
     // the private storage is not opened to others
     assert_eq!(s.matches("chmod o+rx").count(), 1, "{s}");
-    // no device: the runtime mounts it, the script formats nothing
+    // the runtime mounts the storage: the script formats nothing
     assert!(!s.contains("mkfs"), "{s}");
 }
 
 #[test]
 fn it_is_a_posix_script_without_bashisms() {
-    let mut with_device = sample();
-    with_device.mounts[0].device = Some("/dev/xvdf".into());
-    with_device.gid = None;
-    with_device.admins[0].uid = None;
-    for sc in [sample(), with_device] {
+    let mut unnumbered = sample();
+    unnumbered.gid = None;
+    unnumbered.admins[0].uid = None;
+    for sc in [sample(), unnumbered] {
         let s = launch_script(&sc);
         for bashism in ["[[", "pipefail", "function ", "$'", "<<<", "source "] {
             assert!(!s.contains(bashism), "{bashism} in\n{s}");
@@ -106,21 +103,6 @@ fn it_is_a_posix_script_without_bashisms() {
             );
         }
     }
-}
-
-#[test]
-fn the_device_of_a_cloud_disk_is_formatted_once_and_mounted() {
-    let mut sc = sample();
-    sc.mounts.truncate(1);
-    sc.mounts[0].device = Some("/dev/xvdf".into());
-    let s = launch_script(&sc);
-    let mkfs = at(
-        &s,
-        "blkid '/dev/xvdf' >/dev/null 2>&1 || mkfs -t xfs '/dev/xvdf'",
-    );
-    let mount = at(&s, "csis_mounted '/mnt/data' || mount '/mnt/data'");
-    assert!(at(&s, "mkdir -p '/mnt/data'") < mkfs && mkfs < mount, "{s}");
-    assert!(mount < at(&s, "mkdir -p '/mnt/data/team'"), "{s}");
 }
 
 #[test]
