@@ -12,169 +12,28 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command as Std;
 
-use assert_cmd::Command;
 use hcl::structure::{Block, Body};
 use serde_json::Value;
 
-const REGION: &str = "us-east-2";
 
 /// What the original's emission names (its runtime-builders.yml).
 const GOLDEN_VPC: &str = "vpc-8e30b427eabe68436";
 const GOLDEN_SUBNET: &str = "subnet-e05b3d8c529c5f05e";
 const GOLDEN_AMI: &str = "ami-0a1ma10peer00001";
-/// The newest AlmaLinux 10 x86_64 of runtimes/aws/tests/fixtures/amis.json
-/// (what the starter's query finds in moto), and its owner.
-const MOTO_AMI: &str = "ami-0a1a10000000000a2";
-const MOTO_AMI_OWNER: &str = "764336703387";
 /// The starter runtime's own `tags:` (cfg/runtime-builders.yml).
 const RUNTIME_TAGS: &[&str] = &["Project", "Environment"];
 
-const PY: &str = r#"
-import boto3, json, sys
-url, region, cmd = sys.argv[1], sys.argv[2], sys.argv[3]
-ec2 = boto3.client('ec2', region_name=region, endpoint_url=url,
-                   aws_access_key_id='testing', aws_secret_access_key='testing')
-if cmd == 'network':
-    vpc = ec2.create_vpc(CidrBlock='10.61.0.0/16')['Vpc']['VpcId']
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock='10.61.1.0/24', AvailabilityZone=region + 'a')['Subnet']['SubnetId']
-    sg = ec2.create_security_group(GroupName='recipe-gateway-' + vpc, Description='gateway', VpcId=vpc)['GroupId']
-    print(json.dumps({'vpc': vpc, 'subnet': subnet, 'sg': sg}))
-elif cmd == 'ami':
-    print(json.dumps(len(ec2.describe_images(ImageIds=[sys.argv[4]])['Images'])))
-"#;
+mod aws_support;
+use aws_support::*;
 
-fn moto_url() -> String {
-    std::env::var("CSIS_MOTO_URL").unwrap_or_else(|_| "http://127.0.0.1:5000".into())
-}
-
-fn py(args: &[&str]) -> Option<Value> {
-    let out = Std::new("python3")
-        .args(["-c", PY, &moto_url(), REGION])
-        .args(args)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!("python3 {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        return None;
+/// An emitted file, with moto's ids put back to the original's.
+fn emitted(t: &Starter, dir: &str, file: &str) -> String {
+    let p = t.root.join("generated").join(dir).join(file);
+    let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    s.replace(t.net["vpc"].as_str().unwrap(), GOLDEN_VPC)
+        .replace(t.net["subnet"].as_str().unwrap(), GOLDEN_SUBNET)
     }
-    serde_json::from_slice(&out.stdout).ok()
-}
-
-fn skip(why: &str) {
-    if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
-        panic!("{why} and CSIS_REQUIRE_MOTO is set");
-    }
-    eprintln!("\n*** SKIPPED: {why} ***\n");
-}
-
-fn reference() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference");
-    p.is_dir().then_some(p)
-}
-
-fn replace_in(path: &Path, pairs: &[(&str, &str)]) {
-    let mut s = std::fs::read_to_string(path).unwrap();
-    for (a, b) in pairs {
-        assert!(s.contains(a), "{} holds no {a}", path.display());
-        s = s.replace(a, b);
-    }
-    std::fs::write(path, s).unwrap();
-}
-
-/// The starter, copied, its REPLACE-ME ids swapped for moto's and its
-/// instance profile for the one the original's emission ran with.
-struct Starter {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    aws: PathBuf,
-    net: Value,
-    /// `CSIS_CONFIG_IDENTITY` for the runs (none: unset).
-    identity: Option<PathBuf>,
-}
-
-impl Starter {
-    fn new(reference: &Path) -> Option<Starter> {
-        let Some(net) = py(&["network"]) else {
-            skip(&format!(
-                "moto is not answering on {} or python3 lacks boto3; start it with runtimes/aws/tests/moto.sh",
-                moto_url()
-            ));
-            return None;
-        };
-        if py(&["ami", MOTO_AMI]) != Some(Value::from(1)) {
-            skip("moto runs without MOTO_AMIS_PATH=runtimes/aws/tests/fixtures/amis.json (restart it with moto.sh)");
-            return None;
-        }
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("standard-aws");
-        csis_testkit::copy_dir(
-            &reference.join("cs-image-system-0.1.1-starters/standard-aws"),
-            &root,
-        );
-        replace_in(
-            &root.join("cfg/runtime-builders.yml"),
-            &[
-                ("vpc-REPLACE-ME", net["vpc"].as_str().unwrap()),
-                ("sg-REPLACE-ME-gateway", net["sg"].as_str().unwrap()),
-                ("subnet-REPLACE-ME-a", net["subnet"].as_str().unwrap()),
-                ("REPLACE-ME-ssm-instance-profile", "peer-ssm-profile"),
-            ],
-        );
-        let aws = tmp.path().join("aws");
-        std::fs::create_dir_all(&aws).unwrap();
-        std::fs::write(
-            aws.join("config"),
-            format!("[profile REPLACE-ME-profile]\nregion = {REGION}\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            aws.join("credentials"),
-            "[REPLACE-ME-profile]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
-        )
-        .unwrap();
-        Some(Starter {
-            _tmp: tmp,
-            root,
-            aws,
-            net,
-            identity: None,
-        })
-    }
-
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env("AWS_ENDPOINT_URL", moto_url())
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_CONFIG_FILE", self.aws.join("config"))
-            .env("AWS_SHARED_CREDENTIALS_FILE", self.aws.join("credentials"))
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("CSIS_CONFIG_IDENTITY")
-            .envs(self.identity.iter().map(|i| ("CSIS_CONFIG_IDENTITY", i)))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// An emitted file, with moto's ids put back to the original's.
-    fn emitted(&self, dir: &str, file: &str) -> String {
-        let p = self.root.join("generated").join(dir).join(file);
-        let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        s.replace(self.net["vpc"].as_str().unwrap(), GOLDEN_VPC)
-            .replace(self.net["subnet"].as_str().unwrap(), GOLDEN_SUBNET)
-    }
-}
 
 fn blocks(body: &Body) -> Vec<Block> {
     body.blocks().cloned().collect()
@@ -512,12 +371,11 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
     }
 
     // the base image: the vendor AMI that describe-images found
-    let el10 = t
-        .emitted("base-image/el10@aws-main", "source-el10.pkr.hcl")
+    let el10 = emitted(&t, "base-image/el10@aws-main", "source-el10.pkr.hcl")
         .replace(MOTO_AMI, GOLDEN_AMI)
         .replace(&format!("\"{MOTO_AMI_OWNER}\""), "\"amazon\"");
     assert!(
-        t.emitted("base-image/el10@aws-main", "source-el10.pkr.hcl")
+        emitted(&t, "base-image/el10@aws-main", "source-el10.pkr.hcl")
             .contains(MOTO_AMI),
         "the resolved vendor AMI"
     );
@@ -525,7 +383,7 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
     assert_same_source(&el10, &g);
 
     // the child of a base baking in this run: owners self, the base's name pattern
-    let node = t.emitted(
+    let node = emitted(&t, 
         "instance-image/team-node@aws-main",
         "source-team-node.pkr.hcl",
     );
@@ -538,7 +396,7 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
         ("base-image/el10@aws-main", "el10", "base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl"),
         ("instance-image/team-node@aws-main", "team-node", "instance-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-block-000-build.pkr.hcl"),
     ] {
-        let mine = t.emitted(dir, &format!("build-{series}.pkr.hcl"));
+        let mine = emitted(&t, dir, &format!("build-{series}.pkr.hcl"));
         let g = std::fs::read_to_string(golden.join(gold)).unwrap();
         let diffs = build_differences(&mine, &g);
         let unexplained: Vec<String> = diffs
@@ -727,7 +585,7 @@ fn a_secret_mod_config_reaches_ansible_through_a_private_file() {
         );
     }
     // the build block names the file; the file holds the config, 0600
-    let build = t.emitted(
+    let build = emitted(&t, 
         "instance-image/team-node@aws-main",
         "build-team-node.pkr.hcl",
     );
