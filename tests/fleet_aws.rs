@@ -10,8 +10,9 @@
 //! the fleet to do. Then:
 //! - a plan whose deletes no operation asked for is refused, nothing
 //!   applied, nothing recorded, the refusal naming the address;
-//! - a plan of creations is applied: storage root first, then the instance
-//!   root with the team-node AMI in its tfvars; the storage is recorded
+//! - a plan of creations is applied: storage root first, the identity
+//!   roots (`apply_identity`), then the instance root with the team-node AMI
+//!   in its tfvars; the storage is recorded
 //!   active and the instance launched (generation 1, the machine found by
 //!   its Name tag, the pin bound);
 //! - the next build has nothing to do and calls tofu no more.
@@ -149,6 +150,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     replace_in(
         &t.root.join("cfg/_config.yml"),
         &[
+            ("apply_identity: false", "apply_identity: true"),
             ("apply_storage: false", "apply_storage: true"),
             ("apply_instances: false", "apply_instances: true"),
         ],
@@ -224,9 +226,14 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         ["init", "plan", "show", "apply"],
         "{c:?}"
     );
+    for root in ["identity/opa-groups/", "identity/okta-users/"] {
+        assert_eq!(seq(root), ["init", "plan", "show", "apply"], "{root}: {c:?}");
+    }
     let first_instance = c.iter().position(|(d, _)| d.starts_with("instance-image/")).unwrap();
     let last_storage = c.iter().rposition(|(d, _)| d.starts_with("storage/")).unwrap();
+    let last_identity = c.iter().rposition(|(d, _)| d.starts_with("identity/")).unwrap();
     assert!(last_storage < first_instance, "the storage root applies first: {c:?}");
+    assert!(last_identity < first_instance, "the identity roots before the instance root: {c:?}");
     assert!(
         c.iter().any(|(d, a)| d.starts_with("storage/")
             && a.contains("-backend-config=aws-ebs-storage-generation.tfbackend.hcl")),

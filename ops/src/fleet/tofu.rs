@@ -13,7 +13,10 @@
 //!   gone), and as the only destroys the gate allows: those replacements,
 //!   a decommissioned instance's and a storage retired's module;
 //! - the apply flag (`apply_instances`, `apply_storage`) read again from the
-//!   tree right before `apply`.
+//!   tree right before `apply`;
+//! - before an instance root, the identity roots (groups, users) whose
+//!   builders `apply_identity` allows, in the same way (the instance root
+//!   reads their gids and enrollment tokens).
 //!
 //! After an apply, each node records what the apply produced, and only
 //! that (a recorder never claims what no apply made): an instance's machine
@@ -113,6 +116,53 @@ impl RootRuns {
                 ))
             })?
             .clone();
+        self.run_root(a, root, ask).await
+    }
+
+    /// The identity roots (groups, users) before an instance root reads
+    /// their outputs (core.md §3.1: storage, identity, instance), each where
+    /// `apply_identity` allows its builder on `runtime` (a root it does not
+    /// allow is left as it stands: planned by nobody, applied by nobody).
+    /// Once per run, as every root.
+    async fn identity(&self, a: &Apply<'_>, runtime: &str) -> Result<(), NodeError> {
+        let roots: Vec<csis_tofu::EmittedRoot> = self
+            .roots(a)
+            .await?
+            .iter()
+            .filter(|r| r.dir.starts_with("identity"))
+            .cloned()
+            .collect();
+        for root in roots {
+            if !(self.flag)("apply_identity", &root.builder, runtime) {
+                continue;
+            }
+            let ask = Ask {
+                lifecycle: "identity",
+                builder: root.builder.clone(),
+                runtime: runtime.to_string(),
+                setting: "apply_identity",
+                replace: Vec::new(),
+                allowed: Vec::new(),
+                images: Vec::new(),
+            };
+            let run = self.run_root(a, root, ask).await?;
+            if let Outcome::Refused { reasons } = &run.outcome {
+                return Err(NodeError::new(format!(
+                    "the plan of {} was refused, nothing applied: {}",
+                    run.dir.display(),
+                    reasons.join("; ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_root(
+        &self,
+        a: &Apply<'_>,
+        root: csis_tofu::EmittedRoot,
+        ask: Ask,
+    ) -> Result<RootRun, NodeError> {
         let dir = a.tree.root().join("generated").join(&root.dir);
         let cell = self
             .runs
@@ -229,6 +279,7 @@ pub async fn instance(
             }
         }
     }
+    roots.identity(a, &spec.runtime).await?;
     let run = roots.run(a, ask).await?;
     if !applied(&run, &mut out)? {
         return Ok(out);
@@ -361,6 +412,7 @@ pub fn flag_reader(dir: PathBuf, opts: csis_rules::LoadOptions) -> Arc<FlagFn> {
         let keys = &tree.config.config;
         let value = match setting {
             "apply_storage" => &keys.apply_storage,
+            "apply_identity" => &keys.apply_identity,
             _ => &keys.apply_instances,
         };
         csis_rules::compile::gate(setting, value, builder, runtime).is_none()
