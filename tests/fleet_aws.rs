@@ -12,8 +12,8 @@
 //!   applied, nothing recorded, the refusal naming the address;
 //! - a plan of creations is applied: storage root first, the identity
 //!   roots (`apply_identity`), then the instance root with the team-node AMI
-//!   in its tfvars; the storage is recorded
-//!   active and the instance launched (generation 1, the machine found by
+//!   in its tfvars; the storage is recorded active with the volume the apply
+//!   made, and the instance launched (generation 1, the machine found by
 //!   its Name tag, the pin bound);
 //! - the next build has nothing to do and calls tofu no more.
 //!
@@ -34,6 +34,7 @@ case "$1" in
   apply)
     case "$PWD" in
       */instance-image/*) python3 "$TOFU_PY" "$TOFU_MOTO" "$TOFU_REGION" run_named "$TOFU_INSTANCE" >/dev/null || exit 1 ;;
+      */storage/*) python3 "$TOFU_PY" "$TOFU_MOTO" "$TOFU_REGION" volume "$TOFU_VOLUME" >/dev/null || exit 1 ;;
     esac ;;
 esac
 exit 0
@@ -141,6 +142,10 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         ("TOFU_PY", pyfile.display().to_string()),
         ("TOFU_MOTO", moto_url()),
         ("TOFU_REGION", REGION.to_string()),
+        (
+            "TOFU_VOLUME",
+            json!({"tags": {"Name": "data", "csis_config": config, "purpose": "data"}}).to_string(),
+        ),
         (
             "TOFU_INSTANCE",
             json!({"image": node_ami, "tags": {"Name": "team-node-1", "csis_config": config}})
@@ -256,6 +261,11 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         fleet.storage_state("data"),
         Some(csis_cache::storage_state::StorageState::Active)
     );
+    let vol = fleet.storages.storages["data"].facts.id.clone();
+    assert!(
+        vol.as_deref().is_some_and(|v| v.starts_with("vol-")),
+        "the volume the apply made is the storage's: {vol:?}"
+    );
     let (code, out, err) = t.csis(&["instances", "--json"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let inst: Value = serde_json::from_str(&out).unwrap();
@@ -281,4 +291,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     assert_eq!(calls().len(), before, "{:?}", calls());
     assert_eq!(named().len(), 1);
     py(&["terminate", &Value::from(named()).to_string()]);
+    if let Some(v) = vol {
+        py(&["delete_volume", &v]);
+    }
 }

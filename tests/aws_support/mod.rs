@@ -55,6 +55,15 @@ elif cmd == 'named':
             if i['State']['Name'] != 'terminated':
                 out.append(i['InstanceId'])
     print(json.dumps(out))
+elif cmd == 'volume':
+    arg = json.loads(sys.argv[4])
+    v = ec2.create_volume(AvailabilityZone=region + 'a', Size=1,
+                          TagSpecifications=[{'ResourceType': 'volume',
+                                              'Tags': [{'Key': k, 'Value': v} for k, v in arg['tags'].items()]}])['VolumeId']
+    print(json.dumps(v))
+elif cmd == 'delete_volume':
+    ec2.delete_volume(VolumeId=sys.argv[4])
+    print(json.dumps(True))
 elif cmd == 'terminate':
     ec2.terminate_instances(InstanceIds=json.loads(sys.argv[4]))
     print(json.dumps(True))

@@ -396,6 +396,20 @@ pub async fn storage(
         facts.type_ = s.storage_type.clone();
         facts.bucket_name = s.bucket_name.clone();
     }
+    // A volume the apply made (the module tags it `Name = <storage>`): its
+    // id is the storage's (an EFS or a bucket is no volume: none here).
+    if d.action == Action::Create {
+        let inv = a.rt.inventory().await.map_err(|e| NodeError::new(e.to_string()))?;
+        let ours = |v: &&csis_runtime::VolumeFacts| {
+            v.labels.get("Name") == Some(&spec.name)
+                && v.config
+                    .as_deref()
+                    .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
+        };
+        if let Some(v) = inv.volumes.iter().find(ours) {
+            facts.id = Some(v.name.clone());
+        }
+    }
     a.recorder
         .record_storage(&spec.name, &t, facts, a.run)
         .map_err(|e| NodeError::new(format!("the storage transition: {e}")))?;
