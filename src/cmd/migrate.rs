@@ -125,28 +125,28 @@ pub fn pointer(args: &[String]) -> Option<String> {
             "csis has no `materialize`: it writes no ENC[...] into generated/ (a secret reaches ansible through a 0600 file under .csis/bake-vars/), so a root runs as it is; `csis decrypt` opens one marker ({DOC})"
         )),
         "state-migration" => Some(format!(
-            "csis has no `state-migration`: it emits no terraform roots, so there is no terraform state to move; its own records move with `--meta-state URL` and `csis state push` ({DOC})"
+            "csis has no `state-migration`: a root's terraform state moves with tofu itself (`tofu init -migrate-state` in its directory under generated/; meta-state/state-locations.yaml names each root's); csis's own records move with `--meta-state URL` and `csis state push` ({DOC})"
         )),
         "prune-attachments" => Some(format!(
-            "csis has no `prune-attachments`: it emits no identity roots, so there is nothing to prune ({DOC})"
+            "csis has no `prune-attachments`: an identity root's sequence in `csis build` is init, plan, the gate, apply; prune a group's attachments with tofu in its directory under generated/identity/ ({DOC})"
         )),
         "gate-plan" => Some(format!(
-            "csis has no `gate-plan`: it emits no terraform plan to gate; `csis plan --detailed-exitcode` says whether anything is due (exit 2) ({DOC})"
+            "csis has no `gate-plan`: `csis build` gates every root's plan itself (a planned delete no operation asked for is refused, naming its address); `csis plan --detailed-exitcode` says whether anything is due (exit 2) ({DOC})"
         )),
         "apply-check" => Some(format!(
-            "csis has no `apply-check`: it writes no deferred apply scripts; `csis build` acts when it runs, and `--dry-run` is a flag of each command ({DOC})"
+            "csis has no `apply-check`: it writes no deferred apply scripts; `csis build` reads apply_<lifecycle> from the tree again right before each root's apply, and `--dry-run` is a flag of each command ({DOC})"
         )),
         "identity-attributes" | "identity" => Some(format!(
-            "csis has no `{command}`: it runs no identity lifecycle (groups/ are read for the identity types a bake prepares) ({DOC})"
+            "csis has no `{command}` yet: `csis build` runs the identity roots where apply_identity allows, but the OPA gid query (`identity export-gids`, which the opa-groups root calls) is not in csis; give each group a `gid:` until it is ({DOC})"
         )),
         "unmount" => Some(format!(
-            "csis has no `unmount`: it launches no instances with storages, so there is nothing to unmount ({DOC})"
+            "csis has no `unmount`: a storage leaves a machine with the machine (a replacement, a decommission); `csis build` does both ({DOC})"
         )),
         "workload" => Some(format!(
             "csis has no `workload`: it needs no OPA workload login; CI's AWS credentials come from GitHub's OIDC role (examples/ci/csis.yml) ({DOC})"
         )),
         "forget" => Some(format!(
-            "csis has no `forget`: it keeps no instance pins or launch parameters, so there is nothing to forget ({DOC})"
+            "csis has no `forget`: an instance the tree declares no more is decommissioned by `csis build` (its pin, launch parameters and generation forgotten, journalled) where apply_instances allows ({DOC})"
         )),
         "cleanup" => Some(format!(
             "csis has no `cleanup` (retired in the original too): `csis dispose image --retention` applies the declared retention, `csis dispose image --runtime RT --all` removes every recorded build of a runtime, `csis empty --runtime RT` proves it empty ({DOC})"
@@ -259,7 +259,7 @@ fn run(g: &Globals, rest: &[String]) -> Option<String> {
             "--force-bake" => force.push(value()?),
             "--migrate-state" => {
                 return Some(format!(
-                    "csis has no `run --migrate-state`: it emits no terraform roots, so there is no terraform state to move ({DOC})"
+                    "csis has no `run --migrate-state`: a root's terraform state moves with tofu itself (`tofu init -migrate-state` in its directory under generated/) ({DOC})"
                 ))
             }
             "-h" | "--help" => {}
@@ -434,11 +434,11 @@ fn existing(g: &Globals, command: &str, rest: &[String]) -> Option<String> {
                 if path == ["state", "import"] =>
             {
                 why.get_or_insert_with(|| {
-                    format!("csis has no `state import {a}`: it adopts images only (storages are read, not run)")
+                    format!("csis has no `state import {a}`: it always adopts images, and the fleet with `--instances` / `--storages`")
                 });
                 if a == "--no-images" {
                     return Some(format!(
-                        "csis has no `state import --no-images`: it adopts images only, so there is nothing left to adopt ({DOC})"
+                        "csis has no `state import --no-images`: it always adopts images (`--instances` / `--storages` add the fleet) ({DOC})"
                     ));
                 }
             }
