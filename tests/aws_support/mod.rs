@@ -120,6 +120,11 @@ pub struct Starter {
 
 impl Starter {
     pub fn new(reference: &Path) -> Option<Starter> {
+        Self::named(reference, "standard-aws")
+    }
+
+    /// [`Starter::new`] for another of the original's AWS starters.
+    pub fn named(reference: &Path, starter: &str) -> Option<Starter> {
         let Some(net) = py(&["network"]) else {
             skip(&format!(
                 "moto is not answering on {} or python3 lacks boto3; start it with runtimes/aws/tests/moto.sh",
@@ -132,9 +137,9 @@ impl Starter {
             return None;
         }
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("standard-aws");
+        let root = tmp.path().join(starter);
         csis_testkit::copy_dir(
-            &reference.join("cs-image-system-0.1.1-starters/standard-aws"),
+            &reference.join("cs-image-system-0.1.1-starters").join(starter),
             &root,
         );
         replace_in(
