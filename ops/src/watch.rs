@@ -6,8 +6,10 @@
 //! script the compile hashes, and the pins of `meta-state/` are inputs;
 //! the parse of a file, the load, and per OS builder and per image the
 //! unit of graph nodes and its fingerprints are memoized queries, from
-//! which the graph is assembled. [`Watcher::changed`] polls file metadata
-//! (mtime + size); [`Watcher::replan`] re-reads the YAML files and
+//! which the graph is assembled. [`Watcher::wait`] wakes on the OS's file
+//! events (inotify, through `notify`; polling every interval where the OS
+//! gives none, e.g. past its watch limit) and [`Watcher::changed`] then
+//! compares file metadata (mtime + size), which stays the truth; [`Watcher::replan`] re-reads the YAML files and
 //! re-hashes the playbooks and scripts whose metadata moved, sets only the
 //! inputs that changed, reads `meta-state/` as `csis plan` does and sets
 //! the pins, and asks for the graph: an edit of one image file re-parses
@@ -23,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Result};
 use csis_cache::MetaPins;
@@ -153,6 +155,45 @@ pub struct Watcher {
     snap: Snapshot,
     inc: Incremental,
     last: Option<Plan>,
+    events: Option<Events>,
+}
+
+/// The OS's file events under the tree, when it gives them.
+struct Events {
+    /// The canonical root the events' paths start with.
+    root: PathBuf,
+    _watcher: notify::RecommendedWatcher,
+    rx: std::sync::mpsc::Receiver<notify::Result<notify::Event>>,
+}
+
+impl Events {
+    fn open(root: &Path) -> Option<Events> {
+        use notify::Watcher as _;
+        let root = std::fs::canonicalize(root).ok()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut w = notify::recommended_watcher(move |e| {
+            let _ = tx.send(e);
+        })
+        .ok()?;
+        w.watch(&root, notify::RecursiveMode::Recursive).ok()?;
+        Some(Events {
+            root,
+            _watcher: w,
+            rx,
+        })
+    }
+
+    /// Does the event touch a file the tree is read from (not `.csis/`,
+    /// `generated/`, ...)? An error of the OS's watch counts: look.
+    fn relevant(&self, e: &notify::Result<notify::Event>) -> bool {
+        let Ok(e) = e else { return true };
+        e.paths.iter().any(|p| {
+            p.strip_prefix(&self.root).map_or(true, |rel| {
+                !rel.components()
+                    .any(|c| skip_dir(&c.as_os_str().to_string_lossy()))
+            })
+        })
+    }
 }
 
 impl Watcher {
@@ -174,7 +215,9 @@ impl Watcher {
             snap,
             inc,
             last: None,
+            events: None,
         };
+        w.events = Events::open(&w.root);
         let first = w.current_plan(t0, Counts::default()).map(|p| {
             let watching = Watching {
                 due: p.due_count(NodeKind::Bake.as_str()),
@@ -189,6 +232,33 @@ impl Watcher {
     /// The tree's root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Wait until a file of the tree may have changed, then say whether it
+    /// did ([`Watcher::changed`]): woken by the OS's file event (and the
+    /// events of the next few milliseconds, one save being several), or by
+    /// `poll` elapsing (the fallback where the OS gives no events, and a
+    /// bound on an event missed).
+    pub fn wait(&mut self, poll: Duration) -> bool {
+        let Some(ev) = &self.events else {
+            std::thread::sleep(poll);
+            return self.changed();
+        };
+        match ev.rx.recv_timeout(poll) {
+            Ok(e) if ev.relevant(&e) => {
+                let until = Instant::now() + Duration::from_millis(5);
+                while ev
+                    .rx
+                    .recv_timeout(until.saturating_duration_since(Instant::now()))
+                    .is_ok()
+                {}
+            }
+            // a write under .csis/ or generated/: nothing the tree is read from
+            Ok(_) => return false,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.events = None,
+        }
+        self.changed()
     }
 
     /// Whether a file under the tree changed (mtime or size) since the last

@@ -14,7 +14,8 @@ use crate::GlobalArgs;
 pub struct Args {
     /// Labels or patterns; default `//...`.
     pub patterns: Vec<String>,
-    /// How often to look at the files, in milliseconds.
+    /// How often to look at the files, in milliseconds, where the OS gives
+    /// no file events (they wake it at once otherwise).
     #[arg(long, default_value_t = 500)]
     pub interval_ms: u64,
     /// Stop after reporting this many changes (for scripts and tests).
@@ -66,8 +67,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let _ = std::io::stdout().flush();
     let mut changes = 0usize;
     loop {
-        std::thread::sleep(Duration::from_millis(args.interval_ms));
-        if !w.changed() {
+        if !w.wait(Duration::from_millis(args.interval_ms)) {
             continue;
         }
         match w.replan() {
