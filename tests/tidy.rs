@@ -415,7 +415,10 @@ fn command_rule_fails_on_a_command_importing_another() {
     let files = |build: &str| -> BTreeMap<String, String> {
         [
             ("main.rs", "mod cmd;"),
-            ("cmd/mod.rs", "mod build; mod release; mod state;\npub use state::open;\npub fn session() {}"),
+            (
+                "cmd/mod.rs",
+                "mod build; mod release; mod state;\npub use state::open;\npub fn session() {}",
+            ),
             ("cmd/build.rs", build),
             ("cmd/release.rs", "pub fn run() {}"),
             ("cmd/state.rs", "pub fn open() {}"),
@@ -439,7 +442,9 @@ fn command_rule_fails_on_a_command_importing_another() {
         ["src/cmd/build.rs:1 imports the command release (super::release)"]
     );
     assert_eq!(
-        command_imports(&files("use crate::cmd::{\n    session,\n    state::open,\n};")),
+        command_imports(&files(
+            "use crate::cmd::{\n    session,\n    state::open,\n};"
+        )),
         ["src/cmd/build.rs:3 imports the command state (crate::cmd::state::open)"]
     );
     assert_eq!(
@@ -536,7 +541,11 @@ fn import_loops(modules: bool) -> Vec<String> {
     assert!(folders.len() >= 10, "found the crates: {folders:?}");
     let mut found = Vec::new();
     for (name, dir) in folders {
-        let folder = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
+        let folder = dir
+            .strip_prefix(&root)
+            .unwrap_or(&dir)
+            .display()
+            .to_string();
         let files = files_under(&dir);
         let loops: Vec<(String, String)> = if modules {
             loops::module_loops(&files)
@@ -569,13 +578,21 @@ fn import_loops(modules: bool) -> Vec<String> {
 #[test]
 fn no_two_files_of_a_crate_import_each_other() {
     let v = import_loops(false);
-    assert!(v.is_empty(), "import loops between files:\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "import loops between files:\n{}",
+        v.join("\n")
+    );
 }
 
 #[test]
 fn no_two_modules_of_a_crate_name_each_other() {
     let v = import_loops(true);
-    assert!(v.is_empty(), "import loops between modules:\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "import loops between modules:\n{}",
+        v.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------

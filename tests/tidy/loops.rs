@@ -360,7 +360,10 @@ mod checks {
         let f = files(&[
             ("lib.rs", "mod a; mod d; mod f;"),
             ("a/mod.rs", "mod b; mod c; mod z;"),
-            ("a/b.rs", "use super::c::X;\nuse crate::{d::E, f};\n// crate::g::H\n"),
+            (
+                "a/b.rs",
+                "use super::c::X;\nuse crate::{d::E, f};\n// crate::g::H\n",
+            ),
             ("a/c.rs", ""),
             ("a/z.rs", ""),
             ("d.rs", ""),
@@ -368,7 +371,10 @@ mod checks {
         ]);
         let c = Crate::new(&f);
         let e: Vec<(&str, &str)> = c.edges().iter().map(|e| (e.from, e.to)).collect();
-        assert_eq!(e, [("a/b.rs", "a/c.rs"), ("a/b.rs", "d.rs"), ("a/b.rs", "f.rs")]);
+        assert_eq!(
+            e,
+            [("a/b.rs", "a/c.rs"), ("a/b.rs", "d.rs"), ("a/b.rs", "f.rs")]
+        );
     }
 
     #[test]
@@ -407,14 +413,23 @@ mod checks {
     #[test]
     fn a_re_export_through_lib_rs_does_not_hide_a_loop() {
         let f = files(&[
-            ("lib.rs", "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;"),
-            ("a.rs", "pub struct A; pub struct Other; fn f() { crate::B::new() }"),
+            (
+                "lib.rs",
+                "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;",
+            ),
+            (
+                "a.rs",
+                "pub struct A; pub struct Other; fn f() { crate::B::new() }",
+            ),
             ("b.rs", "pub struct B; use crate::O;"),
         ]);
         assert_eq!(loops(&f), [vec!["a.rs", "b.rs"]]);
         // the same names, no loop: b names a, a names nothing of b
         let fine = files(&[
-            ("lib.rs", "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;"),
+            (
+                "lib.rs",
+                "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;",
+            ),
             ("a.rs", "pub struct A; pub struct Other;"),
             ("b.rs", "pub struct B; use crate::O;"),
         ]);
@@ -429,7 +444,10 @@ mod checks {
         let f = files(&[
             ("lib.rs", "pub mod packer; pub mod runtime;"),
             ("packer.rs", "use crate::runtime::{Guard, Runtime};"),
-            ("runtime.rs", "mod bake; mod guard;\npub struct Runtime;\npub use guard::Guard;"),
+            (
+                "runtime.rs",
+                "mod bake; mod guard;\npub struct Runtime;\npub use guard::Guard;",
+            ),
             ("runtime/bake.rs", "fn b() {\n    crate::packer::bake()\n}"),
             ("runtime/guard.rs", "pub struct Guard;"),
         ]);
@@ -456,8 +474,15 @@ mod checks {
             ("guard.rs", "pub struct Guard;"),
             ("packer.rs", "use crate::guard::Guard;"),
             ("runtime.rs", "mod bake;\npub struct Runtime;"),
-            ("runtime/bake.rs", "use crate::guard::Guard; fn b() { crate::packer::bake() }"),
+            (
+                "runtime/bake.rs",
+                "use crate::guard::Guard; fn b() { crate::packer::bake() }",
+            ),
         ]);
-        assert!(module_loops(&fixed).is_empty(), "{:?}", module_loops(&fixed));
+        assert!(
+            module_loops(&fixed).is_empty(),
+            "{:?}",
+            module_loops(&fixed)
+        );
     }
 }

@@ -42,16 +42,13 @@ pub fn code(text: &str) -> String {
                     i += 1;
                 }
             }
-        } else if (c[i] == 'r' || (c[i] == 'b' && c.get(i + 1) == Some(&'r')))
-            && !prev_ident
-            && {
-                let mut j = i + if c[i] == 'b' { 2 } else { 1 };
-                while c.get(j) == Some(&'#') {
-                    j += 1;
-                }
-                c.get(j) == Some(&'"')
+        } else if (c[i] == 'r' || (c[i] == 'b' && c.get(i + 1) == Some(&'r'))) && !prev_ident && {
+            let mut j = i + if c[i] == 'b' { 2 } else { 1 };
+            while c.get(j) == Some(&'#') {
+                j += 1;
             }
-        {
+            c.get(j) == Some(&'"')
+        } {
             // a raw string: r"..", r#".."#, br".."
             let start = i + if c[i] == 'b' { 2 } else { 1 };
             let mut j = start;
@@ -223,7 +220,9 @@ pub struct Scan {
 }
 
 fn is_ident(t: &str) -> bool {
-    t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    t.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
 /// Parse a use tree at `toks[*i]` with `prefix` already read; leaves into
@@ -279,7 +278,11 @@ fn use_tree(toks: &[Tok], i: &mut usize, prefix: Vec<String>, out: &mut Vec<UseL
                     } else {
                         (path.clone(), Some(s.to_string()))
                     };
-                    out.push(UseLeaf { path: p, name, line });
+                    out.push(UseLeaf {
+                        path: p,
+                        name,
+                        line,
+                    });
                 }
             }
             _ => return,
@@ -319,8 +322,7 @@ pub fn scan(code: &str) -> Scan {
                     j += 1;
                 }
                 let w: Vec<&str> = words.iter().map(String::as_str).collect();
-                if w == ["cfg", "(", "test", ")"] || w == ["test"] || w == ["tokio", "::", "test"]
-                {
+                if w == ["cfg", "(", "test", ")"] || w == ["test"] || w == ["tokio", "::", "test"] {
                     pending_test = true;
                 }
                 i = j;
@@ -502,7 +504,10 @@ mod checks {
             .iter()
             .map(|f| (f.name.as_str(), f.line, f.lines, f.test))
             .collect();
-        assert_eq!(f, [("a", 1, 3, false), ("b", 7, 1, true), ("c", 9, 5, false)]);
+        assert_eq!(
+            f,
+            [("a", 1, 3, false), ("b", 7, 1, true), ("c", 9, 5, false)]
+        );
         assert!(s.defines.contains("T") && s.defines.contains("d"));
         assert!(s.paths.is_empty());
     }

@@ -150,24 +150,38 @@ mod checks {
 
     #[test]
     fn bounds_fail_on_a_long_file_or_function_the_list_does_not_allow() {
-        let long_fn = format!("fn big() {{\n{}}}\nfn small() {{}}\n", "    x();\n".repeat(FN_LINES));
+        let long_fn = format!(
+            "fn big() {{\n{}}}\nfn small() {{}}\n",
+            "    x();\n".repeat(FN_LINES)
+        );
         let scan = super::super::rust::scan(&super::super::rust::code(&long_fn));
         let mut over = funcs_over("a.rs", &scan);
         assert_eq!(over.len(), 1, "{over:?}");
         assert_eq!(
             over[0].what,
-            format!("a.rs:1: fn big is {} lines (at most {FN_LINES})", FN_LINES + 2)
+            format!(
+                "a.rs:1: fn big is {} lines (at most {FN_LINES})",
+                FN_LINES + 2
+            )
         );
         over.extend(file_over("b.rs", &"\n".repeat(FILE_LINES + 1)));
         assert!(file_over("c.rs", &"\n".repeat(FILE_LINES)).is_none());
         assert_eq!(
             judge(&over, "", Kind::Bounds),
             [
-                format!("a.rs:1: fn big is {} lines (at most {FN_LINES})", FN_LINES + 2),
+                format!(
+                    "a.rs:1: fn big is {} lines (at most {FN_LINES})",
+                    FN_LINES + 2
+                ),
                 format!("b.rs: {} lines (at most {FILE_LINES})", FILE_LINES + 1),
             ]
         );
-        assert!(judge(&over, "# why\na.rs fn big -- a table\nb.rs -- generated\n", Kind::Bounds).is_empty());
+        assert!(judge(
+            &over,
+            "# why\na.rs fn big -- a table\nb.rs -- generated\n",
+            Kind::Bounds
+        )
+        .is_empty());
         assert_eq!(
             judge(
                 &over,
@@ -187,8 +201,16 @@ mod checks {
             func: Some("loop a, b".into()),
             what: "x: a, b name each other".into(),
         }];
-        assert!(judge(&found, "x/src loop a, b -- being reworked\n", Kind::ModuleLoops).is_empty());
-        assert_eq!(judge(&found, "", Kind::ModuleLoops), ["x: a, b name each other"]);
+        assert!(judge(
+            &found,
+            "x/src loop a, b -- being reworked\n",
+            Kind::ModuleLoops
+        )
+        .is_empty());
+        assert_eq!(
+            judge(&found, "", Kind::ModuleLoops),
+            ["x: a, b name each other"]
+        );
         assert_eq!(
             judge(&[], "x/src loop a, b -- being reworked\nx/src loop a.rs, b.rs -- files\na.rs -- a bound\n", Kind::ModuleLoops),
             ["tests/tidy/allow.txt allows x/src loop a, b, which is not found now: remove the entry"]

@@ -69,8 +69,9 @@ mod checks {
 
     #[test]
     fn tag_rule_fails_on_a_spelled_tag() {
-        let names =
-            tag_names("pub const SERIES: &str = \"csis_series\";\npub const PREFIX: &str = \"csis_\";");
+        let names = tag_names(
+            "pub const SERIES: &str = \"csis_series\";\npub const PREFIX: &str = \"csis_\";",
+        );
         assert_eq!(names.iter().collect::<Vec<_>>(), ["csis_series"]);
         let text = "// \"csis_series\" in a comment\nlet s = tags.get(\"csis_series\");\n#[cfg(test)]\nmod tests { const T: &str = \"csis_series\"; }\n";
         assert_eq!(

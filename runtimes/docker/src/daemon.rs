@@ -108,4 +108,3 @@ pub(crate) async fn remove_container_forced(
         Err(e) => Err(api_message(&e)),
     }
 }
-

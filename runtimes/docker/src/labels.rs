@@ -100,7 +100,12 @@ mod tests {
         let blanked: Vec<&str> = blanked_bake_marks().map(|(k, _)| k).collect();
         assert_eq!(
             blanked,
-            ["csis_bake", "csis.bake", "csis_bake_owner", "csis.bake_owner"]
+            [
+                "csis_bake",
+                "csis.bake",
+                "csis_bake_owner",
+                "csis.bake_owner"
+            ]
         );
     }
 }
