@@ -179,7 +179,7 @@ fn two_builds_of_one_series_on_one_daemon_at_once() {
         BTreeSet::from(["shared-a".to_string(), "shared-b".to_string()]),
         "{live:?}"
     );
-    let owners: BTreeSet<String> = live.iter().map(|c| label(c, "csis.bake_owner")).collect();
+    let owners: BTreeSet<String> = live.iter().map(|c| label(c, "csis_bake_owner")).collect();
     assert_eq!(owners.len(), 2, "{owners:?}");
     for o in &owners {
         let pid: u32 = o.rsplit_once(':').unwrap().1.parse().unwrap();

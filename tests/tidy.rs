@@ -8,26 +8,33 @@
 //!   `aws-runtime`), so that its long compile happens once;
 //! - every Rust source file starts with a `//!` comment saying what it is;
 //! - no command (`src/cmd/<command>.rs`) imports another: what two commands
-//!   share is an operation (`csis_ops`) or a helper of `src/cmd/mod.rs`;
+//!   share is an operation (`csis_ops`) or a helper of `src/cmd/mod.rs`
+//!   (a `use` read to its `;`, groups and rustfmt's lines, and what
+//!   `cmd/mod.rs` re-exports, count);
 //! - the hand-kept key lists (`RUNTIME_COMMON_KEYS`, `BUILDER_COMMON_KEYS`)
 //!   name exactly the fields of their structs;
 //! - no runtime (`csis-runtime*`) and not `csis-cache` depends on
 //!   `csis-rules` (dev-dependencies aside: a test may load a tree): they
 //!   read the configuration schema (`csis-schema`), so that they compile
 //!   beside the loader, not after it;
-//! - no two files of a crate import each other (through `crate::`,
-//!   `super::` or `self::` paths; a module and the modules inside it
-//!   aside): `tests/tidy/loops.rs`;
-//! - the tag and label names csis stamps (`csis_series`, ...) are spelled
-//!   as strings only in `schema/src/tags.rs` (unit tests aside, which state
-//!   the wire format);
+//! - no two files, and no two modules, of a crate name each other (each
+//!   `use` to its `;`, each `crate::`/`super::`/`self::` path in product
+//!   code, every name followed through `lib.rs`'s and each module's
+//!   re-exports; a module and the modules inside it aside):
+//!   `tests/tidy/loops.rs` over `tests/tidy/rust.rs`;
+//! - the tag and label names csis stamps (`csis_series`, `csis.name`, ...)
+//!   are spelled as strings only in `schema/src/tags.rs` (unit tests aside,
+//!   which state the wire format): `tests/tidy/tags.rs`;
+//! - no file is over 800 lines, no product function over 150, but for the
+//!   entries of `tests/tidy/allow.txt`, each with its reason (which also
+//!   holds today's import loops): `tests/tidy/size.rs`;
 //! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
 //!   each with its folder.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -122,19 +129,24 @@ fn lacks_module_doc(path: &str, text: &str) -> Option<String> {
     }
 }
 
-/// "src/cmd/A.rs names the command module B": `commands` are (module
-/// name, text) of every file of `src/cmd/` but `mod.rs`.
-fn command_imports(commands: &[(String, String)]) -> Vec<String> {
+/// "src/cmd/A.rs names the command B (line: path)": `files` are the
+/// binary's source folder (relative path -> text); a name reaches a command
+/// through a `use` read to its `;` (a group, over lines) or a path in code,
+/// and through what `cmd/mod.rs` re-exports.
+fn command_imports(files: &BTreeMap<String, String>) -> Vec<String> {
+    let command = |rel: &str| -> Option<String> {
+        let m = loops::module_path(rel);
+        (m.len() >= 2 && m[0] == "cmd").then(|| m[1].clone())
+    };
+    let c = loops::Crate::new(files);
     let mut out = Vec::new();
-    for (name, text) in commands {
-        for (other, _) in commands.iter().filter(|(o, _)| o != name) {
-            let named = ["super::", "cmd::"].iter().any(|p| {
-                [":", ";", ",", "}", " "]
-                    .iter()
-                    .any(|end| text.contains(&format!("{p}{other}{end}")))
-            });
-            if named {
-                out.push(format!("src/cmd/{name}.rs imports the command {other}"));
+    for e in c.edges() {
+        if let (Some(a), Some(b)) = (command(e.from), command(e.to)) {
+            if a != b {
+                out.push(format!(
+                    "src/{}:{} imports the command {b} ({})",
+                    e.from, e.line, e.named
+                ));
             }
         }
     }
@@ -269,23 +281,10 @@ fn every_source_file_says_what_it_is() {
 
 #[test]
 fn no_command_imports_another() {
-    let dir = workspace().join("src/cmd");
-    let mut commands = Vec::new();
-    for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        let p = e.path();
-        let Some(stem) = p.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
-            continue;
-        };
-        if p.extension().is_some_and(|x| x == "rs") && stem != "mod" {
-            commands.push((stem, std::fs::read_to_string(&p).unwrap()));
-        }
-    }
-    assert!(
-        commands.len() > 10,
-        "found the commands: {}",
-        commands.len()
-    );
-    let v = command_imports(&commands);
+    let files = files_under(&workspace().join("src"));
+    let commands = files.keys().filter(|f| f.starts_with("cmd/")).count();
+    assert!(commands > 10, "found the commands: {commands}");
+    let v = command_imports(&files);
     assert!(v.is_empty(), "{}", v.join("\n"));
 }
 
@@ -413,23 +412,46 @@ fn module_doc_rule_fails_on_a_file_without_one() {
 
 #[test]
 fn command_rule_fails_on_a_command_importing_another() {
-    let files = |build: &str| {
-        vec![
-            ("build".to_string(), build.to_string()),
-            ("release".to_string(), "pub fn run() {}".to_string()),
-            ("state".to_string(), "pub fn open() {}".to_string()),
+    let files = |build: &str| -> BTreeMap<String, String> {
+        [
+            ("main.rs", "mod cmd;"),
+            (
+                "cmd/mod.rs",
+                "mod build; mod release; mod state;\npub use state::open;\npub fn session() {}",
+            ),
+            ("cmd/build.rs", build),
+            ("cmd/release.rs", "pub fn run() {}"),
+            ("cmd/state.rs", "pub fn open() {}"),
         ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
     };
     assert_eq!(
         command_imports(&files(
             "use super::state;\nfn f() { crate::cmd::release::run() }"
         )),
         [
-            "src/cmd/build.rs imports the command release",
-            "src/cmd/build.rs imports the command state"
+            "src/cmd/build.rs:2 imports the command release (crate::cmd::release::run)",
+            "src/cmd/build.rs:1 imports the command state (super::state)"
         ]
     );
-    assert!(command_imports(&files("fn f() { super::open(); super::session(); }")).is_empty());
+    // a group, rustfmt's multi-line form, a re-export through cmd/mod.rs
+    assert_eq!(
+        command_imports(&files("use super::{release, session};")),
+        ["src/cmd/build.rs:1 imports the command release (super::release)"]
+    );
+    assert_eq!(
+        command_imports(&files(
+            "use crate::cmd::{\n    session,\n    state::open,\n};"
+        )),
+        ["src/cmd/build.rs:3 imports the command state (crate::cmd::state::open)"]
+    );
+    assert_eq!(
+        command_imports(&files("fn f() { super::open() }")),
+        ["src/cmd/build.rs:1 imports the command state (super::open)"]
+    );
+    assert!(command_imports(&files("fn f() { super::session(); }")).is_empty());
 }
 
 #[test]
@@ -462,6 +484,13 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 
 #[path = "tidy/loops.rs"]
 mod loops;
+#[path = "tidy/rust.rs"]
+mod rust;
+#[path = "tidy/size.rs"]
+mod size;
+#[path = "tidy/tags.rs"]
+mod tags;
+use tags::{spelled_tags, tag_names};
 
 /// Every library and binary source folder of the workspace, from the
 /// metadata: (package, folder of its root file).
@@ -504,16 +533,51 @@ fn files_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-#[test]
-fn no_two_files_of_a_crate_import_each_other() {
+/// The loops of every crate the list does not allow: `modules` the module
+/// rule's, else the file rule's.
+fn import_loops(modules: bool) -> Vec<String> {
+    let root = workspace();
     let folders = source_folders(&cargo_metadata());
     assert!(folders.len() >= 10, "found the crates: {folders:?}");
-    let mut v = Vec::new();
+    let mut found = Vec::new();
     for (name, dir) in folders {
-        for l in loops::loops(&files_under(&dir)) {
-            v.push(format!("{name}: {} name each other", l.join(", ")));
+        let folder = dir
+            .strip_prefix(&root)
+            .unwrap_or(&dir)
+            .display()
+            .to_string();
+        let files = files_under(&dir);
+        let loops: Vec<(String, String)> = if modules {
+            loops::module_loops(&files)
+        } else {
+            loops::loops(&files)
+                .into_iter()
+                .map(|l| {
+                    let list = l.join(", ");
+                    (list.clone(), format!("the files {list} name each other"))
+                })
+                .collect()
+        };
+        for (list, what) in loops {
+            found.push(size::Over {
+                path: folder.clone(),
+                func: Some(format!("loop {list}")),
+                what: format!("{name} ({folder}): {what}"),
+            });
         }
     }
+    let allow = std::fs::read_to_string(root.join("tests/tidy/allow.txt")).unwrap();
+    let kind = if modules {
+        size::Kind::ModuleLoops
+    } else {
+        size::Kind::FileLoops
+    };
+    size::judge(&found, &allow, kind)
+}
+
+#[test]
+fn no_two_files_of_a_crate_import_each_other() {
+    let v = import_loops(false);
     assert!(
         v.is_empty(),
         "import loops between files:\n{}",
@@ -521,44 +585,54 @@ fn no_two_files_of_a_crate_import_each_other() {
     );
 }
 
-// ---------------------------------------------------------------------------
-// tag names spelled once
-
-/// The tag names `schema/src/tags.rs` defines (every `"csis_..."` literal
-/// in it).
-fn tag_names(tags_rs: &str) -> BTreeSet<String> {
-    tags_rs
-        .split('"')
-        .skip(1)
-        .step_by(2)
-        .filter(|s| s.starts_with("csis_") && s.len() > "csis_".len())
-        .map(str::to_string)
-        .collect()
+#[test]
+fn no_two_modules_of_a_crate_name_each_other() {
+    let v = import_loops(true);
+    assert!(
+        v.is_empty(),
+        "import loops between modules:\n{}",
+        v.join("\n")
+    );
 }
 
-/// "F:L spells the tag NAME": a tag name written as a string literal in
-/// library code (not in a comment, not in the file's unit tests).
-fn spelled_tags(path: &str, text: &str, names: &BTreeSet<String>) -> Vec<String> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        if code.starts_with("#[cfg(test)]") {
-            break;
-        }
-        if code.starts_with("//") {
+// ---------------------------------------------------------------------------
+// files and functions a person can hold
+
+#[test]
+fn files_and_product_functions_are_within_their_bounds() {
+    let root = workspace();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let rel = |p: &Path| p.strip_prefix(&root).unwrap().display().to_string();
+    let mut over: Vec<size::Over> = files
+        .iter()
+        .filter_map(|p| size::file_over(&rel(p), &std::fs::read_to_string(p).unwrap()))
+        .collect();
+    let mut product = 0;
+    for (name, dir) in source_folders(&cargo_metadata()) {
+        if name == "csis-testkit" {
             continue;
         }
-        for name in names {
-            if code.contains(&format!("\"{name}\"")) {
-                out.push(format!(
-                    "{path}:{}: spells the tag {name}; use csis_schema::tags",
-                    n + 1
-                ));
+        let text = files_under(&dir);
+        let tests = loops::Crate::new(&text).test_files;
+        for (f, t) in &text {
+            if tests.contains(f.as_str()) {
+                continue;
             }
+            let scan = rust::scan(&rust::code(t));
+            product += scan.funcs.iter().filter(|f| !f.test).count();
+            over.extend(size::funcs_over(&rel(&dir.join(f)), &scan));
         }
     }
-    out
+    assert!(product > 1000, "found the product functions: {product}");
+    over.sort();
+    let allow = std::fs::read_to_string(root.join("tests/tidy/allow.txt")).unwrap();
+    let v = size::judge(&over, &allow, size::Kind::Bounds);
+    assert!(v.is_empty(), "{}", v.join("\n"));
 }
+
+// ---------------------------------------------------------------------------
+// tag names spelled once
 
 #[test]
 fn tag_names_are_spelled_only_in_the_schema() {
@@ -587,19 +661,6 @@ fn tag_names_are_spelled_only_in_the_schema() {
         }
     }
     assert!(v.is_empty(), "{}", v.join("\n"));
-}
-
-#[test]
-fn tag_rule_fails_on_a_spelled_tag() {
-    let names =
-        tag_names("pub const SERIES: &str = \"csis_series\";\npub const PREFIX: &str = \"csis_\";");
-    assert_eq!(names.iter().collect::<Vec<_>>(), ["csis_series"]);
-    let text = "// \"csis_series\" in a comment\nlet s = tags.get(\"csis_series\");\n#[cfg(test)]\nmod tests { const T: &str = \"csis_series\"; }\n";
-    assert_eq!(
-        spelled_tags("x.rs", text, &names),
-        ["x.rs:2: spells the tag csis_series; use csis_schema::tags"]
-    );
-    assert!(spelled_tags("y.rs", "tags.get(tags::SERIES)", &names).is_empty());
 }
 
 // ---------------------------------------------------------------------------

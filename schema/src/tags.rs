@@ -42,10 +42,31 @@ pub fn config_value(id: &str) -> String {
 pub fn is_config_of(value: &str, id: &str) -> bool {
     value == id || config_value(value) == config_value(id)
 }
-/// Marks a bake machine (value: the runtime's name).
+/// Marks a bake machine (value: the runtime's name): an EC2 builder
+/// instance, a docker bake container.
 pub const BAKE: &str = "csis_bake";
 /// A bake machine's owner (`host:pid`).
 pub const BAKE_OWNER: &str = "csis_bake_owner";
+/// [`BAKE`] as docker runtimes labelled bake containers before they wrote
+/// the original's `csis_` form: still read, so that a container a csis of
+/// then left behind is found and removed.
+pub const DOCKER_BAKE_BEFORE: &str = "csis.bake";
+/// [`BAKE_OWNER`] as docker runtimes once labelled it ([`DOCKER_BAKE_BEFORE`]).
+pub const DOCKER_BAKE_OWNER_BEFORE: &str = "csis.bake_owner";
+/// The marks of a bake machine, as written now and as once written.
+pub const BAKE_MARKS: [&str; 2] = [BAKE, DOCKER_BAKE_BEFORE];
+/// The owner marks of a bake machine, as written now and as once written.
+pub const BAKE_OWNER_MARKS: [&str; 2] = [BAKE_OWNER, DOCKER_BAKE_OWNER_BEFORE];
+
+/// Docker image labels outside the [`PREFIX`] (which `query_images` reads
+/// back as the image's tags): the final name as made.
+pub const DOCKER_NAME: &str = "csis.name";
+/// The repository a committed docker build belongs to (found again
+/// untagged, when a kill came between `docker commit` and its tag).
+pub const DOCKER_REPOSITORY: &str = "csis.repository";
+/// The parent's lineage labels a docker bake blanked (labels are inherited
+/// and cannot be removed), comma-separated.
+pub const DOCKER_BLANKED: &str = "csis.blanked";
 /// Marks a test machine (value: the runtime's name).
 pub const TEST_MACHINE: &str = "csis_test_machine";
 /// A test machine's owner (`host:pid`).

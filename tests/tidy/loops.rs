@@ -1,12 +1,22 @@
-//! "no import loop between files": within a crate, the files that name each
-//! other through `crate::`, `super::` or `self::` paths, read as a graph of
-//! files; a strongly connected component of more than one file is a loop. A
-//! module and the modules inside it (`a/mod.rs` and `a/b.rs`, a file and its
-//! `tests.rs`) may name each other: that is one idea split in files.
+//! "no import loop": within a crate, what names what, read from each `use`
+//! (to its `;`) and each `crate::`/`super::`/`self::` path in code
+//! ([`super::rust`]), every name followed through the re-exports and
+//! imports of the module it is named in (`lib.rs`'s `pub use`, a module's
+//! `use`, a glob) to the file that defines it. Two graphs:
+//!
+//! - files: a strongly connected component of more than one file is a loop;
+//!   a module and the modules inside it (`a.rs`, `a/mod.rs` and `a/b.rs`, a
+//!   file and its `tests.rs`) may name each other: that is one idea split
+//!   in files ([`loops`]);
+//! - modules: at every level, the sibling modules under one parent, each
+//!   with every file inside it; two siblings that name each other, through
+//!   any of their files, are a loop ([`module_loops`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::DiGraph;
+
+use super::rust::{self, Scan};
 
 /// A source file's module path: `src/a/b.rs` and `src/a/b/mod.rs` are
 /// `["a", "b"]`, `src/lib.rs` is `[]`.
@@ -22,138 +32,218 @@ pub fn module_path(rel: &str) -> Vec<String> {
     parts
 }
 
-fn is_ident_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
+/// One crate's files, read.
+pub struct Crate<'a> {
+    /// module path -> relative file
+    modules: BTreeMap<Vec<String>, &'a str>,
+    scans: BTreeMap<&'a str, Scan>,
+    /// (module path, name) -> the absolute path it stands for
+    aliases: BTreeMap<(Vec<String>, String), Vec<String>>,
+    /// module path -> the absolute paths it globs (`use x::*`)
+    globs: BTreeMap<Vec<String>, Vec<Vec<String>>>,
+    /// The files that are test code (declared under `#[cfg(test)]`, and
+    /// every file inside them).
+    pub test_files: BTreeSet<&'a str>,
 }
 
-/// The `ident::ident::...` path that starts at `s`, as segments.
-fn path_at(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    loop {
-        let n = rest.find(|c| !is_ident_char(c)).unwrap_or(rest.len());
-        if n == 0 {
-            break;
-        }
-        out.push(rest[..n].to_string());
-        rest = &rest[n..];
-        match rest.strip_prefix("::") {
-            Some(r) if r.starts_with(is_ident_char) => rest = r,
-            _ => break,
-        }
-    }
-    out
+/// One file naming another: (from, to, line in `from`, the path as named).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Edge<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub line: usize,
+    pub named: String,
 }
 
-/// The top-level entries of a `{a, b::c, d::{e, f}}` group at `s` (after the
-/// `{`), each as its leading path.
-fn group_at(s: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                out.push(path_at(s[start..i].trim_start()));
-                break;
+impl<'a> Crate<'a> {
+    pub fn new(files: &'a BTreeMap<String, String>) -> Self {
+        let modules: BTreeMap<Vec<String>, &str> = files
+            .keys()
+            .map(|rel| (module_path(rel), rel.as_str()))
+            .collect();
+        let scans: BTreeMap<&str, Scan> = files
+            .iter()
+            .map(|(rel, text)| (rel.as_str(), rust::scan(&rust::code(text))))
+            .collect();
+        let mut test_roots = Vec::new();
+        for (rel, scan) in &scans {
+            for (m, test) in &scan.child_mods {
+                if *test {
+                    let mut p = module_path(rel);
+                    p.push(m.clone());
+                    test_roots.push(p);
+                }
             }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(path_at(s[start..i].trim_start()));
-                start = i + 1;
-            }
-            _ => {}
         }
-    }
-    out.retain(|p| !p.is_empty());
-    out
-}
-
-/// The module paths a file names, resolved against its own module path
-/// `me`.
-pub fn named_modules(me: &[String], text: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let code = line.trim_start();
-        if code.starts_with("//") {
-            continue;
-        }
-        let code = match code.find(" //") {
-            Some(i) => &code[..i],
-            None => code,
+        let test_files = modules
+            .iter()
+            .filter(|(m, _)| test_roots.iter().any(|r| m.starts_with(r)))
+            .map(|(_, f)| *f)
+            .collect();
+        let mut c = Crate {
+            modules,
+            scans,
+            aliases: BTreeMap::new(),
+            globs: BTreeMap::new(),
+            test_files,
         };
-        let mut i = 0;
-        while i < code.len() {
-            let rest = &code[i..];
-            let before_ok = i == 0 || !code[..i].ends_with(|c: char| is_ident_char(c) || c == ':');
-            let (base, after) = if let Some(r) = rest.strip_prefix("crate::") {
-                (Some(Vec::new()), r)
-            } else if rest.starts_with("super::") {
-                let mut base: Vec<String> = me.to_vec();
-                let mut r = rest;
-                while let Some(x) = r.strip_prefix("super::") {
-                    base.pop();
-                    r = x;
-                }
-                (Some(base), r)
-            } else if let Some(r) = rest.strip_prefix("self::") {
-                (Some(me.to_vec()), r)
-            } else {
-                (None, rest)
-            };
-            match base {
-                Some(base) if before_ok => {
-                    let tails = if let Some(g) = after.strip_prefix('{') {
-                        group_at(g)
-                    } else {
-                        vec![path_at(after)]
+        let mut aliases = BTreeMap::new();
+        let mut globs: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
+        for (rel, scan) in &c.scans {
+            let me = module_path(rel);
+            for u in scan.uses.iter().filter(|u| u.inline.is_empty()) {
+                for l in &u.leaves {
+                    let Some(abs) = c.absolute(&me, &l.path, true) else {
+                        continue;
                     };
-                    for t in tails {
-                        let mut p = base.clone();
-                        p.extend(t);
-                        out.push(p);
+                    match &l.name {
+                        None => globs.entry(me.clone()).or_default().push(abs),
+                        Some(n) if n != "_" => {
+                            let mut key = me.clone();
+                            key.push(n.clone());
+                            if key != abs && !c.modules.contains_key(&key) {
+                                aliases.insert((me.clone(), n.clone()), abs);
+                            }
+                        }
+                        Some(_) => {}
                     }
-                    i += rest.len() - after.len();
                 }
-                _ => i += rest.chars().next().map_or(1, char::len_utf8),
             }
         }
+        c.aliases = aliases;
+        c.globs = globs;
+        c
     }
-    out
+
+    /// A path as written in module `me`, made absolute (from the crate's
+    /// root); `None` for a path outside the crate. In a `use`, a first
+    /// segment that is a child module of `me` is relative to `me`.
+    fn absolute(&self, me: &[String], path: &[String], in_use: bool) -> Option<Vec<String>> {
+        let (first, rest) = path.split_first()?;
+        let mut base: Vec<String> = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" => me.to_vec(),
+            "super" => {
+                let mut b = me.to_vec();
+                b.pop();
+                let mut rest = rest;
+                while let Some((_, r)) = rest.split_first().filter(|(s, _)| *s == "super") {
+                    b.pop();
+                    rest = r;
+                }
+                b.extend(rest.iter().cloned());
+                return Some(b);
+            }
+            _ if in_use => {
+                let mut child = me.to_vec();
+                child.push(first.clone());
+                if !self.modules.contains_key(&child) {
+                    return None;
+                }
+                child
+            }
+            _ => return None,
+        };
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    /// The file an absolute path names: the longest prefix that is a file's
+    /// module, after following the names that module imports or re-exports
+    /// (and its globs, to a module that defines the name).
+    pub fn file_of(&self, path: &[String]) -> Option<&'a str> {
+        self.file_of_depth(path, 0)
+    }
+
+    fn file_of_depth(&self, path: &[String], depth: usize) -> Option<&'a str> {
+        let mut k = path.len();
+        while !self.modules.contains_key(&path[..k]) {
+            if k == 0 {
+                return None;
+            }
+            k -= 1;
+        }
+        let module = &path[..k];
+        let file = self.modules[module];
+        if k == path.len() || depth > 16 {
+            return Some(file);
+        }
+        let name = &path[k];
+        let follow = |target: &[String]| {
+            let mut q = target.to_vec();
+            q.extend(path[k + 1..].iter().cloned());
+            self.file_of_depth(&q, depth + 1)
+        };
+        if let Some(t) = self.aliases.get(&(module.to_vec(), name.clone())) {
+            return follow(t).or(Some(file));
+        }
+        if !self.scans[file].defines.contains(name) {
+            for g in self.globs.get(module).into_iter().flatten() {
+                let Some(gfile) = self.modules.get(g) else {
+                    continue;
+                };
+                if self.scans[gfile].defines.contains(name)
+                    || self.aliases.contains_key(&(g.clone(), name.clone()))
+                {
+                    let mut t = g.clone();
+                    t.push(name.clone());
+                    return follow(&t).or(Some(file));
+                }
+            }
+        }
+        Some(file)
+    }
+
+    /// Every file naming another file of the crate (itself aside), from
+    /// product code (test code, which may name its fixtures, aside).
+    pub fn edges(&self) -> BTreeSet<Edge<'a>> {
+        let mut out = BTreeSet::new();
+        for (rel, scan) in &self.scans {
+            if self.test_files.contains(rel) {
+                continue;
+            }
+            let file_me = module_path(rel);
+            let mut named: Vec<(Vec<String>, Vec<String>, usize, bool)> = Vec::new();
+            for u in scan.uses.iter().filter(|u| !u.test) {
+                for l in &u.leaves {
+                    named.push((u.inline.clone(), l.path.clone(), l.line, true));
+                }
+            }
+            for p in scan.paths.iter().filter(|p| !p.test) {
+                named.push((p.inline.clone(), p.path.clone(), p.line, false));
+            }
+            for (inline, path, line, in_use) in named {
+                let mut me = file_me.clone();
+                me.extend(inline);
+                let Some(abs) = self.absolute(&me, &path, in_use) else {
+                    continue;
+                };
+                let Some(to) = self.file_of(&abs) else {
+                    continue;
+                };
+                if to != *rel {
+                    out.insert(Edge {
+                        from: rel,
+                        to,
+                        line,
+                        named: path.join("::"),
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
-/// The loops among `files` (relative path under `src/` -> text): each as the
-/// sorted files of one strongly connected component.
-pub fn loops(files: &BTreeMap<String, String>) -> Vec<Vec<String>> {
-    let modules: BTreeMap<Vec<String>, &str> = files
-        .keys()
-        .map(|rel| (module_path(rel), rel.as_str()))
-        .collect();
+/// The strongly connected components of more than one node, each sorted.
+fn components(nodes: &BTreeSet<String>, edges: &BTreeSet<(String, String)>) -> Vec<Vec<String>> {
     let mut g = DiGraph::<&str, ()>::new();
-    let ix: BTreeMap<&str, _> = files
-        .keys()
-        .map(|f| (f.as_str(), g.add_node(f.as_str())))
+    let ix: BTreeMap<&str, _> = nodes
+        .iter()
+        .map(|n| (n.as_str(), g.add_node(n.as_str())))
         .collect();
-    let mut edges = BTreeSet::new();
-    for (rel, text) in files {
-        let me = module_path(rel);
-        for mut p in named_modules(&me, text) {
-            // the longest prefix that is a file of the crate
-            while !p.is_empty() && !modules.contains_key(&p) {
-                p.pop();
-            }
-            let Some(target) = modules.get(&p) else {
-                continue;
-            };
-            let related = p.starts_with(&me) || me.starts_with(&p);
-            if !related {
-                edges.insert((rel.as_str(), *target));
-            }
-        }
-    }
-    for (a, b) in &edges {
-        g.add_edge(ix[a], ix[b], ());
+    for (a, b) in edges {
+        g.add_edge(ix[a.as_str()], ix[b.as_str()], ());
     }
     let mut out: Vec<Vec<String>> = petgraph::algo::tarjan_scc(&g)
         .into_iter()
@@ -165,6 +255,90 @@ pub fn loops(files: &BTreeMap<String, String>) -> Vec<Vec<String>> {
         })
         .collect();
     out.sort();
+    out
+}
+
+/// The file loops among `files` (relative path under the crate's source
+/// folder -> text): each as the sorted files of one component.
+pub fn loops(files: &BTreeMap<String, String>) -> Vec<Vec<String>> {
+    let c = Crate::new(files);
+    let nodes: BTreeSet<String> = files.keys().cloned().collect();
+    let edges: BTreeSet<(String, String)> = c
+        .edges()
+        .into_iter()
+        .filter(|e| {
+            let (a, b) = (module_path(e.from), module_path(e.to));
+            !(a.starts_with(&b) || b.starts_with(&a))
+        })
+        .map(|e| (e.from.to_string(), e.to.to_string()))
+        .collect();
+    components(&nodes, &edges)
+}
+
+/// The module loops among `files`: per parent module, sibling modules
+/// (with everything inside them) that name each other, each as its
+/// modules' paths (`a, b`; `x::a, x::b` under `x`) and `in crate, the
+/// modules a, b name each other (a/x.rs:12 names crate::b::Y; b.rs:3 names
+/// crate::a::Z)`, one example per edge of the loop.
+pub fn module_loops(files: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let c = Crate::new(files);
+    let edges = c.edges();
+    let mut parents: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+    for rel in files.keys() {
+        let m = module_path(rel);
+        for k in 0..m.len() {
+            parents
+                .entry(m[..k].to_vec())
+                .or_default()
+                .insert(m[k].clone());
+        }
+    }
+    let mut out = Vec::new();
+    for (parent, children) in &parents {
+        let child_of = |rel: &str| -> Option<String> {
+            let m = module_path(rel);
+            (m.len() > parent.len() && m.starts_with(parent)).then(|| m[parent.len()].clone())
+        };
+        let mut example: BTreeMap<(String, String), String> = BTreeMap::new();
+        for e in &edges {
+            if let (Some(a), Some(b)) = (child_of(e.from), child_of(e.to)) {
+                if a != b {
+                    example
+                        .entry((a, b))
+                        .or_insert_with(|| format!("{}:{} names {}", e.from, e.line, e.named));
+                }
+            }
+        }
+        let pairs: BTreeSet<(String, String)> = example.keys().cloned().collect();
+        for comp in components(children, &pairs) {
+            let evidence: Vec<&str> = example
+                .iter()
+                .filter(|((a, b), _)| comp.contains(a) && comp.contains(b))
+                .map(|(_, ex)| ex.as_str())
+                .collect();
+            let at = if parent.is_empty() {
+                "crate".to_string()
+            } else {
+                format!("crate::{}", parent.join("::"))
+            };
+            let list: Vec<String> = comp
+                .iter()
+                .map(|m| {
+                    let mut p = parent.clone();
+                    p.push(m.clone());
+                    p.join("::")
+                })
+                .collect();
+            out.push((
+                list.join(", "),
+                format!(
+                    "in {at}, the modules {} name each other ({})",
+                    comp.join(", "),
+                    evidence.join("; ")
+                ),
+            ));
+        }
+    }
     out
 }
 
@@ -183,17 +357,23 @@ mod checks {
         assert_eq!(module_path("lib.rs"), Vec::<String>::new());
         assert_eq!(module_path("a/mod.rs"), ["a"]);
         assert_eq!(module_path("a/b.rs"), ["a", "b"]);
-        let me = module_path("a/b.rs");
-        assert_eq!(
-            named_modules(
-                &me,
-                "use super::c::X;\nuse crate::{d::E, f};\n// crate::g::H\n"
+        let f = files(&[
+            ("lib.rs", "mod a; mod d; mod f;"),
+            ("a/mod.rs", "mod b; mod c; mod z;"),
+            (
+                "a/b.rs",
+                "use super::c::X;\nuse crate::{d::E, f};\n// crate::g::H\n",
             ),
-            [vec!["a", "c", "X"], vec!["d", "E"], vec!["f"]]
-        );
+            ("a/c.rs", ""),
+            ("a/z.rs", ""),
+            ("d.rs", ""),
+            ("f.rs", ""),
+        ]);
+        let c = Crate::new(&f);
+        let e: Vec<(&str, &str)> = c.edges().iter().map(|e| (e.from, e.to)).collect();
         assert_eq!(
-            named_modules(&module_path("a/mod.rs"), "use super::z; use self::b::Y;"),
-            [vec!["z"], vec!["a", "b", "Y"]]
+            e,
+            [("a/b.rs", "a/c.rs"), ("a/b.rs", "d.rs"), ("a/b.rs", "f.rs")]
         );
     }
 
@@ -218,5 +398,91 @@ mod checks {
             ("c.rs", "use super::a::A;"),
         ]);
         assert_eq!(loops(&three), [vec!["a.rs", "b.rs", "c.rs"]]);
+    }
+
+    #[test]
+    fn grouped_and_multi_line_uses_count() {
+        let grouped = files(&[
+            ("a.rs", "use super::{b, c};\nfn f() { b::g() }"),
+            ("b.rs", "use crate::{\n    a::A,\n};\n"),
+            ("c.rs", ""),
+        ]);
+        assert_eq!(loops(&grouped), [vec!["a.rs", "b.rs"]]);
+    }
+
+    #[test]
+    fn a_re_export_through_lib_rs_does_not_hide_a_loop() {
+        let f = files(&[
+            (
+                "lib.rs",
+                "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;",
+            ),
+            (
+                "a.rs",
+                "pub struct A; pub struct Other; fn f() { crate::B::new() }",
+            ),
+            ("b.rs", "pub struct B; use crate::O;"),
+        ]);
+        assert_eq!(loops(&f), [vec!["a.rs", "b.rs"]]);
+        // the same names, no loop: b names a, a names nothing of b
+        let fine = files(&[
+            (
+                "lib.rs",
+                "mod a; mod b;\npub use a::{A, Other as O};\npub use b::*;",
+            ),
+            ("a.rs", "pub struct A; pub struct Other;"),
+            ("b.rs", "pub struct B; use crate::O;"),
+        ]);
+        assert!(loops(&fine).is_empty());
+        assert!(module_loops(&fine).is_empty());
+    }
+
+    #[test]
+    fn module_rule_fails_on_sibling_modules_that_name_each_other() {
+        // packer.rs names the runtime module, runtime/bake.rs names packer:
+        // no two files name each other, the two modules do
+        let f = files(&[
+            ("lib.rs", "pub mod packer; pub mod runtime;"),
+            ("packer.rs", "use crate::runtime::{Guard, Runtime};"),
+            (
+                "runtime.rs",
+                "mod bake; mod guard;\npub struct Runtime;\npub use guard::Guard;",
+            ),
+            ("runtime/bake.rs", "fn b() {\n    crate::packer::bake()\n}"),
+            ("runtime/guard.rs", "pub struct Guard;"),
+        ]);
+        assert!(loops(&f).is_empty(), "{:?}", loops(&f));
+        assert_eq!(
+            module_loops(&f),
+            [(
+                "packer, runtime".to_string(),
+                "in crate, the modules packer, runtime name each other (packer.rs:1 names crate::runtime::Runtime; runtime/bake.rs:2 names crate::packer::bake)".to_string()
+            )]
+        );
+        let nested = files(&[
+            ("lib.rs", "mod x;"),
+            ("x.rs", "mod a; mod b;"),
+            ("x/a.rs", "use super::b::B;"),
+            ("x/b/mod.rs", "mod c;"),
+            ("x/b/c.rs", "fn f() { crate::x::a::g() }"),
+        ]);
+        assert_eq!(module_loops(&nested)[0].0, "x::a, x::b");
+        // the guard below both: packer still names the runtime, which no
+        // longer names packer back
+        let fixed = files(&[
+            ("lib.rs", "pub mod guard; pub mod packer; pub mod runtime;"),
+            ("guard.rs", "pub struct Guard;"),
+            ("packer.rs", "use crate::guard::Guard;"),
+            ("runtime.rs", "mod bake;\npub struct Runtime;"),
+            (
+                "runtime/bake.rs",
+                "use crate::guard::Guard; fn b() { crate::packer::bake() }",
+            ),
+        ]);
+        assert!(
+            module_loops(&fixed).is_empty(),
+            "{:?}",
+            module_loops(&fixed)
+        );
     }
 }

@@ -61,13 +61,24 @@
 //! - [`version`]: the `docker --version` checker (floor `>=24`).
 //! - [`connect`]: endpoints (host, context store) and clients.
 //! - [`script`]: the settle step and `ensure:` as idempotent POSIX sh.
-//! - [`packer`]: the `packer-docker` root and packer bakes.
+//! - [`labels`]: the labels beside the request's tags (names spelled in
+//!   `csis_schema::tags`), the bake marks read in both spellings, the
+//!   lineage labels a bake blanks.
+//! - `daemon`: what the daemon's answers mean, forced removal, the bake
+//!   container's guard.
+//! - [`packer`]: the `packer-docker` root, rendered from plain inputs (no
+//!   daemon).
 //! - [`runtime`]: [`DockerRuntime`], its client and the trait impl (one line
 //!   per hook), the hooks' work in one module per idea: errors, containers,
 //!   exec and staging, images and tags, disk sizes, resolve, the native
-//!   bake, online checks, dispose, instances.
+//!   bake, packer bakes, online checks, dispose, instances.
+//!
+//! `labels` and `daemon` lie below both `packer` and `runtime`; `runtime`
+//! calls `packer`, never the other way.
 
 pub mod connect;
+mod daemon;
+pub mod labels;
 pub mod names;
 pub mod packer;
 pub mod query;
@@ -76,9 +87,8 @@ pub mod script;
 pub mod settings;
 pub mod version;
 
-pub use runtime::{
-    docker_runtime, volume_name, DockerRuntime, ExecOutput, BLANKED_LABEL, NAME_LABEL,
-};
+pub use labels::{BLANKED_LABEL, NAME_LABEL};
+pub use runtime::{docker_runtime, volume_name, DockerRuntime, ExecOutput};
 pub use settings::{DockerSettings, MachineType, TlsSettings};
 pub use version::{
     check_docker_cli, check_docker_version, parse_docker_version, DOCKER_VERSION_FLOOR,

@@ -16,17 +16,21 @@
 //!   ([`csis_runtime::recipe::lower`]) as provisioners (ansible with
 //!   `ansible_connection=docker ansible_host=<container>`);
 //!   post-processors `docker-tag` (final name and floating tag) and `manifest`.
+//!
+//! This module renders and writes a root from plain inputs ([`Root`],
+//! [`EmitContext`]) and knows no daemon: the runtime (`runtime::packer`)
+//! reads the parent, lowers the recipe once per bake and runs packer.
 
 use std::path::PathBuf;
 
-use csis_runtime::{BakeOutcome, BakeRequest, NullLog, Result, RuntimeError};
+use csis_runtime::recipe::Lowered;
+use csis_runtime::{BakeRequest, Result, RuntimeError};
+use csis_schema::tags;
 use hcl::structure::{Attribute, Block, Body};
 
+use crate::labels::{self, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL};
 use crate::names;
-use crate::runtime::{
-    blanked_keys, ContainerGuard, DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL, BLANKED_LABEL,
-    NAME_LABEL, REPOSITORY_LABEL,
-};
+use crate::settings::DockerSettings;
 
 fn image_of(req: &BakeRequest) -> String {
     req.series.clone()
@@ -45,12 +49,13 @@ fn label_change(k: &str, v: &str) -> String {
     format!("LABEL {k}=\"{q}\"")
 }
 
-/// What a packer root needs from the daemon: read by [`context`] (the emit
-/// node, best effort) or by [`bake`] (the parent is on the daemon then).
+/// What a packer root needs from the daemon: read at the emit node (best
+/// effort) or at the bake (the parent is on the daemon then).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EmitContext {
-    /// The parent's lineage labels the bake does not set ([`blanked_keys`]):
-    /// `LABEL k=""` each, and `csis.blanked` lists them.
+    /// The parent's lineage labels the bake does not set
+    /// ([`labels::blanked_keys`]): `LABEL k=""` each, and `csis.blanked`
+    /// lists them.
     pub blank: Vec<String>,
     /// `--storage-opt size=` for the bake container (the daemon applies it).
     pub storage_size: Option<String>,
@@ -59,47 +64,25 @@ pub struct EmitContext {
     pub parent_read: bool,
 }
 
-/// The parent image's id on the daemon and the lineage labels of it the
-/// bake blanks (`None`: the parent is not on the daemon).
-async fn parent_on_daemon(
-    rt: &DockerRuntime,
-    req: &BakeRequest,
-) -> Result<Option<(String, Vec<String>)>> {
-    let parent = rt.parent_ref(req);
-    Ok(rt.inspect_image_opt(&parent).await?.map(|img| {
-        let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
-        (img.id.unwrap_or(parent), blanked_keys(&labels, &req.tags))
-    }))
-}
-
-/// The [`EmitContext`] of a bake as far as the daemon answers now: at the
-/// emit node the parent may not be baked yet, and the daemon may not answer
-/// (`generated/` is written all the same).
-pub async fn context(rt: &DockerRuntime, req: &BakeRequest) -> EmitContext {
-    let Ok(Some((id, blank))) = parent_on_daemon(rt, req).await else {
-        return EmitContext::default();
-    };
-    EmitContext {
-        blank,
-        storage_size: rt
-            .bake_disk_limit(req.disk_size_gb, &id, &NullLog)
-            .await
-            .ok()
-            .flatten(),
-        parent_read: true,
-    }
+/// What a root is rendered from besides the request: the runtime's
+/// settings and repository, the parent reference, the bake container's
+/// marks and the bake's steps, lowered once.
+pub struct Root<'a> {
+    pub settings: &'a DockerSettings,
+    pub repository: &'a str,
+    /// The image the bake starts from (`source.image`).
+    pub parent: String,
+    /// The bake container's labels (`--label k=v` each, in this order).
+    pub marks: Vec<(String, String)>,
+    pub lowered: &'a Lowered,
 }
 
 /// Side files a packer root names: (file name, contents).
 pub type SideFiles = Vec<(String, Vec<u8>)>;
 
 /// The packer root for a bake, as HCL text and the side files it needs.
-pub fn render(
-    rt: &DockerRuntime,
-    req: &BakeRequest,
-    ctx: &EmitContext,
-) -> Result<(String, SideFiles)> {
-    let settings = rt.settings();
+pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(String, SideFiles)> {
+    let settings = root.settings;
     let image = image_of(req);
     let container = names::bake_container_name(
         &settings.name,
@@ -107,19 +90,15 @@ pub fn render(
         req.tags.get(tags::RUN).map(String::as_str),
     );
     let made = names::image_name_as_made(&req.final_name);
-    if let Some(p) = names::image_name_problem(&req.final_name) {
-        return Err(RuntimeError::Refused(format!("{}: {p}", req.label)));
-    }
-    let parent = rt.parent_ref(req);
+    let parent = root.parent.clone();
     let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
     // the parent's lineage labels are inherited: blanked as the native commit does
     changes.extend(ctx.blank.iter().map(|k| label_change(k, "")));
     changes.push(label_change(BLANKED_LABEL, &ctx.blank.join(",")));
     changes.push(label_change(NAME_LABEL, &made));
-    changes.push(label_change(REPOSITORY_LABEL, rt.repository()));
+    changes.push(label_change(REPOSITORY_LABEL, root.repository));
     // the container's own marks are not the image's (a commit merges them in)
-    changes.push(label_change(BAKE_LABEL, ""));
-    changes.push(label_change(BAKE_OWNER_LABEL, ""));
+    changes.extend(labels::blanked_bake_marks().map(|(k, v)| label_change(k, v)));
     // run_command's --entrypoint=/bin/sh keeps the container up; the image gets none
     // (`ENTRYPOINT []` would keep the container's; `[""]` is the daemon's "none")
     changes.push(r#"ENTRYPOINT [""]"#.to_string());
@@ -140,9 +119,7 @@ pub fn render(
     // the bake container's marks: the runtime, its owner (this csis), the
     // config id, series and run (clean_stale_bakes removes it only when
     // its owner is gone)
-    let mut marks: Vec<(String, String)> = rt.bake_labels(Some(req)).into_iter().collect();
-    marks.sort();
-    for (k, v) in marks {
+    for (k, v) in &root.marks {
         run.extend(["--label".into(), format!("{k}={v}")]);
     }
     if let Some(m) = settings
@@ -175,8 +152,7 @@ pub fn render(
         .add_attribute(Attribute::new("run_command", run))
         .build();
 
-    let lowered = csis_runtime::recipe::lower(req, &rt.target(true))
-        .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
+    let lowered = root.lowered;
     let env: Vec<String> = settings
         .tool_environment()
         .into_iter()
@@ -226,7 +202,7 @@ pub fn render(
             .add_block(
                 Block::builder("post-processor")
                     .add_label("docker-tag")
-                    .add_attribute(Attribute::new("repository", rt.repository()))
+                    .add_attribute(Attribute::new("repository", root.repository))
                     .add_attribute(Attribute::new("tags", tags))
                     .build(),
             )
@@ -268,8 +244,8 @@ pub fn render(
         .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
     let files: Vec<(String, Vec<u8>)> = lowered
         .files
-        .into_iter()
-        .map(|f| (f.rel, f.content))
+        .iter()
+        .map(|f| (f.rel.clone(), f.content.clone()))
         .collect();
     let header = format!(
         "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n{}",
@@ -290,14 +266,9 @@ pub fn render(
     Ok((format!("{header}{text}"), files))
 }
 
-/// Write the packer root under `req.emit_dir` with the [`context`] the daemon
-/// gives now; files already identical are left alone.
-pub async fn emit(rt: &DockerRuntime, req: &BakeRequest) -> Result<Vec<PathBuf>> {
-    let ctx = context(rt, req).await;
-    emit_with(req, render(rt, req, &ctx)?).await
-}
-
-async fn emit_with(
+/// Write a rendered root and its side files under `req.emit_dir`; files
+/// already identical are left alone.
+pub async fn emit_with(
     req: &BakeRequest,
     rendered: (String, Vec<(String, Vec<u8>)>),
 ) -> Result<Vec<PathBuf>> {
@@ -329,93 +300,3 @@ pub fn root_file(req: &BakeRequest) -> String {
 }
 
 pub use csis_packer::process::without_packer_block;
-use csis_schema::tags;
-
-/// Bake by running packer on the emitted root: the bake container is removed
-/// whatever happens (packer killed on cancellation), the build id is the
-/// committed image's id (the manifest names the docker-tag artifact).
-pub async fn bake(rt: &DockerRuntime, req: &BakeRequest, packer: &str) -> Result<BakeOutcome> {
-    let d = rt.docker().await?.clone();
-    let made = names::image_name_as_made(&req.final_name);
-    let container = names::bake_container_name(
-        &rt.settings().name,
-        &image_of(req),
-        req.tags.get(tags::RUN).map(String::as_str),
-    );
-    // The parent is on the daemon now: its labels and the disk limit are known.
-    let (parent_id, blank) = parent_on_daemon(rt, req).await?.ok_or_else(|| {
-        RuntimeError::Refused(format!(
-            "{}: parent image '{}' is not on the daemon",
-            req.label,
-            rt.parent_ref(req)
-        ))
-    })?;
-    let ctx = EmitContext {
-        blank,
-        storage_size: rt
-            .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
-            .await?,
-        parent_read: true,
-    };
-    emit_with(req, render(rt, req, &ctx)?).await?;
-    let mut file = root_file(req);
-    let (major, minor) = csis_packer::process::version(packer).await?;
-    if (major, minor) < (1, 7) {
-        // same root, minus `required_plugins` (docker and ansible are built into packer < 1.7)
-        let text = tokio::fs::read_to_string(req.emit_dir.join(&file))
-            .await
-            .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
-        let legacy = file.replace(".pkr.hcl", ".packer-lt-1.7.pkr.hcl");
-        tokio::fs::write(req.emit_dir.join(&legacy), without_packer_block(&text))
-            .await
-            .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
-        req.log.line(&format!(
-            "packer {major}.{minor} predates required_plugins: building {legacy}"
-        ));
-        file = legacy;
-    }
-    let manifest = req.emit_dir.join("manifest.json");
-    let _ = tokio::fs::remove_file(&manifest).await;
-    if let Err(e) = rt.remove_left_behind(&container).await {
-        return Err(RuntimeError::Failed(format!("{}: {e}", req.label)));
-    }
-    let guard = ContainerGuard::new(d.clone(), container.clone());
-    let env: std::collections::BTreeMap<String, String> =
-        rt.settings().tool_environment().into_iter().collect();
-    let result = csis_packer::process::run(csis_packer::process::PackerRun {
-        binary: packer,
-        args: &["build", "-color=false", "-force", &file],
-        dir: &req.emit_dir,
-        env: &env,
-        log: req.log.clone(),
-        cancel: &req.cancel,
-        what: &format!("bake {}", req.label),
-        tail: 0,
-    })
-    .await;
-    let removed = guard.remove().await;
-    result?;
-    if let Err(e) = removed {
-        req.log.line(&format!(
-            "warning: bake container {container} not removed: {e}"
-        ));
-    }
-    let text = tokio::fs::read_to_string(&manifest).await.map_err(|e| {
-        RuntimeError::Failed(format!("{}: packer wrote no manifest: {e}", req.label))
-    })?;
-    let artifact = csis_packer::process::manifest_artifact(&text)
-        .map_err(|e| RuntimeError::Failed(format!("{}: {e}", req.label)))?;
-    let img = rt.inspect_image_opt(&artifact).await?.ok_or_else(|| {
-        RuntimeError::Failed(format!(
-            "{}: packer's artifact {artifact} is not on the daemon",
-            req.label
-        ))
-    })?;
-    Ok(BakeOutcome {
-        build_id: img.id.unwrap_or(artifact),
-        name: made,
-        assertions: csis_runtime::recipe::lower(req, &rt.target(true))
-            .map(|l| l.assertions)
-            .unwrap_or(req.tests.len()),
-    })
-}

@@ -5,7 +5,8 @@
 //! `containers` (bake containers, their labels, the left-behind ones),
 //! `exec` (exec and staging), `images` (tags, movable tags, builds listed,
 //! retag, release), `disk` (disk sizes), `resolve`, `bake` (the native
-//! bake), `mod_test` (a mod applied twice in a throwaway container),
+//! bake), `packer` (a `packer-docker` root emitted and baked with what the
+//! daemon says), `mod_test` (a mod applied twice in a throwaway container),
 //! `checks` (online checks, preflight), `dispose`, `instances`
 //! (containers as instances, verification, test machines, inventory) and
 //! `fleet` (the fleet's instances as containers, its storages as volumes).
@@ -39,25 +40,13 @@ mod instances;
 mod mod_test;
 mod resolve;
 
-pub(crate) use containers::ContainerGuard;
+mod packer;
+
 pub use disk::driver_disk_problem;
 use errors::cause_chain;
 pub use exec::ExecOutput;
 pub use fleet::volume_name;
-pub use images::{blanked_keys, rfc3339};
-
-/// Label carrying the final name as made (outside the `csis_` lineage prefix).
-pub const NAME_LABEL: &str = "csis.name";
-/// A bake container's mark: the runtime whose bake it is.
-pub const BAKE_LABEL: &str = "csis.bake";
-/// A bake container's owner: `<host>:<pid>` of the csis that runs it.
-pub const BAKE_OWNER_LABEL: &str = "csis.bake_owner";
-/// The repository a committed build belongs to (found again untagged, when
-/// a kill came between `docker commit` and its tag).
-pub const REPOSITORY_LABEL: &str = "csis.repository";
-/// Label listing the parent's lineage labels a bake blanked (labels are
-/// inherited and cannot be removed); `query_images` leaves them out.
-pub const BLANKED_LABEL: &str = "csis.blanked";
+pub use images::rfc3339;
 
 /// A docker runtime: one daemon, one repository.
 pub struct DockerRuntime {

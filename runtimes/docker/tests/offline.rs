@@ -246,7 +246,7 @@ fn packer_root_blanks_the_parents_lineage_labels_and_applies_the_disk_size() {
     let dir = tempfile::tempdir().unwrap();
     let req = request(dir.path(), vec![], vec![]);
     let changes_of = |ctx: &csis_runtime_docker::packer::EmitContext| {
-        let (text, _) = csis_runtime_docker::packer::render(&rt, &req, ctx).unwrap();
+        let (text, _) = rt.packer_root(&req, ctx).unwrap();
         let v: serde_json::Value = hcl::from_str(&text).unwrap();
         let src = &v["source"]["docker"]["web"];
         let changes: Vec<String> = serde_json::from_value(src["changes"].clone()).unwrap();

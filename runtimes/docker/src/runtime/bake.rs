@@ -1,7 +1,7 @@
 //! The native bake: a bake container from the parent, the lowered recipe's
 //! steps run in it (shell, scripts, ansible, uploads, assertions), then
 //! committed with the build's labels and tagged; `packer-docker` builders
-//! go to [`crate::packer`].
+//! go to `runtime::packer`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,10 +17,8 @@ use super::containers::ContainerGuard;
 /// `image_version`, from `BASE_IMAGE_VERSION` (empty when it is not set).
 pub const IMAGE_VERSION_VAR: &str = "image_version={{ lookup('env', 'BASE_IMAGE_VERSION') }}";
 use super::exec::{stage_command, STAGE_DIR};
-use super::images::blanked_keys;
-use super::{
-    DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL,
-};
+use super::DockerRuntime;
+use crate::labels::{self, blanked_keys, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL};
 use crate::names;
 use csis_schema::tags;
 
@@ -379,8 +377,9 @@ impl DockerRuntime {
         labels.insert(NAME_LABEL.to_string(), made.to_string());
         labels.insert(REPOSITORY_LABEL.to_string(), self.repository.clone());
         // the container's own marks are not the image's (a commit merges them in)
-        labels.insert(BAKE_LABEL.to_string(), String::new());
-        labels.insert(BAKE_OWNER_LABEL.to_string(), String::new());
+        for (k, v) in labels::blanked_bake_marks() {
+            labels.insert(k.to_string(), v.to_string());
+        }
         let opts = CommitContainerOptionsBuilder::default()
             .container(container)
             .pause(true)
@@ -505,7 +504,7 @@ impl DockerRuntime {
             .packer_builders
             .contains_key(&req.image_builder)
         {
-            crate::packer::emit(self, req).await
+            self.emit_packer_root(req).await
         } else {
             Ok(Vec::new())
         }
@@ -557,7 +556,7 @@ impl DockerRuntime {
             return Err(RuntimeError::Cancelled);
         }
         if let Some(packer) = self.settings.packer_builders.get(&req.image_builder) {
-            return crate::packer::bake(self, req, packer).await;
+            return self.packer_bake(req, packer).await;
         }
         let d = self.docker().await?.clone();
         let made = names::image_name_as_made(&req.final_name);

@@ -1,17 +1,17 @@
-//! Bake containers: their labels, the guard that removes one when a bake
-//! is dropped mid-way, forced removal, and the ones a gone csis left
-//! behind (`clean_stale_bakes`); a container as the hook surface lists it
-//! (`instance_facts`).
+//! Bake containers: their labels, the ones a gone csis left behind
+//! (`clean_stale_bakes`); a container as the hook surface lists it
+//! (`instance_facts`). The guard that removes one when a bake is dropped
+//! mid-way, and forced removal, are [`crate::daemon`]'s.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
-use bollard::Docker;
+use bollard::query_parameters::ListContainersOptionsBuilder;
 use csis_runtime::{BakeRequest, InstanceFacts, PowerState, Result, RuntimeError};
 
-use super::errors::{api_message, is_not_found};
-use super::{DockerRuntime, BAKE_LABEL, BAKE_OWNER_LABEL};
+use super::DockerRuntime;
+pub(crate) use crate::daemon::{remove_container_forced, ContainerGuard};
+use crate::labels::{self, BAKE_LABEL, BAKE_OWNER_LABEL};
 use crate::names;
 use csis_schema::tags;
 
@@ -20,7 +20,7 @@ use csis_schema::tags;
 /// host's, or a container without an owner label) it was created more than
 /// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
 fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
-    let owner = c.labels.as_ref().and_then(|l| l.get(BAKE_OWNER_LABEL));
+    let owner = c.labels.as_ref().and_then(labels::bake_owner);
     let created = c
         .created
         .and_then(|t| u64::try_from(t).ok())
@@ -52,69 +52,8 @@ pub(super) fn instance_facts(c: bollard::models::ContainerSummary) -> InstanceFa
             _ => PowerState::Unknown,
         },
         config: c.labels.as_ref().and_then(|l| l.get(tags::CONFIG).cloned()),
-        role: csis_runtime::MachineRole::of(&labels, &[BAKE_LABEL]),
+        role: csis_runtime::MachineRole::of(&labels, &tags::BAKE_MARKS),
         labels,
-    }
-}
-
-/// Removes the bake container when dropped without [`ContainerGuard::disarm`]
-/// (a bake future dropped mid-way), as a spawned task.
-pub(crate) struct ContainerGuard {
-    docker: Docker,
-    name: String,
-    armed: bool,
-}
-
-impl ContainerGuard {
-    pub(crate) fn new(docker: Docker, name: String) -> Self {
-        ContainerGuard {
-            docker,
-            name,
-            armed: true,
-        }
-    }
-
-    /// Keep the container: the caller owns it from now on.
-    pub(crate) fn disarm(mut self) {
-        self.armed = false;
-    }
-
-    pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
-        self.armed = false;
-        remove_container_forced(&self.docker, &self.name)
-            .await
-            .map(drop)
-    }
-}
-
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                let docker = self.docker.clone();
-                let name = self.name.clone();
-                h.spawn(async move {
-                    let _ = remove_container_forced(&docker, &name).await;
-                });
-            }
-        }
-    }
-}
-
-/// Remove a container, running or not, with its anonymous volumes; `true`
-/// when there was one to remove.
-pub(crate) async fn remove_container_forced(
-    docker: &Docker,
-    name: &str,
-) -> std::result::Result<bool, String> {
-    let opts = RemoveContainerOptionsBuilder::default()
-        .force(true)
-        .v(true)
-        .build();
-    match docker.remove_container(name, Some(opts)).await {
-        Ok(()) => Ok(true),
-        Err(e) if is_not_found(&e) => Ok(false),
-        Err(e) => Err(api_message(&e)),
     }
 }
 
@@ -243,7 +182,7 @@ impl DockerRuntime {
                 "bake container {name} belongs to a running csis ({}): not removed",
                 c.labels
                     .as_ref()
-                    .and_then(|l| l.get(BAKE_OWNER_LABEL))
+                    .and_then(labels::bake_owner)
                     .map(String::as_str)
                     .unwrap_or("owner unknown")
             )));

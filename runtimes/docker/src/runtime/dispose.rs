@@ -10,7 +10,8 @@ use csis_runtime::{DisposeOutcome, Result, Runtime, RuntimeError};
 
 use super::errors::{api_message, is_conflict, is_not_found};
 use super::images::is_untagged;
-use super::{DockerRuntime, NAME_LABEL};
+use super::DockerRuntime;
+use crate::labels::NAME_LABEL;
 
 /// The images whose parent is `id`, sorted.
 fn children_of(graph: &HashMap<String, ImageSummary>, id: &str) -> Vec<String> {

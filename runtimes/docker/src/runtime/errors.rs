@@ -6,48 +6,7 @@ use csis_runtime::RuntimeError;
 
 use super::DockerRuntime;
 use crate::connect;
-
-pub(super) fn is_not_found(e: &bollard::errors::Error) -> bool {
-    matches!(
-        e,
-        bollard::errors::Error::DockerResponseServerError {
-            status_code: 404,
-            ..
-        }
-    )
-}
-
-pub(super) fn is_conflict(e: &bollard::errors::Error) -> bool {
-    matches!(
-        e,
-        bollard::errors::Error::DockerResponseServerError {
-            status_code: 409,
-            ..
-        }
-    )
-}
-
-/// An error with its causes (`client error (Connect): Connection refused (os error 111)`).
-pub(super) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !out.contains(&t) {
-            out.push_str(": ");
-            out.push_str(&t);
-        }
-        cur = c.source();
-    }
-    out.replace('\n', " ")
-}
-
-pub(super) fn api_message(e: &bollard::errors::Error) -> String {
-    match e {
-        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
-}
+pub(super) use crate::daemon::{api_message, cause_chain, is_conflict, is_not_found};
 
 impl DockerRuntime {
     pub(crate) fn unreachable(&self, cause: &str) -> RuntimeError {

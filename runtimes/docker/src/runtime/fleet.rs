@@ -107,7 +107,7 @@ fn sorted(labels: Option<&HashMap<String, String>>) -> BTreeMap<String, String> 
 fn csis_marks(labels: &BTreeMap<String, String>) -> String {
     let marks: Vec<String> = labels
         .iter()
-        .filter(|(k, _)| k.starts_with(tags::PREFIX))
+        .filter(|(k, _)| k.starts_with(tags::PREFIX) && !crate::labels::is_bake_mark(k))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     if marks.is_empty() {

@@ -1,5 +1,5 @@
 //! Images and tags: inspect and pull, tags and untags, the movable tags
-//! facts live in, the lineage labels a bake blanks, builds listed with
+//! facts live in, builds listed with
 //! their tags (`query_images`), retags and release tags.
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,39 +13,10 @@ use csis_runtime::{ImageFacts, Result, RuntimeError};
 use futures_util::StreamExt;
 
 use super::errors::{api_message, is_not_found};
-use super::{DockerRuntime, BLANKED_LABEL, NAME_LABEL, REPOSITORY_LABEL};
+use super::DockerRuntime;
+use crate::labels::{self, listed_blanked, NAME_LABEL, REPOSITORY_LABEL};
 use crate::{names, script};
 use csis_schema::tags;
-
-/// The parent's lineage labels (`csis_*`) a bake does not set, sorted: its
-/// image inherits them, so they are blanked (a label cannot be removed) and
-/// listed in [`BLANKED_LABEL`], for [`Runtime::query_images`] to leave out.
-pub fn blanked_keys(
-    parent_labels: &HashMap<String, String>,
-    tags: &BTreeMap<String, String>,
-) -> Vec<String> {
-    let mut out: Vec<String> = parent_labels
-        .keys()
-        .filter(|k| k.starts_with(tags::PREFIX) && !tags.contains_key(*k))
-        .cloned()
-        .collect();
-    out.sort();
-    out
-}
-
-/// The keys an image's [`BLANKED_LABEL`] lists (what [`blanked_keys`]
-/// wrote): inherited labels that are not the image's own.
-fn listed_blanked(labels: &HashMap<String, String>) -> Vec<String> {
-    labels
-        .get(BLANKED_LABEL)
-        .map(|b| {
-            b.split(',')
-                .filter(|k| !k.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// An image no tag names (`<none>:<none>` is how older daemons list none).
 pub(super) fn is_untagged(i: &ImageSummary) -> bool {
@@ -225,7 +196,9 @@ impl DockerRuntime {
             let mut tags: BTreeMap<String, String> = img
                 .labels
                 .iter()
-                .filter(|(k, _)| k.starts_with(tags::PREFIX) && !blanked.contains(k))
+                .filter(|(k, _)| {
+                    k.starts_with(tags::PREFIX) && !blanked.contains(k) && !labels::is_bake_mark(k)
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (k, (v, _)) in self.movable_of(&img.repo_tags, &img.id) {

@@ -127,6 +127,7 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
     // an owner that cannot be alive on this host (above any pid_max)
     let dead = format!("{host}:4294967294");
     let stale = format!("{}web-2026_01_01t00_00_00_000000", cleanup.container_prefix);
+    // (labelled as a csis of before the `csis_` marks did: still recognised)
     create_labelled(&d, &stale, &base_img, true, &[("csis.bake_owner", &dead)]).await;
     // another csis's live bake on this daemon (pid 1 is alive), and a young
     // container of the prefix with no owner: neither is removed by its name
@@ -136,7 +137,7 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         &live,
         &base_img,
         true,
-        &[("csis.bake_owner", &format!("{host}:1"))],
+        &[("csis_bake_owner", &format!("{host}:1"))],
     )
     .await;
     let unowned = format!("{}web", cleanup.container_prefix);
@@ -190,7 +191,7 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         &leftover,
         &base_img,
         true,
-        &[("csis.bake_owner", &dead)],
+        &[("csis_bake_owner", &dead)],
     )
     .await;
     rt.bake(&req).await.unwrap();
