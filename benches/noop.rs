@@ -5,7 +5,12 @@
 //! ```text
 //! cargo bench --bench noop                 # 1000 5000 20000
 //! cargo bench --bench noop -- 1000         # one size
+//! cargo bench --bench noop -- --tree DIR 5000   # only make DIR: the tree, built once
 //! ```
+//!
+//! `--tree DIR N` writes the tree of N images into `DIR` and converges it
+//! (the first build), for profiling one command on it (`valgrind
+//! --tool=callgrind csis -C DIR plan //... --json`, BENCHMARKS.md).
 //!
 //! The trees use the dummy runtime (bakes take 0 s), so the first build is
 //! fast; the figures are for converged builds, where nothing is due, two
@@ -149,6 +154,22 @@ fn peak_mib(csis: &Path, tree: &Path, args: &[&str]) -> Option<f64> {
 
 fn main() {
     let csis = PathBuf::from(env!("CARGO_BIN_EXE_csis"));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--tree") {
+        let dir = PathBuf::from(args.get(i + 1).expect("--tree DIR N"));
+        let n: usize = args
+            .get(i + 2)
+            .and_then(|a| a.parse().ok())
+            .expect("--tree DIR N");
+        assert!(!dir.exists(), "{} exists", dir.display());
+        generate_tree(&dir, n);
+        run(Command::new(&csis)
+            .arg("-C")
+            .arg(&dir)
+            .args(["build", "//...", "--json"]));
+        println!("{}: {n} images, built once", dir.display());
+        return;
+    }
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())

@@ -33,26 +33,22 @@ pub fn write_plan_json(
     use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
     use std::io::Write as _;
 
-    struct Labels<'a>(&'a [csis_engine::Label]);
-    impl serde::Serialize for Labels<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_seq(self.0.iter().map(|l| l.to_string()))
-        }
-    }
     struct JsonNode<'a>(&'a PlannedNode, bool);
     impl serde::Serialize for JsonNode<'_> {
         fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             let n = self.0;
             let mut m = s.serialize_map(None)?;
-            m.serialize_entry("label", &n.label.to_string())?;
+            // (Labels and fingerprints serialize as their text: no String
+            // is made per node or per dependency.)
+            m.serialize_entry("label", &n.label)?;
             m.serialize_entry("kind", &n.kind)?;
             m.serialize_entry("series", &n.series)?;
             m.serialize_entry("runtime", &n.runtime)?;
-            m.serialize_entry("fingerprint", &n.fingerprint.to_hex())?;
+            m.serialize_entry("fingerprint", &n.fingerprint)?;
             m.serialize_entry("due", &n.due)?;
             m.serialize_entry("reason", &n.reason)?;
             m.serialize_entry("code", &n.code)?;
-            m.serialize_entry("deps", &Labels(&n.deps))?;
+            m.serialize_entry("deps", &n.deps)?;
             if self.1 && !n.changes.is_empty() {
                 m.serialize_entry("changes", &n.changes)?;
             }

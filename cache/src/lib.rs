@@ -152,6 +152,17 @@ impl LocalDir {
         self.ensure()?;
         TreeLock::acquire(&self.dir, wait, on_wait)
     }
+
+    /// Take the tree lock without the holder's note (see
+    /// [`TreeLock::acquire_unnoted`]).
+    pub fn lock_unnoted(
+        &self,
+        wait: bool,
+        on_wait: impl FnOnce(&str),
+    ) -> Result<TreeLock, CacheError> {
+        self.ensure()?;
+        TreeLock::acquire_unnoted(&self.dir, wait, on_wait)
+    }
 }
 
 /// A label as a file name: `//images/dask@aws-east2:bake` ->

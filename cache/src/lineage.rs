@@ -235,17 +235,17 @@ impl Lineage {
     /// append order: records are ordered by the run that baked them, so a
     /// reordered file names the same head.
     pub fn head(&self, series: &str, runtime: &str) -> Option<&BuildRecord> {
-        let mut head: Option<&BuildRecord> = None;
-        for b in self
-            .builds
-            .iter()
-            .filter(|b| b.series == series && b.on_runtime(runtime))
-        {
-            if head.is_none_or(|h| run_order(b, h).is_ge()) {
-                head = Some(b);
-            }
+        newest(self.builds.iter(), series, runtime)
+    }
+
+    /// The records grouped by series, for many [`Lineage::head`] questions
+    /// (each a scan of one series' records, not of the whole file).
+    pub fn head_index(&self) -> HeadIndex<'_> {
+        let mut by_series: std::collections::HashMap<&str, Vec<&BuildRecord>> = Default::default();
+        for b in &self.builds {
+            by_series.entry(b.series.as_str()).or_default().push(b);
         }
-        head
+        HeadIndex { by_series }
     }
 
     /// Drop the records of a build id already recorded earlier in the file
@@ -329,9 +329,66 @@ impl Lineage {
     }
 }
 
+/// The head among `builds` (in file order): [`Lineage::head`]'s rule.
+fn newest<'a>(
+    builds: impl Iterator<Item = &'a BuildRecord>,
+    series: &str,
+    runtime: &str,
+) -> Option<&'a BuildRecord> {
+    let mut head: Option<&BuildRecord> = None;
+    for b in builds.filter(|b| b.series == series && b.on_runtime(runtime)) {
+        if head.is_none_or(|h| run_order(b, h).is_ge()) {
+            head = Some(b);
+        }
+    }
+    head
+}
+
+/// A lineage's records by series, in file order ([`Lineage::head_index`]).
+pub struct HeadIndex<'a> {
+    by_series: std::collections::HashMap<&'a str, Vec<&'a BuildRecord>>,
+}
+
+impl<'a> HeadIndex<'a> {
+    /// [`Lineage::head`], answered from the series' own records.
+    pub fn head(&self, series: &str, runtime: &str) -> Option<&'a BuildRecord> {
+        newest(self.by_series.get(series)?.iter().copied(), series, runtime)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_head_index_names_the_heads_the_lineage_names() {
+        let mut l = Lineage::default();
+        let mut add = |id: &str, series: &str, rt: Option<&str>, run: Option<&str>| {
+            let mut r = BuildRecord::new(id, series, rt.unwrap_or("x"));
+            r.runtime = rt.map(str::to_string);
+            r.run = run.map(str::to_string);
+            l.builds.push(r);
+        };
+        add("a1", "web", Some("rt"), Some("r2"));
+        add("a2", "web", Some("rt"), Some("r1"));
+        add("a3", "web", Some("rt"), Some("r2"));
+        add("a4", "web", None, Some("r3"));
+        add("a5", "web", Some("other"), Some("r9"));
+        add("b1", "db", Some("rt"), None);
+        add("b2", "db", Some("rt"), None);
+        let ix = l.head_index();
+        for s in ["web", "db", "none"] {
+            for rt in ["rt", "other", "none"] {
+                assert_eq!(
+                    ix.head(s, rt).map(|b| &b.build_id),
+                    l.head(s, rt).map(|b| &b.build_id),
+                    "{s} on {rt}"
+                );
+            }
+        }
+        assert_eq!(ix.head("web", "rt").unwrap().build_id, "a4");
+        assert_eq!(ix.head("db", "rt").unwrap().build_id, "b2");
+    }
 
     fn timed(id: &str, series: &str, rt: &str, run: &str, secs: Option<f64>) -> BuildRecord {
         let mut r = BuildRecord::new(id, series, rt);
@@ -426,7 +483,10 @@ mod tests {
         assert!(l.reinstate("a", "2026_11_03t00_00_00_000000"));
         assert_eq!(l.head("web", "rt").unwrap().build_id, "a");
         // the run that baked it stays; replaying the same or an older run changes nothing
-        assert_eq!(l.find("a").unwrap().run.as_deref(), Some("2026_11_01t00_00_00_000000"));
+        assert_eq!(
+            l.find("a").unwrap().run.as_deref(),
+            Some("2026_11_01t00_00_00_000000")
+        );
         assert!(!l.reinstate("a", "2026_11_03t00_00_00_000000"));
         assert!(!l.reinstate("b", "2026_11_01t12_00_00_000000"));
         assert!(!l.reinstate("missing", "2026_11_09t00_00_00_000000"));

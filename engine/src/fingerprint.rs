@@ -177,7 +177,9 @@ impl FromStr for Fingerprint {
 
 impl Serialize for Fingerprint {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        // The digits as one str: no formatter and no String (a plan
+        // serializes one per node).
+        s.serialize_str(self.hex_str().as_str())
     }
 }
 

@@ -396,7 +396,7 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
             .collect(),
         undeclare: tree.undeclare.clone(),
     };
-    let outcome = crate::build::run(&copy_args, &args, quiet.clone());
+    let outcome = crate::build::run(&copy_args, &args, None, quiet.clone());
     let failed = match &outcome {
         Err(e) => Some(format!("{e:#}")),
         Ok(o) if o.exit_code() != crate::exit::SUCCESS => {

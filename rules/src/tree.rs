@@ -30,6 +30,29 @@ pub fn normalize_name(s: &str) -> String {
         .collect()
 }
 
+/// Whether `s` is already its own [`normalize_name`] (the names the loader
+/// resolved foreign keys to are): then a lookup needs no new String.
+pub fn is_normalized(s: &str) -> bool {
+    s.len() == s.trim().len()
+        && !s
+            .bytes()
+            .any(|b| b.is_ascii_uppercase() || b == b' ' || b == b':')
+}
+
+/// `s` normalized, borrowed when it already is.
+pub fn normalized(s: &str) -> std::borrow::Cow<'_, str> {
+    if is_normalized(s) {
+        std::borrow::Cow::Borrowed(s)
+    } else {
+        std::borrow::Cow::Owned(normalize_name(s))
+    }
+}
+
+/// The hash map of the name indexes: rustc-hash's (FxHash), several times
+/// cheaper than SipHash on short names. The keys are the tree's own names,
+/// so the weaker resistance to crafted collisions costs nothing.
+pub(crate) type NameMap<V> = HashMap<String, V, rustc_hash::FxBuildHasher>;
+
 /// A state backend csis uses (`s3`, `local`).
 #[derive(Debug, Clone)]
 pub struct StateBackend {
@@ -225,17 +248,21 @@ pub struct InBakeTest {
 /// Name -> index maps of one class (names and aliases, normalized).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Index {
-    pub map: HashMap<String, usize>,
+    pub map: NameMap<usize>,
     pub default: Option<usize>,
 }
 
 impl Index {
+    /// The entry of a name or alias in any spelling (`default` or an empty
+    /// name: the default entry). Normalizes only a name that is not
+    /// already normalized (no allocation for the canonical names the
+    /// compile looks up).
     pub fn get(&self, name: &str) -> Option<usize> {
-        let n = normalize_name(name);
+        let n = normalized(name);
         if n.is_empty() || n == "default" {
             return self.default;
         }
-        self.map.get(&n).copied()
+        self.map.get(&*n).copied()
     }
 }
 
@@ -294,7 +321,7 @@ pub struct Tree {
     pub(crate) instance_builders_by_name: Index,
     pub(crate) user_builders_by_name: Index,
     /// parent (canonical name) -> images built from it
-    pub(crate) kids: HashMap<String, Vec<usize>>,
+    pub(crate) kids: NameMap<Vec<usize>>,
 }
 
 /// Family default user (step 6 of the bake-user order).
@@ -372,7 +399,7 @@ impl Tree {
     pub fn group(&self, name: &str) -> Option<&crate::groups::Group> {
         self.groups_by_name
             .map
-            .get(&normalize_name(name))
+            .get(&*normalized(name))
             .map(|i| &self.groups[*i])
     }
     /// The group builder that supplies the base-image prerequisites of an
@@ -420,14 +447,14 @@ impl Tree {
     pub fn instance(&self, name: &str) -> Option<&crate::fleet::Instance> {
         self.instances_by_name
             .map
-            .get(&normalize_name(name))
+            .get(&*normalized(name))
             .map(|i| &self.instances[*i])
     }
     /// A storage by name or alias.
     pub fn storage(&self, name: &str) -> Option<&crate::fleet::Storage> {
         self.storages_by_name
             .map
-            .get(&normalize_name(name))
+            .get(&*normalized(name))
             .map(|i| &self.storages[*i])
     }
     /// An instance builder by name or alias; `default` is the one marked
@@ -471,7 +498,7 @@ impl Tree {
     /// declaration order. Indexed at load: O(children).
     pub fn children(&self, name: &str) -> Vec<&Image> {
         self.kids
-            .get(&normalize_name(name))
+            .get(&*normalized(name))
             .map(|v| v.iter().map(|&i| &self.images[i]).collect())
             .unwrap_or_default()
     }
@@ -502,11 +529,17 @@ impl Tree {
     }
 
     /// The OS builder at the root of `image`'s chain.
+    /// The same walk as [`Tree::chain`], without collecting the links (the
+    /// compile asks it several times per image).
     pub fn chain_root<'a>(&'a self, image: &'a Image) -> Option<&'a OsBuilder> {
-        match self.chain(image).last() {
-            Some(ChainLink::Os(o)) => Some(o),
-            _ => None,
+        let mut cur = image;
+        for _ in 0..self.images.len() + 1 {
+            match &cur.parent {
+                Parent::Os(o) => return self.os_builder(o),
+                Parent::Image(p) => cur = self.image(p)?,
+            }
         }
+        None
     }
 
     /// The capabilities of the chain root (N24).
@@ -879,4 +912,51 @@ fn secret_tags_as_tokens(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_name_is_normalized_only_when_normalizing_keeps_it() {
+        for s in ["web", "web_1", "deb-12", "ünï", "a\tb"] {
+            assert!(is_normalized(s), "{s:?}");
+            assert!(matches!(normalized(s), std::borrow::Cow::Borrowed(_)));
+        }
+        for (s, n) in [
+            ("Web", "web"),
+            (" web", "web"),
+            ("web\n", "web"),
+            ("a b", "a_b"),
+            ("a:b", "a_b"),
+            ("\u{a0}web", "web"),
+        ] {
+            assert!(!is_normalized(s), "{s:?}");
+            assert_eq!(normalized(s), n);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn normalized_is_normalize_name(s in "[ a-zA-Z:_\\-\t\u{a0}\u{e9}\u{c9}0-9]{0,12}") {
+            let n = normalize_name(&s);
+            prop_assert_eq!(&*normalized(&s), n.as_str());
+            prop_assert!(is_normalized(&normalize_name(&s)));
+        }
+    }
+
+    #[test]
+    fn an_index_finds_a_name_in_any_spelling() {
+        let mut ix = Index::default();
+        ix.map.insert("web_1".into(), 3);
+        ix.default = Some(0);
+        assert_eq!(ix.get("web_1"), Some(3));
+        assert_eq!(ix.get(" Web:1 "), Some(3));
+        assert_eq!(ix.get("WEB 1"), Some(3));
+        assert_eq!(ix.get("web_2"), None);
+        assert_eq!(ix.get("Default"), Some(0));
+        assert_eq!(ix.get(""), Some(0));
+    }
 }

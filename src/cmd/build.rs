@@ -50,12 +50,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     // Records on a shared store: leases per (series, runtime) instead of
     // the tree lock (csis_ops::build takes them).
     let shared = MetaState::of_tree(&global.dir).is_remote();
-    let _lock = if shared {
+    // Taken without the holder's note: a build answered by its no-op stamp
+    // writes nothing; the build notes itself when it goes past the stamp.
+    let lock = if shared {
         None
     } else {
-        match local.lock(!args.no_wait, |holder| {
-            eprintln!("waiting for another csis to release the tree lock ({holder})");
-        }) {
+        match local.lock_unnoted(!args.no_wait, super::say_waiting) {
             Ok(l) => Some(l),
             Err(e @ CacheError::Locked { .. }) => {
                 eprintln!("error: {e}");
@@ -82,7 +82,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         cancel,
         keep_failed: args.keep_failed,
     };
-    let outcome = csis_ops::build::run(&global.tree(), &opts, Arc::new(renderer.clone()))?;
+    let outcome = csis_ops::build::run(
+        &global.tree(),
+        &opts,
+        lock.as_ref(),
+        Arc::new(renderer.clone()),
+    )?;
     match &outcome {
         BuildOutcome::Replayed(replay) => {
             for w in &replay.warnings {

@@ -34,7 +34,13 @@ pub mod watch;
 
 /// What a command says while another csis holds the tree lock.
 pub(crate) fn say_waiting(holder: &str) {
-    eprintln!("waiting for another csis to release the tree lock ({holder})");
+    if holder.is_empty() {
+        // (A holder that has not said who it is: a build answering from
+        // its no-op stamp, done in milliseconds.)
+        eprintln!("waiting for another csis to release the tree lock");
+    } else {
+        eprintln!("waiting for another csis to release the tree lock ({holder})");
+    }
 }
 
 /// Open the tree of the global options for an operation.

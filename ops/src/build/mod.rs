@@ -124,10 +124,13 @@ impl BuildOutcome {
     }
 }
 
-/// Run one build. The caller holds the tree lock.
+/// Run one build. The caller holds the tree lock (`lock`, when it is this
+/// process's: noted once the build goes past its no-op stamp, so that a
+/// build the stamp answers writes nothing into it).
 pub fn run(
     tree: &TreeArgs,
     args: &BuildOptions,
+    lock: Option<&csis_cache::TreeLock>,
     reporter: Arc<dyn Reporter>,
 ) -> Result<BuildOutcome> {
     let local = LocalDir::of_tree(&tree.dir);
@@ -142,6 +145,9 @@ pub fn run(
     };
     if let Some(replay) = stamp.as_ref().and_then(|s| s.replay()) {
         return Ok(BuildOutcome::Replayed(replay));
+    }
+    if let Some(l) = lock {
+        l.note_holder();
     }
     let mut session = crate::session::open(&tree.dir, &tree.load_options())?;
     let sel = session.select(&args.patterns)?;
