@@ -215,7 +215,18 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
     // the next build (its owner is gone) leaves it alone, and a fixed
     // tree builds
     write_web(&root, "echo fixed > /web.txt");
-    ok(&root, &["build"]);
+    ok(&root, &["build", "--keep-failed"]);
+    // a bake that succeeded under --keep-failed: its image carries no kept mark
+    let web = last_build(&root, "web");
+    let mark = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"csis_kept_failed\"}}",
+        &web,
+    ])
+    .unwrap_or_default();
+    assert_eq!(mark.trim(), "", "{web}: csis_kept_failed={mark}");
     assert_eq!(
         containers(true, &[&format!("name=csis-failed-{rt}-web-")]),
         vec![kept.clone()]

@@ -25,7 +25,9 @@ pub const BLANKED_LABEL: &str = tags::DOCKER_BLANKED;
 /// carries them blanked (a commit merges the container's labels in): they
 /// are not the image's tags.
 pub fn is_bake_mark(key: &str) -> bool {
-    tags::BAKE_MARKS.contains(&key) || tags::BAKE_OWNER_MARKS.contains(&key)
+    tags::BAKE_MARKS.contains(&key)
+        || tags::BAKE_OWNER_MARKS.contains(&key)
+        || key == tags::KEPT_FAILED
 }
 
 /// A bake container's owner, by its mark in either spelling.

@@ -380,6 +380,8 @@ impl DockerRuntime {
         for (k, v) in labels::blanked_bake_marks() {
             labels.insert(k.to_string(), v.to_string());
         }
+        // nor is a bake's `--keep-failed` mark (it was set for a failure)
+        labels.insert(tags::KEPT_FAILED.to_string(), String::new());
         let opts = CommitContainerOptionsBuilder::default()
             .container(container)
             .pause(true)

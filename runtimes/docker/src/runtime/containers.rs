@@ -144,6 +144,9 @@ impl DockerRuntime {
                     .map(|n| n.trim_start_matches('/').to_string())
                     .find(|n| n.starts_with(&prefix))?;
                 let labels = c.labels.unwrap_or_default();
+                // a machine of an image whose bake ran under --keep-failed
+                // carries the blanked mark: not a kept bake
+                labels.get(tags::KEPT_FAILED).filter(|v| !v.is_empty())?;
                 Some(csis_runtime::KeptBake {
                     inspect: self.inspect_command(&name),
                     name,
