@@ -84,8 +84,7 @@ fn an_input_changed_back_reinstates_the_builds_of_those_inputs() {
     assert_eq!(build(d, &[]).0, 0);
     let heads = |d: &std::path::Path| {
         let l = lineage(d);
-        ["web", "app", "tools", "app-pinned"]
-            .map(|s| l.head(s, "sim").unwrap().build_id.clone())
+        ["web", "app", "tools", "app-pinned"].map(|s| l.head(s, "sim").unwrap().build_id.clone())
     };
     let first = heads(d);
     let pb = d.join("playbooks/web.yml");
@@ -105,7 +104,10 @@ fn an_input_changed_back_reinstates_the_builds_of_those_inputs() {
             .find(|n| n["label"] == format!("//images/{s}@sim:bake"))
             .unwrap();
         assert_eq!(n["code"], "reinstate", "{n}");
-        assert!(n["reason"].as_str().unwrap().contains("nothing bakes"), "{n}");
+        assert!(
+            n["reason"].as_str().unwrap().contains("nothing bakes"),
+            "{n}"
+        );
     }
     let (code, ev) = build(d, &[]);
     assert_eq!(code, 0, "{ev:?}");
@@ -117,7 +119,10 @@ fn an_input_changed_back_reinstates_the_builds_of_those_inputs() {
     let l = lineage(d);
     assert_eq!(l.builds.len(), records, "no record added");
     let web = l.find(&first[0]).unwrap();
-    assert!(web.reinstated_by_run.as_deref() > web.run.as_deref(), "{web:?}");
+    assert!(
+        web.reinstated_by_run.as_deref() > web.run.as_deref(),
+        "{web:?}"
+    );
     // follow moved app's pin back; pinned kept its own
     let p = pins(d);
     assert_eq!(p.image_pin("app", "sim"), Some(first[0].as_str()));
@@ -149,7 +154,11 @@ fn a_revoked_build_is_not_reinstated() {
         .args(["revoke", &web1, "--reason", "bad"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&pb, &text).unwrap();
     let nodes = plan(d, &[]);
     let web = nodes

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use hcl::structure::{Block, Body};
 use serde_json::Value;
 
-
 /// What the original's emission names (its runtime-builders.yml).
 const GOLDEN_VPC: &str = "vpc-8e30b427eabe68436";
 const GOLDEN_SUBNET: &str = "subnet-e05b3d8c529c5f05e";
@@ -33,7 +32,7 @@ fn emitted(t: &Starter, dir: &str, file: &str) -> String {
     let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     s.replace(t.net["vpc"].as_str().unwrap(), GOLDEN_VPC)
         .replace(t.net["subnet"].as_str().unwrap(), GOLDEN_SUBNET)
-    }
+}
 
 fn blocks(body: &Body) -> Vec<Block> {
     body.blocks().cloned().collect()
@@ -375,15 +374,15 @@ fn dry_run_of_the_standard_aws_starter_matches_the_original() {
         .replace(MOTO_AMI, GOLDEN_AMI)
         .replace(&format!("\"{MOTO_AMI_OWNER}\""), "\"amazon\"");
     assert!(
-        emitted(&t, "base-image/el10@aws-main", "source-el10.pkr.hcl")
-            .contains(MOTO_AMI),
+        emitted(&t, "base-image/el10@aws-main", "source-el10.pkr.hcl").contains(MOTO_AMI),
         "the resolved vendor AMI"
     );
     let g = std::fs::read_to_string(golden.join("base-image/packer-ebs/image-generation/block-000/packer-ebs-image-generation-source-el10-block-000.pkr.hcl")).unwrap();
     assert_same_source(&el10, &g);
 
     // the child of a base baking in this run: owners self, the base's name pattern
-    let node = emitted(&t, 
+    let node = emitted(
+        &t,
         "instance-image/team-node@aws-main",
         "source-team-node.pkr.hcl",
     );
@@ -585,7 +584,8 @@ fn a_secret_mod_config_reaches_ansible_through_a_private_file() {
         );
     }
     // the build block names the file; the file holds the config, 0600
-    let build = emitted(&t, 
+    let build = emitted(
+        &t,
         "instance-image/team-node@aws-main",
         "build-team-node.pkr.hcl",
     );

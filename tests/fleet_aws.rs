@@ -119,7 +119,10 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         .filter(|n| n["due"] == true && n["kind"] == "bake")
         .collect();
     assert!(due.is_empty(), "every bake is recorded: {due:#?}");
-    let node_ami = amis["team-node"].as_str().expect("team-node was seeded").to_string();
+    let node_ami = amis["team-node"]
+        .as_str()
+        .expect("team-node was seeded")
+        .to_string();
 
     // The stand-in, and the apply flags on.
     let bin = t.root.parent().unwrap().join("bin");
@@ -135,7 +138,11 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let env = vec![
         (
             "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
         ),
         ("TOFU_RECORD", record.display().to_string()),
         ("TOFU_PLAN_JSON", plan_json.display().to_string()),
@@ -173,11 +180,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             .lines()
             .map(|l| {
                 let (cwd, argv) = l.split_once('|').unwrap();
-                let dir = cwd
-                    .split("/generated/")
-                    .nth(1)
-                    .unwrap_or(cwd)
-                    .to_string();
+                let dir = cwd.split("/generated/").nth(1).unwrap_or(cwd).to_string();
                 (dir, argv.to_string())
             })
             .collect()
@@ -200,11 +203,18 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             && said.contains("refused, nothing applied"),
         "{said}"
     );
-    assert!(!calls().iter().any(|(_, a)| a.starts_with("apply")), "{:?}", calls());
+    assert!(
+        !calls().iter().any(|(_, a)| a.starts_with("apply")),
+        "{:?}",
+        calls()
+    );
     assert!(named().is_empty(), "nothing applied");
     let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
     assert!(fleet.storage_state("data").is_none(), "nothing recorded");
-    assert!(fleet.launch_record("team-node-1").is_none(), "nothing recorded");
+    assert!(
+        fleet.launch_record("team-node-1").is_none(),
+        "nothing recorded"
+    );
 
     // 2. creations only: applied, storage root first, then the instance root
     std::fs::write(
@@ -225,27 +235,52 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             .map(|(_, a)| a.split_whitespace().next().unwrap().to_string())
             .collect()
     };
-    assert_eq!(seq("storage/aws-ebs/"), ["init", "plan", "show", "apply"], "{c:?}");
+    assert_eq!(
+        seq("storage/aws-ebs/"),
+        ["init", "plan", "show", "apply"],
+        "{c:?}"
+    );
     assert_eq!(
         seq("instance-image/tofu-aws/"),
         ["init", "plan", "show", "apply"],
         "{c:?}"
     );
     for root in ["identity/opa-groups/", "identity/okta-users/"] {
-        assert_eq!(seq(root), ["init", "plan", "show", "apply"], "{root}: {c:?}");
+        assert_eq!(
+            seq(root),
+            ["init", "plan", "show", "apply"],
+            "{root}: {c:?}"
+        );
     }
-    let first_instance = c.iter().position(|(d, _)| d.starts_with("instance-image/")).unwrap();
-    let last_storage = c.iter().rposition(|(d, _)| d.starts_with("storage/")).unwrap();
-    let last_identity = c.iter().rposition(|(d, _)| d.starts_with("identity/")).unwrap();
-    assert!(last_storage < first_instance, "the storage root applies first: {c:?}");
-    assert!(last_identity < first_instance, "the identity roots before the instance root: {c:?}");
+    let first_instance = c
+        .iter()
+        .position(|(d, _)| d.starts_with("instance-image/"))
+        .unwrap();
+    let last_storage = c
+        .iter()
+        .rposition(|(d, _)| d.starts_with("storage/"))
+        .unwrap();
+    let last_identity = c
+        .iter()
+        .rposition(|(d, _)| d.starts_with("identity/"))
+        .unwrap();
+    assert!(
+        last_storage < first_instance,
+        "the storage root applies first: {c:?}"
+    );
+    assert!(
+        last_identity < first_instance,
+        "the identity roots before the instance root: {c:?}"
+    );
     assert!(
         c.iter().any(|(d, a)| d.starts_with("storage/")
             && a.contains("-backend-config=aws-ebs-storage-generation.tfbackend.hcl")),
         "{c:?}"
     );
     // the instance root planned with the team-node AMI
-    let root = t.root.join("generated/instance-image/tofu-aws/instance-generation");
+    let root = t
+        .root
+        .join("generated/instance-image/tofu-aws/instance-generation");
     let vars: String = std::fs::read_dir(&root)
         .unwrap()
         .flatten()
@@ -279,7 +314,9 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     assert_eq!(node["state"], "launched", "{inst:#}");
     assert_eq!(node["generation"], 1, "{inst:#}");
     assert_eq!(node["build"], Value::from(node_ami.clone()), "{inst:#}");
-    let gen = fleet.current_generation("team-node-1").expect("generation 1 open");
+    let gen = fleet
+        .current_generation("team-node-1")
+        .expect("generation 1 open");
     assert_eq!(gen.instance_id.as_deref(), Some(machines[0].as_str()));
     let pins = csis_cache::MetaState::of_tree(&t.root).pins().unwrap();
     assert_eq!(pins.instances.get("team-node-1"), Some(&node_ami));
@@ -316,7 +353,10 @@ fn the_posix_starter_emits_its_roots_without_an_identity_root() {
     let generated = t.root.join("generated");
     assert!(generated.join("storage").is_dir(), "{out}\n{err}");
     assert!(generated.join("instance-image").is_dir(), "{out}\n{err}");
-    assert!(!generated.join("identity").exists(), "no identity provider, no identity root");
+    assert!(
+        !generated.join("identity").exists(),
+        "no identity provider, no identity root"
+    );
     let mut tf = String::new();
     let mut stack = vec![generated.join("instance-image")];
     while let Some(d) = stack.pop() {
@@ -330,7 +370,10 @@ fn the_posix_starter_emits_its_roots_without_an_identity_root() {
         }
     }
     assert!(tf.contains("module \"instance_"), "{tf}");
-    assert!(!tf.contains("opa_groups"), "no reference to an identity root: {tf}");
+    assert!(
+        !tf.contains("opa_groups"),
+        "no reference to an identity root: {tf}"
+    );
     // a posix group exists on the machines of its images (the bake makes it
     // with its declared gid): the user data reads no gid from elsewhere
     assert!(tf.contains("\"group_gid\" = \"\""), "{tf}");

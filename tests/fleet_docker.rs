@@ -236,7 +236,11 @@ fn docker_fleet_lifecycle() {
     // again, and the plan is current as before.
     let before = |f: &str| std::fs::read_to_string(t.meta().dir().join(f)).unwrap();
     let (launch_before, pins_before) = (before("launch-params.yaml"), before("pins.yaml"));
-    for f in ["launch-params.yaml", "instance-state.yaml", "storage-state.yaml"] {
+    for f in [
+        "launch-params.yaml",
+        "instance-state.yaml",
+        "storage-state.yaml",
+    ] {
         std::fs::remove_file(t.meta().dir().join(f)).unwrap();
     }
     let mut pins = t.meta().pins().unwrap();
@@ -250,7 +254,10 @@ fn docker_fleet_lifecycle() {
             && dry.contains("would adopt instance follower (follower-001"),
         "{dry}"
     );
-    assert!(!t.meta().dir().join("launch-params.yaml").exists(), "a dry run writes nothing");
+    assert!(
+        !t.meta().dir().join("launch-params.yaml").exists(),
+        "a dry run writes nothing"
+    );
     let out = t.ok(&["state", "import", "--instances", "--storages", "--json"]);
     let r: Value = serde_json::from_str(&out).unwrap();
     let names = |k: &str| -> Vec<String> {

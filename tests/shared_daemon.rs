@@ -380,7 +380,8 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         .any(|t| t.contains(&format!("kept {named}")) && t.contains("released"));
     assert!(kept, "the bake log says why {named} is kept\n{out}\n{err}");
     // (a release of a build lineage lacks is hard drift: put right by hand here)
-    meta.save_releases(&csis_cache::Releases::default()).unwrap();
+    meta.save_releases(&csis_cache::Releases::default())
+        .unwrap();
     let _ = docker(&["rmi", "-f", &named]);
     // adopted, not baked again: web's newest record is the killed bake's image
     let web = ids(&root, "web");

@@ -371,10 +371,16 @@ fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
     ok(&a, &["build"]);
     let first = last_build(&a, "web");
     let tagged = || {
-        docker(&["image", "inspect", "--format", "{{.Id}}", &format!("{repo}:web")])
-            .unwrap()
-            .trim()
-            .to_string()
+        docker(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &format!("{repo}:web"),
+        ])
+        .unwrap()
+        .trim()
+        .to_string()
     };
     assert_eq!(tagged(), first);
     write_web(&a, "echo two > /web.txt");
@@ -393,7 +399,11 @@ fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
         .unwrap();
     assert_eq!(summary["baked"], 0, "{out}");
     assert_eq!(summary["reused"], 1, "{out}");
-    assert_eq!(tagged(), first, "the movable tag is back on the first build");
+    assert_eq!(
+        tagged(),
+        first,
+        "the movable tag is back on the first build"
+    );
     let l = csis_cache::MetaState::of_tree(&a).lineage().unwrap();
     assert_eq!(l.head("web", rt).unwrap().build_id, first);
     // both builds still stand and the next build is current

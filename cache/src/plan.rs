@@ -65,7 +65,9 @@ impl LineageRecords {
         let mut all: HashMap<(&str, &str), Vec<&BuildRecord>> = HashMap::new();
         for b in &lineage.builds {
             if let Some(rt) = &b.runtime {
-                all.entry((b.series.as_str(), rt.as_str())).or_default().push(b);
+                all.entry((b.series.as_str(), rt.as_str()))
+                    .or_default()
+                    .push(b);
             }
         }
         let heads = all

@@ -356,7 +356,12 @@ impl Recorder {
             });
         }
         let lpath = self.meta.dir().join(LINEAGE_FILE);
-        let Some(pos) = st.lineage.builds.iter().position(|b| b.build_id == build_id) else {
+        let Some(pos) = st
+            .lineage
+            .builds
+            .iter()
+            .position(|b| b.build_id == build_id)
+        else {
             return Err(CacheError::Parse {
                 path: lpath,
                 message: format!("build {build_id} is not recorded: it cannot be reinstated"),

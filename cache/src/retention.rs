@@ -323,9 +323,7 @@ pub fn retention_plan(
         let Some(k) = keep(&series, &rt) else {
             continue;
         };
-        builds.sort_by(|a, b| {
-            crate::lineage::run_order(a.1, b.1).then(a.0.cmp(&b.0))
-        });
+        builds.sort_by(|a, b| crate::lineage::run_order(a.1, b.1).then(a.0.cmp(&b.0)));
         let kept: BTreeSet<usize> = builds
             .iter()
             .rev()

@@ -69,11 +69,16 @@ fn a_reinstatement_is_durable_and_replays_from_the_journal() {
     };
     {
         let r = Recorder::open(m.clone(), &j).unwrap();
-        r.record(rec("a", "2026_11_01t00_00_00_000000"), None).unwrap();
-        r.record(rec("b", "2026_11_02t00_00_00_000000"), None).unwrap();
-        r.reinstate("a", "2026_11_03t00_00_00_000000", None).unwrap();
+        r.record(rec("a", "2026_11_01t00_00_00_000000"), None)
+            .unwrap();
+        r.record(rec("b", "2026_11_02t00_00_00_000000"), None)
+            .unwrap();
+        r.reinstate("a", "2026_11_03t00_00_00_000000", None)
+            .unwrap();
         assert_eq!(r.head_build("s", "rt").as_deref(), Some("a"));
-        assert!(r.reinstate("missing", "2026_11_03t00_00_00_000000", None).is_err());
+        assert!(r
+            .reinstate("missing", "2026_11_03t00_00_00_000000", None)
+            .is_err());
     }
     let l = m.lineage().unwrap();
     assert_eq!(l.head("s", "rt").unwrap().build_id, "a");

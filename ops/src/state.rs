@@ -411,11 +411,15 @@ fn import_fleet(
     let mut out = import::decide(tree, &view, &inventories, parts);
     if !dry_run && (!out.instances.is_empty() || !out.storages.is_empty()) {
         let root = tree.root();
-        let recorder = csis_cache::Recorder::open(
-            cx.meta.clone(),
-            LocalDir::of_tree(root).journal(),
+        let recorder =
+            csis_cache::Recorder::open(cx.meta.clone(), LocalDir::of_tree(root).journal())?;
+        import::record(
+            tree,
+            &cx.meta,
+            &recorder,
+            &csis_cache::run_id_now(),
+            &mut out,
         )?;
-        import::record(tree, &cx.meta, &recorder, &csis_cache::run_id_now(), &mut out)?;
     }
     Ok(out)
 }

@@ -103,7 +103,10 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
             }
             if let Some(f) = &r.fleet {
                 for s in &f.storages {
-                    println!("{verb} storage {} ({} on {}, active)", s.name, s.id, s.runtime);
+                    println!(
+                        "{verb} storage {} ({} on {}, active)",
+                        s.name, s.id, s.runtime
+                    );
                 }
                 for i in &f.instances {
                     println!(
@@ -122,7 +125,11 @@ pub fn run(global: &GlobalArgs, cmd: StateCommand) -> Result<ExitCode> {
             if r.adopted.is_empty() && fleet_empty {
                 println!(
                     "nothing to import: no foreign images{}",
-                    if r.fleet.is_some() { ", instances or storages" } else { "" }
+                    if r.fleet.is_some() {
+                        ", instances or storages"
+                    } else {
+                        ""
+                    }
                 );
             }
             Ok(ExitCode::SUCCESS)

@@ -139,7 +139,9 @@ impl Starter {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join(starter);
         csis_testkit::copy_dir(
-            &reference.join("cs-image-system-0.1.1-starters").join(starter),
+            &reference
+                .join("cs-image-system-0.1.1-starters")
+                .join(starter),
             &root,
         );
         replace_in(
@@ -202,4 +204,3 @@ impl Starter {
         )
     }
 }
-

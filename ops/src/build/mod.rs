@@ -431,8 +431,18 @@ pub(crate) fn keeps_machines(session: &Session, plan: &Plan) -> bool {
         .nodes
         .iter()
         .filter(|n| n.kind == NodeKind::Instance)
-        .filter(|n| graph.node(n.id).attr(csis_rules::compile::GATED_ATTR).is_none())
-        .filter(|n| graph.node(n.id).attr(csis_rules::compile::DECOMMISSION_ATTR) != Some("true"))
+        .filter(|n| {
+            graph
+                .node(n.id)
+                .attr(csis_rules::compile::GATED_ATTR)
+                .is_none()
+        })
+        .filter(|n| {
+            graph
+                .node(n.id)
+                .attr(csis_rules::compile::DECOMMISSION_ATTR)
+                != Some("true")
+        })
         .filter_map(|n| graph.node(n.id).attr("instance"))
         .collect();
     if instances.is_empty() {
@@ -655,7 +665,10 @@ impl BuildState {
         let tofu = |ty: Option<&str>| ty.is_some_and(crate::fleet::tofu::is_tofu);
         let done = match c.spec(cx.id()) {
             NodeSpec::Storage(s)
-                if tofu(tree.storage_builder(&s.builder).map(|b| b.model.type_.as_str())) =>
+                if tofu(
+                    tree.storage_builder(&s.builder)
+                        .map(|b| b.model.type_.as_str()),
+                ) =>
             {
                 let siblings: Vec<_> = self
                     .fleet_specs()
@@ -796,7 +809,10 @@ fn order_tofu_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
             }
             NodeSpec::Storage(s)
                 if due.contains(&id)
-                    && tofu(tree.storage_builder(&s.builder).map(|b| b.model.type_.as_str())) =>
+                    && tofu(
+                        tree.storage_builder(&s.builder)
+                            .map(|b| b.model.type_.as_str()),
+                    ) =>
             {
                 storages.push(id)
             }
@@ -811,7 +827,10 @@ fn order_tofu_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
         edges.extend(storages.iter().map(|&s| (node, s)));
     }
     for (n, dep) in edges {
-        let _ = session.compiled.graph.add_dep(n, dep, csis_engine::Dep::Order);
+        let _ = session
+            .compiled
+            .graph
+            .add_dep(n, dep, csis_engine::Dep::Order);
     }
     session
 }

@@ -435,7 +435,10 @@ pub(super) fn script_of(
 
 /// The runtime's id of each storage the instance mounts (recorded by its
 /// storage node, which ran before).
-pub(super) fn mount_requests(v: &FleetView, inst: &Instance) -> Result<Vec<MountRequest>, NodeError> {
+pub(super) fn mount_requests(
+    v: &FleetView,
+    inst: &Instance,
+) -> Result<Vec<MountRequest>, NodeError> {
     inst.mounts
         .iter()
         .map(|m| {

@@ -130,7 +130,9 @@ fn instances_of(
             ));
             continue;
         };
-        if v.records.launch_record(&inst.name).is_some_and(|r| r.launched)
+        if v.records
+            .launch_record(&inst.name)
+            .is_some_and(|r| r.launched)
             || v.records.current_generation(&inst.name).is_some()
         {
             continue;

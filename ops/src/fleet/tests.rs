@@ -276,7 +276,12 @@ fn the_view_merges_the_journal_of_an_interrupted_build() {
         instance_id: Some("c1".into()),
         provider_hostname: None,
     };
-    let _ = r.record_launch("web", launched("b1"), &machine, "2026_12_02t00_00_00_000000");
+    let _ = r.record_launch(
+        "web",
+        launched("b1"),
+        &machine,
+        "2026_12_02t00_00_00_000000",
+    );
     drop(r);
     std::fs::remove_dir_all(&file).unwrap();
     assert!(

@@ -39,7 +39,9 @@ use csis_tofu::runner::{Gate, Mode, Outcome, Sequence, Tofu};
 use tokio::sync::OnceCell;
 
 use super::apply::{launch_record, Applied, Apply};
-use super::plan::{decide_instance, decide_storage, storage_transition, Action, InstanceCase, StorageCase};
+use super::plan::{
+    decide_instance, decide_storage, storage_transition, Action, InstanceCase, StorageCase,
+};
 
 /// A storage or instance builder that works through a tofu root.
 pub fn is_tofu(builder_type: &str) -> bool {
@@ -182,7 +184,8 @@ impl RootRuns {
                     allowed_destroys: ask.allowed.clone(),
                 };
                 let flag = self.flag.clone();
-                let (setting, builder, runtime) = (ask.setting, ask.builder.clone(), ask.runtime.clone());
+                let (setting, builder, runtime) =
+                    (ask.setting, ask.builder.clone(), ask.runtime.clone());
                 let apply_flag = move || flag(setting, &builder, &runtime);
                 let seq = Sequence {
                     dir: &dir,
@@ -215,7 +218,10 @@ fn applied(run: &RootRun, out: &mut Applied) -> Result<bool, NodeError> {
             reasons.join("; ")
         ))),
         Outcome::Gated | Outcome::Validated => {
-            out.reason = format!("{} (the apply flag is off now: nothing applied)", out.reason);
+            out.reason = format!(
+                "{} (the apply flag is off now: nothing applied)",
+                out.reason
+            );
             Ok(false)
         }
     }
@@ -274,7 +280,11 @@ pub async fn instance(
             _ => {}
         }
         if s.declared.is_some() {
-            if let Some(b) = sd.build.clone().or_else(|| v.launched(&s.name).map(|r| r.build.clone())) {
+            if let Some(b) = sd
+                .build
+                .clone()
+                .or_else(|| v.launched(&s.name).map(|r| r.build.clone()))
+            {
                 ask.images.push((s.name.clone(), b));
             }
         }
@@ -285,7 +295,10 @@ pub async fn instance(
         return Ok(out);
     }
     // What the apply made: the machine named after the instance.
-    let inv = a.rt.inventory().await.map_err(|e| NodeError::new(e.to_string()))?;
+    let inv =
+        a.rt.inventory()
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
     let found: Vec<_> = inv
         .instances
         .iter()
@@ -308,7 +321,10 @@ pub async fn instance(
             .map_err(|e| NodeError::new(format!("the decommission: {e}")))?;
         return Ok(out);
     }
-    let inst = spec.declared.as_ref().expect("declared: not a decommission");
+    let inst = spec
+        .declared
+        .as_ref()
+        .expect("declared: not a decommission");
     let build = d.build.clone().unwrap_or_default();
     let machine_of = |m: &csis_runtime::InstanceFacts| m.id.clone();
     let old_id = v
@@ -341,9 +357,15 @@ pub async fn instance(
     out.generation = Some(generation);
     let standing = v.records.current_generation(&spec.name).map(|g| g.number);
     let recorded = match (d.action, standing) {
-        (Action::Relaunch, Some(g)) => a.recorder.record_relaunched(&spec.name, g, record, &machine, a.run),
-        (Action::Replace, Some(g)) => a.recorder.record_replaced(&spec.name, g, record, &machine, a.run),
-        _ => a.recorder.record_launch(&spec.name, record, &machine, a.run),
+        (Action::Relaunch, Some(g)) => a
+            .recorder
+            .record_relaunched(&spec.name, g, record, &machine, a.run),
+        (Action::Replace, Some(g)) => a
+            .recorder
+            .record_replaced(&spec.name, g, record, &machine, a.run),
+        _ => a
+            .recorder
+            .record_launch(&spec.name, record, &machine, a.run),
     };
     recorded.map_err(|e| NodeError::new(format!("the launch: {e}")))?;
     (a.log)(format!("{} is {} (applied by tofu)", spec.name, m.id));
@@ -359,7 +381,8 @@ pub async fn storage(
 ) -> Result<Applied, NodeError> {
     let v = a.view()?;
     let case = StorageCase::of_spec(a.tree, spec);
-    let t = storage_transition(&v, &case).map_err(|e| NodeError::new(format!("{}: {e}", spec.name)))?;
+    let t =
+        storage_transition(&v, &case).map_err(|e| NodeError::new(format!("{}: {e}", spec.name)))?;
     let d = decide_storage(&v, &case);
     let mut out = Applied {
         action: d.action.as_str().into(),
@@ -399,7 +422,10 @@ pub async fn storage(
     // A volume the apply made (the module tags it `Name = <storage>`): its
     // id is the storage's (an EFS or a bucket is no volume: none here).
     if d.action == Action::Create {
-        let inv = a.rt.inventory().await.map_err(|e| NodeError::new(e.to_string()))?;
+        let inv =
+            a.rt.inventory()
+                .await
+                .map_err(|e| NodeError::new(e.to_string()))?;
         let ours = |v: &&csis_runtime::VolumeFacts| {
             v.labels.get("Name") == Some(&spec.name)
                 && v.config

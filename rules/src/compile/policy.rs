@@ -136,7 +136,9 @@ pub fn reinstate_rule() -> impl csis_engine::Rule {
         let e = rec.earlier_with(cx.fingerprint)?;
         let build = e.build.as_deref()?;
         if let (Some(days), Some(age)) = (
-            cx.node.attr("refresh_days").and_then(|d| d.parse::<u64>().ok()),
+            cx.node
+                .attr("refresh_days")
+                .and_then(|d| d.parse::<u64>().ok()),
             e.age,
         ) {
             if age >= Duration::from_secs(days * 86_400) {

@@ -136,7 +136,11 @@ impl AwsRuntime {
         for i in marked {
             let tags = tag_map(i.tags());
             if tags.contains_key(tags::KEPT_FAILED) {
-                kept_groups.extend(i.security_groups().iter().filter_map(|g| g.group_id.clone()));
+                kept_groups.extend(
+                    i.security_groups()
+                        .iter()
+                        .filter_map(|g| g.group_id.clone()),
+                );
                 kept_keys.extend(i.key_name.clone());
                 continue;
             }
@@ -298,12 +302,17 @@ impl AwsRuntime {
                 filters.push(Filter::builder().name(format!("tag:{k}")).values(v).build());
             }
         }
-        let found = self.instances_where(filters, "describe_instances: ").await?;
+        let found = self
+            .instances_where(filters, "describe_instances: ")
+            .await?;
         let ids: Vec<String> = found.iter().filter_map(|i| i.instance_id.clone()).collect();
         if ids.is_empty() {
             return Ok(ids);
         }
-        let run = lineage.get(tags::RUN).cloned().unwrap_or_else(|| "unknown".into());
+        let run = lineage
+            .get(tags::RUN)
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
         self.clients()
             .ec2()
             .await

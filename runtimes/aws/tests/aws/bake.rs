@@ -239,8 +239,14 @@ async fn a_failed_bake_that_keeps_its_machine_leaves_a_marked_builder_instance()
     assert!(rt.keeps_failed_bakes("packer-ebs"));
     let e = rt.bake(&req).await.unwrap_err().to_string();
     assert!(e.contains("build failed on purpose"), "{e}");
-    assert!(e.contains(&format!("builder instance {builder} kept")), "{e}");
-    assert!(e.contains(&format!("csis empty --runtime {name} --remove")), "{e}");
+    assert!(
+        e.contains(&format!("builder instance {builder} kept")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("csis empty --runtime {name} --remove")),
+        "{e}"
+    );
     assert!(
         std::fs::read_to_string(&log)
             .unwrap()
@@ -250,7 +256,12 @@ async fn a_failed_bake_that_keeps_its_machine_leaves_a_marked_builder_instance()
     let tags_of = |id: String| {
         let ec2 = ec2.clone();
         async move {
-            let out = ec2.describe_instances().instance_ids(id).send().await.unwrap();
+            let out = ec2
+                .describe_instances()
+                .instance_ids(id)
+                .send()
+                .await
+                .unwrap();
             let i = &out.reservations()[0].instances()[0];
             let t: BTreeMap<String, String> = i
                 .tags()
@@ -282,7 +293,11 @@ async fn a_failed_bake_that_keeps_its_machine_leaves_a_marked_builder_instance()
     assert_eq!(tags_of(builder.clone()).await.1, "running");
 
     let inv = rt.inventory().await.unwrap();
-    let kept: Vec<_> = inv.kept_failed.iter().filter(|k| k.name == builder).collect();
+    let kept: Vec<_> = inv
+        .kept_failed
+        .iter()
+        .filter(|k| k.name == builder)
+        .collect();
     assert_eq!(kept.len(), 1, "{inv:?}");
     assert_eq!(kept[0].run.as_deref(), Some(run));
     assert_eq!(kept[0].series.as_deref(), Some("web"));
@@ -296,5 +311,8 @@ async fn a_failed_bake_that_keeps_its_machine_leaves_a_marked_builder_instance()
     assert!(rt.remove_kept_bake(&builder).await.unwrap());
     let state = tags_of(builder.clone()).await.1;
     assert!(state == "shutting-down" || state == "terminated", "{state}");
-    assert!(!rt.remove_kept_bake(&builder).await.unwrap(), "gone already");
+    assert!(
+        !rt.remove_kept_bake(&builder).await.unwrap(),
+        "gone already"
+    );
 }
