@@ -289,16 +289,7 @@ impl Recorder {
         })?;
         // 1. the journal, fsynced
         let entry = JournalEntry::build(record.clone(), pin.clone());
-        let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
-            path: self.journal.clone(),
-            message: e.to_string(),
-        })?;
-        line.push('\n');
-        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
-            let e = CacheError::io(&self.journal, e);
-            st.failure = Some(e.to_string());
-            return Err(e);
-        }
+        self.append_entry(&mut st, &entry)?;
         // 2. the store, when remote: one conditional write of the series' object
         if let Some(r) = self.meta.remote()? {
             if let Err(e) = push_entry(r, &entry) {
@@ -374,16 +365,7 @@ impl Recorder {
             message,
         })?;
         let entry = JournalEntry::build(record, pin.clone());
-        let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
-            path: self.journal.clone(),
-            message: e.to_string(),
-        })?;
-        line.push('\n');
-        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
-            let e = CacheError::io(&self.journal, e);
-            st.failure = Some(e.to_string());
-            return Err(e);
-        }
+        self.append_entry(&mut st, &entry)?;
         if let Some(r) = self.meta.remote()? {
             if let Err(e) = push_entry(r, &entry) {
                 st.failure = Some(e.to_string());
@@ -407,6 +389,21 @@ impl Recorder {
             }
         }
         Ok(op)
+    }
+
+    /// Append one entry to the journal, fsynced; a write that fails marks
+    /// the recorder failed (nothing more is recorded).
+    fn append_entry(&self, st: &mut RecState, entry: &JournalEntry) -> Result<(), CacheError> {
+        let mut line = serde_json::to_string(entry).map_err(|e| CacheError::Parse {
+            path: self.journal.clone(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        append_sync(&self.journal, line.as_bytes()).map_err(|e| {
+            let e = CacheError::io(&self.journal, e);
+            st.failure = Some(e.to_string());
+            e
+        })
     }
 
     /// Why records can no longer be written (the journal or `lineage.yaml`

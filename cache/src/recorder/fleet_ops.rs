@@ -12,7 +12,7 @@ use super::{RecState, Recorder};
 use crate::fleet::{EphemeralVerdict, FleetOp, FleetRecords, InstanceOp, Machine};
 use crate::instance_state::GenerationKind;
 use crate::journal::{
-    append_sync, journal_nonempty, read_journal, replay_fleet_journal, truncate, JournalEntry,
+    journal_nonempty, read_journal, replay_fleet_journal, truncate, JournalEntry,
 };
 use crate::launch_params::LaunchRecord;
 use crate::pins::Pins;
@@ -89,16 +89,7 @@ impl Recorder {
             )));
         }
         let entry = JournalEntry::fleet(op.clone());
-        let mut line = serde_json::to_string(&entry).map_err(|e| CacheError::Parse {
-            path: self.journal.clone(),
-            message: e.to_string(),
-        })?;
-        line.push('\n');
-        if let Err(e) = append_sync(&self.journal, line.as_bytes()) {
-            let e = CacheError::io(&self.journal, e);
-            st.failure = Some(e.to_string());
-            return Err(e);
-        }
+        self.append_entry(&mut st, &entry)?;
         if let Some(r) = self.meta.remote()? {
             let got = crate::remote::transact_fleet(&r.store, |p, f| {
                 op.apply_pins(p);
