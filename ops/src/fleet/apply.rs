@@ -117,13 +117,7 @@ pub async fn storage(a: &Apply<'_>, spec: &StorageSpec) -> Result<Applied, NodeE
     if !t.changes() {
         return Ok(out);
     }
-    let recorded = v.records.storages.storages.get(&spec.name);
-    let mut facts = recorded.map(|r| r.facts.clone()).unwrap_or_default();
-    facts.builder = spec.builder.clone();
-    if let Some(s) = &spec.declared {
-        facts.type_ = s.storage_type.clone();
-        facts.bucket_name = s.bucket_name.clone();
-    }
+    let mut facts = storage_facts(&v, spec);
     match d.action {
         Action::Create => {
             let generation = t.next_generation(v.records.storages.generation(&spec.name));
@@ -156,6 +150,19 @@ pub async fn storage(a: &Apply<'_>, spec: &StorageSpec) -> Result<Applied, NodeE
     }
     record_storage(a, &spec.name, &t, facts)?;
     Ok(out)
+}
+
+/// A storage's facts for its next record: the recorded ones, with its
+/// builder, type and bucket as declared now.
+pub(super) fn storage_facts(v: &FleetView, spec: &StorageSpec) -> RecordedFacts {
+    let recorded = v.records.storages.storages.get(&spec.name);
+    let mut facts = recorded.map(|r| r.facts.clone()).unwrap_or_default();
+    facts.builder = spec.builder.clone();
+    if let Some(s) = &spec.declared {
+        facts.type_ = s.storage_type.clone();
+        facts.bucket_name = s.bucket_name.clone();
+    }
+    facts
 }
 
 fn record_storage(

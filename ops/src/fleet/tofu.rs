@@ -32,7 +32,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use csis_cache::fleet::Machine;
-use csis_cache::storage_state::RecordedFacts;
 use csis_engine::NodeError;
 use csis_rules::compile::{InstanceSpec, StorageSpec};
 use csis_tofu::runner::{Gate, Mode, Outcome, Sequence, Tofu};
@@ -412,13 +411,7 @@ pub async fn storage(
     if !applied(&run, &mut out)? {
         return Ok(out);
     }
-    let recorded = v.records.storages.storages.get(&spec.name);
-    let mut facts: RecordedFacts = recorded.map(|r| r.facts.clone()).unwrap_or_default();
-    facts.builder = spec.builder.clone();
-    if let Some(s) = &spec.declared {
-        facts.type_ = s.storage_type.clone();
-        facts.bucket_name = s.bucket_name.clone();
-    }
+    let mut facts = super::apply::storage_facts(&v, spec);
     // A volume the apply made (the module tags it `Name = <storage>`): its
     // id is the storage's (an EFS or a bucket is no volume: none here).
     if d.action == Action::Create {
