@@ -120,6 +120,9 @@ pub enum Command {
     Encrypt(cmd::encrypt::Args),
     /// Decrypt one marker with CSIS_CONFIG_IDENTITY (`--json`: Terraform's external program).
     Decrypt(cmd::decrypt::Args),
+    /// Identity utilities: `export-gids`, the opa-groups root's gid query (its `data "external"` program).
+    #[command(subcommand)]
+    Identity(cmd::identity::IdentityCommand),
     /// Re-encrypt every marker of the tree to the current `encryption.recipients`.
     Reencrypt(cmd::reencrypt::Args),
     /// Print a `::add-mask::` line for every value the tree carries encrypted (CI).
@@ -247,6 +250,7 @@ fn main() -> ExitCode {
         Command::Preflight(args) => cmd::preflight::run(&global, args),
         Command::Encrypt(args) => cmd::encrypt::run(&global, args),
         Command::Decrypt(args) => cmd::decrypt::run(&global, args),
+        Command::Identity(c) => cmd::identity::run(c),
         Command::Reencrypt(args) => cmd::reencrypt::run(&global, args),
         Command::Mask(args) => cmd::mask::run(&global, args),
         Command::PublicSafe(args) => cmd::public_safe::run(&global, args),

@@ -128,9 +128,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let bin = t.root.parent().unwrap().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let tofu = bin.join("tofu");
-    std::fs::write(&tofu, TOFU).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&tofu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    csis_runtime::probe::write_executable(&tofu, TOFU).unwrap();
     let pyfile = bin.join("moto.py");
     std::fs::write(&pyfile, PY).unwrap();
     let record = bin.join("record");

@@ -69,8 +69,7 @@ fn the_originals_commands_get_one_line_pointers() {
         ("gate-plan plan.json", "gates every root's plan"),
         ("apply-check --lifecycle storage", "`--dry-run` is a flag of each command"),
         ("empty", ""),
-        ("identity-attributes --probe", "OPA gid query"),
-        ("identity export-gids", "OPA gid query"),
+        ("identity-attributes --probe", "csis identity export-gids"),
         ("unmount storage --instance i --storage s --mount-point /m", "leaves a machine with the machine"),
         ("workload token", "OIDC"),
         ("workload probe", "OIDC"),
@@ -107,10 +106,8 @@ fn the_originals_commands_get_one_line_pointers() {
 }
 
 fn stand_in(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    csis_runtime::probe::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
     p
 }
 

@@ -21,6 +21,7 @@
 //!   planner's actions, what a build does for each node, `csis instances`).
 //! - [`inventory`]: `csis inventory`, what each runtime holds of this tree.
 //! - [`init`]: the starter trees of `csis init`.
+//! - [`identity`]: `csis identity export-gids`, the opa-groups root's gid query.
 //! - [`exit`]: the exit codes, by name.
 
 pub mod build;
@@ -31,6 +32,7 @@ pub mod emission;
 pub mod exit;
 pub mod fleet;
 pub mod graph;
+pub mod identity;
 pub mod image_test;
 pub mod init;
 pub mod inspect;

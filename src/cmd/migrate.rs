@@ -136,8 +136,8 @@ pub fn pointer(args: &[String]) -> Option<String> {
         "apply-check" => Some(format!(
             "csis has no `apply-check`: it writes no deferred apply scripts; `csis build` reads apply_<lifecycle> from the tree again right before each root's apply, and `--dry-run` is a flag of each command ({DOC})"
         )),
-        "identity-attributes" | "identity" => Some(format!(
-            "csis has no `{command}` yet: `csis build` runs the identity roots where apply_identity allows, but the OPA gid query (`identity export-gids`, which the opa-groups root calls) is not in csis; give each group a `gid:` until it is ({DOC})"
+        "identity-attributes" => Some(format!(
+            "csis has no `identity-attributes`: `csis build` runs the identity roots where apply_identity allows, and the opa-groups root asks OPA for each group's gid itself (`csis identity export-gids`, its data \"external\" program) ({DOC})"
         )),
         "unmount" => Some(format!(
             "csis has no `unmount`: a storage leaves a machine with the machine (a replacement, a decommission); `csis build` does both ({DOC})"

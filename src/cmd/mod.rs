@@ -11,6 +11,7 @@ pub mod drift;
 pub mod empty;
 pub mod encrypt;
 pub mod graph;
+pub mod identity;
 pub mod init;
 pub mod instances;
 pub mod inventory;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub mod docker;
+pub mod opa;
 mod redact;
 
 pub use redact::Redact;

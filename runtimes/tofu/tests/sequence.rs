@@ -27,11 +27,9 @@ exit 0
 "#;
 
 fn stand_in(plan_json: &str) -> StandIn {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("tofu");
-    std::fs::write(&bin, SCRIPT).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    csis_runtime::probe::write_executable(&bin, SCRIPT).unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("main.tf"), "# root\n").unwrap();

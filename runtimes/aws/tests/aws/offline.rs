@@ -96,9 +96,7 @@ fn aws_cli_version_checker() {
     let d = tempfile::tempdir().unwrap();
     let bin = |name: &str, body: &str| {
         let p = d.path().join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        csis_runtime::probe::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
         p.display().to_string()
     };
     assert_eq!(

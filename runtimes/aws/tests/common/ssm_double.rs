@@ -89,16 +89,14 @@ impl SsmDouble {
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let findmnt = bin.join("findmnt");
-        std::fs::write(
+        csis_runtime::probe::write_executable(
             &findmnt,
-            format!(
+            &format!(
                 "#!/bin/sh\n# stand-in: the instance's mounts\ncat '{}/mounts' 2>/dev/null\n",
                 root.display()
             ),
         )
         .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&findmnt, std::fs::Permissions::from_mode(0o755)).unwrap();
         let state = Arc::new(Mutex::new(State {
             behaviour,
             ..Default::default()
