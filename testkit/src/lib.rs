@@ -150,6 +150,27 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
+/// Run `cmd` with `input` on its stdin to its end (stdout and stderr
+/// captured): the commands that read stdin (`decrypt --json`, `identity
+/// export-gids`, Terraform's external programs).
+pub fn with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} did not run: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// `age-keygen -o <dir>/id.age-identity` (Debian package `age`): the
 /// identity file and its recipient (`age1...`).
 pub fn age_keygen(dir: &Path) -> (PathBuf, String) {

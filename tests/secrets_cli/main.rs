@@ -13,12 +13,11 @@ mod public_safe;
 mod reencrypt;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use age::secrecy::ExposeSecret;
-use csis_testkit::copy_dir;
+use csis_testkit::{copy_dir, with_stdin};
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyForTests admin@example";
 const KEY2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISecondKeyForTests ops@example";
@@ -71,22 +70,6 @@ fn csis(root: &Path) -> Command {
         .arg("-C")
         .arg(root);
     c
-}
-
-fn with_stdin(mut c: Command, input: &str) -> Output {
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {
