@@ -495,7 +495,7 @@ fn a_subnet_typo_is_refused_before_packer_starts() {
     // the same checks refuse (every declared executable is checked): only
     // the subnet is wrong here
     let tofu = t.root.join("tofu-stand-in");
-    csis_runtime::probe::write_executable(&tofu, "#!/bin/sh\necho 'OpenTofu v1.8.0'\n").unwrap();
+    csis_testkit::write_executable(&tofu, "#!/bin/sh\necho 'OpenTofu v1.8.0'\n").unwrap();
     replace_in(
         &t.root.join("cfg/executables.yml"),
         &[

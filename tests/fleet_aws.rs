@@ -15,7 +15,12 @@
 //!   in its tfvars; the storage is recorded active with the volume the apply
 //!   made, and the instance launched (generation 1, the machine found by
 //!   its Name tag, the pin bound);
-//! - the next build has nothing to do and calls tofu no more.
+//! - the machine is verified over SSM (an SSM double answers for it:
+//!   `AWS_ENDPOINT_URL_SSM`), its verdict recorded;
+//! - the next build has nothing to do and calls tofu no more;
+//! - an ephemeral instance added to the root is proved and torn down in
+//!   one build (two passes of the root: `ephemeral_present` true, then
+//!   false), its generation opened and closed.
 //!
 //! moto: `runtimes/aws/tests/moto.sh`; skipped loudly without it or without
 //! ../shared/reference, a failure under `CSIS_REQUIRE_MOTO`.
@@ -30,10 +35,22 @@ printf '%s|%s\n' "$PWD" "$*" >> "$TOFU_RECORD"
 case "$1" in
   version|-version|--version) echo "OpenTofu v1.8.5" ;;
   plan) echo plan > tfplan ;;
-  show) cat "$TOFU_PLAN_JSON" ;;
+  show)
+    if grep -q 'ephemeral_present = false' instances.auto.tfvars 2>/dev/null; then
+      cat "$TOFU_PLAN_TEARDOWN"
+    else
+      cat "$TOFU_PLAN_JSON"
+    fi ;;
   apply)
     case "$PWD" in
-      */instance-image/*) python3 "$TOFU_PY" "$TOFU_MOTO" "$TOFU_REGION" run_named "$TOFU_INSTANCE" >/dev/null || exit 1 ;;
+      */instance-image/*)
+        # the root's ephemerals stand while ephemeral_present is true
+        if grep -q 'ephemeral_present = true' instances.auto.tfvars 2>/dev/null; then
+          want="$TOFU_WITH_EPHEMERAL"
+        else
+          want="$TOFU_DURABLE"
+        fi
+        python3 "$TOFU_PY" "$TOFU_MOTO" "$TOFU_REGION" converge "$want" >/dev/null || exit 1 ;;
       */storage/*) python3 "$TOFU_PY" "$TOFU_MOTO" "$TOFU_REGION" volume "$TOFU_VOLUME" >/dev/null || exit 1 ;;
     esac ;;
 esac
@@ -128,11 +145,18 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let bin = t.root.parent().unwrap().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let tofu = bin.join("tofu");
-    csis_runtime::probe::write_executable(&tofu, TOFU).unwrap();
+    csis_testkit::write_executable(&tofu, TOFU).unwrap();
     let pyfile = bin.join("moto.py");
     std::fs::write(&pyfile, PY).unwrap();
     let record = bin.join("record");
     let plan_json = bin.join("plan.json");
+    let teardown_json = bin.join("teardown.json");
+    let durable =
+        json!({"image": node_ami, "tags": {"Name": "team-node-1", "csis_config": config}});
+    let proof = json!({"image": node_ami, "tags": {"Name": "proof-1", "csis_config": config}});
+    let machine = tempfile::tempdir().unwrap();
+    let ssm = csis_testkit::ssm::SsmDouble::start(machine.path(), Default::default());
+    std::fs::write(machine.path().join("mounts"), "/mnt/data\n").unwrap();
     let env = vec![
         (
             "PATH",
@@ -151,11 +175,17 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             "TOFU_VOLUME",
             json!({"tags": {"Name": "data", "csis_config": config, "purpose": "data"}}).to_string(),
         ),
+        ("TOFU_PLAN_TEARDOWN", teardown_json.display().to_string()),
         (
-            "TOFU_INSTANCE",
-            json!({"image": node_ami, "tags": {"Name": "team-node-1", "csis_config": config}})
-                .to_string(),
+            "TOFU_DURABLE",
+            json!({"want": [durable], "gone": ["proof-1"]}).to_string(),
         ),
+        (
+            "TOFU_WITH_EPHEMERAL",
+            json!({"want": [durable, proof], "gone": []}).to_string(),
+        ),
+        // the machines answer SSM here: their launch marker, their mounts
+        ("AWS_ENDPOINT_URL_SSM", ssm.url.clone()),
     ];
     replace_in(
         &t.root.join("cfg/_config.yml"),
@@ -215,6 +245,8 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     );
 
     // 2. creations only: applied, storage root first, then the instance root
+    // (the machine's user data ends by writing its launch marker)
+    ssm.mark_launched();
     std::fs::write(
         &plan_json,
         plan_doc(&[
@@ -318,6 +350,36 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     assert_eq!(gen.instance_id.as_deref(), Some(machines[0].as_str()));
     let pins = csis_cache::MetaState::of_tree(&t.root).pins().unwrap();
     assert_eq!(pins.instances.get("team-node-1"), Some(&node_ami));
+    // and verified over SSM: marker, booted image, the one mount
+    let verdicts = || -> Vec<Value> {
+        let meta = csis_cache::MetaState::of_tree(&t.root);
+        csis_cache::verifications::Verifications::load(&meta)
+            .unwrap()
+            .verifications
+    };
+    let v = verdicts();
+    let node_verdict = v
+        .iter()
+        .find(|v| v["instance"] == "team-node-1")
+        .unwrap_or_else(|| panic!("a verdict of team-node-1: {v:#?}"));
+    assert_eq!(node_verdict["ok"], true, "{node_verdict:#}");
+    assert_eq!(node_verdict["generation"], 1, "{node_verdict:#}");
+    let checks: Vec<&str> = node_verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        ["startup scripts", "booted image", "data disks mounted"],
+        "{node_verdict:#}"
+    );
+    assert!(
+        ssm.calls().iter().any(|c| c == "AmazonSSM.SendCommand"),
+        "{:?}",
+        ssm.calls()
+    );
 
     // 3. nothing more to do: tofu is not called again
     let before = calls().len();
@@ -325,6 +387,126 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(calls().len(), before, "{:?}", calls());
     assert_eq!(named().len(), 1);
+
+    // 4. an ephemeral instance in the same root: the root applied with
+    // `ephemeral_present = true`, the machine proved over SSM, then a
+    // second pass with `ephemeral_present = false` whose only destroy is
+    // the ephemeral's module; its generation opened and closed, the
+    // durable one untouched
+    let instances = t.root.join("instances/instances.yaml");
+    let mut text = std::fs::read_to_string(&instances).unwrap();
+    text.push_str("  - name: proof-1\n    image: team-node\n    ephemeral: true\n");
+    std::fs::write(&instances, text).unwrap();
+    std::fs::write(
+        &plan_json,
+        plan_doc(&[("module.instance_proof_1[0].aws_instance.this", &["create"])]),
+    )
+    .unwrap();
+    std::fs::write(
+        &teardown_json,
+        plan_doc(&[("module.instance_proof_1[0].aws_instance.this", &["delete"])]),
+    )
+    .unwrap();
+    let before = calls().len();
+    let (code, out, err) = t.csis_with(&["build"], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let c: Vec<String> = calls()[before..]
+        .iter()
+        .filter(|(d, _)| d.starts_with("instance-image/"))
+        .map(|(_, a)| a.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        c,
+        ["init", "plan", "show", "apply", "init", "plan", "show", "apply"],
+        "proof, then teardown: {:?}",
+        calls()
+    );
+    let proofs: Vec<String> = serde_json::from_value(py(&["named", "proof-1"]).unwrap()).unwrap();
+    assert!(proofs.is_empty(), "the ephemeral is gone: {proofs:?}");
+    assert_eq!(named().len(), 1, "the durable machine stands");
+    let vars = std::fs::read_to_string(root.join("instances.auto.tfvars")).unwrap();
+    assert!(vars.contains("ephemeral_present = false"), "{vars}");
+    let v = verdicts();
+    let proof_verdict = v
+        .iter()
+        .find(|v| v["instance"] == "proof-1")
+        .unwrap_or_else(|| panic!("a verdict of proof-1: {v:#?}"));
+    assert_eq!(proof_verdict["ok"], true, "{proof_verdict:#}");
+    assert_eq!(proof_verdict["ephemeral"], true, "{proof_verdict:#}");
+    let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+    assert!(
+        fleet.current_generation("proof-1").is_none(),
+        "its generation closed: {:#?}",
+        fleet.instances.instances.get("proof-1")
+    );
+    assert_eq!(
+        fleet.current_generation("team-node-1").map(|g| g.number),
+        Some(1),
+        "the durable one untouched"
+    );
+    // proved: the next build has nothing to do
+    let before = calls().len();
+    let (code, out, err) = t.csis_with(&["build"], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(calls().len(), before, "{:?}", calls());
+
+    // 5. an ephemeral that boots another image fails its proof: the build
+    // fails naming the check, and the machine still goes (on_failure:
+    // teardown), its failed verdict recorded, its generation closed
+    let mut text = std::fs::read_to_string(&instances).unwrap();
+    text.push_str(
+        "  - name: proof-2\n    image: team-node\n    ephemeral: true\n    on_failure: teardown\n",
+    );
+    std::fs::write(&instances, text).unwrap();
+    std::fs::write(
+        &plan_json,
+        plan_doc(&[("module.instance_proof_2[0].aws_instance.this", &["create"])]),
+    )
+    .unwrap();
+    std::fs::write(
+        &teardown_json,
+        plan_doc(&[("module.instance_proof_2[0].aws_instance.this", &["delete"])]),
+    )
+    .unwrap();
+    let wrong = json!({"image": MOTO_AMI, "tags": {"Name": "proof-2", "csis_config": config}});
+    let env5: Vec<(&str, String)> = env
+        .iter()
+        .map(|(k, v)| match *k {
+            "TOFU_WITH_EPHEMERAL" => (
+                *k,
+                json!({"want": [durable, wrong], "gone": []}).to_string(),
+            ),
+            "TOFU_DURABLE" => (
+                *k,
+                json!({"want": [durable], "gone": ["proof-1", "proof-2"]}).to_string(),
+            ),
+            _ => (*k, v.clone()),
+        })
+        .collect();
+    let before = calls().len();
+    let (code, out, err) = t.csis_with(&["build"], &env5);
+    assert_ne!(code, 0, "{out}\n{err}");
+    let said = format!("{out}\n{err}");
+    assert!(
+        said.contains("did not verify") && said.contains("booted image"),
+        "{said}"
+    );
+    let applies = calls()[before..]
+        .iter()
+        .filter(|(d, a)| d.starts_with("instance-image/") && a.starts_with("apply"))
+        .count();
+    assert_eq!(applies, 2, "the proof and the teardown: {:?}", calls());
+    let left: Vec<String> = serde_json::from_value(py(&["named", "proof-2"]).unwrap()).unwrap();
+    assert!(left.is_empty(), "torn down although it failed: {left:?}");
+    let v = verdicts();
+    let failed = v
+        .iter()
+        .find(|v| v["instance"] == "proof-2")
+        .unwrap_or_else(|| panic!("a verdict of proof-2: {v:#?}"));
+    assert_eq!(failed["ok"], false, "{failed:#}");
+    let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+    assert!(fleet.current_generation("proof-2").is_none());
+
     py(&["terminate", &Value::from(named()).to_string()]);
     if let Some(v) = vol {
         py(&["delete_volume", &v]);

@@ -107,7 +107,7 @@ fn the_originals_commands_get_one_line_pointers() {
 
 fn stand_in(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
-    csis_runtime::probe::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
+    csis_testkit::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
     p
 }
 

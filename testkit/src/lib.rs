@@ -14,8 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub mod docker;
+pub mod http;
 pub mod opa;
 mod redact;
+pub mod ssm;
 
 pub use redact::Redact;
 
@@ -213,6 +215,35 @@ pub fn age_encrypt(recipient: &str, plain: &str) -> String {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD.encode(&out.stdout);
     format!("ENC[age:{b64}]")
+}
+
+/// Write `text` to `path` as an executable file, from a child process.
+///
+/// A file a threaded process holds open for writing is inherited by any fork
+/// another thread makes before it execs, and executing the file meanwhile fails
+/// "Text file busy" (ETXTBSY). Written by `sh`, the write descriptor never lives
+/// in this process. Tests that stand in for packer, tofu or a probe use it.
+pub fn write_executable(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(text.as_bytes())?;
+    let st = child.wait()?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "could not write {}",
+            path.display()
+        )))
+    }
 }
 
 #[cfg(test)]

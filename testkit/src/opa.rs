@@ -5,9 +5,9 @@
 //! credential reached a URL.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
+
+use crate::http::{serve, Handler, Request, Response};
 
 pub struct FakeOpa {
     /// `http://127.0.0.1:PORT`
@@ -24,8 +24,6 @@ pub fn start(
     key_secret: &str,
     groups: &[(&str, Option<u64>)],
 ) -> FakeOpa {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
     let state = Arc::new(State {
         team: team.into(),
@@ -37,15 +35,21 @@ pub fn start(
             .collect(),
         requests: requests.clone(),
     });
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let state = state.clone();
-            std::thread::spawn(move || {
-                let _ = serve(conn, &state);
-            });
-        }
+    let handler: Handler = Arc::new(move |r: Request| {
+        let body = r.text();
+        state.requests.lock().unwrap().push(
+            format!("{} {}\n{body}", r.method, r.path)
+                .trim_end()
+                .to_string(),
+        );
+        let auth = r.header("authorization").unwrap_or("");
+        let (status, answer) = answer(&state, &r.method, &r.path, auth, &body);
+        Response::json(status, "application/json", answer)
     });
-    FakeOpa { url, requests }
+    FakeOpa {
+        url: serve(handler),
+        requests,
+    }
 }
 
 struct State {
@@ -57,52 +61,6 @@ struct State {
 }
 
 const TOKEN: &str = "bearer-of-the-fake";
-
-fn serve(conn: TcpStream, s: &State) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut conn = conn;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut parts = line.split_whitespace();
-        let (method, path) = (
-            parts.next().unwrap_or("").to_string(),
-            parts.next().unwrap_or("").to_string(),
-        );
-        let mut len = 0usize;
-        let mut auth = String::new();
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h)?;
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (name, value) = h.split_once(':').unwrap_or((h, ""));
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => len = value.trim().parse().unwrap_or(0),
-                "authorization" => auth = value.trim().to_string(),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body)?;
-        let body = String::from_utf8_lossy(&body).to_string();
-        s.requests
-            .lock()
-            .unwrap()
-            .push(format!("{method} {path}\n{body}").trim_end().to_string());
-        let (status, answer) = answer(s, &method, &path, &auth, &body);
-        write!(
-            conn,
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-            answer.len()
-        )?;
-        conn.flush()?;
-    }
-}
 
 fn answer(s: &State, method: &str, path: &str, auth: &str, body: &str) -> (&'static str, String) {
     let team = format!("/v1/teams/{}", s.team);

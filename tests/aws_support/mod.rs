@@ -42,12 +42,25 @@ elif cmd == 'seed':
         out[spec['series']] = ami
     ec2.terminate_instances(InstanceIds=[src])
     print(json.dumps(out))
-elif cmd == 'run_named':
+elif cmd == 'converge':
+    # {"want": [{image, tags}], "gone": [names]}: make each wanted machine
+    # unless one of its Name stands; terminate every machine of a gone name
     arg = json.loads(sys.argv[4])
-    i = ec2.run_instances(ImageId=arg['image'], MinCount=1, MaxCount=1, InstanceType='t3.micro',
-                          TagSpecifications=[{'ResourceType': 'instance',
-                                              'Tags': [{'Key': k, 'Value': v} for k, v in arg['tags'].items()]}])['Instances'][0]['InstanceId']
-    print(json.dumps(i))
+    def standing(name):
+        out = []
+        for r in ec2.describe_instances(Filters=[{'Name': 'tag:Name', 'Values': [name]}])['Reservations']:
+            out += [i['InstanceId'] for i in r['Instances'] if i['State']['Name'] != 'terminated']
+        return out
+    for w in arg.get('want', []):
+        if not standing(w['tags']['Name']):
+            ec2.run_instances(ImageId=w['image'], MinCount=1, MaxCount=1, InstanceType='t3.micro',
+                              TagSpecifications=[{'ResourceType': 'instance',
+                                                  'Tags': [{'Key': k, 'Value': v} for k, v in w['tags'].items()]}])
+    for name in arg.get('gone', []):
+        ids = standing(name)
+        if ids:
+            ec2.terminate_instances(InstanceIds=ids)
+    print(json.dumps(True))
 elif cmd == 'named':
     out = []
     for r in ec2.describe_instances(Filters=[{'Name': 'tag:Name', 'Values': [sys.argv[4]]}])['Reservations']:

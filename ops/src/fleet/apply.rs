@@ -79,7 +79,7 @@ pub struct Applied {
     pub reason: String,
 }
 
-fn rt_err(e: RuntimeError) -> NodeError {
+pub(super) fn rt_err(e: RuntimeError) -> NodeError {
     match e {
         RuntimeError::Cancelled => NodeError::cancelled(),
         e => NodeError::new(csis_schema::secret::redact_printed(&e.to_string())),
@@ -348,7 +348,7 @@ async fn launch_verified(
     Ok((record, machine))
 }
 
-fn failed(checks: &[VerifyCheck]) -> Option<String> {
+pub(super) fn failed(checks: &[VerifyCheck]) -> Option<String> {
     let bad: Vec<String> = checks
         .iter()
         .filter(|c| !c.ok)
@@ -396,30 +396,66 @@ async fn launch_and_check(
         instance_id: Some(li.id.clone()),
         provider_hostname: Some(li.hostname.clone()),
     };
-    (a.log)(format!(
-        "verifying {hostname} ({} mount(s))",
-        inst.mounts.len()
-    ));
-    let checks = tokio::select! {
-        r = a.rt.verify_instance(&hostname, build, inst.mounts.len(), VERIFY_TIMEOUT_S) => r,
-        _ = a.cancel.cancelled() => Err(RuntimeError::Cancelled),
-    };
-    let checks = match checks {
+    let checks = match verify(a, &hostname, build, inst.mounts.len()).await {
         Ok(c) => c,
         Err(e) => {
             let _ = a.rt.remove_instance(&li.id).await;
             return Err(rt_err(e));
         }
     };
-    for c in &checks {
-        (a.log)(format!(
-            "{} {}: {}",
-            if c.ok { "ok  " } else { "FAIL" },
-            c.name,
-            c.detail
-        ));
-    }
     Ok((record, machine, checks))
+}
+
+/// The runtime's `verify_instance` of the machine `machine` (launch
+/// marker, booted image, mounts counted), each check logged.
+pub(super) async fn verify(
+    a: &Apply<'_>,
+    machine: &str,
+    build: &str,
+    mounts: usize,
+) -> Result<Vec<VerifyCheck>, RuntimeError> {
+    (a.log)(format!("verifying {machine} ({mounts} mount(s))"));
+    let checks = tokio::select! {
+        r = a.rt.verify_instance(machine, build, mounts, VERIFY_TIMEOUT_S) => r?,
+        _ = a.cancel.cancelled() => return Err(RuntimeError::Cancelled),
+    };
+    for c in &checks {
+        log_check(a, &c.name, c.ok, &c.detail);
+    }
+    Ok(checks)
+}
+
+fn log_check(a: &Apply<'_>, name: &str, ok: bool, detail: &str) {
+    (a.log)(format!(
+        "{} {name}: {detail}",
+        if ok { "ok  " } else { "FAIL" }
+    ));
+}
+
+/// The image's post-bake tests, run in the machine `id` over the
+/// runtime's session, appended to `checks`.
+pub(super) async fn post_bake(
+    a: &Apply<'_>,
+    spec: &InstanceSpec,
+    id: &str,
+    checks: &mut Vec<VerifyCheck>,
+) {
+    for t in &spec.post_bake {
+        let r =
+            a.rt.run_session_command(id, &t.run, crate::image_test::COMMAND_TIMEOUT_S)
+                .await;
+        let c = match r {
+            Ok(r) => crate::image_test::judge(t, r.exit_code, &r.stdout, &r.stderr),
+            Err(e) => crate::image_test::could_not_run(t, &e),
+        };
+        log_check(a, &c.name, c.ok, &c.detail);
+        checks.push(VerifyCheck {
+            name: c.name,
+            ok: c.ok,
+            detail: c.detail,
+            evidence: c.evidence,
+        });
+    }
 }
 
 /// The launch script of one machine of `inst` (its user data).
@@ -564,27 +600,7 @@ async fn prove(
         .instance_id
         .clone()
         .unwrap_or_else(|| record.hostname.clone());
-    for t in &spec.post_bake {
-        let r =
-            a.rt.run_session_command(&id, &t.run, crate::image_test::COMMAND_TIMEOUT_S)
-                .await;
-        let c = match r {
-            Ok(r) => crate::image_test::judge(t, r.exit_code, &r.stdout, &r.stderr),
-            Err(e) => crate::image_test::could_not_run(t, &e),
-        };
-        (a.log)(format!(
-            "{} {}: {}",
-            if c.ok { "ok  " } else { "FAIL" },
-            c.name,
-            c.detail
-        ));
-        checks.push(VerifyCheck {
-            name: c.name,
-            ok: c.ok,
-            detail: c.detail,
-            evidence: c.evidence,
-        });
-    }
+    post_bake(a, spec, &id, &mut checks).await;
     let ok = failed(&checks).is_none();
     let kept = !ok && inst.on_failure == OnFailure::Keep;
     record_verdict(a, inst, build, &record, machine.generation, ok, &checks).await?;
@@ -617,7 +633,7 @@ async fn prove(
 /// A new machine's verdict in `meta-state/verifications.yaml` (a durable
 /// one's after its launch or replacement, an ephemeral one's proof): the
 /// instance, the build, the generation, the checks.
-async fn record_verdict(
+pub(super) async fn record_verdict(
     a: &Apply<'_>,
     inst: &Instance,
     build: &str,

@@ -27,19 +27,23 @@
 //! transition is recorded. A refusal of the gate fails the node, naming
 //! every address; a flag turned off since the plan applies nothing.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use csis_cache::fleet::Machine;
+use csis_cache::fleet::{EphemeralVerdict, Machine};
 use csis_engine::NodeError;
 use csis_rules::compile::{InstanceSpec, StorageSpec};
+use csis_rules::fleet::{Instance, OnFailure};
 use csis_tofu::runner::{Gate, Mode, Outcome, Sequence, Tofu};
 use tokio::sync::OnceCell;
 
-use super::apply::{launch_record, Applied, Apply};
+use super::apply::{
+    failed, launch_record, post_bake, record_verdict, rt_err, verify, Applied, Apply,
+};
 use super::plan::{
-    decide_instance, decide_storage, storage_transition, Action, InstanceCase, StorageCase,
+    decide_instance, decide_storage, storage_transition, Action, FleetView, InstanceCase,
+    StorageCase,
 };
 
 /// A storage or instance builder that works through a tofu root.
@@ -59,13 +63,18 @@ pub struct RootRun {
     pub outcome: Outcome,
 }
 
+/// One root's sequence, run once per run, read by each of its nodes.
+type RootCell = Arc<OnceCell<Result<RootRun, String>>>;
+
 /// Which apply flag a root's sequence reads again before `apply`.
 pub type FlagFn = dyn Fn(&str, &str, &str) -> bool + Send + Sync;
 
 /// The roots of this run: emitted once, each sequence run once.
 pub struct RootRuns {
     emission: OnceCell<Result<Vec<csis_tofu::EmittedRoot>, String>>,
-    runs: Mutex<HashMap<PathBuf, Arc<OnceCell<Result<RootRun, String>>>>>,
+    runs: Mutex<HashMap<PathBuf, RootCell>>,
+    /// The ephemerals each instance root proves this run.
+    proofs: Mutex<HashMap<PathBuf, Proofs>>,
     /// `(setting, builder, runtime)` -> is it allowed now (the tree read again).
     flag: Arc<FlagFn>,
     /// Where each call and its output go (`.csis/logs/<run>/tofu-<builder>.log`).
@@ -81,6 +90,25 @@ struct Ask {
     replace: Vec<String>,
     allowed: Vec<String>,
     images: Vec<(String, String)>,
+    /// `ephemeral_present` of an instance root with ephemerals.
+    ephemeral: Option<bool>,
+}
+
+/// The ephemerals of one instance root this run proves: the root's
+/// ephemerals share `ephemeral_present`, so they come up together and go
+/// together, when the last of those due has its verdict.
+#[derive(Debug, Clone, Default)]
+pub struct Proofs {
+    /// Not finished yet.
+    due: BTreeSet<String>,
+    /// Finished: (name, its verdict when one was recorded, kept).
+    finished: Vec<(String, Option<EphemeralVerdict>, bool)>,
+    /// Every ephemeral's module in the root (what the teardown destroys).
+    modules: Vec<String>,
+    /// The root's image variables (written again for the teardown).
+    images: Vec<(String, String)>,
+    root: Option<csis_tofu::EmittedRoot>,
+    runtime: String,
 }
 
 impl RootRuns {
@@ -88,6 +116,7 @@ impl RootRuns {
         RootRuns {
             emission: OnceCell::new(),
             runs: Mutex::new(HashMap::new()),
+            proofs: Mutex::new(HashMap::new()),
             flag,
             log_dir,
         }
@@ -105,7 +134,7 @@ impl RootRuns {
         r.as_deref().map_err(|e| NodeError::new(e.clone()))
     }
 
-    async fn run(&self, a: &Apply<'_>, ask: Ask) -> Result<RootRun, NodeError> {
+    async fn run(&self, a: &Apply<'_>, ask: Ask, proofs: Proofs) -> Result<RootRun, NodeError> {
         let roots = self.roots(a).await?;
         let root = roots
             .iter()
@@ -117,7 +146,7 @@ impl RootRuns {
                 ))
             })?
             .clone();
-        self.run_root(a, root, ask).await
+        self.run_root(a, root, ask, proofs).await
     }
 
     /// The identity roots (groups, users) before an instance root reads
@@ -145,8 +174,9 @@ impl RootRuns {
                 replace: Vec::new(),
                 allowed: Vec::new(),
                 images: Vec::new(),
+                ephemeral: None,
             };
-            let run = self.run_root(a, root, ask).await?;
+            let run = self.run_root(a, root, ask, Proofs::default()).await?;
             if let Outcome::Refused { reasons } = &run.outcome {
                 return Err(NodeError::new(format!(
                     "the plan of {} was refused, nothing applied: {}",
@@ -163,6 +193,7 @@ impl RootRuns {
         a: &Apply<'_>,
         root: csis_tofu::EmittedRoot,
         ask: Ask,
+        mut proofs: Proofs,
     ) -> Result<RootRun, NodeError> {
         let dir = a.tree.root().join("generated").join(&root.dir);
         let cell = self
@@ -174,35 +205,148 @@ impl RootRuns {
             .clone();
         let r = cell
             .get_or_init(|| async {
-                if !ask.images.is_empty() {
-                    csis_tofu::write_image_vars(&dir, &ask.images).map_err(|e| e.to_string())?;
+                if !ask.images.is_empty() || ask.ephemeral.is_some() {
+                    csis_tofu::write_image_vars(&dir, &ask.images, ask.ephemeral)
+                        .map_err(|e| e.to_string())?;
                 }
-                let mut tofu = Tofu::new(&root.executable);
-                tofu.log = Some(self.log_dir.join(format!("tofu-{}.log", root.builder)));
-                let gate = Gate {
-                    allowed_destroys: ask.allowed.clone(),
-                };
-                let flag = self.flag.clone();
-                let (setting, builder, runtime) =
-                    (ask.setting, ask.builder.clone(), ask.runtime.clone());
-                let apply_flag = move || flag(setting, &builder, &runtime);
-                let seq = Sequence {
-                    dir: &dir,
-                    backend_file: &root.backend_file,
-                    mode: Mode::Real,
-                    replace: &ask.replace,
-                    gate: &gate,
-                    apply_flag: &apply_flag,
-                };
+                if !proofs.due.is_empty() {
+                    proofs.root = Some(root.clone());
+                    proofs.runtime = ask.runtime.clone();
+                    self.proofs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(dir.clone(), proofs);
+                }
                 (a.log)(format!("tofu root {}: plan and apply", root.dir.display()));
-                let report = tofu.sequence(&seq).await.map_err(|e| e.to_string())?;
-                Ok(RootRun {
-                    dir: dir.clone(),
-                    outcome: report.outcome,
-                })
+                self.sequence(&root, &dir, &ask, &ask.replace, &ask.allowed)
+                    .await
             })
             .await;
         r.clone().map_err(NodeError::new)
+    }
+
+    /// The gated sequence of `root` in `dir` (real run): plan with
+    /// `replace`, destroys only where `allowed`, the apply flag of `ask`
+    /// read again before `apply`.
+    async fn sequence(
+        &self,
+        root: &csis_tofu::EmittedRoot,
+        dir: &Path,
+        ask: &Ask,
+        replace: &[String],
+        allowed: &[String],
+    ) -> Result<RootRun, String> {
+        let mut tofu = Tofu::new(&root.executable);
+        tofu.log = Some(self.log_dir.join(format!("tofu-{}.log", root.builder)));
+        let gate = Gate {
+            allowed_destroys: allowed.to_vec(),
+        };
+        let flag = self.flag.clone();
+        let (setting, builder, runtime) = (ask.setting, ask.builder.clone(), ask.runtime.clone());
+        let apply_flag = move || flag(setting, &builder, &runtime);
+        let seq = Sequence {
+            dir,
+            backend_file: &root.backend_file,
+            mode: Mode::Real,
+            replace,
+            gate: &gate,
+            apply_flag: &apply_flag,
+        };
+        let report = tofu.sequence(&seq).await.map_err(|e| e.to_string())?;
+        Ok(RootRun {
+            dir: dir.to_path_buf(),
+            outcome: report.outcome,
+        })
+    }
+
+    /// An ephemeral of the instance root at `dir` has finished its proof
+    /// (`verdict`: recorded standing; `keep`: to stay standing). The last
+    /// of the root's due ephemerals tears them all down (they share
+    /// `ephemeral_present`), unless one is kept: a plan with
+    /// `ephemeral_present = false` whose only destroys are the ephemerals'
+    /// modules, applied, then each one's record closed once its machine is
+    /// gone.
+    async fn finished(
+        &self,
+        a: &Apply<'_>,
+        dir: &Path,
+        name: &str,
+        verdict: Option<EphemeralVerdict>,
+        keep: bool,
+        out: &mut Applied,
+    ) -> Result<(), NodeError> {
+        let last = {
+            let mut all = self.proofs.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(p) = all.get_mut(dir) else {
+                return Ok(());
+            };
+            p.due.remove(name);
+            p.finished.push((name.to_string(), verdict, keep));
+            if !p.due.is_empty() {
+                out.reason = format!(
+                    "{}; removed with the root's other ephemerals after the last verdict",
+                    out.reason
+                );
+                return Ok(());
+            }
+            all.remove(dir).expect("looked up above")
+        };
+        let kept: Vec<&str> = last
+            .finished
+            .iter()
+            .filter(|(_, _, k)| *k)
+            .map(|(n, _, _)| n.as_str())
+            .collect();
+        if !kept.is_empty() {
+            (a.log)(format!(
+                "kept (on_failure: keep): {}; the root's ephemerals share ephemeral_present, so none is removed",
+                kept.join(", ")
+            ));
+            return Ok(());
+        }
+        let root = last.root.as_ref().expect("registered with its root");
+        csis_tofu::write_image_vars(dir, &last.images, Some(false)).map_err(NodeError::new)?;
+        let ask = Ask {
+            lifecycle: "instance-image",
+            builder: root.builder.clone(),
+            runtime: last.runtime.clone(),
+            setting: "apply_instances",
+            replace: Vec::new(),
+            allowed: Vec::new(),
+            images: Vec::new(),
+            ephemeral: Some(false),
+        };
+        (a.log)(format!(
+            "tofu root {}: the ephemerals' teardown (ephemeral_present = false)",
+            root.dir.display()
+        ));
+        let run = self
+            .sequence(root, dir, &ask, &[], &last.modules)
+            .await
+            .map_err(NodeError::new)?;
+        let mut said = Applied::default();
+        if !applied(&run, &mut said)? {
+            return Err(NodeError::new(format!(
+                "the teardown of {}'s ephemerals applied nothing (the apply flag is off now): they stand, recorded standing",
+                root.dir.display()
+            )));
+        }
+        for (n, verdict, _) in last.finished {
+            if let Some(m) = named_machines(a, &n).await?.first() {
+                return Err(NodeError::new(format!(
+                    "{n}: the teardown applied, but {} still stands; recorded standing",
+                    m.id
+                )));
+            }
+            let Some(mut verdict) = verdict else { continue };
+            out.removed
+                .extend(verdict.machine.instance_id.iter().cloned());
+            verdict.kept = false;
+            a.recorder
+                .record_ephemeral(&n, &verdict, a.run)
+                .map_err(|e| NodeError::new(format!("{n}: its removal: {e}")))?;
+        }
+        Ok(())
     }
 }
 
@@ -251,63 +395,14 @@ pub async fn instance(
     if !d.action.changes() {
         return Ok(out);
     }
-    if spec.declared.as_ref().is_some_and(|i| i.ephemeral) {
-        return Err(NodeError::new(format!(
-            "{}: an ephemeral instance on a tofu builder ({}) is not run by csis yet: declare it durable, or on a docker builder",
-            spec.name, spec.builder
-        )));
-    }
-    // The whole root: every instance of this builder.
-    let mut ask = Ask {
-        lifecycle: "instance-image",
-        builder: spec.builder.clone(),
-        runtime: spec.runtime.clone(),
-        setting: "apply_instances",
-        replace: Vec::new(),
-        allowed: Vec::new(),
-        images: Vec::new(),
-    };
-    for s in siblings {
-        let sd = decide(s);
-        let m = module("instance", &s.name);
-        match sd.action {
-            Action::Replace | Action::Relaunch => {
-                ask.replace.push(format!("{m}.aws_instance.this"));
-                ask.allowed.push(m);
-            }
-            Action::Decommission => ask.allowed.push(m),
-            _ => {}
-        }
-        if s.declared.is_some() {
-            if let Some(b) = sd
-                .build
-                .clone()
-                .or_else(|| v.launched(&s.name).map(|r| r.build.clone()))
-            {
-                ask.images.push((s.name.clone(), b));
-            }
-        }
-    }
+    let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide);
     roots.identity(a, &spec.runtime).await?;
-    let run = roots.run(a, ask).await?;
+    let run = roots.run(a, ask, proofs).await?;
     if !applied(&run, &mut out)? {
         return Ok(out);
     }
     // What the apply made: the machine named after the instance.
-    let inv =
-        a.rt.inventory()
-            .await
-            .map_err(|e| NodeError::new(e.to_string()))?;
-    let found: Vec<_> = inv
-        .instances
-        .iter()
-        .filter(|m| m.labels.get("Name") == Some(&spec.name))
-        .filter(|m| {
-            m.config
-                .as_deref()
-                .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
-        })
-        .collect();
+    let found = named_machines(a, &spec.name).await?;
     if d.action == Action::Decommission {
         if let Some(m) = found.first() {
             return Err(NodeError::new(format!(
@@ -325,24 +420,31 @@ pub async fn instance(
         .as_ref()
         .expect("declared: not a decommission");
     let build = d.build.clone().unwrap_or_default();
-    let machine_of = |m: &csis_runtime::InstanceFacts| m.id.clone();
+    if inst.ephemeral {
+        let keep_failed = inst.on_failure == OnFailure::Keep;
+        let (verdict, failure) = match prove(a, &v, spec, inst, &build, &found, &mut out).await {
+            Ok((verdict, failure)) => (Some(verdict), failure),
+            Err(e) => (None, Some(e)),
+        };
+        let keep = failure.is_some() && keep_failed;
+        let teardown = roots
+            .finished(a, &run.dir, &spec.name, verdict, keep, &mut out)
+            .await;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        teardown?;
+        return Ok(out);
+    }
     let old_id = v
         .records
         .current_generation(&spec.name)
         .and_then(|g| g.instance_id.clone());
     let new: Vec<_> = found
         .iter()
-        .filter(|m| Some(machine_of(m)) != old_id || d.action == Action::Launch)
+        .filter(|m| Some(&m.id) != old_id.as_ref() || d.action == Action::Launch)
         .collect();
-    let [m] = new.as_slice() else {
-        return Err(NodeError::new(format!(
-            "{}: after the apply, {} machine(s) named {} of this tree stand where one new one was expected ({}); nothing recorded",
-            spec.name,
-            new.len(),
-            spec.name,
-            new.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
-        )));
-    };
+    let m = one_new(&spec.name, &new)?;
     let (generation, hostname) = v.records.next_machine(&spec.name, false);
     let mut record = launch_record(a.run, inst, &build, &hostname, "");
     record.launched = true;
@@ -356,19 +458,185 @@ pub async fn instance(
     out.generation = Some(generation);
     let standing = v.records.current_generation(&spec.name).map(|g| g.number);
     let recorded = match (d.action, standing) {
-        (Action::Relaunch, Some(g)) => a
-            .recorder
-            .record_relaunched(&spec.name, g, record, &machine, a.run),
-        (Action::Replace, Some(g)) => a
-            .recorder
-            .record_replaced(&spec.name, g, record, &machine, a.run),
+        (Action::Relaunch, Some(g)) => {
+            a.recorder
+                .record_relaunched(&spec.name, g, record.clone(), &machine, a.run)
+        }
+        (Action::Replace, Some(g)) => {
+            a.recorder
+                .record_replaced(&spec.name, g, record.clone(), &machine, a.run)
+        }
         _ => a
             .recorder
-            .record_launch(&spec.name, record, &machine, a.run),
+            .record_launch(&spec.name, record.clone(), &machine, a.run),
     };
     recorded.map_err(|e| NodeError::new(format!("the launch: {e}")))?;
     (a.log)(format!("{} is {} (applied by tofu)", spec.name, m.id));
+    // The apply made it and it is recorded (a recorder records what an
+    // apply made); now whether it came up as its user data says.
+    let checks = verify(a, &spec.name, &build, inst.mounts.len())
+        .await
+        .map_err(rt_err)?;
+    let ok = failed(&checks).is_none();
+    record_verdict(a, inst, &build, &record, generation, ok, &checks).await?;
+    if let Some(f) = failed(&checks) {
+        return Err(NodeError::new(format!(
+            "{} ({}) did not verify ({f}); the apply made it and it stays recorded: mend it, or `csis upgrade instance {}` to replace it",
+            spec.name, m.id, spec.name
+        )));
+    }
     Ok(out)
+}
+
+/// The sequence of an instance root (every instance of `spec`'s builder):
+/// the image of each, the replacements and destroys the gate allows, and
+/// the root's ephemerals this run proves.
+fn instance_root_ask(
+    v: &FleetView,
+    spec: &InstanceSpec,
+    siblings: &[&InstanceSpec],
+    decide: &dyn Fn(&InstanceSpec) -> super::plan::Decided,
+) -> (Ask, Proofs) {
+    let mut ask = Ask {
+        lifecycle: "instance-image",
+        builder: spec.builder.clone(),
+        runtime: spec.runtime.clone(),
+        setting: "apply_instances",
+        replace: Vec::new(),
+        allowed: Vec::new(),
+        images: Vec::new(),
+        ephemeral: None,
+    };
+    let mut proofs = Proofs::default();
+    let mut standing = false;
+    for s in siblings {
+        let sd = decide(s);
+        let m = module("instance", &s.name);
+        let ephemeral = s.declared.as_ref().is_some_and(|i| i.ephemeral);
+        if ephemeral {
+            proofs.modules.push(m.clone());
+            standing |= v.records.current_generation(&s.name).is_some();
+            if sd.action == Action::Launch {
+                proofs.due.insert(s.name.clone());
+            }
+        }
+        match sd.action {
+            Action::Replace | Action::Relaunch if !ephemeral => {
+                ask.replace.push(format!("{m}.aws_instance.this"));
+                ask.allowed.push(m);
+            }
+            Action::Decommission => ask.allowed.push(m),
+            _ => {}
+        }
+        if s.declared.is_some() {
+            if let Some(b) = sd
+                .build
+                .clone()
+                .or_else(|| v.launched(&s.name).map(|r| r.build.clone()))
+            {
+                ask.images.push((s.name.clone(), b));
+            }
+        }
+    }
+    if !proofs.modules.is_empty() {
+        // one variable for all of the root's ephemerals: present while one
+        // is to be proved or still stands
+        ask.ephemeral = Some(!proofs.due.is_empty() || standing);
+        proofs.images = ask.images.clone();
+    }
+    (ask, proofs)
+}
+
+/// The machines of this tree named `name` (the module's `Name` tag).
+async fn named_machines(
+    a: &Apply<'_>,
+    name: &str,
+) -> Result<Vec<csis_runtime::InstanceFacts>, NodeError> {
+    let inv = a.rt.inventory().await.map_err(rt_err)?;
+    Ok(inv
+        .instances
+        .into_iter()
+        .filter(|m| m.labels.get("Name").map(String::as_str) == Some(name))
+        .filter(|m| {
+            m.config
+                .as_deref()
+                .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
+        })
+        .collect())
+}
+
+/// The one new machine an apply made for `name`, or why not.
+fn one_new<'m>(
+    name: &str,
+    new: &[&'m csis_runtime::InstanceFacts],
+) -> Result<&'m csis_runtime::InstanceFacts, NodeError> {
+    match new {
+        [m] => Ok(m),
+        _ => Err(NodeError::new(format!(
+            "{name}: after the apply, {} machine(s) named {name} of this tree stand where one new one was expected ({}); nothing recorded",
+            new.len(),
+            new.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// An ephemeral instance the apply made: verified (its image's post-bake
+/// tests run in it), its verdict in `verifications.yaml`, and recorded
+/// standing until the root's teardown removes it. Answers the verdict
+/// recorded and, when it failed, the node's error.
+async fn prove(
+    a: &Apply<'_>,
+    v: &FleetView,
+    spec: &InstanceSpec,
+    inst: &Instance,
+    build: &str,
+    found: &[csis_runtime::InstanceFacts],
+    out: &mut Applied,
+) -> Result<(EphemeralVerdict, Option<NodeError>), NodeError> {
+    let new: Vec<_> = found.iter().collect();
+    let m = one_new(&spec.name, &new)?;
+    let (generation, hostname) = v.records.next_machine(&spec.name, true);
+    let mut record = launch_record(a.run, inst, build, &hostname, "");
+    record.launched = true;
+    record.launched_run = Some(a.run.to_string());
+    let machine = Machine {
+        generation,
+        instance_id: Some(m.id.clone()),
+        provider_hostname: m.name.clone(),
+    };
+    out.hostname = Some(hostname.clone());
+    out.generation = Some(generation);
+    let mut checks = verify(a, &spec.name, build, inst.mounts.len())
+        .await
+        .map_err(rt_err)?;
+    post_bake(a, spec, &m.id, &mut checks).await;
+    let ok = failed(&checks).is_none();
+    record_verdict(a, inst, build, &record, generation, ok, &checks).await?;
+    // standing, as the apply left it: the teardown closes it
+    let verdict = EphemeralVerdict {
+        record,
+        machine,
+        ok,
+        kept: true,
+    };
+    a.recorder
+        .record_ephemeral(&inst.name, &verdict, a.run)
+        .map_err(|e| NodeError::new(format!("the ephemeral verdict: {e}")))?;
+    let failure = failed(&checks).map(|f| {
+        NodeError::new(format!(
+            "{hostname} (ephemeral, {}) did not verify: {f}{}",
+            m.id,
+            if inst.on_failure == OnFailure::Keep {
+                "; kept (on_failure: keep)"
+            } else {
+                ""
+            }
+        ))
+    });
+    if failure.is_none() {
+        (a.log)(format!("{hostname} (ephemeral) proved {build}"));
+    }
+    Ok((verdict, failure))
 }
 
 /// A tofu-typed storage node.
@@ -400,6 +668,7 @@ pub async fn storage(
         replace: Vec::new(),
         allowed: Vec::new(),
         images: Vec::new(),
+        ephemeral: None,
     };
     for s in siblings {
         let sd = decide_storage(&v, &StorageCase::of_spec(a.tree, s));
@@ -407,7 +676,7 @@ pub async fn storage(
             ask.allowed.push(module("storage", &s.name));
         }
     }
-    let run = roots.run(a, ask).await?;
+    let run = roots.run(a, ask, Proofs::default()).await?;
     if !applied(&run, &mut out)? {
         return Ok(out);
     }

@@ -110,35 +110,6 @@ pub fn resolve(binary: &str) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-/// Write `text` to `path` as an executable file, from a child process.
-///
-/// A file a threaded process holds open for writing is inherited by any fork
-/// another thread makes before it execs, and executing the file meanwhile fails
-/// "Text file busy" (ETXTBSY). Written by `sh`, the write descriptor never lives
-/// in this process. Tests that stand in for packer, tofu or a probe use it.
-pub fn write_executable(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
-        .arg(path)
-        .stdin(std::process::Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(text.as_bytes())?;
-    let st = child.wait()?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "could not write {}",
-            path.display()
-        )))
-    }
-}
-
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
@@ -299,7 +270,7 @@ mod tests {
 
     fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
         let p = dir.join(name);
-        write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
+        csis_testkit::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
         p
     }
 

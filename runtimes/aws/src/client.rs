@@ -74,14 +74,23 @@ impl Service {
     }
 }
 
-/// The endpoint a service's calls go to: the explicit `endpoint_url` (or
-/// `ssm_endpoint_url` for SSM), else `AWS_ENDPOINT_URL`, else the
+/// SSM's own endpoint, when one is set: the runtime's `ssm_endpoint_url`,
+/// else `AWS_ENDPOINT_URL_SSM` (the SDKs' service-specific variable).
+pub fn ssm_endpoint(settings: &AwsSettings) -> Option<String> {
+    settings
+        .ssm_endpoint_url
+        .clone()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL_SSM").ok())
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The endpoint a service's calls go to: SSM's own ([`ssm_endpoint`]) for
+/// SSM, else the explicit `endpoint_url`, else `AWS_ENDPOINT_URL`, else the
 /// service's regional endpoint.
 pub fn endpoint_of(settings: &AwsSettings, service: Service) -> String {
     let ssm = (service == Service::Ssm)
-        .then(|| settings.ssm_endpoint_url.clone())
-        .flatten()
-        .filter(|s| !s.trim().is_empty());
+        .then(|| ssm_endpoint(settings))
+        .flatten();
     ssm.or_else(|| endpoint_for(settings)).unwrap_or_else(|| {
         let suffix = if settings.region.starts_with("cn-") {
             "amazonaws.com.cn"
@@ -167,12 +176,7 @@ impl Clients {
         self.ssm
             .get_or_init(|| async {
                 let conf = self.config().await;
-                match self
-                    .settings
-                    .ssm_endpoint_url
-                    .as_deref()
-                    .filter(|s| !s.is_empty())
-                {
+                match ssm_endpoint(&self.settings) {
                     Some(ep) => aws_sdk_ssm::Client::from_conf(
                         aws_sdk_ssm::config::Builder::from(conf)
                             .endpoint_url(ep)

@@ -175,7 +175,7 @@ mod tests {
         let d = std::env::temp_dir();
         let fake = d.join(format!("csis-fake-packer-{}.sh", std::process::id()));
         // a packer that takes SIGINT to mean "clean up and leave"
-        csis_runtime::probe::write_executable(&fake, "#!/bin/sh\ntrap 'echo interrupted; exit 1' INT\necho started\nwhile :; do sleep 0.1; done\n").unwrap();
+        csis_testkit::write_executable(&fake, "#!/bin/sh\ntrap 'echo interrupted; exit 1' INT\necho started\nwhile :; do sleep 0.1; done\n").unwrap();
         #[derive(Default)]
         struct L(std::sync::Mutex<Vec<String>>);
         impl LogSink for L {

@@ -339,10 +339,20 @@ fn remove_stale(dir: &Path, stem: &str, texts: &[(String, String)]) -> Result<Ve
 }
 
 /// Write `instances.auto.tfvars` (`<label>_ami_id = "<id>"`) beside an
-/// instance root, from the record or a bake of this run, before it plans.
+/// instance root, from the record or a bake of this run, before it plans,
+/// and `ephemeral_present` when the root has ephemeral instances (they
+/// share it: present while one is to be proved or stands, absent
+/// otherwise, so that a plan of the root makes none unasked).
 /// The file is run-local (the generated `.gitignore` keeps it out of git).
-pub fn write_image_vars(root_dir: &Path, images: &[(String, String)]) -> Result<bool> {
+pub fn write_image_vars(
+    root_dir: &Path,
+    images: &[(String, String)],
+    ephemeral_present: Option<bool>,
+) -> Result<bool> {
     let mut text = String::new();
+    if let Some(present) = ephemeral_present {
+        text.push_str(&format!("ephemeral_present = {present}\n"));
+    }
     for (instance, id) in images {
         text.push_str(&format!(
             "{}_ami_id = {}\n",

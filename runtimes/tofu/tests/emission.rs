@@ -123,10 +123,18 @@ fn a_pinned_image_is_written_as_its_build_and_the_module_ignores_later_changes()
 #[test]
 fn image_vars_come_from_the_record_or_the_bake() {
     let work = tempfile::tempdir().unwrap();
-    assert!(write_image_vars(work.path(), &[("team-node-1".into(), "ami-1".into())]).unwrap());
+    assert!(
+        write_image_vars(work.path(), &[("team-node-1".into(), "ami-1".into())], None).unwrap()
+    );
     let text = std::fs::read_to_string(work.path().join("instances.auto.tfvars")).unwrap();
     assert_eq!(text, "team_node_1_ami_id = \"ami-1\"\n");
-    assert!(!write_image_vars(work.path(), &[("team-node-1".into(), "ami-1".into())]).unwrap());
+    assert!(
+        !write_image_vars(work.path(), &[("team-node-1".into(), "ami-1".into())], None).unwrap()
+    );
+    // a root with ephemerals says whether they stand
+    assert!(write_image_vars(work.path(), &[], Some(false)).unwrap());
+    let text = std::fs::read_to_string(work.path().join("instances.auto.tfvars")).unwrap();
+    assert_eq!(text, "ephemeral_present = false\n");
 }
 
 #[test]

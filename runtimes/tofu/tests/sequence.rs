@@ -29,7 +29,7 @@ exit 0
 fn stand_in(plan_json: &str) -> StandIn {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("tofu");
-    csis_runtime::probe::write_executable(&bin, SCRIPT).unwrap();
+    csis_testkit::write_executable(&bin, SCRIPT).unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("main.tf"), "# root\n").unwrap();

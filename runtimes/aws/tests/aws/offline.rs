@@ -96,7 +96,7 @@ fn aws_cli_version_checker() {
     let d = tempfile::tempdir().unwrap();
     let bin = |name: &str, body: &str| {
         let p = d.path().join(name);
-        csis_runtime::probe::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
+        csis_testkit::write_executable(&p, &format!("#!/bin/sh\n{body}\n")).unwrap();
         p.display().to_string()
     };
     assert_eq!(

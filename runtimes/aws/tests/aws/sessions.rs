@@ -1,20 +1,20 @@
 //! run_session_command and verify_instance: instance lookups in moto, SSM
-//! in the test double of tests/common/ssm_double.rs (which runs the scripts).
+//! in the test double of csis_testkit::ssm (which runs the scripts).
 
 use std::time::Duration;
 
 use csis_runtime::{Runtime, RuntimeError};
 use csis_runtime_aws::AwsRuntime;
 
-use crate::common::ssm_double::{Behaviour, SsmDouble};
 use crate::common::{self, need_moto};
+use csis_testkit::ssm::{Behaviour, SsmDouble};
 
 async fn setup(
     url: &str,
     b: Behaviour,
 ) -> (AwsRuntime, SsmDouble, String, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let double = SsmDouble::start(dir.path(), b).await;
+    let double = SsmDouble::start(dir.path(), b);
     let ec2 = common::ec2(url).await;
     let name = common::unique("ssm-box");
     let id = common::run_instance(&ec2, &name, "ami-0a1a10000000000a1").await;
@@ -284,7 +284,7 @@ async fn verify_instance_is_a_hook_of_the_trait() {
 async fn a_test_machine_is_launched_tagged_answers_and_is_terminated() {
     let url = need_moto!();
     let dir = tempfile::tempdir().unwrap();
-    let double = SsmDouble::start(dir.path(), Behaviour::default()).await;
+    let double = SsmDouble::start(dir.path(), Behaviour::default());
     let ec2 = common::ec2(&url).await;
     let (_vpc, subnets) = common::vpc_with_subnets(&ec2, common::octet(), 1).await;
     let mut s = common::settings(&url, "aws-test-machine");

@@ -480,4 +480,3 @@ pub async fn rewriting_proxy(upstream: &str, rewrite: Rewrite) -> String {
     });
     serve(h).await
 }
-pub mod ssm_double;
