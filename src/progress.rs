@@ -257,8 +257,8 @@ impl Tty {
 }
 
 impl csis_ops::build::Reporter for Renderer {
-    fn note(&self, msg: &str) {
-        Renderer::note(self, msg)
+    fn note(&self, notice: &csis_ops::build::Notice) {
+        Renderer::note(self, &notice.to_string())
     }
     fn event(&self, e: &Event) {
         Renderer::event(self, e)

@@ -313,8 +313,8 @@ struct Quiet {
 }
 
 impl crate::build::Reporter for Quiet {
-    fn note(&self, msg: &str) {
-        self.notes.lock().unwrap().push(msg.to_string());
+    fn note(&self, notice: &crate::build::Notice) {
+        self.notes.lock().unwrap().push(notice.to_string());
     }
     fn event(&self, e: &csis_engine::Event) {
         if let csis_engine::Event::Failed { label, error, .. } = e {

@@ -140,7 +140,10 @@ impl BuildState {
         }
         let line = outcome.message();
         cx.log(line.clone());
-        self.renderer.note(&format!("{}: {line}", cx.label()));
+        self.renderer.note(&super::Notice::NodeLine {
+            label: cx.label().to_string(),
+            line: line.clone(),
+        });
         let released = matches!(outcome, crate::release::ReleaseEvent::Released { .. });
         Ok(NodeOutput::new(json!({
             "build_id": build,
@@ -227,7 +230,10 @@ impl BuildState {
         let each = |e: &crate::dispose::DisposeEvent| {
             for line in e.lines() {
                 cx.log(line.clone());
-                self.renderer.note(&format!("{label}: {line}"));
+                self.renderer.note(&super::Notice::NodeLine {
+                    label: label.clone(),
+                    line: line.clone(),
+                });
             }
         };
         let report = crate::dispose::retention_in_build(

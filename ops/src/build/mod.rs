@@ -10,6 +10,7 @@ mod after;
 mod bake;
 mod logs;
 pub mod noop;
+mod notice;
 mod steps;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -40,6 +41,7 @@ pub(crate) use crate::vendor::resolve_request;
 pub use bake::name_prefix;
 use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
+pub use notice::Notice;
 pub use steps::{steps, steps_of_mods};
 
 /// The node kinds a dry run runs (`--dry-run`: plan, resolve and emit);
@@ -74,8 +76,8 @@ pub struct BuildOptions {
 
 /// Where a build's progress goes (the binary renders it).
 pub trait Reporter: Send + Sync {
-    /// A message for people.
-    fn note(&self, msg: &str);
+    /// What the build tells people besides its events.
+    fn note(&self, notice: &Notice);
     /// An event of the run.
     fn event(&self, e: &Event);
     /// A line of a running node's output.
@@ -154,7 +156,9 @@ pub fn run(
     let force = ForceBake::parse(&args.force_bake);
     let mut plan = session.plan(&sel, &force)?;
     for w in &session.compiled.warnings {
-        reporter.note(&format!("warning: {w}"));
+        reporter.note(&Notice::Warning {
+            message: w.to_string(),
+        });
     }
     // A gated fleet node changes nothing; the build says what it would do.
     for n in plan
@@ -162,10 +166,11 @@ pub fn run(
         .iter()
         .filter(|n| crate::fleet::plan::is_gated(&session.compiled.graph, n))
     {
-        reporter.note(&format!(
-            "gated: {} would {}: {}",
-            n.label, n.code, n.reason
-        ));
+        reporter.note(&Notice::Gated {
+            label: n.label.to_string(),
+            action: n.code.to_string(),
+            reason: n.reason.clone(),
+        });
     }
     let run_id = csis_cache::run_id_now();
     // On a shared store: a lease per (series, runtime) this build bakes,
@@ -180,7 +185,11 @@ pub fn run(
             if keys.iter().all(|(s, r)| l.holds(s, r)) {
                 break;
             }
-            let note = |e: &csis_cache::lease::LeaseEvent| reporter.note(&e.message());
+            let note = |e: &csis_cache::lease::LeaseEvent| {
+                reporter.note(&Notice::Lease {
+                    message: e.message(),
+                })
+            };
             match l.acquire(&keys, &covers, !args.no_wait, &note) {
                 Ok(_) => {}
                 Err(e @ csis_cache::CacheError::Locked { .. }) => {
@@ -314,7 +323,9 @@ pub fn run(
         ));
         let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(|d| d.is_error());
         for w in &warnings {
-            reporter.note(&format!("warning: {w}"));
+            reporter.note(&Notice::Warning {
+                message: w.to_string(),
+            });
         }
         if !errors.is_empty() {
             if !args.dry_run {
@@ -324,7 +335,9 @@ pub fn run(
                 .into());
             }
             for e in &errors {
-                reporter.note(&format!("{e} (a bake would be refused; --dry-run goes on)"));
+                reporter.note(&Notice::DryRunRefusal {
+                    message: e.to_string(),
+                });
             }
         }
         // the roots go under generated/: its .gitignore first, as the
@@ -341,12 +354,16 @@ pub fn run(
                 match rt.clean_stale_bakes().await {
                     Ok(removed) => {
                         for leftover in removed {
-                            renderer.note(&format!(
-                                "{name}: removed {leftover}, left by an interrupted bake"
-                            ));
+                            renderer.note(&Notice::LeftoverRemoved {
+                                runtime: name.to_string(),
+                                leftover: leftover.to_string(),
+                            });
                         }
                     }
-                    Err(e) => renderer.note(&format!("{name}: could not look for leftovers: {e}")),
+                    Err(e) => renderer.note(&Notice::LeftoversUnknown {
+                        runtime: name.to_string(),
+                        error: e.to_string(),
+                    }),
                 }
             }
         }
@@ -374,18 +391,17 @@ pub fn run(
     state.recorder.flush()?;
     if let Some(l) = leases.take() {
         for key in l.lost() {
-            state.renderer.note(&format!(
-                "warning: the lease {key} was taken over by another runner while this build held it (it was not renewed in time)"
-            ));
+            state.renderer.note(&Notice::LeaseLost {
+                key: key.to_string(),
+            });
         }
         drop(l);
     }
     if let Some(store) = &state.store {
-        state.renderer.note(&format!(
-            "meta-state store {}: {} requests",
-            store.url(),
-            csis_cache::remote::total_requests()
-        ));
+        state.renderer.note(&Notice::StoreRequests {
+            url: store.url().to_string(),
+            requests: csis_cache::remote::total_requests(),
+        });
     }
     if let Some(stamp) = &stamp {
         stamp.record(&state.session, &plan, &capture, &report.summary);
@@ -853,11 +869,10 @@ fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
                 .iter()
                 .map(|r| r.dir.display().to_string())
                 .collect();
-            reporter.note(&format!(
-                "tofu roots written under generated/: {} (planned and applied by their storage and instance nodes where apply_storage / apply_instances allow)",
-                dirs.join(", ")
-            ));
+            reporter.note(&Notice::TofuRoots { dirs });
         }
-        Err(e) => reporter.note(&format!("warning: tofu roots not written: {e:#}")),
+        Err(e) => reporter.note(&Notice::TofuRootsNotWritten {
+            error: format!("{e:#}"),
+        }),
     }
 }

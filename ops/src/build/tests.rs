@@ -14,7 +14,7 @@ struct Seen {
 }
 
 impl Reporter for Seen {
-    fn note(&self, _msg: &str) {}
+    fn note(&self, _notice: &Notice) {}
     fn event(&self, e: &Event) {
         self.events.lock().unwrap().push(e.clone());
     }
