@@ -507,6 +507,69 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
     assert!(fleet.current_generation("proof-2").is_none());
 
+    // 6. two ephemerals due, a build of one of them: the teardown waits for
+    // the verdicts of the nodes this build runs only, so neither stays up
+    // (they share ephemeral_present); the other is proved by the next build
+    let mut text = std::fs::read_to_string(&instances).unwrap().replace(
+        "  - name: proof-2\n    image: team-node\n    ephemeral: true\n    on_failure: teardown\n",
+        "",
+    );
+    text.push_str("  - name: proof-3\n    image: team-node\n    ephemeral: true\n");
+    text.push_str("  - name: proof-4\n    image: team-node\n    ephemeral: true\n");
+    std::fs::write(&instances, text).unwrap();
+    std::fs::write(
+        &plan_json,
+        plan_doc(&[
+            ("module.instance_proof_3[0].aws_instance.this", &["create"]),
+            ("module.instance_proof_4[0].aws_instance.this", &["create"]),
+        ]),
+    )
+    .unwrap();
+    std::fs::write(
+        &teardown_json,
+        plan_doc(&[
+            ("module.instance_proof_3[0].aws_instance.this", &["delete"]),
+            ("module.instance_proof_4[0].aws_instance.this", &["delete"]),
+        ]),
+    )
+    .unwrap();
+    let up = |n: &str| json!({"image": node_ami, "tags": {"Name": n, "csis_config": config}});
+    let env6: Vec<(&str, String)> = env
+        .iter()
+        .map(|(k, v)| match *k {
+            "TOFU_WITH_EPHEMERAL" => (
+                *k,
+                json!({"want": [durable, up("proof-3"), up("proof-4")], "gone": []}).to_string(),
+            ),
+            "TOFU_DURABLE" => (
+                *k,
+                json!({"want": [durable], "gone": ["proof-3", "proof-4"]}).to_string(),
+            ),
+            _ => (*k, v.clone()),
+        })
+        .collect();
+    let standing =
+        |n: &str| -> Vec<String> { serde_json::from_value(py(&["named", n]).unwrap()).unwrap() };
+    let before = calls().len();
+    let (code, out, err) = t.csis_with(&["build", "//instances/proof-3"], &env6);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let applies = calls()[before..]
+        .iter()
+        .filter(|(d, a)| d.starts_with("instance-image/") && a.starts_with("apply"))
+        .count();
+    assert_eq!(applies, 2, "the proof and the teardown: {:?}", calls());
+    assert!(standing("proof-3").is_empty() && standing("proof-4").is_empty());
+    let proved = |n: &str| {
+        verdicts()
+            .iter()
+            .any(|v| v["instance"] == n && v["ok"] == true)
+    };
+    assert!(proved("proof-3") && !proved("proof-4"));
+    let (code, out, err) = t.csis_with(&["build"], &env6);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(proved("proof-4"));
+    assert!(standing("proof-3").is_empty() && standing("proof-4").is_empty());
+
     py(&["terminate", &Value::from(named()).to_string()]);
     if let Some(v) = vol {
         py(&["delete_volume", &v]);

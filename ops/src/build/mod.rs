@@ -284,6 +284,17 @@ pub fn run(
         prune_run_logs(&local, KEPT_RUN_LOGS);
     }
     let tofu_logs = local.logs().join(&run_id);
+    // The instances whose nodes this run runs (the selection's due ones):
+    // only they are waited for before a root's ephemerals go.
+    let running_instances: HashSet<String> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.due)
+        .filter_map(|n| match session.compiled.spec(n.id) {
+            NodeSpec::Instance(i) => Some(i.name.clone()),
+            _ => None,
+        })
+        .collect();
     let state = Arc::new(BuildState {
         session: order_tofu_nodes(order_dispose_nodes(session, &plan), &plan),
         runtimes,
@@ -302,6 +313,7 @@ pub fn run(
         roots: crate::fleet::tofu::RootRuns::new(
             crate::fleet::tofu::flag_reader(tree.dir.clone(), tree.load_options()),
             tofu_logs,
+            running_instances,
         ),
     });
 

@@ -27,7 +27,7 @@
 //! transition is recorded. A refusal of the gate fails the node, naming
 //! every address; a flag turned off since the plan applies nothing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -75,6 +75,10 @@ pub struct RootRuns {
     runs: Mutex<HashMap<PathBuf, RootCell>>,
     /// The ephemerals each instance root proves this run.
     proofs: Mutex<HashMap<PathBuf, Proofs>>,
+    /// The instances whose nodes this run runs: a root's teardown waits
+    /// for the verdicts of its due ephemerals among them only (one left
+    /// out of the selection never arrives).
+    running: HashSet<String>,
     /// `(setting, builder, runtime)` -> is it allowed now (the tree read again).
     flag: Arc<FlagFn>,
     /// Where each call and its output go (`.csis/logs/<run>/tofu-<builder>.log`).
@@ -112,11 +116,12 @@ pub struct Proofs {
 }
 
 impl RootRuns {
-    pub fn new(flag: Arc<FlagFn>, log_dir: PathBuf) -> Self {
+    pub fn new(flag: Arc<FlagFn>, log_dir: PathBuf, running: HashSet<String>) -> Self {
         RootRuns {
             emission: OnceCell::new(),
             runs: Mutex::new(HashMap::new()),
             proofs: Mutex::new(HashMap::new()),
+            running,
             flag,
             log_dir,
         }
@@ -395,7 +400,7 @@ pub async fn instance(
     if !d.action.changes() {
         return Ok(out);
     }
-    let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide);
+    let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide, &roots.running);
     roots.identity(a, &spec.runtime).await?;
     let run = roots.run(a, ask, proofs).await?;
     if !applied(&run, &mut out)? {
@@ -496,6 +501,7 @@ fn instance_root_ask(
     spec: &InstanceSpec,
     siblings: &[&InstanceSpec],
     decide: &dyn Fn(&InstanceSpec) -> super::plan::Decided,
+    running: &HashSet<String>,
 ) -> (Ask, Proofs) {
     let mut ask = Ask {
         lifecycle: "instance-image",
@@ -516,7 +522,7 @@ fn instance_root_ask(
         if ephemeral {
             proofs.modules.push(m.clone());
             standing |= v.records.current_generation(&s.name).is_some();
-            if sd.action == Action::Launch {
+            if sd.action == Action::Launch && running.contains(&s.name) {
                 proofs.due.insert(s.name.clone());
             }
         }
@@ -541,7 +547,13 @@ fn instance_root_ask(
     if !proofs.modules.is_empty() {
         // one variable for all of the root's ephemerals: present while one
         // is to be proved or still stands
-        ask.ephemeral = Some(!proofs.due.is_empty() || standing);
+        let present = !proofs.due.is_empty() || standing;
+        ask.ephemeral = Some(present);
+        if !present {
+            // none due, none recorded standing: an ephemeral machine the
+            // plan finds is a leftover (a run stopped mid-proof), and goes
+            ask.allowed.extend(proofs.modules.iter().cloned());
+        }
         proofs.images = ask.images.clone();
     }
     (ask, proofs)
