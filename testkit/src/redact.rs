@@ -8,13 +8,21 @@ use std::path::Path;
 use serde_json::Value;
 
 /// Redactions: build ids become `[build-N]` in order of appearance; run
-/// ids `[run]`; 64-hex fingerprints (and their 16/12-hex prefixes under
-/// fingerprint keys) `[fingerprint]`; the tree's path `[root]`; times 0.
+/// ids `[run]`; 64-hex fingerprints `[fp-N]` in order of appearance, and a
+/// shorter hex value under a fingerprint key `[fp-N:LEN]` (N the whole one
+/// it begins, so a record holding a prefix where the whole belongs does
+/// not snapshot the same); the tree's path `[root]`; times 0.
 pub struct Redact {
     root: String,
     ids: BTreeMap<String, String>,
+    /// Fingerprints in order of appearance (`[fp-N]` is the Nth).
+    fps: Vec<String>,
     /// Names given to ids ([`Redact::name`]), replaced first.
     named: Vec<(String, String)>,
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 fn is_run_id(s: &str) -> bool {
@@ -57,6 +65,7 @@ impl Redact {
         Redact {
             root: root.display().to_string(),
             ids: BTreeMap::new(),
+            fps: Vec::new(),
             named: Vec::new(),
         }
     }
@@ -128,13 +137,30 @@ impl Redact {
         res
     }
 
+    /// `[fp-N]` for a whole fingerprint, `[fp-N:LEN]` for a shorter one.
+    fn fingerprint(&mut self, s: &str) -> String {
+        let at = |fps: &[String]| fps.iter().position(|f| f.starts_with(s));
+        let n = match at(&self.fps) {
+            Some(i) => i + 1,
+            None => {
+                self.fps.push(s.to_string());
+                self.fps.len()
+            }
+        };
+        if s.len() == 64 {
+            format!("[fp-{n}]")
+        } else {
+            format!("[fp-{n}:{}]", s.len())
+        }
+    }
+
     /// A JSON value redacted: every string (and key) as [`Redact::text`],
     /// whole fingerprints, fingerprint fields, and times and ages set to 0.
     pub fn value(&mut self, v: Value) -> Value {
         match v {
             Value::String(s) => {
-                if s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Value::String("[fingerprint]".into());
+                if s.len() == 64 && is_hex(&s) {
+                    return Value::String(self.fingerprint(&s));
                 }
                 Value::String(self.text(&s))
             }
@@ -152,9 +178,9 @@ impl Redact {
                                 Value::String("[test-machine]".into())
                             }
                             "previous" | "current" | "csis_fingerprint" | "fingerprint"
-                                if x.is_string() =>
+                                if x.as_str().is_some_and(is_hex) =>
                             {
-                                Value::String("[fingerprint]".into())
+                                Value::String(self.fingerprint(x.as_str().unwrap_or_default()))
                             }
                             _ => self.value(x),
                         };
@@ -187,6 +213,8 @@ mod tests {
             "path": "/tmp/x/tree/meta-state/lineage.yaml",
             "fingerprint": "abcdef012345",
             "whole": fp,
+            "again_whole": fp,
+            "csis_fingerprint": &fp[..16],
             "elapsed_ms": 17,
             "kept": 3,
         }));
@@ -200,8 +228,10 @@ mod tests {
                 "name": "web-sim-bake-[time]",
                 "run": "run [run] done",
                 "path": "[root]/meta-state/lineage.yaml",
-                "fingerprint": "[fingerprint]",
-                "whole": "[fingerprint]",
+                "fingerprint": "[fp-2:12]",
+                "whole": "[fp-1]",
+                "again_whole": "[fp-1]",
+                "csis_fingerprint": "[fp-1:16]",
                 "elapsed_ms": 0,
                 "kept": 3,
             })
