@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use csis_engine::Event;
+use csis_ops::build::Notice;
 use csis_rules::compile::NodeKind;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -102,6 +103,22 @@ impl Renderer {
                 let _ = t.multi.println(msg);
             }
         }
+    }
+
+    /// A notice of the build: under `--json` a line of the event stream
+    /// on stdout (`{"event":"notice","notice":KIND, its fields, "message":
+    /// its line}`), else its line as [`Renderer::note`] prints it.
+    pub fn notice(&self, n: &Notice) {
+        let Renderer::Json(_) = self else {
+            return self.note(&n.to_string());
+        };
+        let mut v = serde_json::to_value(n).expect("notices serialize");
+        v["message"] = serde_json::Value::from(n.to_string());
+        let body = v.to_string();
+        let fields = body.strip_prefix('{').unwrap_or(&body);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{{\"event\":\"notice\",{fields}");
+        let _ = out.flush();
     }
 
     /// Events already serialized (the no-op stamp's), shown as they were.
@@ -257,8 +274,8 @@ impl Tty {
 }
 
 impl csis_ops::build::Reporter for Renderer {
-    fn note(&self, notice: &csis_ops::build::Notice) {
-        Renderer::note(self, &notice.to_string())
+    fn note(&self, notice: &Notice) {
+        Renderer::notice(self, notice)
     }
     fn event(&self, e: &Event) {
         Renderer::event(self, e)

@@ -178,11 +178,11 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         ("TOFU_PLAN_TEARDOWN", teardown_json.display().to_string()),
         (
             "TOFU_DURABLE",
-            json!({"want": [durable], "gone": ["proof-1"]}).to_string(),
+            json!({"config": config, "want": [durable], "gone": ["proof-1"]}).to_string(),
         ),
         (
             "TOFU_WITH_EPHEMERAL",
-            json!({"want": [durable, proof], "gone": []}).to_string(),
+            json!({"config": config, "want": [durable, proof], "gone": []}).to_string(),
         ),
         // the machines answer SSM here: their launch marker, their mounts
         ("AWS_ENDPOINT_URL_SSM", ssm.url.clone()),
@@ -198,9 +198,12 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let named = || -> Vec<String> {
         serde_json::from_value(py(&["named", "team-node-1"]).unwrap()).unwrap()
     };
-    let leftovers = named();
-    if !leftovers.is_empty() {
-        py(&["terminate", &Value::from(leftovers).to_string()]);
+    // another run's machines of these names (a killed run's) are no test's now
+    for name in ["team-node-1", "proof-1", "proof-2", "proof-3", "proof-4"] {
+        let leftovers: Vec<String> = serde_json::from_value(py(&["named", name]).unwrap()).unwrap();
+        if !leftovers.is_empty() {
+            py(&["terminate", &Value::from(leftovers).to_string()]);
+        }
     }
     let calls = || -> Vec<(String, String)> {
         std::fs::read_to_string(&record)
@@ -474,11 +477,12 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         .map(|(k, v)| match *k {
             "TOFU_WITH_EPHEMERAL" => (
                 *k,
-                json!({"want": [durable, wrong], "gone": []}).to_string(),
+                json!({"config": config, "want": [durable, wrong], "gone": []}).to_string(),
             ),
             "TOFU_DURABLE" => (
                 *k,
-                json!({"want": [durable], "gone": ["proof-1", "proof-2"]}).to_string(),
+                json!({"config": config, "want": [durable], "gone": ["proof-1", "proof-2"]})
+                    .to_string(),
             ),
             _ => (*k, v.clone()),
         })
@@ -539,11 +543,11 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         .map(|(k, v)| match *k {
             "TOFU_WITH_EPHEMERAL" => (
                 *k,
-                json!({"want": [durable, up("proof-3"), up("proof-4")], "gone": []}).to_string(),
+                json!({"config": config, "want": [durable, up("proof-3"), up("proof-4")], "gone": []}).to_string(),
             ),
             "TOFU_DURABLE" => (
                 *k,
-                json!({"want": [durable], "gone": ["proof-3", "proof-4"]}).to_string(),
+                json!({"config": config, "want": [durable], "gone": ["proof-3", "proof-4"]}).to_string(),
             ),
             _ => (*k, v.clone()),
         })

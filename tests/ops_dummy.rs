@@ -61,7 +61,8 @@ impl Tree {
     }
 
     /// `csis build --json` with `CSIS_DUMMY_FAIL` set to `fail` (if any):
-    /// the exit code, the events, stderr.
+    /// the exit code, the events, and what it said: each notice's line
+    /// (a `{"event":"notice"}` of the stream), then stderr.
     fn build_json(&self, extra: &[&str], fail: Option<&str>) -> (i32, Vec<Value>, String) {
         let mut c = self.csis();
         c.args(["build", "--json"]).args(extra);
@@ -69,15 +70,20 @@ impl Tree {
             c.env("CSIS_DUMMY_FAIL", f);
         }
         let out = c.output().unwrap();
-        let events = String::from_utf8_lossy(&out.stdout)
+        let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
             .collect();
+        let said: String = events
+            .iter()
+            .filter(|e| e["event"] == "notice")
+            .map(|e| format!("{}\n", e["message"].as_str().expect("a notice's line")))
+            .collect();
         (
             out.status.code().unwrap_or(-1),
             events,
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            format!("{said}{}", String::from_utf8_lossy(&out.stderr)),
         )
     }
 
@@ -520,6 +526,19 @@ fn a_release_node_releases_during_the_run() {
             "//images/app@sim:release: released {app} as beta of app on sim (marked on the runtime)"
         )),
         "{err}"
+    );
+    // under --json the line is an event of the stream, as data
+    let line = ev
+        .iter()
+        .find(|e| e["event"] == "notice" && e["label"] == "//images/app@sim:release")
+        .unwrap_or_else(|| panic!("the release's notice: {ev:#?}"));
+    assert_eq!(line["notice"], "node_line", "{line:#}");
+    assert_eq!(
+        line["line"],
+        Value::from(format!(
+            "released {app} as beta of app on sim (marked on the runtime)"
+        )),
+        "{line:#}"
     );
     let rel = t.meta().releases().unwrap();
     assert_eq!(rel.current["beta"]["app"], app);

@@ -295,7 +295,7 @@ fn suite(s3: bool) {
         check(&sh, &outs, &expect);
         let waited = outs
             .iter()
-            .any(|o| String::from_utf8_lossy(&o.stderr).contains("waiting for the lease"));
+            .any(|o| said(o).contains("waiting for the lease"));
         assert!(waited, "overlapping runners waited for each other's leases");
     }
 
@@ -333,7 +333,7 @@ fn suite(s3: bool) {
     );
     set_runtime_seconds(sh.dir(), 0.3);
     let next = sh.run(&["build", "--json", "//images/a0"]);
-    let err = String::from_utf8_lossy(&next.stderr).to_string();
+    let err = said(&next);
     assert!(err.contains("took over the lease of a0@sim"), "{err}");
     *expect.get_mut("a0").unwrap() += 1;
     check(&sh, &[next], &expect);

@@ -91,7 +91,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     match &outcome {
         BuildOutcome::Replayed(replay) => {
             for w in &replay.warnings {
-                renderer.note(w);
+                renderer.notice(w);
             }
             renderer.raw_json_lines(&replay.events_json);
             renderer.event(&Event::Summary(replay.summary.clone()));

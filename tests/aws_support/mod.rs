@@ -43,12 +43,15 @@ elif cmd == 'seed':
     ec2.terminate_instances(InstanceIds=[src])
     print(json.dumps(out))
 elif cmd == 'converge':
-    # {"want": [{image, tags}], "gone": [names]}: make each wanted machine
-    # unless one of its Name stands; terminate every machine of a gone name
+    # {"config": C, "want": [{image, tags}], "gone": [names]}: make each
+    # wanted machine unless one of its Name and config C stands; terminate
+    # every machine of a gone name and config C (another run's are not ours)
     arg = json.loads(sys.argv[4])
     def standing(name):
         out = []
-        for r in ec2.describe_instances(Filters=[{'Name': 'tag:Name', 'Values': [name]}])['Reservations']:
+        filters = [{'Name': 'tag:Name', 'Values': [name]},
+                   {'Name': 'tag:csis_config', 'Values': [arg['config']]}]
+        for r in ec2.describe_instances(Filters=filters)['Reservations']:
             out += [i['InstanceId'] for i in r['Instances'] if i['State']['Name'] != 'terminated']
         return out
     for w in arg.get('want', []):

@@ -39,6 +39,17 @@ pub fn events(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// What a `build --json` said: its notices' lines (`{"event":"notice"}`
+/// of the stream), then stderr.
+pub fn said(out: &std::process::Output) -> String {
+    let notices: String = events(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "notice")
+        .map(|e| format!("{}\n", e["message"].as_str().unwrap_or_default()))
+        .collect();
+    format!("{notices}{}", String::from_utf8_lossy(&out.stderr))
+}
+
 pub fn summary(ev: &[Value]) -> &Value {
     let last = ev.last().expect("at least the summary");
     assert_eq!(last["event"], "summary", "the summary comes last: {last}");

@@ -40,8 +40,8 @@ use crate::TreeArgs;
 /// What a holding stamp answers: what the no-op build printed, for the
 /// caller to print again.
 pub struct Replay {
-    /// The compile's warnings, each a line (`warning: ...`).
-    pub warnings: Vec<String>,
+    /// The compile's warnings, as the no-op build noticed them.
+    pub warnings: Vec<super::Notice>,
     /// The skipped events, as JSON lines (each ending in a newline).
     pub events_json: String,
     /// The summary, its elapsed time this answer's.
@@ -124,7 +124,8 @@ impl NoopStamp {
         let mut events = String::new();
         for line in text.lines() {
             if let Some(w) = line.strip_prefix("W ") {
-                warnings.push(w.to_string());
+                let message = w.strip_prefix("warning: ").unwrap_or(w).to_string();
+                warnings.push(super::Notice::Warning { message });
             } else if let Some(e) = line.strip_prefix("E ") {
                 events.push_str(e);
                 events.push('\n');
