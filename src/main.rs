@@ -11,6 +11,7 @@ mod cmd;
 mod interrupt;
 mod progress;
 mod render;
+mod say;
 
 /// mimalloc: a no-op build of a large tree is mostly small allocations
 /// (parsed YAML, models, graph, fingerprints); glibc malloc spent a fifth of it.
@@ -187,6 +188,7 @@ fn exit_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
+    say::install();
     exit_quietly_on_closed_stdout();
     let cli = match parse_cli() {
         Ok(cli) => cli,

@@ -61,3 +61,42 @@ fn a_journal_that_cannot_be_written_stops_the_build_at_the_first_record() {
         "one bake ran (and could not be recorded), no more"
     );
 }
+
+/// A record written twice is read once, and the binary says so on stderr
+/// (the cache says it through the `log` facade, `src/say.rs` prints it):
+/// `warning: <meta-state>: lineage.yaml records build ... more than once`.
+#[test]
+fn a_record_written_twice_is_read_once_and_said() {
+    let t = tree("basic");
+    let d = t.path();
+    let (code, _) = build(d, &[]);
+    assert_eq!(code, 0);
+    let path = d.join("meta-state/lineage.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let l = lineage(d);
+    let first = l.builds[0].clone();
+    let mut twice = l.clone();
+    twice.builds.push(first.clone());
+    csis_cache::MetaState::of_tree(d)
+        .save_lineage(&twice)
+        .unwrap();
+    assert_ne!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "written twice"
+    );
+    let out = csis(d).args(["builds", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = format!(
+        "lineage.yaml records build {} ({}) more than once",
+        first.build_id, first.series
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("warning: ") && l.contains(&said)),
+        "{err}"
+    );
+    let _: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout stays one JSON document");
+}

@@ -29,7 +29,11 @@
 //!   entries of `tests/tidy/allow.txt`, each with its reason (which also
 //!   holds today's import loops): `tests/tidy/size.rs`;
 //! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
-//!   each with its folder.
+//!   each with its folder;
+//! - no library crate prints (`println!`, `eprintln!`, `print!`, `eprint!`,
+//!   `dbg!`) outside its tests: a report carries what a command found, the
+//!   `log` facade what a library tells people besides (the binary's
+//!   `src/say.rs` prints it), and the binary alone writes to a terminal.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -484,6 +488,8 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 
 #[path = "tidy/loops.rs"]
 mod loops;
+#[path = "tidy/prints.rs"]
+mod prints;
 #[path = "tidy/rust.rs"]
 mod rust;
 #[path = "tidy/size.rs"]
@@ -629,6 +635,37 @@ fn files_and_product_functions_are_within_their_bounds() {
     let allow = std::fs::read_to_string(root.join("tests/tidy/allow.txt")).unwrap();
     let v = size::judge(&over, &allow, size::Kind::Bounds);
     assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// libraries do not print
+
+#[test]
+fn no_library_crate_prints() {
+    let root = workspace();
+    let mut found = Vec::new();
+    let mut libraries = 0;
+    for (name, dir) in source_folders(&cargo_metadata()) {
+        if name == "csis" || name == "csis-testkit" {
+            continue;
+        }
+        libraries += 1;
+        let text = files_under(&dir);
+        let tests = loops::Crate::new(&text).test_files;
+        for (f, t) in &text {
+            if !tests.contains(f.as_str()) {
+                let rel = dir
+                    .join(f)
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .display()
+                    .to_string();
+                found.extend(prints::prints(&rel, t));
+            }
+        }
+    }
+    assert!(libraries > 10, "found the library crates: {libraries}");
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 // ---------------------------------------------------------------------------

@@ -217,7 +217,7 @@ pub fn load_for_planning(
         }
     };
     for line in lineage.dedupe() {
-        eprintln!("warning: {}: {line}", meta.dir().display());
+        log::warn!("{}: {line}", meta.dir().display());
     }
     let ppath = meta.dir().join(PINS_FILE);
     let mut pins = match read_source(&ppath)? {
@@ -247,7 +247,7 @@ pub fn load_for_planning(
         }
     }
     for line in pins.restore_from_lineage(&lineage) {
-        eprintln!("warning: {line}");
+        log::warn!("{line}");
     }
     Ok((lineage, pins))
 }

@@ -164,7 +164,7 @@ pub(crate) fn rejected_path(journal: &Path) -> PathBuf {
 pub fn replay_journal(journal: &Path, lineage: &mut Lineage, pins: &mut Pins) -> usize {
     let (added, problems, _) = replay_journal_checked(journal, lineage, pins);
     for p in problems {
-        eprintln!("warning: {p}");
+        log::warn!("{p}");
     }
     added
 }

@@ -177,7 +177,7 @@ impl Recorder {
         let restored = pins.restore_from_lineage(&lineage);
         problems.extend(restored.iter().cloned());
         for p in &problems {
-            eprintln!("warning: {p}");
+            log::warn!("{p}");
         }
         // Restored pins are written out with the next write.
         let replayed = replayed + usize::from(!restored.is_empty());
@@ -554,7 +554,7 @@ fn replay_orphan_journals(meta: &MetaState, dir: &Path) -> Result<(), CacheError
         }
         let (entries, problems, rejected) = read_journal(&path);
         for p in problems {
-            eprintln!("warning: {p}");
+            log::warn!("{p}");
         }
         for e in &entries {
             push_entry(r, e)?;
@@ -564,7 +564,7 @@ fn replay_orphan_journals(meta: &MetaState, dir: &Path) -> Result<(), CacheError
                 .map_err(|e| CacheError::io(&rejected_path(&path), e))?;
         }
         if !entries.is_empty() {
-            eprintln!(
+            log::info!(
                 "note: {} record(s) of an interrupted run written to {} from {}",
                 entries.len(),
                 r.store.url(),

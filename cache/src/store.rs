@@ -236,7 +236,7 @@ impl MetaState {
         }
         let mut l: Lineage = self.read(LINEAGE_FILE)?;
         for line in l.dedupe() {
-            eprintln!("warning: {}: {line}", self.dir.display());
+            log::warn!("{}: {line}", self.dir.display());
         }
         Ok(l)
     }
@@ -257,7 +257,7 @@ impl MetaState {
             // recorder (see [`Recorder::open`]).
             let (l, mut p) = self.lineage_and_pins()?;
             for line in p.restore_from_lineage(&l) {
-                eprintln!("warning: {line}");
+                log::warn!("{line}");
             }
             return Ok((l, p));
         }
@@ -265,7 +265,7 @@ impl MetaState {
         let mut p = self.pins()?;
         replay_journal(journal, &mut l, &mut p);
         for line in p.restore_from_lineage(&l) {
-            eprintln!("warning: {line}");
+            log::warn!("{line}");
         }
         Ok((l, p))
     }

@@ -63,7 +63,8 @@ pub fn timing(what: &str, t0: std::time::Instant) {
             })
             .map(|v| format!(" (rss {v})"))
             .unwrap_or_default();
-        eprintln!(
+        log::info!(
+            target: "csis::timing",
             "timing: {what}: {:.1} ms{rss}",
             t0.elapsed().as_secs_f64() * 1000.0
         );

@@ -305,7 +305,8 @@ impl Watcher {
         };
         if std::env::var_os("CSIS_TIMING").is_some() {
             let n = self.inc.counts() - before;
-            eprintln!(
+            log::info!(
+                target: "csis::timing",
                 "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s), \
                  {} series recompiled, {} file(s) hashed, {} series fingerprinted)",
                 t0.elapsed().as_secs_f64() * 1000.0,

@@ -223,10 +223,7 @@ impl NoopStamp {
         {
             Ok(true) => crate::session::timing("no-op stamp written", self.t0),
             Ok(false) => crate::session::timing("no-op stamp not written (racy files)", self.t0),
-            Err(e) => eprintln!(
-                "warning: could not write {}: {e}",
-                self.stamp.path().display()
-            ),
+            Err(e) => log::warn!("could not write {}: {e}", self.stamp.path().display()),
         }
     }
 }

@@ -129,7 +129,7 @@ impl AwsRuntime {
     }
 
     pub(crate) fn warn(&self, w: String) {
-        eprintln!("warning: {w}");
+        log::warn!("{w}");
         self.warnings.lock().unwrap().push(w);
     }
 
