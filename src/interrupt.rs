@@ -3,7 +3,7 @@
 //! second ends the process at once with `exit::INTERRUPTED`. The operations
 //! only see the cancellation token; the process's signal handling is here.
 
-use csis_runtime::CancellationToken;
+use csis_ops::build::CancellationToken;
 use tokio::signal::unix::{signal, SignalKind};
 
 /// A token cancelled by the first SIGINT from now on; `on_first` is called

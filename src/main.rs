@@ -207,7 +207,7 @@ fn main() -> ExitCode {
         }
     };
     let global = cli.global;
-    csis_cache::remote::set_override(global.meta_state.clone());
+    csis_ops::context::use_meta_state(global.meta_state.clone());
     let result = match cli.command {
         Command::Validate(args) => cmd::validate::run(&global, args),
         // `runtime verify-instance` is an alias of `verify instance`.

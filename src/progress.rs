@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use csis_engine::Event;
-use csis_ops::build::Notice;
-use csis_rules::compile::NodeKind;
+use csis_ops::build::NodeKind;
+use csis_ops::build::{Event, Notice};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 /// Where events go.
@@ -289,7 +288,7 @@ impl csis_ops::build::Reporter for Renderer {
             Renderer::Tty(t) => t.logs.set(label, path),
         }
     }
-    fn dry_run_plan(&self, plan: &csis_engine::Plan) {
+    fn dry_run_plan(&self, plan: &csis_ops::build::Plan) {
         let text = crate::render::plan_text(plan, false, false);
         if self.is_json() {
             eprint!("{text}");

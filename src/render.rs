@@ -1,8 +1,7 @@
 //! Rendering shared by several commands: diagnostics, the plan, a runtime's
 //! description.
 
-use csis_engine::{Plan, PlannedNode};
-use csis_rules::compile::NodeKind;
+use csis_ops::build::{NodeKind, Plan, PlannedNode};
 use csis_schema::Diagnostic;
 use serde::Serialize;
 

@@ -28,6 +28,8 @@
 //! - no file is over 800 lines, no product function over 150, but for the
 //!   entries of `tests/tidy/allow.txt`, each with its reason (which also
 //!   holds today's import loops): `tests/tidy/size.rs`;
+//! - the binary depends on no csis crate but csis-ops, csis-schema and
+//!   csis-graph (its tests aside);
 //! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
 //!   each with its folder;
 //! - no library crate prints (`println!`, `eprintln!`, `print!`, `eprint!`,
@@ -238,6 +240,12 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 // ---------------------------------------------------------------------------
 // the rules, on this workspace
+
+#[test]
+fn the_binary_reaches_the_house_through_ops() {
+    let v = binary::past_ops(&cargo_metadata());
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
 
 #[test]
 fn the_engine_depends_on_no_csis_crate() {
@@ -486,6 +494,8 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 // ---------------------------------------------------------------------------
 // no import loop between files
 
+#[path = "tidy/binary.rs"]
+mod binary;
 #[path = "tidy/loops.rs"]
 mod loops;
 #[path = "tidy/prints.rs"]

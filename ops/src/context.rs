@@ -49,6 +49,12 @@ pub struct Context {
     tokio: OnceLock<tokio::runtime::Runtime>,
 }
 
+/// `--meta-state`: the records of every tree this process opens live
+/// there, whatever `meta_state:` in `cfg/_config.yml` says.
+pub fn use_meta_state(spec: Option<csis_schema::model::MetaStateSpec>) {
+    csis_cache::remote::set_override(spec)
+}
+
 impl Context {
     /// Load the tree (a [`crate::NotLoaded`] when it does not load) and, to
     /// write, take the lock (`on_wait` says so while another csis holds

@@ -18,9 +18,10 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use anyhow::Result;
+/// Which builds a dispose considers (ids, all, retention).
+pub use csis_cache::retention::Selection;
 use csis_cache::retention::{
     forget_build, plan_dispose, DisposePlan, DisposeRequest, LaunchParams, PlanInputs, Protections,
-    Selection,
 };
 use csis_cache::{Lineage, MetaState, Pins, Revocations};
 use csis_runtime::{DynRuntime, RuntimeError};

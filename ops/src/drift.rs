@@ -396,7 +396,8 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
             .collect(),
         undeclare: tree.undeclare.clone(),
     };
-    let outcome = crate::build::run(&copy_args, &args, None, quiet.clone());
+    let shared = csis_cache::MetaState::of_tree(&copy_args.dir).is_remote();
+    let outcome = crate::build::run_holding(&copy_args, &args, None, shared, quiet.clone());
     let failed = match &outcome {
         Err(e) => Some(format!("{e:#}")),
         Ok(o) if o.exit_code() != crate::exit::SUCCESS => {

@@ -25,6 +25,7 @@
 //! - [`exit`]: the exit codes, by name.
 
 pub mod build;
+pub mod builds;
 pub mod context;
 pub mod dispose;
 pub mod drift;
@@ -41,6 +42,7 @@ pub mod lineage;
 pub mod mod_tests;
 pub mod release;
 pub mod revoke;
+pub mod secrets;
 pub mod session;
 pub mod shards;
 pub mod state;

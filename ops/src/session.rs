@@ -9,8 +9,10 @@ use std::time::SystemTime;
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
+/// `--force-bake` as the planner reads it.
+pub use csis_rules::compile::ForceBake;
 use csis_rules::compile::{
-    compile_with_costs, planner_with, Compiled, ForceBake, NodeKind, PinSource, RecordedFleet,
+    compile_with_costs, planner_with, Compiled, NodeKind, PinSource, RecordedFleet,
     RecordedInstance, RecordedStorage, VendorMoves, PINNED_PARENT_ATTR,
 };
 use csis_rules::Tree;

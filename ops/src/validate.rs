@@ -86,6 +86,15 @@ pub const VERSION_CHECKERS: &[VersionChecker] = &[
 /// The checker of an executable, as the original looks it up: by the
 /// entry's `name` first, then by its `type` (`default`: the name); the
 /// generic reader when neither has one.
+/// Load the tree at `dir` (what `csis validate` reports on): the tree and
+/// its warnings, or every diagnostic that stops it.
+pub fn load(
+    dir: &std::path::Path,
+    opts: &csis_rules::LoadOptions,
+) -> std::result::Result<Tree, Vec<Diagnostic>> {
+    csis_rules::load(dir, opts)
+}
+
 pub fn checker_of(x: &csis_schema::model::Executable) -> Option<&'static VersionChecker> {
     let by = |n: &str| VERSION_CHECKERS.iter().find(|c| c.name == n);
     by(&x.name).or_else(|| by(x.checker()))

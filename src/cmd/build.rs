@@ -1,16 +1,13 @@
 //! `csis build [PATTERNS] [-j N] [--dry-run] [--force-bake X] [--fail-fast]
-//! [--json] [--no-wait] [--keep-failed]`: take the tree lock and run the build
-//! (`csis_ops::build`), rendering its events; Ctrl-C cancels it
+//! [--json] [--no-wait] [--keep-failed]`: run the build (`csis_ops::build`,
+//! which takes the tree lock or the store's leases), rendering its events; Ctrl-C cancels it
 //! (`crate::interrupt`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
-use csis_cache::{CacheError, LocalDir, MetaState};
-use csis_engine::Event;
-use csis_ops::build::{BuildOptions, BuildOutcome};
-use csis_ops::exit;
+use csis_ops::build::{BuildOptions, BuildOutcome, Event};
 
 use crate::progress::Renderer;
 use crate::GlobalArgs;
@@ -46,24 +43,6 @@ pub struct Args {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
-    let local = LocalDir::of_tree(&global.dir);
-    // Records on a shared store: leases per (series, runtime) instead of
-    // the tree lock (csis_ops::build takes them).
-    let shared = MetaState::of_tree(&global.dir).is_remote();
-    // Taken without the holder's note: a build answered by its no-op stamp
-    // writes nothing; the build notes itself when it goes past the stamp.
-    let lock = if shared {
-        None
-    } else {
-        match local.lock_unnoted(!args.no_wait, super::say_waiting) {
-            Ok(l) => Some(l),
-            Err(e @ CacheError::Locked { .. }) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::from(exit::LOCKED));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
     let renderer = Renderer::new(args.json);
     let on_ctrl_c = renderer.clone();
     let cancel = crate::interrupt::cancel_on_ctrl_c(move || {
@@ -85,7 +64,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
     let outcome = csis_ops::build::run(
         &global.tree(),
         &opts,
-        lock.as_ref(),
+        super::say_waiting,
         Arc::new(renderer.clone()),
     )?;
     match &outcome {

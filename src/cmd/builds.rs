@@ -4,17 +4,12 @@
 //! short id, name, parent, age and marks (head, released, pinned, tested,
 //! revoked; with `--check`, `gone` when the runtime no longer has it, asked
 //! through `csis_ops::inspect::check_builds`).
-//! Read-only: reads `meta-state/` (with the journal of an interrupted build
-//! merged in) and takes no lock. The rows come from
-//! `csis_cache::build_ref::list_builds`.
+//! Read-only: the listing is `csis_ops::builds::list`; this renders it.
 
 use std::process::ExitCode;
-use std::time::SystemTime;
 
 use anyhow::Result;
-use csis_cache::build_ref::{list_builds, mark_tested, pattern_problem, BuildRow};
-use csis_cache::release_rules::ImageTests;
-use csis_cache::{LocalDir, MetaState, Revocations};
+use csis_ops::builds::{BuildRow, Builds, BuildsQuery};
 
 use crate::GlobalArgs;
 
@@ -34,30 +29,23 @@ pub struct Args {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
-    if let Some(p) = args.pattern.as_deref().and_then(pattern_problem) {
-        eprintln!("refused: {p}");
-        return Ok(ExitCode::from(2));
-    }
-    let meta = MetaState::of_tree(&global.dir);
-    let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(&global.dir).journal())?;
-    let releases = meta.releases()?;
-    let revocations = Revocations::load(&meta)?;
-    let mut rows = list_builds(
-        &lineage,
-        &pins,
-        &releases,
-        &revocations,
-        args.pattern.as_deref(),
-        args.runtime.as_deref(),
-        SystemTime::now(),
-    );
-    mark_tested(&mut rows, &ImageTests::load(&meta)?);
-    if args.check {
-        let cx = csis_ops::Context::open(&global.tree(), csis_ops::Access::Read, |_| {})?;
-        for n in csis_ops::inspect::check_builds(&cx, &mut rows) {
-            eprintln!("note: {n}");
+    let q = BuildsQuery {
+        pattern: args.pattern.clone(),
+        runtime: args.runtime.clone(),
+        check: args.check,
+    };
+    let rows = match csis_ops::builds::list(&global.tree(), &q)? {
+        Builds::Refused(p) => {
+            eprintln!("refused: {p}");
+            return Ok(ExitCode::from(2));
         }
-    }
+        Builds::Listed { rows, notes } => {
+            for n in notes {
+                eprintln!("note: {n}");
+            }
+            rows
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);

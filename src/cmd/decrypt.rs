@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use csis_rules::secrets::{self, markers};
+use csis_ops::secrets::{self, markers};
 
 use crate::GlobalArgs;
 
@@ -121,7 +121,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Some(v) => v.to_string(),
     };
     let v = v.trim();
-    if !csis_rules::crypt::is_marker(v) {
+    if !csis_ops::secrets::is_marker(v) {
         eprintln!("error: not an ENC[age:...] marker");
         return Ok(ExitCode::from(2));
     }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use csis_cache::retention::Selection;
+use csis_ops::dispose::Selection;
 use csis_ops::dispose::{DisposeArgs, DisposeEvent};
 use csis_ops::{exit, Access};
 

@@ -1,12 +1,12 @@
 //! `csis encrypt VALUE|-` and `csis encrypt --file F --field NAME`: encrypt
 //! to the tree's `encryption.recipients` (read raw from `cfg/`; no identity
-//! needed). The logic is `csis_rules::secrets`.
+//! needed). The logic is `csis_rules::secrets` (reached as `csis_ops::secrets`).
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use csis_rules::secrets::{self, markers, Recipients};
+use csis_ops::secrets::{self, markers, Recipients};
 
 use crate::GlobalArgs;
 

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use csis_graph as g;
-use csis_rules::compile::ForceBake;
+use csis_ops::session::ForceBake;
 
 use crate::GlobalArgs;
 

@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use csis_rules::secrets::{self, markers, Plaintexts};
+use csis_ops::secrets::{self, markers, Plaintexts};
 
 use crate::GlobalArgs;
 

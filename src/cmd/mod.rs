@@ -70,18 +70,13 @@ pub(crate) fn build_id(
     query: &str,
     runtime: Option<&str>,
 ) -> anyhow::Result<Result<String, std::process::ExitCode>> {
-    use csis_cache::build_ref::{resolve_build, BuildRefError, BuildScope};
-    let (lineage, _) = cx.records()?;
-    let scope = BuildScope {
-        series: None,
-        runtime,
-    };
-    Ok(match resolve_build(&lineage, query, scope) {
-        Ok(rec) => Ok(rec.build_id.clone()),
-        Err(BuildRefError::NotFound { .. }) => Ok(query.to_string()),
-        Err(e) => {
-            eprintln!("refused: {e}");
-            Err(std::process::ExitCode::from(csis_ops::exit::FAILURE))
-        }
-    })
+    Ok(
+        match csis_ops::builds::resolve_build_id(cx, query, runtime)? {
+            Ok(id) => Ok(id),
+            Err(why) => {
+                eprintln!("refused: {why}");
+                Err(std::process::ExitCode::from(csis_ops::exit::FAILURE))
+            }
+        },
+    )
 }

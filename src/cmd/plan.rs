@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use csis_rules::compile::ForceBake;
+use csis_ops::session::ForceBake;
 
 use crate::GlobalArgs;
 

@@ -2,12 +2,12 @@
 //! material that must never be public, in the tree or in what the git index
 //! would commit (a pre-commit hook runs `csis public-safe --staged`). Exit 1
 //! with every finding as `file:line:col: field: rule`; the flagged text is
-//! never printed. The rules are `csis_rules::secrets::public_safe`.
+//! never printed. The rules are `csis_rules::secrets::public_safe` (`csis_ops::secrets`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use csis_rules::secrets::{self, public_safe, Plaintexts};
+use csis_ops::secrets::{self, public_safe, Plaintexts};
 
 use crate::GlobalArgs;
 

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use csis_rules::secrets::{self, markers, Recipients};
+use csis_ops::secrets::{self, markers, Recipients};
 
 use crate::GlobalArgs;
 

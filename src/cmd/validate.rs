@@ -59,7 +59,7 @@ fn to_json(d: &Diagnostic) -> JsonDiag<'_> {
 
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let opts = global.tree().load_options();
-    let (tree, mut diags) = match csis_rules::load(&global.dir, &opts) {
+    let (tree, mut diags) = match csis_ops::validate::load(&global.dir, &opts) {
         Ok(t) => {
             let w = t.warnings.clone();
             (Some(t), w)

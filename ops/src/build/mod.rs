@@ -22,12 +22,12 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use csis_cache::{BuildRecord, Capabilities, LocalDir, PinBinding, RecordTests, Recorder};
 use csis_engine::{
-    Event, Events, NodeContext, NodeError, NodeId, NodeOutput, Plan, Reason, RunOptions, Summary,
+    Events, NodeContext, NodeError, NodeId, NodeOutput, Reason, RunOptions, Summary,
 };
-use csis_rules::compile::{BakeSpec, ForceBake, NodeKind, NodeSpec, ParentSpec, BAKE_RECIPE};
+use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_runtime::{
-    BakeOutcome, BakeParent, BakeRequest, CancellationToken, DynRuntime, ImageFacts, LogSink,
-    ResolvedImage, RuntimeError, TestCommand,
+    BakeOutcome, BakeParent, BakeRequest, DynRuntime, ImageFacts, LogSink, ResolvedImage,
+    RuntimeError, TestCommand,
 };
 use csis_schema::model::ParentPolicy;
 use csis_schema::tags;
@@ -39,6 +39,11 @@ use crate::TreeArgs;
 
 pub(crate) use crate::vendor::resolve_request;
 pub use bake::name_prefix;
+/// The engine's vocabulary a build reports in (the binary renders it).
+pub use csis_engine::{Event, Plan, PlannedNode};
+pub use csis_rules::compile::NodeKind;
+/// What cancels a build (`BuildOptions::cancel`).
+pub use csis_runtime::CancellationToken;
 use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
 pub use notice::Notice;
@@ -126,20 +131,49 @@ impl BuildOutcome {
     }
 }
 
-/// Run one build. The caller holds the tree lock (`lock`, when it is this
-/// process's: noted once the build goes past its no-op stamp, so that a
-/// build the stamp answers writes nothing into it).
+/// Run one build of the tree, as every writing operation runs: with the
+/// tree lock (`on_wait` says who holds it while this one waits; under
+/// `--no-wait` a held lock is [`BuildOutcome::Locked`]), or, when the
+/// records are on a shared store, with a lease per series the build
+/// touches instead (taken once the plan is known).
 pub fn run(
     tree: &TreeArgs,
     args: &BuildOptions,
+    on_wait: impl FnOnce(&str),
+    reporter: Arc<dyn Reporter>,
+) -> Result<BuildOutcome> {
+    let shared = csis_cache::MetaState::of_tree(&tree.dir).is_remote();
+    // Taken without the holder's note: a build answered by its no-op stamp
+    // writes nothing; the build notes itself when it goes past the stamp.
+    let lock = if shared {
+        None
+    } else {
+        match LocalDir::of_tree(&tree.dir).lock_unnoted(!args.no_wait, on_wait) {
+            Ok(l) => Some(l),
+            Err(e @ csis_cache::CacheError::Locked { .. }) => {
+                return Ok(BuildOutcome::Locked(e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    run_holding(tree, args, lock.as_ref(), shared, reporter)
+}
+
+/// [`run`] with the lock taken (`lock`, when it is this process's: noted
+/// once the build goes past its no-op stamp, so that a build the stamp
+/// answers writes nothing into it); `shared`: the records are on a store.
+/// A dry build of a copy of the tree (`drift`) holds no lock.
+pub(crate) fn run_holding(
+    tree: &TreeArgs,
+    args: &BuildOptions,
     lock: Option<&csis_cache::TreeLock>,
+    shared: bool,
     reporter: Arc<dyn Reporter>,
 ) -> Result<BuildOutcome> {
     let local = LocalDir::of_tree(&tree.dir);
     // A build of an unchanged tree answers from its no-op stamp (noop.rs),
     // unless the records are on a shared store (other runners change them
     // without touching this tree).
-    let shared = csis_cache::MetaState::of_tree(&tree.dir).is_remote();
     let stamp = if shared {
         None
     } else {

@@ -32,7 +32,7 @@ impl Reporter for Seen {
 fn a_build_bakes_records_and_logs_per_run_then_replays_its_stamp() {
     let (_t, tree) = ops_basic();
     let seen = Arc::new(Seen::default());
-    let out = run(&tree, &BuildOptions::default(), None, seen.clone()).unwrap();
+    let out = run(&tree, &BuildOptions::default(), |_| {}, seen.clone()).unwrap();
     assert_eq!(out.exit_code(), exit::SUCCESS);
     let BuildOutcome::Ran { summary, .. } = &out else {
         panic!("a fresh tree runs");
@@ -68,7 +68,7 @@ fn a_build_bakes_records_and_logs_per_run_then_replays_its_stamp() {
     }
     // Nothing is due now: the stamp answers, nothing runs.
     let again = Arc::new(Seen::default());
-    match run(&tree, &BuildOptions::default(), None, again.clone()).unwrap() {
+    match run(&tree, &BuildOptions::default(), |_| {}, again.clone()).unwrap() {
         BuildOutcome::Replayed(r) => assert_eq!(r.summary.baked, 0),
         BuildOutcome::Ran { summary, .. } => assert_eq!(summary.baked, 0),
         BuildOutcome::HardDrift(h) => panic!("{h:?}"),
@@ -85,7 +85,7 @@ fn a_failed_bake_fails_the_outcome_and_keeps_its_log() {
     assert!(text.contains("type: dummy"), "{text}");
     std::fs::write(&p, format!("{text}    fail: [web]\n")).unwrap();
     let seen = Arc::new(Seen::default());
-    let out = run(&tree, &BuildOptions::default(), None, seen.clone()).unwrap();
+    let out = run(&tree, &BuildOptions::default(), |_| {}, seen.clone()).unwrap();
     assert_eq!(out.exit_code(), exit::FAILURE);
     let logs = seen.logs.lock().unwrap().clone();
     let (_, web) = logs
