@@ -443,7 +443,7 @@ fn docker_fleet_lifecycle() {
     );
     t.build();
     assert!(!exists("follower-002"));
-    assert!(t.meta().pins().unwrap().instances.get("follower").is_none());
+    assert!(!t.meta().pins().unwrap().instances.contains_key("follower"));
     assert!(t.instance("follower").is_null(), "{}", t.instances());
 
     // A container removed behind csis is hard drift.

@@ -262,7 +262,7 @@ fn last_build(root: &Path, series: &str) -> String {
         .into_iter()
         .filter(|b| b.series == series)
         .map(|b| b.build_id)
-        .last()
+        .next_back()
         .unwrap()
 }
 

@@ -168,7 +168,7 @@ impl Cache {
     fn save(&self) {
         let Some(file) = self.file() else { return };
         let mut list: Vec<&Entry> = self.entries.values().collect();
-        list.sort_by(|a, b| b.at.cmp(&a.at));
+        list.sort_by_key(|e| std::cmp::Reverse(e.at));
         list.truncate(MAX_ENTRIES);
         let Ok(text) = serde_json::to_string(&list) else {
             return;

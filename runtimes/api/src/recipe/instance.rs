@@ -37,15 +37,15 @@ pub fn ensure_lines(t: &Target, e: &Ensure) -> Vec<String> {
         };
         let bare = mode.trim_start_matches('0');
         let bare = if bare.is_empty() { "0" } else { bare };
+        let install = format!(
+            "{{ {} && {}; }}",
+            t.su(&format!("mkdir -p \"$(dirname {path})\"")),
+            t.su(&format!("cp /tmp/.csis-ensure {path}"))
+        );
         v.push(format!(
-            "printf '%s' {} | base64 -d > /tmp/.csis-ensure && ( {} || {} ) && rm -f /tmp/.csis-ensure",
+            "printf '%s' {} | base64 -d > /tmp/.csis-ensure && ( {} || {install} ) && rm -f /tmp/.csis-ensure",
             sq_always(&base64(f.content.as_bytes())),
             t.su(&format!("cmp -s /tmp/.csis-ensure {path}")),
-            format!(
-                "{{ {} && {}; }}",
-                t.su(&format!("mkdir -p \"$(dirname {path})\"")),
-                t.su(&format!("cp /tmp/.csis-ensure {path}"))
-            ),
         ));
         v.push(format!(
             "[ \"$({})\" = {bare} ] || {}",
