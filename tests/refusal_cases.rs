@@ -5,7 +5,10 @@
 //! path, message, hint) into one insta snapshot per case
 //! (`tests/snapshots/refusal_cases__<case>.snap`). A new refusal is a
 //! new case file and its reviewed snapshot; `refusals.rs` asserts the
-//! chosen details by hand.
+//! chosen details by hand. Each case file also states where its first
+//! refusal lands (`# expect: FILE:LINE:COL PATH`, its last lines), and
+//! every diagnostic of every case names a file of the tree, a line, a
+//! column and a field path.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -72,6 +75,31 @@ fn every_case_renders_as_its_snapshot() {
             Err(d) => d,
         };
         assert!(!diags.is_empty(), "{case}: no diagnostic at all");
+        for d in &diags {
+            assert!(
+                d.line >= 1 && d.column >= 1 && !d.path.is_empty(),
+                "{case}: a diagnostic without line, column or field path: {d:?}"
+            );
+            assert!(
+                dir.path().join(&d.file).is_file(),
+                "{case}: a diagnostic naming no file of the tree: {d:?}"
+            );
+        }
+        let text =
+            std::fs::read_to_string(csis_testkit::fixture("config/refusals").join(&case)).unwrap();
+        let expected: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: "))
+            .collect();
+        assert!(!expected.is_empty(), "{case}: states no `# expect:` line");
+        for e in expected {
+            let (at, path) = e.split_once(' ').expect("`# expect: FILE:LINE:COL PATH`");
+            assert!(
+                diags.iter().any(|d| d.location() == at && d.path == path),
+                "{case}: no diagnostic at {at} {path}:\n{}",
+                render(&diags, dir.path())
+            );
+        }
         let name = case.replace('.', "_");
         insta::assert_snapshot!(name, render(&diags, dir.path()));
     }
