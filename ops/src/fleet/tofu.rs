@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use csis_cache::fleet::{EphemeralVerdict, Machine};
+use csis_cache::launch_params::LaunchRecord;
 use csis_engine::NodeError;
 use csis_rules::compile::{InstanceSpec, StorageSpec};
 use csis_rules::fleet::{Instance, OnFailure};
@@ -102,7 +103,7 @@ struct Ask {
 /// ephemerals share `ephemeral_present`, so they come up together and go
 /// together, when the last of those due has its verdict.
 #[derive(Debug, Clone, Default)]
-pub struct Proofs {
+struct Proofs {
     /// Not finished yet.
     due: BTreeSet<String>,
     /// Finished: (name, its verdict when one was recorded, kept).
@@ -223,28 +224,25 @@ impl RootRuns {
                         .insert(dir.clone(), proofs);
                 }
                 (a.log)(format!("tofu root {}: plan and apply", root.dir.display()));
-                self.sequence(&root, &dir, &ask, &ask.replace, &ask.allowed)
-                    .await
+                self.sequence(&root, &dir, &ask).await
             })
             .await;
         r.clone().map_err(NodeError::new)
     }
 
-    /// The gated sequence of `root` in `dir` (real run): plan with
-    /// `replace`, destroys only where `allowed`, the apply flag of `ask`
-    /// read again before `apply`.
+    /// The gated sequence of `root` in `dir` (real run): plan with the
+    /// ask's `replace`, destroys only where its `allowed` says, its apply
+    /// flag read again before `apply`.
     async fn sequence(
         &self,
         root: &csis_tofu::EmittedRoot,
         dir: &Path,
         ask: &Ask,
-        replace: &[String],
-        allowed: &[String],
     ) -> Result<RootRun, String> {
         let mut tofu = Tofu::new(&root.executable);
         tofu.log = Some(self.log_dir.join(format!("tofu-{}.log", root.builder)));
         let gate = Gate {
-            allowed_destroys: allowed.to_vec(),
+            allowed_destroys: ask.allowed.clone(),
         };
         let flag = self.flag.clone();
         let (setting, builder, runtime) = (ask.setting, ask.builder.clone(), ask.runtime.clone());
@@ -253,7 +251,7 @@ impl RootRuns {
             dir,
             backend_file: &root.backend_file,
             mode: Mode::Real,
-            replace,
+            replace: &ask.replace,
             gate: &gate,
             apply_flag: &apply_flag,
         };
@@ -317,7 +315,7 @@ impl RootRuns {
             runtime: last.runtime.clone(),
             setting: "apply_instances",
             replace: Vec::new(),
-            allowed: Vec::new(),
+            allowed: last.modules.clone(),
             images: Vec::new(),
             ephemeral: Some(false),
         };
@@ -326,7 +324,7 @@ impl RootRuns {
             root.dir.display()
         ));
         let run = self
-            .sequence(root, dir, &ask, &[], &last.modules)
+            .sequence(root, dir, &ask)
             .await
             .map_err(NodeError::new)?;
         let mut said = Applied::default();
@@ -336,8 +334,12 @@ impl RootRuns {
                 root.dir.display()
             )));
         }
+        let standing = machines_of_tree(a).await?;
         for (n, verdict, _) in last.finished {
-            if let Some(m) = named_machines(a, &n).await?.first() {
+            let named = |m: &&csis_runtime::InstanceFacts| {
+                m.labels.get("Name").map(String::as_str) == Some(n.as_str())
+            };
+            if let Some(m) = standing.iter().find(named) {
                 return Err(NodeError::new(format!(
                     "{n}: the teardown applied, but {} still stands; recorded standing",
                     m.id
@@ -450,17 +452,8 @@ pub async fn instance(
         .filter(|m| Some(&m.id) != old_id.as_ref() || d.action == Action::Launch)
         .collect();
     let m = one_new(&spec.name, &new)?;
-    let (generation, hostname) = v.records.next_machine(&spec.name, false);
-    let mut record = launch_record(a.run, inst, &build, &hostname, "");
-    record.launched = true;
-    record.launched_run = Some(a.run.to_string());
-    let machine = Machine {
-        generation,
-        instance_id: Some(m.id.clone()),
-        provider_hostname: m.name.clone(),
-    };
-    out.hostname = Some(hostname);
-    out.generation = Some(generation);
+    let (record, machine) = applied_machine(a, &v, inst, &build, m, &mut out);
+    let generation = machine.generation;
     let standing = v.records.current_generation(&spec.name).map(|g| g.number);
     let recorded = match (d.action, standing) {
         (Action::Relaunch, Some(g)) => {
@@ -559,22 +552,53 @@ fn instance_root_ask(
     (ask, proofs)
 }
 
-/// The machines of this tree named `name` (the module's `Name` tag).
-async fn named_machines(
-    a: &Apply<'_>,
-    name: &str,
-) -> Result<Vec<csis_runtime::InstanceFacts>, NodeError> {
+/// The machines of this tree (its `csis_config`), one inventory call.
+async fn machines_of_tree(a: &Apply<'_>) -> Result<Vec<csis_runtime::InstanceFacts>, NodeError> {
     let inv = a.rt.inventory().await.map_err(rt_err)?;
     Ok(inv
         .instances
         .into_iter()
-        .filter(|m| m.labels.get("Name").map(String::as_str) == Some(name))
         .filter(|m| {
             m.config
                 .as_deref()
                 .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
         })
         .collect())
+}
+
+/// The machines of this tree named `name` (the module's `Name` tag).
+async fn named_machines(
+    a: &Apply<'_>,
+    name: &str,
+) -> Result<Vec<csis_runtime::InstanceFacts>, NodeError> {
+    let mut all = machines_of_tree(a).await?;
+    all.retain(|m| m.labels.get("Name").map(String::as_str) == Some(name));
+    Ok(all)
+}
+
+/// The launch record and the machine of `m`, the one new machine an apply
+/// made for `inst` (its next generation of the ephemeral or durable kind),
+/// recorded launched this run; the node's output names them.
+fn applied_machine(
+    a: &Apply<'_>,
+    v: &FleetView,
+    inst: &Instance,
+    build: &str,
+    m: &csis_runtime::InstanceFacts,
+    out: &mut Applied,
+) -> (LaunchRecord, Machine) {
+    let (generation, hostname) = v.records.next_machine(&inst.name, inst.ephemeral);
+    let mut record = launch_record(a.run, inst, build, &hostname, "");
+    record.launched = true;
+    record.launched_run = Some(a.run.to_string());
+    out.hostname = Some(hostname);
+    out.generation = Some(generation);
+    let machine = Machine {
+        generation,
+        instance_id: Some(m.id.clone()),
+        provider_hostname: m.name.clone(),
+    };
+    (record, machine)
 }
 
 /// The one new machine an apply made for `name`, or why not.
@@ -607,17 +631,8 @@ async fn prove(
 ) -> Result<(EphemeralVerdict, Option<NodeError>), NodeError> {
     let new: Vec<_> = found.iter().collect();
     let m = one_new(&spec.name, &new)?;
-    let (generation, hostname) = v.records.next_machine(&spec.name, true);
-    let mut record = launch_record(a.run, inst, build, &hostname, "");
-    record.launched = true;
-    record.launched_run = Some(a.run.to_string());
-    let machine = Machine {
-        generation,
-        instance_id: Some(m.id.clone()),
-        provider_hostname: m.name.clone(),
-    };
-    out.hostname = Some(hostname.clone());
-    out.generation = Some(generation);
+    let (record, machine) = applied_machine(a, v, inst, build, m, out);
+    let (generation, hostname) = (machine.generation, record.hostname.clone());
     let mut checks = verify(a, &spec.name, build, inst.mounts.len())
         .await
         .map_err(rt_err)?;
