@@ -178,3 +178,42 @@ fn a_declared_release_follows_the_bake() {
         "a converged build releases nothing new"
     );
 }
+
+/// One build constructs each runtime it asks once: the state gate, the
+/// plan's vendor reads and the nodes share one set of runtimes (and the
+/// tokio runtime their clients belong to). `CSIS_TIMING=1` says each
+/// construction (`construct runtime NAME`).
+#[test]
+fn a_build_constructs_each_runtime_it_asks_once() {
+    let t = tree("basic");
+    let d = t.path();
+    let constructions = |extra: &[&str]| {
+        let out = csis(d)
+            .env("CSIS_TIMING", "1")
+            .arg("build")
+            .arg("--json")
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let ev = events(&out.stdout);
+        let n = stderr
+            .lines()
+            .filter(|l| l.contains("timing: construct runtime sim:"))
+            .count();
+        (n, summary(&ev)["baked"].as_u64().unwrap(), stderr)
+    };
+    // the whole tree: the gate's query, the online checks and seven bakes
+    let (n, baked, stderr) = constructions(&[]);
+    assert_eq!(baked, 7);
+    assert_eq!(n, 1, "{stderr}");
+    // a forced rebake of one series and its follow descendants
+    let (n, baked, stderr) = constructions(&["--force-bake", "web"]);
+    assert!(baked >= 1, "{stderr}");
+    assert_eq!(n, 1, "{stderr}");
+    // a no-op asks no runtime
+    let (n, baked, stderr) = constructions(&[]);
+    assert_eq!(baked, 0);
+    assert_eq!(n, 0, "{stderr}");
+}

@@ -3,12 +3,10 @@
 //! Writing takes the tree lock (one writer per tree) and folds a journal
 //! left by an interrupted build into `meta-state/` first, so no replay
 //! brings back what the operation changes. Runtimes are constructed on
-//! demand, once each, through [`crate::wiring`]; hook calls run on one
-//! tokio runtime of the context.
+//! demand, once each, by the context's [`crate::wiring::Runtimes`]; hook
+//! calls run on its one tokio runtime.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
 
 use anyhow::Result;
 use csis_cache::{Lineage, LocalDir, MetaState, Pins, TreeLock};
@@ -45,8 +43,7 @@ pub struct Context {
     pub local: LocalDir,
     access: Access,
     _lock: Option<TreeLock>,
-    runtimes: Mutex<BTreeMap<String, DynRuntime>>,
-    tokio: OnceLock<tokio::runtime::Runtime>,
+    runtimes: crate::wiring::Runtimes,
 }
 
 /// `--meta-state`: the records of every tree this process opens live
@@ -74,7 +71,7 @@ impl Context {
             Access::Read => None,
             Access::Write => {
                 let l = LocalDir::of_tree(dir).lock(true, on_wait)?;
-                crate::state::settle_journal(dir)?;
+                settle_journal(dir)?;
                 Some(l)
             }
         };
@@ -85,8 +82,7 @@ impl Context {
             local: LocalDir::of_tree(dir),
             access,
             _lock: lock,
-            runtimes: Mutex::new(BTreeMap::new()),
-            tokio: OnceLock::new(),
+            runtimes: Default::default(),
         })
     }
 
@@ -108,7 +104,7 @@ impl Context {
     /// `lineage.yaml` and `pins.yaml` as the next build will see them (a
     /// journal left by an interrupted build merged in).
     pub fn records(&self) -> Result<(Lineage, Pins)> {
-        crate::state::records(&self.root)
+        records(&self.root)
     }
 
     /// The canonical name of a declared runtime (a name or an alias).
@@ -118,25 +114,32 @@ impl Context {
 
     /// The runtime `name`, constructed on first use.
     pub fn runtime(&self, name: &str) -> Result<DynRuntime> {
-        let mut rts = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(rt) = rts.get(name) {
-            return Ok(rt.clone());
-        }
-        let rt = crate::wiring::runtime(self.tree(), name)?;
-        rts.insert(name.to_string(), rt.clone());
-        Ok(rt)
+        self.runtimes.get(self.tree(), name)
+    }
+
+    /// The operation's runtimes and their tokio runtime.
+    pub fn runtimes(&self) -> &crate::wiring::Runtimes {
+        &self.runtimes
     }
 
     /// Run a hook call (or any future) to completion on the context's
     /// tokio runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.tokio
-            .get_or_init(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime")
-            })
-            .block_on(f)
+        self.runtimes.block_on(f)
     }
+}
+
+/// Fold a journal left by an interrupted build into `meta-state/` (call
+/// with the tree lock held, before a lineage operation rewrites
+/// `lineage.yaml` or `pins.yaml`): otherwise the next build would replay the
+/// journal over the operation's changes (e.g. bring back a disposed record).
+pub fn settle_journal(root: &Path) -> Result<()> {
+    csis_cache::Recorder::open(MetaState::of_tree(root), LocalDir::of_tree(root).journal())?;
+    Ok(())
+}
+
+/// `lineage.yaml` and `pins.yaml` as the next build will see them (with a
+/// journal left by an interrupted build merged in).
+pub fn records(root: &Path) -> Result<(csis_cache::Lineage, csis_cache::Pins)> {
+    Ok(MetaState::of_tree(root).load_with_journal(&LocalDir::of_tree(root).journal())?)
 }

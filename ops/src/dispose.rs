@@ -644,8 +644,7 @@ mod tests {
             runtime: &runtime,
             forget: &forget,
         };
-        crate::state::tokio_rt()
-            .unwrap()
+        crate::wiring::Runtimes::default()
             .block_on(retention_in_build(
                 tree,
                 &lineage,
@@ -706,7 +705,8 @@ mod tests {
     #[test]
     fn the_state_query_gate_reports_hard_drift() {
         let (_t, tree) = tree_with_builds(None);
-        let gate = |run| crate::state::state_query_gate_drift(&tree, run).unwrap();
+        let made = crate::wiring::Runtimes::default();
+        let gate = |run| crate::state::state_query_gate_drift(&tree, &made, run).unwrap();
         // no report yet and no query: no opinion
         assert!(gate(false).is_empty());
         assert!(gate(true).is_empty());

@@ -102,11 +102,7 @@ pub fn export_gids(
 ) -> Result<String, Error> {
     let q = parse_query(query_text)?;
     let creds = credentials(&q.team, env)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Query(format!("no runtime: {e}")))?;
-    let gids = rt.block_on(csis_opa::group_gids(
+    let gids = crate::wiring::Runtimes::default().block_on(csis_opa::group_gids(
         &q.api_host,
         &q.team,
         &q.groups,

@@ -47,6 +47,7 @@ pub mod session;
 pub mod shards;
 pub mod state;
 mod state_file;
+pub mod timing;
 pub mod tofu_roots;
 pub mod upgrade;
 pub mod validate;

@@ -151,9 +151,7 @@ pub fn run(session: &Session, opts: &ModTestOptions) -> Result<ModTestReport> {
     }
     let (name, rt) = test_runtime(session)?;
     report.runtime = name.clone();
-    let rtok = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rtok = session.runtimes.tokio();
     let answers = rtok.block_on(rt.preflight());
     let unreachable = match answers {
         Err(e) => Some(e.to_string()),
@@ -274,7 +272,6 @@ pub fn run(session: &Session, opts: &ModTestOptions) -> Result<ModTestReport> {
             }
         },
     ));
-    rtok.shutdown_timeout(std::time::Duration::from_secs(2));
     let mut ran = std::mem::take(&mut *lines.lock().unwrap());
     ran.sort_by(|a, b| (&a.image, &a.mod_name).cmp(&(&b.image, &b.mod_name)));
     report.results.extend(ran);
@@ -358,7 +355,7 @@ fn test_runtime(session: &Session) -> Result<(String, DynRuntime)> {
     match of_roots.or(dockers.first().copied()) {
         Some(name) => Ok((
             format!("docker runtime {name}"),
-            crate::wiring::runtime(tree, name)?,
+            session.runtimes.get(tree, name)?,
         )),
         None => {
             let rt = csis_runtime_docker::DockerRuntime::new(

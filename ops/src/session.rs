@@ -30,6 +30,9 @@ pub struct Session {
     pub revs: Revocations,
     pub compiled: Compiled,
     pub fps: Fingerprints,
+    /// The runtimes the plan's vendor reads (and a build's gate and nodes)
+    /// ask, each constructed once.
+    pub runtimes: crate::wiring::Runtimes,
 }
 
 /// The compile's [`PinSource`] over the records: `meta-state/`'s pins and
@@ -52,26 +55,7 @@ impl PinSource for RecordedPins<'_> {
     }
 }
 
-/// `CSIS_TIMING=1`: print how long each phase took (stderr).
-pub fn timing(what: &str, t0: std::time::Instant) {
-    if std::env::var_os("CSIS_TIMING").is_some() {
-        // The resident memory so far (Linux), to see which phase holds it.
-        let rss = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .map(|v| v.trim().to_string())
-            })
-            .map(|v| format!(" (rss {v})"))
-            .unwrap_or_default();
-        log::info!(
-            target: "csis::timing",
-            "timing: {what}: {:.1} ms{rss}",
-            t0.elapsed().as_secs_f64() * 1000.0
-        );
-    }
-}
+pub use crate::timing::timing;
 
 /// Load the tree (a [`crate::NotLoaded`] when it does not) and compile it.
 pub fn open(dir: &Path, opts: &csis_rules::LoadOptions) -> Result<Session> {
@@ -104,6 +88,7 @@ pub fn open_tree(tree: Tree) -> Result<Session> {
         revs,
         compiled,
         fps,
+        runtimes: Default::default(),
     })
 }
 
@@ -256,7 +241,13 @@ impl Session {
     fn plan_with(&self, sel: &Selection, force: &ForceBake, explain: Explain) -> Result<Plan> {
         // A base baked from a vendor tag is due when the tag moved.
         let t0 = std::time::Instant::now();
-        let vendor = crate::vendor::read(&self.tree, &self.compiled, &self.lineage, sel);
+        let vendor = crate::vendor::read(
+            &self.tree,
+            &self.compiled,
+            &self.lineage,
+            sel,
+            &self.runtimes,
+        );
         if vendor.read > 0 {
             timing("read vendor tags", t0);
         }

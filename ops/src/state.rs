@@ -18,6 +18,7 @@ use csis_rules::{Parent, Tree};
 use csis_runtime::{DynRuntime, RuntimeError};
 use serde::Serialize;
 
+use crate::wiring::Runtimes;
 use crate::{Context as OpContext, TreeArgs};
 
 // ---------------------------------------------------------------------------
@@ -34,27 +35,7 @@ pub fn take_lock(root: &Path, on_wait: impl FnOnce(&str)) -> Result<TreeLock> {
     Ok(LocalDir::of_tree(root).lock(true, on_wait)?)
 }
 
-/// Fold a journal left by an interrupted build into `meta-state/` (call
-/// with the tree lock held, before a lineage operation rewrites
-/// `lineage.yaml` or `pins.yaml`): otherwise the next build would replay the
-/// journal over the operation's changes (e.g. bring back a disposed record).
-pub fn settle_journal(root: &Path) -> Result<()> {
-    csis_cache::Recorder::open(MetaState::of_tree(root), LocalDir::of_tree(root).journal())?;
-    Ok(())
-}
-
-/// `lineage.yaml` and `pins.yaml` as the next build will see them (with a
-/// journal left by an interrupted build merged in).
-pub fn records(root: &Path) -> Result<(csis_cache::Lineage, csis_cache::Pins)> {
-    Ok(MetaState::of_tree(root).load_with_journal(&LocalDir::of_tree(root).journal())?)
-}
-
-/// A tokio runtime for the hook calls of one command.
-pub fn tokio_rt() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
+pub use crate::context::{records, settle_journal};
 
 /// The runtimes the tree declares (canonical names).
 pub fn declared_runtimes(tree: &Tree) -> BTreeSet<String> {
@@ -205,32 +186,35 @@ fn held_tags(images: &[csis_runtime::ImageFacts], config: &str) -> Vec<csis_cach
 
 /// Ask every declared runtime; a runtime that cannot be constructed
 /// (unwired type, unreachable daemon) is an unavailable answer.
-pub fn views(tree: &Tree, only: Option<&str>) -> Result<Vec<RuntimeView>> {
-    let tokio = tokio_rt()?;
+pub fn views(tree: &Tree, made: &Runtimes, only: Option<&str>) -> Vec<RuntimeView> {
     let mut out = Vec::new();
     for name in declared_runtimes(tree) {
         if only.is_some_and(|o| o != name) {
             continue;
         }
-        let rt = crate::wiring::runtime(tree, &name).map_err(|e| format!("{e:#}"));
-        let v = tokio.block_on(view_of(
+        let rt = made.get(tree, &name).map_err(|e| format!("{e:#}"));
+        let v = made.block_on(view_of(
             &name,
             rt.as_ref().map_err(Clone::clone),
             &tree.config.id,
         ));
         out.push(v);
     }
-    Ok(out)
+    out
 }
 
 /// Run the state query over every declared runtime.
-pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<RuntimeView>)> {
+pub fn state_report(
+    tree: &Tree,
+    meta: &MetaState,
+    made: &Runtimes,
+) -> Result<(StateReport, Vec<RuntimeView>)> {
     let (lineage, pins) = records(tree.root())?;
     let revs = Revocations::load(meta)?;
     // a corrupt releases.yaml is reported here, not only by `csis release`
     let releases = meta.releases()?;
     let parents = image_parents(tree);
-    let views = views(tree, None)?;
+    let views = views(tree, made, None);
     let report = drift::judge(
         drift::Records {
             lineage: &lineage,
@@ -245,12 +229,17 @@ pub fn state_report(tree: &Tree, meta: &MetaState) -> Result<(StateReport, Vec<R
         Some(&csis_cache::run_id_now()),
     );
     let mut report = report;
-    add_fleet_drift(tree, meta, &mut report)?;
+    add_fleet_drift(tree, meta, made, &mut report)?;
     Ok((report, views))
 }
 
 /// The fleet's drift (crate::fleet::drift) in the report, counted in its summary.
-fn add_fleet_drift(tree: &Tree, meta: &MetaState, report: &mut StateReport) -> Result<()> {
+fn add_fleet_drift(
+    tree: &Tree,
+    meta: &MetaState,
+    made: &Runtimes,
+    report: &mut StateReport,
+) -> Result<()> {
     if tree.instances.is_empty() && tree.storages.is_empty() {
         let f = csis_cache::fleet::FleetRecords::load(meta)?;
         if f.launch.instances.is_empty() && f.storages.storages.is_empty() {
@@ -258,7 +247,7 @@ fn add_fleet_drift(tree: &Tree, meta: &MetaState, report: &mut StateReport) -> R
         }
     }
     let view = crate::fleet::FleetView::load(meta)?;
-    let (drift, unavailable) = tokio_rt()?.block_on(crate::fleet::drift::fleet_drift(tree, &view));
+    let (drift, unavailable) = made.block_on(crate::fleet::drift::fleet_drift(tree, &view, made));
     for d in &drift {
         *report.summary.entry(d.drift.clone()).or_default() += 1;
     }
@@ -296,10 +285,14 @@ pub fn last_report_hard(tree: &Tree) -> Option<Vec<drift::Drift>> {
 /// report; then answer the hard drift of the report on disk (empty = go;
 /// no report = no opinion). The build lets through what its plan repairs
 /// and refuses to start on the rest.
-pub fn state_query_gate_drift(tree: &Tree, run_query: bool) -> Result<Vec<drift::Drift>> {
+pub fn state_query_gate_drift(
+    tree: &Tree,
+    made: &Runtimes,
+    run_query: bool,
+) -> Result<Vec<drift::Drift>> {
     if run_query {
         let meta = MetaState::of_tree(tree.root());
-        let (report, _) = state_report(tree, &meta)?;
+        let (report, _) = state_report(tree, &meta, made)?;
         write_report(tree, &report)?;
     }
     Ok(last_report_hard(tree).unwrap_or_default())
@@ -333,7 +326,7 @@ impl QueryReport {
 /// `csis state query`: ask every declared runtime, judge, write the report
 /// (where it can: a checkout it cannot write still gets its answer).
 pub fn query(cx: &OpContext) -> Result<QueryReport> {
-    let (report, _) = state_report(cx.tree(), &cx.meta)?;
+    let (report, _) = state_report(cx.tree(), &cx.meta, cx.runtimes())?;
     let path = write_report(cx.tree(), &report).map_err(|e| format!("{e:#}"));
     Ok(QueryReport { report, path })
 }
@@ -398,11 +391,10 @@ fn import_fleet(
                 .map(|s| s.runtime.clone()),
         )
         .collect();
-    let tokio = tokio_rt()?;
     let mut inventories = BTreeMap::new();
     for name in runtimes {
-        let rt = crate::wiring::runtime(tree, &name)?;
-        let inv = tokio
+        let rt = cx.runtime(&name)?;
+        let inv = cx
             .block_on(rt.inventory())
             .map_err(|e| anyhow::anyhow!("runtime {name}: {e}"))?;
         inventories.insert(name, inv);
@@ -426,7 +418,7 @@ fn import_fleet(
 
 fn import_images(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     let tree = cx.tree();
-    let (_, views) = state_report(tree, &cx.meta)?;
+    let (_, views) = state_report(tree, &cx.meta, cx.runtimes())?;
     let mut lineage = cx.records()?.0;
     let run = csis_cache::run_id_now();
     let mut adopted = Vec::new();
@@ -456,8 +448,8 @@ fn import_images(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
     }
     if !dry_run && !adopted.is_empty() {
         cx.meta.save_lineage(&lineage)?;
-        name_unnamed(tree, &mut adopted)?;
-        let (report, _) = state_report(tree, &cx.meta)?;
+        name_unnamed(cx, &mut adopted);
+        let (report, _) = state_report(tree, &cx.meta, cx.runtimes())?;
         write_report(tree, &report)?;
     }
     Ok(ImportReport {
@@ -472,27 +464,25 @@ fn import_images(cx: &OpContext, dry_run: bool) -> Result<ImportReport> {
 /// (`Runtime::adopt`; not the series' movable tag: an adopted build is not
 /// made the series' newest here), else a child standing on one hides it.
 /// A naming that fails is said in the adopted build's lines.
-fn name_unnamed(tree: &Tree, adopted: &mut [Adopted]) -> Result<()> {
-    let tokio = tokio_rt()?;
+fn name_unnamed(cx: &OpContext, adopted: &mut [Adopted]) {
     let runtimes: BTreeSet<String> = adopted.iter().map(|a| a.runtime.clone()).collect();
     for name in runtimes {
-        let Ok(rt) = crate::wiring::runtime(tree, &name) else {
+        let Ok(rt) = cx.runtime(&name) else {
             continue;
         };
-        let Ok(images) = tokio.block_on(rt.query_images()) else {
+        let Ok(images) = cx.block_on(rt.query_images()) else {
             continue;
         };
         for a in adopted.iter_mut().filter(|a| a.runtime == name) {
             if !images.iter().any(|i| i.build_id == a.build_id && i.unnamed) {
                 continue;
             }
-            a.named = match tokio.block_on(rt.adopt(&a.build_id, false)) {
+            a.named = match cx.block_on(rt.adopt(&a.build_id, false)) {
                 Ok(lines) => lines,
                 Err(e) => vec![format!("not named: {e}")],
             };
         }
     }
-    Ok(())
 }
 
 /// An image's tag carries a prefix of its fingerprint: when the tree's

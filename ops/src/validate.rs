@@ -224,20 +224,11 @@ pub async fn online_checks_of(
 /// `check_online` hook.
 pub fn online_checks(tree: &Tree, skipped: &mut Vec<String>) -> Vec<Diagnostic> {
     let mut out = executable_checks(tree);
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            skipped.push(format!("every runtime check (no async runtime: {e})"));
-            return out;
-        }
-    };
+    let made = crate::wiring::Runtimes::default();
     for r in &tree.runtimes {
-        match crate::wiring::runtime(tree, &r.name) {
+        match made.get(tree, &r.name) {
             Err(e) => skipped.push(format!("runtime {} ({}): {e}", r.display, r.type_name())),
-            Ok(hooks) => out.extend(findings(r, rt.block_on(hooks.check_online()))),
+            Ok(hooks) => out.extend(findings(r, made.block_on(hooks.check_online()))),
         }
     }
     out

@@ -100,7 +100,13 @@ fn movable_heads(
 
 /// Read what each movable vendor reference of the selection names now,
 /// once per (runtime, reference), on the runtimes of `tree`.
-pub fn read(tree: &Tree, compiled: &Compiled, lineage: &Lineage, sel: &Selection) -> VendorReads {
+pub fn read(
+    tree: &Tree,
+    compiled: &Compiled,
+    lineage: &Lineage,
+    sel: &Selection,
+    made: &crate::wiring::Runtimes,
+) -> VendorReads {
     let heads = movable_heads(compiled, lineage, |id| sel.contains(id));
     let mut reads = VendorReads::default();
     if heads.is_empty() {
@@ -111,8 +117,10 @@ pub fn read(tree: &Tree, compiled: &Compiled, lineage: &Lineage, sel: &Selection
     names.dedup();
     let mut runtimes = BTreeMap::new();
     for n in names {
-        match crate::wiring::runtimes(tree, [n]) {
-            Ok(m) => runtimes.extend(m),
+        match made.get(tree, n) {
+            Ok(rt) => {
+                runtimes.insert(n.to_string(), rt);
+            }
             Err(e) => {
                 for h in heads.iter().filter(|h| h.runtime == n) {
                     reads.unread.push((h.bake, format!("{e:#}")));
@@ -120,14 +128,10 @@ pub fn read(tree: &Tree, compiled: &Compiled, lineage: &Lineage, sel: &Selection
             }
         }
     }
-    // One read per (runtime, reference), on a thread of its own (a caller
-    // may already run inside a tokio runtime).
+    // One read per (runtime, reference), on the runtimes' tokio runtime
+    // from a thread of its own (a caller may already run inside one).
     let now = std::thread::scope(|s| {
         s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
             let mut now: BTreeMap<(String, String), Result<Option<String>, String>> =
                 BTreeMap::new();
             for h in &heads {
@@ -138,7 +142,7 @@ pub fn read(tree: &Tree, compiled: &Compiled, lineage: &Lineage, sel: &Selection
                 let Some(r) = runtimes.get(&h.runtime) else {
                     continue;
                 };
-                let answer = rt
+                let answer = made
                     .block_on(r.vendor_now(&h.request))
                     .map(|o| {
                         o.filter(|i| i.name.as_deref() == Some(h.recorded.reference.as_str()))

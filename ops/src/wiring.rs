@@ -209,12 +209,17 @@ impl BakeCost for BakeCosts {
     }
 }
 
-/// Construct the runtime named `name` of the tree.
+/// Construct the runtime named `name` of the tree (`CSIS_TIMING=1` says
+/// so: `construct runtime NAME`). An operation asks its [`Runtimes`]
+/// instead, which constructs each once.
 pub fn runtime(tree: &Tree, name: &str) -> Result<DynRuntime> {
     let Some(rt) = tree.runtime(name) else {
         bail!("runtime {name} is not declared in this tree");
     };
-    (runtime_type(rt)?.construct)(tree, rt)
+    let t0 = std::time::Instant::now();
+    let made = (runtime_type(rt)?.construct)(tree, rt);
+    crate::timing::timing(&format!("construct runtime {}", rt.name), t0);
+    made
 }
 
 #[cfg(feature = "dummy")]
@@ -294,18 +299,81 @@ fn packer_binary(tree: &Tree, runtime: &str) -> Option<String> {
         .next()
 }
 
-/// Construct every runtime in `names` (deduplicated), by name.
-pub fn runtimes<'a>(
-    tree: &Tree,
-    names: impl IntoIterator<Item = &'a str>,
-) -> Result<BTreeMap<String, DynRuntime>> {
-    let mut out = BTreeMap::new();
-    for name in names {
-        if !out.contains_key(name) {
-            out.insert(name.to_string(), runtime(tree, name)?);
+/// The runtimes of one operation (a build, a command's [`crate::Context`]),
+/// each constructed on its first use and then shared, with the one tokio
+/// runtime their hook calls run on. A runtime object is only ever used on
+/// that tokio runtime: its clients' connections belong to it. The state
+/// gate, the plan's vendor reads and the build's nodes all ask the same
+/// one, so a build constructs each runtime it touches once
+/// (`tests/build_convergence.rs`).
+#[derive(Default)]
+pub struct Runtimes {
+    made: std::sync::Mutex<BTreeMap<String, DynRuntime>>,
+    tokio: std::sync::OnceLock<tokio::runtime::Runtime>,
+}
+
+impl Runtimes {
+    /// The runtime `name` (a name or an alias) of `tree`, constructed on
+    /// first use.
+    pub fn get(&self, tree: &Tree, name: &str) -> Result<DynRuntime> {
+        let Some(entry) = tree.runtime(name) else {
+            bail!("runtime {name} is not declared in this tree");
+        };
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rt) = made.get(&entry.name) {
+            return Ok(rt.clone());
+        }
+        let rt = runtime(tree, &entry.name)?;
+        made.insert(entry.name.clone(), rt.clone());
+        Ok(rt)
+    }
+
+    /// Every runtime in `names`, by the names asked.
+    pub fn some<'a>(
+        &self,
+        tree: &Tree,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, DynRuntime>> {
+        let mut out = BTreeMap::new();
+        for name in names {
+            if !out.contains_key(name) {
+                out.insert(name.to_string(), self.get(tree, name)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The tokio runtime the hook calls run on (multi-threaded: a build's
+    /// nodes run on it at once), started on first use. Panics when the
+    /// system cannot start one (no threads left).
+    pub fn tokio(&self) -> &tokio::runtime::Runtime {
+        self.tokio.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime")
+        })
+    }
+
+    /// Run a hook call (or any future) to completion on [`Runtimes::tokio`].
+    /// Not from inside a tokio runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.tokio().block_on(f)
+    }
+
+    /// Stop the tokio runtime, giving what still runs on it (a log
+    /// reader, a blocking call) two seconds. Dropping the runtimes does it.
+    pub fn shutdown(&mut self) {
+        if let Some(t) = self.tokio.take() {
+            t.shutdown_timeout(std::time::Duration::from_secs(2));
         }
     }
-    Ok(out)
+}
+
+impl Drop for Runtimes {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 #[cfg(test)]

@@ -231,7 +231,10 @@ pub(crate) fn run_holding(
                 }
                 Err(e) => return Err(e.into()),
             }
+            // (the runtimes constructed so far go on with the new session)
+            let made = std::mem::take(&mut session.runtimes);
             session = crate::session::open(&tree.dir, &tree.load_options())?;
+            session.runtimes = made;
             let sel = session.select(&args.patterns)?;
             plan = session.plan(&sel, &force)?;
         }
@@ -261,7 +264,11 @@ pub(crate) fn run_holding(
     // build of images talks to no runtime but for the plan's read of the
     // vendor tags its bases were baked from (crate::vendor).
     if !args.dry_run && (plan.nodes.iter().any(|n| n.due) || keeps_machines(&session, &plan)) {
-        let hard = crate::state::state_query_gate_drift(&session.tree, !args.no_state_query)?;
+        let hard = crate::state::state_query_gate_drift(
+            &session.tree,
+            &session.runtimes,
+            !args.no_state_query,
+        )?;
         // a launched machine found missing is relaunched by this very build
         session.relaunch_missing(&mut plan, &hard)?;
         let hard = crate::fleet::plan::unrepaired(&session.compiled.graph, &plan, &hard);
@@ -270,7 +277,8 @@ pub(crate) fn run_holding(
         }
     }
 
-    // Runtimes only for what runs: a no-op build constructs none.
+    // Runtimes only for what runs: a no-op build constructs none. Those
+    // the plan's vendor reads and the gate asked are not constructed again.
     let mut names: Vec<&str> = plan
         .nodes
         .iter()
@@ -279,7 +287,12 @@ pub(crate) fn run_holding(
         .collect();
     names.sort();
     names.dedup();
-    let runtimes = crate::wiring::runtimes(&session.tree, names.iter().copied())?;
+    let runtimes = session
+        .runtimes
+        .some(&session.tree, names.iter().copied())?;
+    // The one tokio runtime they run on, held here (not by the build's
+    // state, which a node may drop last, inside that runtime).
+    let mut made = std::mem::take(&mut session.runtimes);
     if args.keep_failed && !args.dry_run {
         refuse_keep_failed(&session, &plan, &runtimes)?;
     }
@@ -352,9 +365,7 @@ pub(crate) fn run_holding(
     });
 
     let capture = noop::Capture::default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = made.tokio();
     // What `validate` checks online, for the runtimes this build touches,
     // before anything bakes (a subnet typo never reaches packer). A dry
     // run bakes nothing: it reports what the checks find and goes on.
@@ -432,7 +443,7 @@ pub(crate) fn run_holding(
         )
         .await
     });
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    made.shutdown();
     // Everything recorded is in the journal already; write the files now.
     state.recorder.flush()?;
     if let Some(l) = leases.take() {

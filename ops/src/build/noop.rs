@@ -133,7 +133,7 @@ impl NoopStamp {
         }
         let mut summary = summary;
         summary.elapsed_ms = self.t0.elapsed().as_millis() as u64;
-        crate::session::timing("no-op stamp holds", self.t0);
+        crate::timing::timing("no-op stamp holds", self.t0);
         Some(Replay {
             warnings,
             events_json: events,
@@ -221,8 +221,8 @@ impl NoopStamp {
             .stamp
             .write(&env, &paths, self.started, until, payload.as_bytes())
         {
-            Ok(true) => crate::session::timing("no-op stamp written", self.t0),
-            Ok(false) => crate::session::timing("no-op stamp not written (racy files)", self.t0),
+            Ok(true) => crate::timing::timing("no-op stamp written", self.t0),
+            Ok(false) => crate::timing::timing("no-op stamp not written (racy files)", self.t0),
             Err(e) => log::warn!("could not write {}: {e}", self.stamp.path().display()),
         }
     }

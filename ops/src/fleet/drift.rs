@@ -58,11 +58,15 @@ fn storage_runtime(tree: &Tree, name: &str, builder: &str) -> Option<String> {
 
 /// The fleet's drift on every runtime it stands on, and what could not be
 /// asked.
-pub async fn fleet_drift(tree: &Tree, v: &FleetView) -> (Vec<Drift>, Vec<String>) {
+pub async fn fleet_drift(
+    tree: &Tree,
+    v: &FleetView,
+    made: &crate::wiring::Runtimes,
+) -> (Vec<Drift>, Vec<String>) {
     let mut out = Vec::new();
     let mut unavailable = Vec::new();
     for name in fleet_runtimes(tree, v) {
-        let rt = match crate::wiring::runtime(tree, &name) {
+        let rt = match made.get(tree, &name) {
             Ok(r) => r,
             Err(e) => {
                 unavailable.push(format!("{name}: fleet: {e:#}"));
