@@ -82,8 +82,19 @@ fn other(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl Store {
-    /// Open the store a spec names (`None` for `local`).
+    /// Open the store a spec names (`None` for `local`), with the
+    /// process's environment (endpoint, region, credentials).
     pub fn open(spec: &MetaStateSpec) -> Result<Option<Store>, StoreError> {
+        Store::open_with(spec, &|k| std::env::var(k).ok())
+    }
+
+    /// [`Store::open`] reading the endpoint, the region and the keys from
+    /// `env` instead (a test process talks to its moto without setting
+    /// its own environment, which every other test would inherit).
+    pub fn open_with(
+        spec: &MetaStateSpec,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Store>, StoreError> {
         let url = spec.to_string();
         let (backend, prefix) = match spec {
             MetaStateSpec::Local => return Ok(None),
@@ -95,21 +106,23 @@ impl Store {
                 let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
                 let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
                     .iter()
-                    .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+                    .find_map(|k| env(k).filter(|v| !v.is_empty()));
                 if let Some(ep) = endpoint {
                     if ep.starts_with("http://") {
                         b = b.with_allow_http(true);
                     }
                     b = b.with_endpoint(ep);
                 }
-                if std::env::var("AWS_REGION").is_err()
-                    && std::env::var("AWS_DEFAULT_REGION").is_err()
-                {
-                    b = b.with_region("us-east-1");
-                } else if let Ok(r) = std::env::var("AWS_REGION") {
+                if let Some(r) = env("AWS_REGION") {
                     b = b.with_region(r);
+                } else if env("AWS_DEFAULT_REGION").is_none() {
+                    b = b.with_region("us-east-1");
                 }
-                if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+                if let (Some(id), Some(secret)) =
+                    (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
+                {
+                    b = b.with_access_key_id(id).with_secret_access_key(secret);
+                } else if env("AWS_ACCESS_KEY_ID").is_none() {
                     if let Some((id, secret, token)) = profile_credentials() {
                         b = b.with_access_key_id(id).with_secret_access_key(secret);
                         if let Some(t) = token {

@@ -305,7 +305,7 @@ fn packer_binary(tree: &Tree, runtime: &str) -> Option<String> {
 /// that tokio runtime: its clients' connections belong to it. The state
 /// gate, the plan's vendor reads and the build's nodes all ask the same
 /// one, so a build constructs each runtime it touches once
-/// (`tests/build_convergence.rs`).
+/// (`tests/cli/build_convergence.rs`).
 #[derive(Default)]
 pub struct Runtimes {
     made: std::sync::Mutex<BTreeMap<String, DynRuntime>>,

@@ -14,7 +14,7 @@ use std::path::Path;
 use csis_testkit::docker::{containers, docker, import_busybox_base, Cleanup};
 use serde_json::Value;
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::Tree;
 
 const RT: &str = "docker-after";

@@ -2,7 +2,7 @@
 //! descendants bake, while `pinned` children keep their pin. What the plan
 //! says of it (`plan --explain`) is the case `tests/cli_cases/plan-explain.case`.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 #[test]

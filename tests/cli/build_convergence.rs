@@ -1,7 +1,7 @@
 //! A first build bakes everything; a second build of the unchanged tree
 //! bakes nothing and does not even construct a runtime.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 #[test]

@@ -1,6 +1,6 @@
 //! A failed bake stops only its descendants; independent branches go on.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 #[test]

@@ -1,6 +1,6 @@
 //! kill -9, Ctrl-C and the tree lock.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 use std::io::{BufRead, BufReader};

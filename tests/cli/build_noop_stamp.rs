@@ -5,7 +5,7 @@
 //!
 //! Which path a build took is read from `CSIS_TIMING=1` (stderr).
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 use std::path::Path;

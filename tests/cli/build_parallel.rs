@@ -1,6 +1,6 @@
 //! Independent bakes run at the same time (checked from event order).
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 use serde_json::Value;
 

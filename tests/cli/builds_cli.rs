@@ -6,17 +6,8 @@ use csis_cache::build_ref::{hash_part, resolve_build, short_id, BuildRefError, B
 use csis_cache::MetaState;
 use serde_json::Value;
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::Tree;
-
-impl Tree {
-    fn edit(&self, rel: &str, from: &str, to: &str) {
-        let p = self.root.join(rel);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains(from), "{rel} lacks {from:?}");
-        std::fs::write(p, text.replacen(from, to, 1)).unwrap();
-    }
-}
 
 const WEB: &str = "  - name: web\n    source_image: deb12\n    parent_policy: follow\n";
 const WEB_MODIFIED: &str = "  - name: web\n    source_image: deb12\n    parent_policy: follow\n    modifications:\n      - {name: web-setup, type: bash, scripts: [scripts/web.sh]}\n";

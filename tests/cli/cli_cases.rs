@@ -2,7 +2,7 @@
 //! tree (a fixture copied to a temporary directory), the edits made to it
 //! and the `csis` commands run on it; the runner plays it and renders what
 //! each shown command printed (exit code, stdout, stderr) into one insta
-//! snapshot per case (`tests/snapshots/cli_cases__<case>.snap`). The
+//! snapshot per case (`tests/cli/snapshots/cli_cases__<case>.snap`). The
 //! snapshots are the spec: a new refusal or output is a new case file and
 //! its reviewed snapshot.
 //!
@@ -395,18 +395,23 @@ fn play(case: &str, text: &str) -> (String, String) {
     (p.out, description.join("\n"))
 }
 
+/// Every case, each its own snapshot (`case@NAME.case`): a mismatch is
+/// reported with every other one, not in place of them.
 #[test]
 fn every_case_renders_as_its_snapshot() {
     let cases = cases();
     assert!(!cases.is_empty(), "no case in {}", cases_dir().display());
-    for case in cases {
-        let text = std::fs::read_to_string(cases_dir().join(&case)).unwrap();
+    let mut played = 0;
+    insta::glob!("../cli_cases", "*.case", |path| {
+        played += 1;
+        let case = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
         let (out, description) = play(&case, &text);
-        let name = case.trim_end_matches(".case").to_string();
         insta::with_settings!({description => description, omit_expression => true}, {
-            insta::assert_snapshot!(name, out);
+            insta::assert_snapshot!("case", out);
         });
-    }
+    });
+    assert_eq!(played, cases.len(), "the glob played every case");
 }
 
 #[test]

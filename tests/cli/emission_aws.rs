@@ -23,7 +23,7 @@ const GOLDEN_AMI: &str = "ami-0a1ma10peer00001";
 /// The starter runtime's own `tags:` (cfg/runtime-builders.yml).
 const RUNTIME_TAGS: &[&str] = &["Project", "Environment"];
 
-mod aws_support;
+use crate::aws_support;
 use aws_support::*;
 
 /// An emitted file, with moto's ids put back to the original's.
@@ -63,7 +63,7 @@ fn string(e: &hcl::Expression) -> String {
 /// What differs by run or by account and says nothing about the emission:
 /// the timestamp in `ami_name`, `csis_run`, `csis_fingerprint` (the
 /// fingerprints are csis's own recipe, ARCHITECTURE.md "Fingerprints") and
-/// `csis_config` (the tree's config id; `tests/ops_aws.rs` checks it).
+/// `csis_config` (the tree's config id; `tests/cli/ops_aws.rs` checks it).
 fn normalize_source(b: &mut Block, golden: &Block) {
     let g = attrs(golden);
     let keep = |k: &str| g.get(k).cloned();

@@ -25,7 +25,7 @@
 //! moto: `runtimes/aws/tests/moto.sh`; skipped loudly without it or without
 //! ../shared/reference, a failure under `CSIS_REQUIRE_MOTO`.
 
-mod aws_support;
+use crate::aws_support;
 use aws_support::*;
 
 use serde_json::{json, Value};
@@ -585,7 +585,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
 /// identity root, and the instance's user data reads no gid from an
 /// identity root it does not have (a posix group is made with its declared
 /// gid by the bake of its images). (The original's emission of this starter is not in the
-/// reference; standard-aws's is compared in tests/emission_aws.rs.)
+/// reference; standard-aws's is compared in tests/cli/emission_aws.rs.)
 #[test]
 fn the_posix_starter_emits_its_roots_without_an_identity_root() {
     let Some(reference) = reference() else {

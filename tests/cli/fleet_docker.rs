@@ -25,7 +25,7 @@
 use csis_testkit::docker::{containers, docker, import_busybox_base, Cleanup};
 use serde_json::Value;
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::Tree;
 
 const RT: &str = "docker-fleet";
@@ -72,13 +72,13 @@ impl Tree {
             .cloned()
             .unwrap_or(Value::Null)
     }
-    fn edit(&self, file: &str, from: &str, to: &str) {
+    fn edit_all(&self, file: &str, from: &str, to: &str) {
         let p = self.root.join(file);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.contains(from), "{file} has no {from:?}");
         std::fs::write(&p, text.replace(from, to)).unwrap();
     }
-    fn build(&self) -> String {
+    fn build_said(&self) -> String {
         let (code, out, err) = self.run(&["build"]);
         assert_eq!(code, 0, "csis build failed:\n{out}\n{err}");
         format!("{out}\n{err}")
@@ -181,7 +181,7 @@ fn docker_fleet_lifecycle() {
     assert!(text.contains("create data"), "{text}");
 
     // First build: the volume, both durable instances, the proof.
-    t.build();
+    t.build_said();
     assert!(running("keeper-001") && running("follower-001"));
     let prober: Vec<String> = containers(true, &["label=csis_instance=prober"])
         .into_iter()
@@ -289,7 +289,7 @@ fn docker_fleet_lifecycle() {
     // A launch parameter changed without a replacement: one located
     // refusal, nothing changes.
     let keeper_decl = "  - name: keeper\n    image: app\n";
-    t.edit(
+    t.edit_all(
         "instances/instances.yaml",
         keeper_decl,
         "  - name: keeper\n    image: app\n    userdata: echo changed\n",
@@ -315,7 +315,7 @@ fn docker_fleet_lifecycle() {
     let (code, _, err) = t.run(&["build"]);
     assert_eq!(code, 1, "{err}");
     assert!(running("keeper-001") && !exists("keeper-002"));
-    t.edit(
+    t.edit_all(
         "instances/instances.yaml",
         "  - name: keeper\n    image: app\n    userdata: echo changed\n",
         keeper_decl,
@@ -332,11 +332,11 @@ fn docker_fleet_lifecycle() {
 
     // Both images change: the follow instance is replaced, the pinned one
     // is behind (not due), the ephemeral one proves the new build.
-    t.edit("images/images.yaml", "web1", "web2");
-    t.edit("images/images.yaml", "app1", "app2");
+    t.edit_all("images/images.yaml", "web1", "web2");
+    t.edit_all("images/images.yaml", "app1", "app2");
     assert_eq!(t.action("follower").0, "replace");
     let since = docker(&["info", "--format", "{{.SystemTime}}"]).unwrap();
-    let out = t.build();
+    let out = t.build_said();
     assert!(running("follower-002"), "{out}");
     assert!(!exists("follower-001"), "the old one is removed");
     assert!(running("keeper-001"), "the pinned one stays");
@@ -391,7 +391,7 @@ fn docker_fleet_lifecycle() {
     ])
     .expect("a leftover container");
     let left = csis_testkit::docker::label("keeper-002", "csis_build");
-    t.build();
+    t.build_said();
     assert!(running("keeper-002") && !exists("keeper-001"));
     let booted = csis_testkit::docker::label("keeper-002", "csis_build");
     assert_ne!(
@@ -421,27 +421,27 @@ fn docker_fleet_lifecycle() {
     );
 
     // Declared no more, apply_instances false: gated, nothing changes.
-    t.edit(
+    t.edit_all(
         "instances/instances.yaml",
         "  - name: follower\n    image: web\n    image_policy: follow\n",
         "",
     );
-    t.edit(
+    t.edit_all(
         "cfg/_config.yml",
         "apply_instances: true",
         "apply_instances: false",
     );
     assert_eq!(t.action("follower"), ("decommission".into(), true));
-    let out = t.build();
+    let out = t.build_said();
     assert!(out.contains("gated"), "{out}");
     assert!(running("follower-002"));
     // Allowed: decommissioned, forgotten.
-    t.edit(
+    t.edit_all(
         "cfg/_config.yml",
         "apply_instances: false",
         "apply_instances: true",
     );
-    t.build();
+    t.build_said();
     assert!(!exists("follower-002"));
     assert!(!t.meta().pins().unwrap().instances.contains_key("follower"));
     assert!(t.instance("follower").is_null(), "{}", t.instances());
@@ -469,13 +469,13 @@ fn docker_fleet_lifecycle() {
     // The build repairs it: the plan names a relaunch (gated while
     // apply_instances is false), and a build with a bake due refuses only
     // while the relaunch is gated, naming the fix.
-    t.edit(
+    t.edit_all(
         "cfg/_config.yml",
         "apply_instances: true",
         "apply_instances: false",
     );
     assert_eq!(t.action("keeper"), ("relaunch".into(), true));
-    t.edit("images/images.yaml", "app2", "app3");
+    t.edit_all("images/images.yaml", "app2", "app3");
     let (code, out, err) = t.run(&["build"]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
@@ -484,12 +484,12 @@ fn docker_fleet_lifecycle() {
         "{err}"
     );
     assert!(!exists("keeper-003"));
-    t.edit(
+    t.edit_all(
         "cfg/_config.yml",
         "apply_instances: false",
         "apply_instances: true",
     );
-    let out = t.build();
+    let out = t.build_said();
     assert!(running("keeper-003"), "{out}");
     assert_eq!(
         csis_testkit::docker::label("keeper-003", "csis_build"),
@@ -521,10 +521,10 @@ fn docker_fleet_lifecycle() {
     assert_eq!(t.action("keeper").0, "behind");
     // Nothing due and a converged tree (built twice: no stamp answers for
     // it): a machine removed behind csis is still noticed and relaunched.
-    t.build();
-    t.build();
+    t.build_said();
+    t.build_said();
     docker(&["rm", "-f", "keeper-003"]).unwrap();
-    let out = t.build();
+    let out = t.build_said();
     assert!(running("keeper-004"), "{out}");
     assert_eq!(
         csis_testkit::docker::label("keeper-004", "csis_build"),
@@ -538,7 +538,7 @@ fn docker_fleet_lifecycle() {
     pins.instances.insert("ghost".into(), pinned.clone());
     t.meta().save_pins(&pins).unwrap();
     assert_eq!(t.action("ghost"), ("decommission".into(), false));
-    t.build();
+    t.build_said();
     let pins = t.meta().pins().unwrap();
     assert!(!pins.instances.contains_key("ghost"), "{pins:?}");
     assert!(

@@ -1,6 +1,6 @@
 //! The `csis plan --json` document (stable interface), as an insta snapshot.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 use serde_json::Value;

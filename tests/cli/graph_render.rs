@@ -2,7 +2,7 @@
 //! json, dot, mermaid, svg and a self-contained page, the page checked in
 //! headless Chromium at 1400 x 900 on a generated 50-image catalogue.
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 use std::path::Path;

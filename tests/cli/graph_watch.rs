@@ -1,7 +1,7 @@
 //! `csis watch` prints the plan's changes when a file changes, recompiling
 //! only what the change concerns (`CSIS_TIMING=1` says what ran).
 
-mod build_support;
+use crate::build_support;
 use build_support::*;
 
 use std::io::{BufRead, BufReader};

@@ -23,7 +23,7 @@ use std::process::Command as Std;
 use csis_cache::BuildRecord;
 use serde_json::{json, Value};
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::suite::{self, Retention, RuntimeUnderTest};
 use ops_support::Tree;
 

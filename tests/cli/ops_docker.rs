@@ -11,7 +11,7 @@
 //! The base image is a busybox root filesystem imported with `docker import`
 //! (no registry); builds go to a throwaway repository removed at the end.
 
-mod ops_support;
+use crate::ops_support;
 use csis_testkit::docker::{docker, image_exists, import_busybox_base, tagged_in, Cleanup};
 use ops_support::suite::{self, RuntimeUnderTest};
 use ops_support::Tree;

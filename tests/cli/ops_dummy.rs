@@ -9,41 +9,17 @@
 //! `tests/fixtures/ops/basic`; the dummy runtime's store is
 //! `.csis/dummy/sim.json`.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
-
 use serde_json::Value;
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::suite::{self, RuntimeUnderTest};
 use ops_support::Tree;
 
 impl Tree {
-    fn build(&self, extra: &[&str]) {
+    fn build_ok(&self, extra: &[&str]) {
         let mut a = vec!["build", "--json"];
         a.extend_from_slice(extra);
         self.ok(&a);
-    }
-
-    fn store_path(&self) -> PathBuf {
-        self.root.join(".csis/dummy/sim.json")
-    }
-
-    fn store(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.store_path()).unwrap()).unwrap()
-    }
-
-    fn store_ids(&self) -> BTreeSet<String> {
-        self.store()["images"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.root.join(rel), text).unwrap();
     }
 
     fn report(&self) -> Value {
@@ -51,13 +27,6 @@ impl Tree {
             &std::fs::read(self.root.join("generated/state-report.json")).unwrap(),
         )
         .unwrap()
-    }
-
-    /// Replace `from` (which must be there) by `to` in a file of the tree.
-    fn edit(&self, rel: &str, from: &str, to: &str) {
-        let text = std::fs::read_to_string(self.root.join(rel)).unwrap();
-        assert!(text.contains(from), "{rel} lacks {from:?}");
-        self.write(rel, &text.replacen(from, to, 1));
     }
 
     /// `csis build --json` with `CSIS_DUMMY_FAIL` set to `fail` (if any):
@@ -106,9 +75,9 @@ impl Tree {
 
     /// Three builds of every follow series (deb12, web, app), one of tools.
     fn three_generations(&self) {
-        self.build(&[]);
-        self.build(&["--force-bake", "deb12"]);
-        self.build(&["--force-bake", "deb12"]);
+        self.build_ok(&[]);
+        self.build_ok(&["--force-bake", "deb12"]);
+        self.build_ok(&["--force-bake", "deb12"]);
         assert_eq!(self.ids("deb12").len(), 3);
         assert_eq!(self.ids("web").len(), 3);
         assert_eq!(self.ids("app").len(), 3);
@@ -191,7 +160,7 @@ fn dispose_refusals_delete_nothing() {
 #[test]
 fn foreign_image_found_then_adopted_by_state_import() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let (code, out, _) = t.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("no drift: records and reality agree"), "{out}");
@@ -237,8 +206,8 @@ fn foreign_image_found_then_adopted_by_state_import() {
 #[test]
 fn missing_changed_stale_and_pin_drift() {
     let t = Tree::basic();
-    t.build(&[]);
-    t.build(&["--force-bake", "deb12"]);
+    t.build_ok(&[]);
+    t.build_ok(&["--force-bake", "deb12"]);
     let w = t.ids("web");
     // tools stays pinned to w[0] while web's head is w[1]: stale
     let out = t.ok(&["state", "query"]);
@@ -286,7 +255,7 @@ fn missing_changed_stale_and_pin_drift() {
 #[test]
 fn a_release_is_recorded_and_marked_on_the_runtime() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let tools = t.ids("tools")[0].clone();
     let it = csis_cache::release_rules::ImageTests::load(&t.meta()).unwrap();
     assert_eq!(it.result(&tools), Some(true));
@@ -296,7 +265,7 @@ fn a_release_is_recorded_and_marked_on_the_runtime() {
 #[test]
 fn restamp_records_the_current_fingerprint() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let head = t.ids("deb12")[0].clone();
     t.sim(|rt| suite::restamp_records_the_current_fingerprint(rt, "deb12", &head));
     let out = t.ok(&["lineage", "restamp", "--runtime", "sim"]);
@@ -306,7 +275,7 @@ fn restamp_records_the_current_fingerprint() {
 #[test]
 fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let w0 = t.ids("web")[0].clone();
     let (a0, t0) = (t.ids("app")[0].clone(), t.ids("tools")[0].clone());
     let plan = t.ok(&["plan"]);
@@ -344,7 +313,7 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     assert_eq!(t.ids("app"), vec![a0.clone()]);
     assert_eq!(t.ids("tools"), vec![t0.clone()]);
     // a new web build: app bakes from it; tools waits for its upgrade
-    t.build(&[]);
+    t.build_ok(&[]);
     let w = t.ids("web");
     assert_eq!(w.len(), 2);
     let b = t.builds("app");
@@ -352,7 +321,7 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
     assert_eq!(b[1].parent.as_deref(), Some(w[1].as_str()));
     assert_eq!(t.ids("tools"), vec![t0.clone()]);
     t.ok(&["upgrade", "image", "tools"]);
-    t.build(&[]);
+    t.build_ok(&[]);
     let b = t.builds("tools");
     assert_eq!(b.len(), 2);
     assert_eq!(b[1].parent.as_deref(), Some(w[1].as_str()));
@@ -364,7 +333,7 @@ fn a_revoked_parent_blocks_its_descendants_until_a_new_parent_build_exists() {
 #[test]
 fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let base = t.builds("deb12")[0].clone();
     // a bake recorded in the journal only (the build was killed before
     // lineage.yaml was rewritten), and its image in the store
@@ -385,7 +354,7 @@ fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing()
     let out = t.ok(&["dispose", "image", "dummy-journal-1"]);
     assert!(out.contains("disposed dummy-journal-1"), "{out}");
     assert!(!t.recorded().contains("dummy-journal-1"));
-    t.build(&[]);
+    t.build_ok(&[]);
     assert!(
         !t.recorded().contains("dummy-journal-1"),
         "resurrected by the journal"
@@ -397,7 +366,7 @@ fn a_journal_left_by_an_interrupted_build_counts_and_is_settled_before_writing()
 #[test]
 fn restamp_keeps_the_records_of_revoked_series() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let n = t.recorded().len();
     let web = t.ids("web")[0].clone();
     t.ok(&["revoke", &web]);
@@ -415,13 +384,13 @@ fn restamp_keeps_the_records_of_revoked_series() {
 fn csis_build_ends_with_the_declared_retention() {
     let t = Tree::basic();
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
-    t.build(&[]);
+    t.build_ok(&[]);
     let (b1, w1, a1) = (
         t.ids("deb12")[0].clone(),
         t.ids("web")[0].clone(),
         t.ids("app")[0].clone(),
     );
-    t.build(&["--force-bake", "deb12"]);
+    t.build_ok(&["--force-bake", "deb12"]);
     // keep 1 per series: the old base and app go; web's first build stays
     // because tools (pinned policy) is pinned to it
     assert_eq!(t.ids("deb12").len(), 1);
@@ -441,7 +410,7 @@ fn csis_build_ends_with_the_declared_retention() {
 #[test]
 fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_ok(&[]);
     let w1 = t.ids("tools")[0].clone();
     // the head of tools disappears from the runtime (a head is what the next
     // child would bake from: hard drift; a pinned one could not be disposed)
@@ -470,7 +439,7 @@ fn csis_build_refuses_on_hard_drift_until_the_query_agrees() {
     ]);
     assert_eq!(code, 1);
     t.ok(&["state", "query"]);
-    t.build(&["--no-state-query", "--force-bake", "deb12"]);
+    t.build_ok(&["--no-state-query", "--force-bake", "deb12"]);
     assert!(t.store()["bakes"].as_array().unwrap().len() > bakes);
 }
 

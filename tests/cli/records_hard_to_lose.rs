@@ -1,7 +1,7 @@
 //! Records that survive damage and kills: an adopted build keeps the run
 //! that baked it; a journal that cannot be written stops the build.
 
-mod build_support;
+use crate::build_support;
 
 use build_support::{build, csis, lineage, tree};
 

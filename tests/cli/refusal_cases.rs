@@ -3,7 +3,7 @@
 //! `cfg/zz-x.yml`, `images--x.yaml` to `images/zz-x.yaml`), loaded, and
 //! every diagnostic it gets is rendered (severity, file:line:column, field
 //! path, message, hint) into one insta snapshot per case
-//! (`tests/snapshots/refusal_cases__<case>.snap`). A new refusal is a
+//! (`tests/cli/snapshots/refusal_cases__<case>.snap`). A new refusal is a
 //! new case file and its reviewed snapshot; `refusals.rs` asserts the
 //! chosen details by hand. Each case file also states where its first
 //! refusal lands (`# expect: FILE:LINE:COL PATH`, its last lines), and
@@ -59,7 +59,12 @@ fn render(diags: &[Diagnostic], root: &Path) -> String {
 fn every_case_renders_as_its_snapshot() {
     let cases = cases();
     assert!(cases.len() >= 20, "found the cases: {cases:?}");
-    for case in cases {
+    // each case its own snapshot (`case@FILE`): a mismatch is reported with
+    // every other one, not in place of them
+    let mut played = 0;
+    insta::glob!("../fixtures/config/refusals", "*--*.{yml,yaml}", |path| {
+        played += 1;
+        let case = path.file_name().unwrap().to_string_lossy().into_owned();
         let dir = tree_with(&case);
         let opts = LoadOptions {
             env: Some(BTreeMap::from([(
@@ -100,7 +105,7 @@ fn every_case_renders_as_its_snapshot() {
                 render(&diags, dir.path())
             );
         }
-        let name = case.replace('.', "_");
-        insta::assert_snapshot!(name, render(&diags, dir.path()));
-    }
+        insta::assert_snapshot!("case", render(&diags, dir.path()));
+    });
+    assert_eq!(played, cases.len(), "the glob played every case");
 }

@@ -7,7 +7,7 @@
 //!
 //! Needs the `age` and `age-keygen` programs (Debian package `age`).
 
-mod build_support;
+use crate::build_support;
 
 use std::path::Path;
 

@@ -11,7 +11,7 @@
 //! moto: `runtimes/aws/tests/moto.sh` (CSIS_MOTO_URL, default
 //! http://127.0.0.1:5000).
 
-mod build_support;
+use crate::build_support;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -156,14 +156,18 @@ impl Shared {
 
     fn store(&self) -> csis_cache::objstore::Store {
         let spec = MetaStateSpec::parse(&self.url).unwrap();
-        if self.s3 {
-            // (this test process reads the store the runners write)
-            std::env::set_var("AWS_ENDPOINT_URL", moto_url());
-            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-            std::env::set_var("AWS_REGION", "us-east-1");
-        }
-        csis_cache::objstore::Store::open(&spec).unwrap().unwrap()
+        // (this test process reads the store the runners write, from its
+        // moto, without changing its own environment)
+        let moto = moto_url();
+        let env = |k: &str| match k {
+            "AWS_ENDPOINT_URL" if self.s3 => Some(moto.clone()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" if self.s3 => Some("testing".into()),
+            "AWS_REGION" if self.s3 => Some("us-east-1".into()),
+            _ => std::env::var(k).ok(),
+        };
+        csis_cache::objstore::Store::open_with(&spec, &env)
+            .unwrap()
+            .unwrap()
     }
 
     /// [`Shared::run`] that must succeed.

@@ -21,13 +21,13 @@
 //!   `use` to its `;`, each `crate::`/`super::`/`self::` path in product
 //!   code, every name followed through `lib.rs`'s and each module's
 //!   re-exports; a module and the modules inside it aside):
-//!   `tests/tidy/loops.rs` over `tests/tidy/rust.rs`;
+//!   `tests/cli/tidy/loops.rs` over `tests/cli/tidy/rust.rs`;
 //! - the tag and label names csis stamps (`csis_series`, `csis.name`, ...)
 //!   are spelled as strings only in `schema/src/tags.rs` (unit tests aside,
-//!   which state the wire format): `tests/tidy/tags.rs`;
+//!   which state the wire format): `tests/cli/tidy/tags.rs`;
 //! - no file is over 800 lines, no product function over 150, but for the
-//!   entries of `tests/tidy/allow.txt`, each with its reason (which also
-//!   holds today's import loops): `tests/tidy/size.rs`;
+//!   entries of `tests/cli/tidy/allow.txt`, each with its reason (which also
+//!   holds today's import loops): `tests/cli/tidy/size.rs`;
 //! - the binary depends on no csis crate but csis-ops, csis-schema and
 //!   csis-graph (its tests aside);
 //! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
@@ -35,7 +35,11 @@
 //! - no library crate prints (`println!`, `eprintln!`, `print!`, `eprint!`,
 //!   `dbg!`) outside its tests: a report carries what a command found, the
 //!   `log` facade what a library tells people besides (the binary's
-//!   `src/say.rs` prints it), and the binary alone writes to a terminal.
+//!   `src/say.rs` prints it), and the binary alone writes to a terminal;
+//! - each package has at most one integration-test binary (its
+//!   `tests/<name>/main.rs`, each test file a module): every binary links
+//!   the workspace again, and one binary per crate is what keeps CI's
+//!   links few.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -494,6 +498,8 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 // ---------------------------------------------------------------------------
 // no import loop between files
 
+#[path = "tidy/binaries.rs"]
+mod binaries;
 #[path = "tidy/binary.rs"]
 mod binary;
 #[path = "tidy/loops.rs"]
@@ -582,7 +588,7 @@ fn import_loops(modules: bool) -> Vec<String> {
             });
         }
     }
-    let allow = std::fs::read_to_string(root.join("tests/tidy/allow.txt")).unwrap();
+    let allow = std::fs::read_to_string(root.join("tests/cli/tidy/allow.txt")).unwrap();
     let kind = if modules {
         size::Kind::ModuleLoops
     } else {
@@ -642,7 +648,7 @@ fn files_and_product_functions_are_within_their_bounds() {
     }
     assert!(product > 1000, "found the product functions: {product}");
     over.sort();
-    let allow = std::fs::read_to_string(root.join("tests/tidy/allow.txt")).unwrap();
+    let allow = std::fs::read_to_string(root.join("tests/cli/tidy/allow.txt")).unwrap();
     let v = size::judge(&over, &allow, size::Kind::Bounds);
     assert!(v.is_empty(), "{}", v.join("\n"));
 }

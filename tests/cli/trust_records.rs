@@ -7,35 +7,17 @@
 //! (follow), tools (pinned to web, post-bake tests)).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use serde_json::Value;
 
-mod ops_support;
+use crate::ops_support;
 use ops_support::Tree;
 
 impl Tree {
-    fn build(&self, extra: &[&str]) -> String {
+    fn build_text(&self, extra: &[&str]) -> String {
         let mut a = vec!["build"];
         a.extend_from_slice(extra);
         self.ok(&a)
-    }
-
-    fn store_path(&self) -> PathBuf {
-        self.root.join(".csis/dummy/sim.json")
-    }
-
-    fn store(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.store_path()).unwrap()).unwrap()
-    }
-
-    fn store_ids(&self) -> BTreeSet<String> {
-        self.store()["images"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect()
     }
 
     /// Remove a build from the dummy runtime behind csis's back.
@@ -43,16 +25,6 @@ impl Tree {
         let mut s = self.store();
         assert!(s["images"].as_object_mut().unwrap().remove(id).is_some());
         std::fs::write(self.store_path(), serde_json::to_vec(&s).unwrap()).unwrap();
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.root.join(rel), text).unwrap();
-    }
-
-    fn edit(&self, rel: &str, from: &str, to: &str) {
-        let text = std::fs::read_to_string(self.root.join(rel)).unwrap();
-        assert!(text.contains(from), "{rel} lacks {from:?}");
-        self.write(rel, &text.replacen(from, to, 1));
     }
 
     fn file(&self, rel: &str) -> Vec<u8> {
@@ -86,7 +58,7 @@ const RUNTIME_KEEP_1: &str = "runtime_builders:
 #[test]
 fn dispose_refuses_released_and_pinned_builds_on_every_path() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let (w0, t0) = (t.ids("web")[0].clone(), t.ids("tools")[0].clone());
     assert_eq!(t.meta().pins().unwrap().images["tools@sim"], w0);
     t.ok(&["release", "tools", "--model", "prod"]);
@@ -126,7 +98,7 @@ fn dispose_refuses_released_and_pinned_builds_on_every_path() {
     assert_eq!(t.snapshot(), before, "a refusal changed something");
 
     // retention (and the dispose node of csis build): kept as debt
-    t.build(&["--force-bake", "deb12"]);
+    t.build_text(&["--force-bake", "deb12"]);
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
     let out = t.ok(&["dispose", "image", "--retention", "--dry-run"]);
     assert!(
@@ -136,7 +108,7 @@ fn dispose_refuses_released_and_pinned_builds_on_every_path() {
         "{out}"
     );
     assert!(!out.contains(&format!("would dispose {w0}")), "{out}");
-    let out = t.build(&["--force-bake", "deb12"]);
+    let out = t.build_text(&["--force-bake", "deb12"]);
     assert!(
         t.store_ids().contains(&w0),
         "the dispose node deleted {w0}:\n{out}"
@@ -154,9 +126,9 @@ fn dispose_refuses_released_and_pinned_builds_on_every_path() {
 #[test]
 fn a_pin_no_declared_image_needs_goes_with_its_build() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let w0 = t.ids("web")[0].clone();
-    t.build(&["--force-bake", "deb12"]);
+    t.build_text(&["--force-bake", "deb12"]);
     // tools stays pinned to w0 while web and app moved on; then tools goes
     let images = std::fs::read_to_string(t.root.join("images/images.yaml")).unwrap();
     let cut = images.find("  - name: tools").unwrap();
@@ -174,7 +146,7 @@ fn a_pin_no_declared_image_needs_goes_with_its_build() {
 #[test]
 fn a_release_or_pin_on_a_gone_build_is_hard_drift() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let t0 = t.ids("tools")[0].clone();
     t.ok(&["release", "tools", "--model", "prod"]);
     t.ok(&["state", "query"]);
@@ -217,7 +189,7 @@ const APP_RELEASED: &str =
 #[test]
 fn revocation_says_what_it_hits_and_nothing_stands_on_a_revoked_build() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     // `release IMAGE` uses the model the image declares (not `default`)
     t.edit("images/images.yaml", APP, APP_RELEASED);
     let a0 = t.ids("app")[0].clone();
@@ -276,7 +248,7 @@ fn revocation_says_what_it_hits_and_nothing_stands_on_a_revoked_build() {
         "{plan}"
     );
     // the build bakes a new web (its head is revoked), never tools on w0
-    t.build(&[]);
+    t.build_text(&[]);
     let w = t.ids("web");
     assert_eq!(w.len(), 2);
     assert_eq!(
@@ -294,7 +266,7 @@ fn revocation_says_what_it_hits_and_nothing_stands_on_a_revoked_build() {
     );
     // the upgrade the plan named moves the pin; then tools bakes from w1
     t.ok(&["upgrade", "image", "tools"]);
-    t.build(&[]);
+    t.build_text(&[]);
     let tools = t.builds("tools");
     assert_eq!(tools.len(), 2);
     assert_eq!(tools[1].parent.as_deref(), Some(w[1].as_str()));
@@ -305,7 +277,7 @@ fn revocation_says_what_it_hits_and_nothing_stands_on_a_revoked_build() {
 #[test]
 fn a_head_the_runtime_lacks_is_hard_drift_and_never_a_parent() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let (w0, a0) = (t.ids("web")[0].clone(), t.ids("app")[0].clone());
     t.lose(&w0);
     let (code, q, _) = t.run(&["state", "query"]);
@@ -335,8 +307,8 @@ fn a_head_the_runtime_lacks_is_hard_drift_and_never_a_parent() {
 #[test]
 fn reordered_or_duplicated_records_rebake_nothing() {
     let t = Tree::basic();
-    t.build(&[]);
-    t.build(&["--force-bake", "deb12"]);
+    t.build_text(&[]);
+    t.build_text(&["--force-bake", "deb12"]);
     let mut l = t.meta().lineage().unwrap();
     l.builds.reverse();
     let dup = l.builds[0].clone();
@@ -359,7 +331,7 @@ fn reordered_or_duplicated_records_rebake_nothing() {
 #[test]
 fn a_string_for_a_boolean_in_the_records_is_refused_at_its_line() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let t0 = t.ids("tools")[0].clone();
     t.write(
         "meta-state/image-tests.yaml",
@@ -376,8 +348,8 @@ fn a_string_for_a_boolean_in_the_records_is_refused_at_its_line() {
 #[test]
 fn retention_added_to_a_converged_tree_disposes_without_a_bake() {
     let t = Tree::basic();
-    t.build(&[]);
-    t.build(&["--force-bake", "deb12"]);
+    t.build_text(&[]);
+    t.build_text(&["--force-bake", "deb12"]);
     let (b, a) = (t.ids("deb12"), t.ids("app"));
     let tools = t.ids("tools");
     t.write("cfg/runtime-builders.yml", RUNTIME_KEEP_1);
@@ -391,7 +363,7 @@ fn retention_added_to_a_converged_tree_disposes_without_a_bake() {
             ))),
         "{plan}"
     );
-    t.build(&[]);
+    t.build_text(&[]);
     assert_eq!(t.ids("deb12"), vec![b[1].clone()]);
     assert_eq!(t.ids("app"), vec![a[1].clone()]);
     assert_eq!(t.ids("tools"), tools, "nothing baked");
@@ -405,7 +377,7 @@ fn retention_added_to_a_converged_tree_disposes_without_a_bake() {
 #[test]
 fn the_state_query_answers_where_it_cannot_write_its_report() {
     let t = Tree::basic();
-    t.build(&[]);
+    t.build_text(&[]);
     let _ = std::fs::remove_dir_all(t.root.join("generated"));
     t.write("generated", "not a directory\n");
     let (code, out, err) = t.run(&["state", "query"]);

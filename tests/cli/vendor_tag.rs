@@ -9,7 +9,7 @@
 //! The two vendor images are busybox root filesystems imported with
 //! `docker import` (no registry), the second with one file more.
 
-mod ops_support;
+use crate::ops_support;
 use csis_testkit::docker::{docker, import_busybox_base, Cleanup};
 use ops_support::Tree;
 

@@ -85,13 +85,17 @@ fn store_writes_survive_dropped_connections() {
     make_bucket(&addr, &bucket);
     let dropped = Arc::new(AtomicUsize::new(0));
     let proxy = flaky_proxy(addr, 3, dropped.clone());
-    // object_store reads these when the store opens (this test's process only)
-    std::env::set_var("AWS_ENDPOINT_URL", format!("http://{proxy}"));
-    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-    std::env::set_var("AWS_REGION", "us-east-1");
+    // the store opens on the proxy (the process's environment untouched:
+    // the other tests of this binary share it)
+    let endpoint = format!("http://{proxy}");
+    let env = |k: &str| match k {
+        "AWS_ENDPOINT_URL" => Some(endpoint.clone()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("testing".to_string()),
+        "AWS_REGION" => Some("us-east-1".to_string()),
+        _ => None,
+    };
     let spec = MetaStateSpec::parse(&format!("s3://{bucket}/tree")).unwrap();
-    let s = Arc::new(Store::open(&spec).unwrap().unwrap());
+    let s = Arc::new(Store::open_with(&spec, &env).unwrap().unwrap());
     for i in 0..10 {
         let key = format!("k/{i}.json");
         let v = s

@@ -1096,7 +1096,12 @@ fn kill_9_during_replacements_leaves_exactly_one_machine_recorded() {
             )
             .unwrap();
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "replacement_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "fleet_records::replacement_child",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(CHILD_TREE, &t.root)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

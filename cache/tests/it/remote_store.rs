@@ -1,5 +1,5 @@
 //! The records on an object store (a `file://` store here; the moto S3
-//! runs are in the binary's tests/shared_store.rs): conditional writes,
+//! runs are in the binary's tests/cli/shared_store.rs): conditional writes,
 //! concurrent recorders that never lose each other's records, leases.
 
 use std::collections::BTreeMap;

@@ -1,9 +1,9 @@
 //! The original's starter trees load with only "not used by csis yet"
 //! warnings, and those only for what lives on gcloud (skipped when
-//! ../shared/reference is absent; their fleet: tests/fleet.rs). The `complete`
+//! ../shared/reference is absent; their fleet: tests/it/fleet.rs). The `complete`
 //! trees encrypt `admin_public_keys`: without an identity the refusal names
 //! the value and the missing identity (with the TEST identity they load:
-//! tests/validate_reference.rs fetches it).
+//! tests/cli/validate_reference.rs fetches it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

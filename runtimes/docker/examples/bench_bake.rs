@@ -7,7 +7,7 @@
 //! ```
 //! Prints the median wall time of each and the ratio (target: csis <= 1.2x).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

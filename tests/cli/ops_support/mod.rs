@@ -20,6 +20,39 @@ impl std::ops::Deref for Tree {
 }
 
 impl Tree {
+    /// The dummy runtime `sim`'s store file.
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self.root.join(".csis/dummy/sim.json")
+    }
+
+    /// The dummy runtime `sim`'s store, as JSON.
+    pub fn store(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.store_path()).unwrap()).unwrap()
+    }
+
+    /// The build ids the dummy runtime `sim` holds.
+    pub fn store_ids(&self) -> std::collections::BTreeSet<String> {
+        self.store()["images"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Write a file of the tree.
+    pub fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.root.join(rel), text).unwrap();
+    }
+
+    /// Replace the first `from` (which must be there) by `to` in a file of
+    /// the tree.
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = std::fs::read_to_string(self.root.join(rel)).unwrap();
+        assert!(text.contains(from), "{rel} lacks {from:?}");
+        self.write(rel, &text.replacen(from, to, 1));
+    }
+
     /// A copy of `tests/fixtures/ops/basic` (the dummy runtime `sim`).
     pub fn basic() -> Tree {
         Tree(csis_testkit::Tree::of("ops/basic"))

@@ -2,7 +2,7 @@
 //! encrypt writes, validate and the library's load decrypt; `decrypt --json`
 //! speaks Terraform's external protocol.
 
-use crate::{
+use super::{
     csis, encrypt_keys, identity, keys_yaml, loaded_keys, text, tree, validate, with_stdin, KEY,
     KEY2,
 };

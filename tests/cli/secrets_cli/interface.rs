@@ -1,7 +1,7 @@
 //! The stable interfaces of the secrets commands: completions and man pages
 //! describe them, and their `--json` documents are insta snapshots.
 
-use crate::{csis, identity, keys_yaml, public_safe, text, tree};
+use super::{csis, identity, keys_yaml, public_safe, text, tree};
 
 #[test]
 fn completions_and_man_describe_the_new_commands() {

@@ -1,6 +1,6 @@
 //! `csis mask` prints the CI mask lines of the decrypted values.
 
-use crate::{csis, encrypt_keys, identity, text, tree, with_stdin, KEY, KEY2};
+use super::{csis, encrypt_keys, identity, text, tree, with_stdin, KEY, KEY2};
 
 #[test]
 fn mask_prints_an_add_mask_line_per_value() {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::{encrypt_keys, identity, public_safe, text, tree, KEY};
+use super::{encrypt_keys, identity, public_safe, text, tree, KEY};
 
 #[test]
 fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {

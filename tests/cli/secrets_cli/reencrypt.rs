@@ -3,7 +3,7 @@
 
 use csis_testkit::copy_dir;
 
-use crate::{
+use super::{
     csis, encrypt_keys, identity, loaded_keys, set_recipients, text, tree, validate, with_stdin,
     Id, KEY, KEY2,
 };

@@ -1,7 +1,7 @@
 //! "a file a person can read, a function a person can hold": every Rust
 //! file of the workspace is at most [`FILE_LINES`] lines, every product
 //! function (in a library or binary source folder, not test code) at most
-//! [`FN_LINES`], but for the entries of `tests/tidy/allow.txt`, each with
+//! [`FN_LINES`], but for the entries of `tests/cli/tidy/allow.txt`, each with
 //! its reason. An entry is `PATH -- reason` (a file), `PATH fn NAME --
 //! reason` (every function of that name in that file) or `FOLDER loop A,
 //! B -- reason` (an import loop of the crate whose source folder that is,
@@ -66,7 +66,7 @@ pub fn parse_allow(text: &str) -> (Vec<Entry>, Vec<String>) {
         let reason = reason.trim();
         if reason.is_empty() {
             bad.push(format!(
-                "tests/tidy/allow.txt:{}: `{l}` gives no reason (`PATH [fn NAME | loop A, B] -- reason`)",
+                "tests/cli/tidy/allow.txt:{}: `{l}` gives no reason (`PATH [fn NAME | loop A, B] -- reason`)",
                 n + 1
             ));
             continue;
@@ -79,7 +79,7 @@ pub fn parse_allow(text: &str) -> (Vec<Entry>, Vec<String>) {
             ["loop", _, ..] => Some(format!("loop {}", words[1..].join(" "))),
             _ => {
                 bad.push(format!(
-                    "tests/tidy/allow.txt:{}: `{what}` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
+                    "tests/cli/tidy/allow.txt:{}: `{what}` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
                     n + 1
                 ));
                 continue;
@@ -137,7 +137,7 @@ pub fn judge(over: &[Over], allow: &str, kind: Kind) -> Vec<String> {
                 None => p.clone(),
             };
             out.push(format!(
-                "tests/tidy/allow.txt allows {what}, which is not found now: remove the entry"
+                "tests/cli/tidy/allow.txt allows {what}, which is not found now: remove the entry"
             ));
         }
     }
@@ -189,10 +189,10 @@ mod checks {
                 Kind::Bounds
             ),
             [
-                "tests/tidy/allow.txt:1: `a.rs fn big` gives no reason (`PATH [fn NAME | loop A, B] -- reason`)",
-                "tests/tidy/allow.txt:4: `d.rs fn` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
+                "tests/cli/tidy/allow.txt:1: `a.rs fn big` gives no reason (`PATH [fn NAME | loop A, B] -- reason`)",
+                "tests/cli/tidy/allow.txt:4: `d.rs fn` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
                 &format!("a.rs:1: fn big is {} lines (at most {FN_LINES})", FN_LINES + 2),
-                "tests/tidy/allow.txt allows c.rs fn gone, which is not found now: remove the entry",
+                "tests/cli/tidy/allow.txt allows c.rs fn gone, which is not found now: remove the entry",
             ]
         );
         // a loop entry allows that loop, and is stale without it
@@ -213,7 +213,7 @@ mod checks {
         );
         assert_eq!(
             judge(&[], "x/src loop a, b -- being reworked\nx/src loop a.rs, b.rs -- files\na.rs -- a bound\n", Kind::ModuleLoops),
-            ["tests/tidy/allow.txt allows x/src loop a, b, which is not found now: remove the entry"]
+            ["tests/cli/tidy/allow.txt allows x/src loop a, b, which is not found now: remove the entry"]
         );
         // a test function is not product code
         let test_fn = format!("#[test]\n{long_fn}");

@@ -9,7 +9,7 @@ use csis_rules::compile::{compile, Compiled, NoPins, PinSource};
 use csis_rules::incremental::{CompiledTree, Counts, Incremental, SyncReport};
 use csis_rules::{load, LoadOptions};
 
-use crate::{during, opts, write_files, write_tree, APP, CFG, WEB};
+use crate::incremental::{during, opts, write_files, write_tree, APP, CFG, WEB};
 
 /// Two more images beside web, app and tools: `solo` (its own playbook, a
 /// leaf on deb12) and `pinned` (web's child under `parent_policy: pinned`).

@@ -9,7 +9,7 @@ use csis_rules::compile::{compile, NoPins};
 use csis_rules::incremental::{Counts, Incremental};
 use csis_rules::{load, LoadOptions, Tree};
 
-use crate::{during, opts, write_tree, APP, WEB};
+use crate::incremental::{during, opts, write_tree, APP, WEB};
 
 const TREE_FILES: usize = 8;
 

@@ -3,8 +3,8 @@
 //! container. Each test has its own config ids and names and removes what
 //! it made, also when it fails.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
+use crate::need_daemon;
 
 use csis_runtime::fleet::{instance_labels, storage_labels};
 use csis_runtime::{

@@ -3,7 +3,7 @@
 //! admin user and verification; an image on it with a playbook reading its
 //! `config:`, an `ensure:` run twice, and the local modification bundle.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

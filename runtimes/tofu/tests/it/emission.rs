@@ -4,7 +4,7 @@
 //! every tofu file byte for byte; every `.tf` parses; secrets stay out;
 //! state locations as the original records them; refusals before any write.
 
-mod common;
+use crate::common;
 
 use csis_tofu::*;
 

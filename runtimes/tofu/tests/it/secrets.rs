@@ -5,7 +5,7 @@
 //! before any file is written; the Okta credentials are variables.
 //! Its own test binary: it registers secrets for the process.
 
-mod common;
+use crate::common;
 
 use csis_tofu::*;
 

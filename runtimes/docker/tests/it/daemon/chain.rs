@@ -9,7 +9,7 @@ use csis_runtime::{
 };
 
 use crate::common::{self, *};
-use crate::create_container;
+use crate::daemon::create_container;
 use crate::need_daemon;
 
 #[tokio::test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use csis_runtime::{Runtime, RuntimeError};
 
 use crate::common::{self, *};
+use crate::daemon::{create_container, create_labelled};
 use crate::need_daemon;
-use crate::{create_container, create_labelled};
 
 #[tokio::test]
 async fn failure_and_failing_test_remove_the_bake_container() {

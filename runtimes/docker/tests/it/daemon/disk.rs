@@ -5,7 +5,7 @@ use std::sync::Arc;
 use csis_runtime::Runtime;
 
 use crate::common::{self, *};
-use crate::create_labelled;
+use crate::daemon::create_labelled;
 use crate::need_daemon;
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use csis_runtime::{PowerState, Runtime};
 
 use crate::common::{self, *};
-use crate::create_container;
+use crate::daemon::create_container;
 use crate::need_daemon;
 
 #[tokio::test]

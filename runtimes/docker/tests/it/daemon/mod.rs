@@ -3,9 +3,6 @@
 //! This file keeps the helpers the modules share (containers made by hand);
 //! each module holds one idea.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod ansible;
 mod chain;
 mod cleanup;
