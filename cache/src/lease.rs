@@ -255,6 +255,7 @@ impl Leases {
         let mut keys = keys.to_vec();
         keys.sort();
         keys.dedup();
+        self.create_at_once(&keys, covers);
         let mut events = Vec::new();
         let poll = Duration::from_millis(
             std::env::var("CSIS_LEASE_POLL_MS")
@@ -349,6 +350,69 @@ impl Leases {
             }
         }
         Ok(events)
+    }
+
+    /// The first pass of [`Leases::acquire`]: create every lease not held
+    /// yet at once ([`crate::remote::READ_AHEAD`] in flight), a create
+    /// being unconditional on anything but the key's absence. The leases
+    /// up to the first one that is not free are kept; any taken after it
+    /// are let go at once, so that this runner, when it waits, waits
+    /// holding only a prefix of the sorted keys (two runners never wait on
+    /// each other in a cycle). The sorted pass then goes on from there.
+    fn create_at_once(
+        &self,
+        keys: &[(String, String)],
+        covers: &BTreeMap<(String, String), Vec<String>>,
+    ) {
+        let free: Vec<&(String, String)> = {
+            let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            (keys.iter())
+                .filter(|(s, r)| !held.contains_key(&lease_key(s, r)))
+                .collect()
+        };
+        if free.len() < 2 {
+            return; // nothing to overlap: the sorted pass does it
+        }
+        let lanes = free.len().min(crate::remote::READ_AHEAD);
+        let mut made: Vec<(usize, Option<(LeaseDoc, Version)>)> = std::thread::scope(|sc| {
+            let lanes: Vec<_> = (0..lanes)
+                .map(|lane| {
+                    let free = &free;
+                    sc.spawn(move || {
+                        (free.iter().enumerate().skip(lane).step_by(lanes))
+                            .map(|(i, (series, runtime))| {
+                                let cov = covers
+                                    .get(&(series.clone(), runtime.clone()))
+                                    .cloned()
+                                    .unwrap_or_default();
+                                let doc = self.doc(series, runtime, &cov);
+                                let bytes = serde_json::to_vec(&doc).expect("lease serializes");
+                                let key = lease_key(series, runtime);
+                                let v = self.store.put(&key, bytes, Cond::Create).ok();
+                                (i, v.map(|v| (doc, v)))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            lanes
+                .into_iter()
+                .flat_map(|l| l.join().expect("a lease create panicked"))
+                .collect()
+        });
+        made.sort_by_key(|(i, _)| *i);
+        let first_taken = made.iter().position(|(_, m)| m.is_none());
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, m) in made {
+            let Some((doc, v)) = m else { continue };
+            let key = lease_key(&doc.series, &doc.runtime);
+            if first_taken.is_some_and(|f| i > f) {
+                // ours for a moment, out of order: let it go again
+                let _ = self.store.delete(&key);
+            } else {
+                held.insert(key, (doc, v));
+            }
+        }
     }
 
     /// Let every lease go (also done on drop).

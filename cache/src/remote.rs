@@ -171,12 +171,36 @@ fn parse_err(store: &Store, key: &str, e: impl std::fmt::Display) -> CacheError 
     }
 }
 
-/// Read `keys` (absent ones as `None`).
+/// How many reads of one load are in flight at once.
+pub(crate) const READ_AHEAD: usize = 16;
+
+/// Read `keys` (absent ones as `None`), up to [`READ_AHEAD`] at once: a
+/// read asks nothing conditional, so the gets of one load overlap instead
+/// of waiting on each other (the store's round trip once per lane, not once
+/// per object). The first failure, in key order, is the answer.
 pub(crate) fn read_keys(store: &Store, keys: &[String]) -> Result<Docs, CacheError> {
+    let lanes = keys.len().clamp(1, READ_AHEAD);
+    let mut got: Vec<(usize, Result<Option<(Vec<u8>, Version)>, StoreError>)> =
+        std::thread::scope(|s| {
+            let lanes: Vec<_> = (0..lanes)
+                .map(|lane| {
+                    s.spawn(move || {
+                        (keys.iter().enumerate().skip(lane).step_by(lanes))
+                            .map(|(i, k)| (i, store.get(k)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            lanes
+                .into_iter()
+                .flat_map(|l| l.join().expect("a store read panicked"))
+                .collect()
+        });
+    got.sort_by_key(|(i, _)| *i);
     let mut docs = Docs::new();
-    for k in keys {
-        let got = store.get(k).map_err(|e| store_err(store, e))?;
-        docs.insert(k.clone(), got.map(|(b, v)| (v, b)));
+    for (i, r) in got {
+        let got = r.map_err(|e| store_err(store, e))?;
+        docs.insert(keys[i].clone(), got.map(|(b, v)| (v, b)));
     }
     Ok(docs)
 }
@@ -192,6 +216,12 @@ pub(crate) fn read_all(store: &Store) -> Result<Docs, CacheError> {
     keys.push(PINS_DOC.to_string());
     keys.push(LINEAGE_DOC.to_string());
     read_keys(store, &keys)
+}
+
+/// The lineage and pins on `store`, read as a load reads them (the list,
+/// then every object, [`READ_AHEAD`] at once).
+pub fn read_records(store: &Store) -> Result<(Lineage, Pins), CacheError> {
+    merge(store, &read_all(store)?)
 }
 
 /// The lineage and pins the objects hold.

@@ -4,7 +4,8 @@
 //! third connection it accepts. Conditional creates, conditional updates
 //! (the lease's writes) and records all go through: a request that fails
 //! on the way is sent again, and a retried conditional write that finds its
-//! own bytes there is recognised as having succeeded.
+//! own bytes there is recognised as having succeeded. And the reads of one
+//! load overlap (a proxy that counts the connections open at once).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -63,6 +64,54 @@ fn flaky_proxy(upstream: String, nth: usize, dropped: Arc<AtomicUsize>) -> Strin
         }
     });
     addr
+}
+
+/// A proxy on 127.0.0.1 to `upstream` that counts the connections open
+/// through it at once (`now`) and the most ever open (`most`); its address.
+fn counting_proxy(upstream: String, now: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { continue };
+            let Ok(u) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let open = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(open, Ordering::SeqCst);
+            let now = now.clone();
+            let pipe = |mut a: TcpStream, mut b: TcpStream| {
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n) = a.read(&mut buf) {
+                        if n == 0 || b.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = b.shutdown(std::net::Shutdown::Both);
+                })
+            };
+            let up = pipe(c.try_clone().unwrap(), u.try_clone().unwrap());
+            let down = pipe(u, c);
+            std::thread::spawn(move || {
+                let _ = (up.join(), down.join());
+                now.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    addr
+}
+
+fn store_behind(proxy: &str, bucket: &str) -> Store {
+    let endpoint = format!("http://{proxy}");
+    let env = |k: &str| match k {
+        "AWS_ENDPOINT_URL" => Some(endpoint.clone()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("testing".to_string()),
+        "AWS_REGION" => Some("us-east-1".to_string()),
+        _ => None,
+    };
+    let spec = MetaStateSpec::parse(&format!("s3://{bucket}/tree")).unwrap();
+    Store::open_with(&spec, &env).unwrap().unwrap()
 }
 
 /// Create a bucket on moto (it takes an unsigned request).
@@ -131,4 +180,86 @@ fn store_writes_survive_dropped_connections() {
         dropped.load(Ordering::SeqCst) > 0,
         "the proxy dropped connections"
     );
+}
+
+#[test]
+fn the_reads_of_one_load_overlap() {
+    let Some(addr) = moto() else { return };
+    let bucket = format!("csis-overlap-{}", std::process::id());
+    make_bucket(&addr, &bucket);
+    // 24 series objects, written one after another
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let proxy = counting_proxy(addr, now, most.clone());
+    let s = store_behind(&proxy, &bucket);
+    for i in 0..24 {
+        s.put(
+            &format!("series/s{i:02}.json"),
+            b"{}".to_vec(),
+            Cond::Create,
+        )
+        .unwrap();
+    }
+    let written = most.load(Ordering::SeqCst);
+    // a load: the list, then a get per object, pins and lineage
+    let before = s.requests();
+    let (lineage, _) = csis_cache::remote::read_records(&s).unwrap();
+    assert!(lineage.builds.is_empty());
+    assert_eq!(s.requests() - before, 1 + 24 + 2, "one list and a get each");
+    assert!(
+        most.load(Ordering::SeqCst) > written.max(1),
+        "the gets overlapped: at most {} connection(s) open at once (the writes: {written})",
+        most.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn the_leases_of_one_selection_are_taken_at_once_and_in_order_when_one_is_held() {
+    let Some(addr) = moto() else { return };
+    let bucket = format!("csis-lease-overlap-{}", std::process::id());
+    make_bucket(&addr, &bucket);
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let proxy = counting_proxy(addr, now, most.clone());
+    let s = Arc::new(store_behind(&proxy, &bucket));
+    let keys: Vec<(String, String)> = (0..12)
+        .map(|i| (format!("s{i:02}"), "rt".to_string()))
+        .collect();
+    // another runner holds s05: this one keeps s00..s04 (a prefix of the
+    // sorted keys), lets go of what it took after s05, and says it is held
+    let other = Leases::new(s.clone(), "run-other");
+    other
+        .acquire(&keys[5..6], &Default::default(), false, &|_| {})
+        .unwrap();
+    let before = most.load(Ordering::SeqCst);
+    let l = Leases::new(s.clone(), "run-one");
+    let refused = l.acquire(&keys, &Default::default(), false, &|_| {});
+    assert!(
+        matches!(refused, Err(csis_cache::CacheError::Locked { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) > before.max(1),
+        "the creates overlapped: at most {} connection(s) open at once",
+        most.load(Ordering::SeqCst)
+    );
+    let mut held = l.keys();
+    held.sort();
+    assert_eq!(
+        held,
+        keys[..5].to_vec(),
+        "a prefix of the sorted keys, no more"
+    );
+    let mut on_store = s.list("leases").unwrap();
+    on_store.sort();
+    assert_eq!(
+        on_store.len(),
+        6,
+        "s00..s04 and the other's s05: {on_store:?}"
+    );
+    // once the other lets go, every lease is this runner's
+    drop(other);
+    l.acquire(&keys, &Default::default(), false, &|_| {})
+        .unwrap();
+    assert_eq!(l.keys().len(), 12);
+    drop(l);
+    assert!(s.list("leases").unwrap().is_empty(), "every lease let go");
 }
