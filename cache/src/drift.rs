@@ -337,162 +337,202 @@ pub fn judge(
     declared: &BTreeSet<String>,
     run: Option<&str>,
 ) -> StateReport {
-    let mut drift = Vec::new();
-    let mut unavailable = BTreeSet::new();
-    let mut notes = BTreeSet::new();
-    let mut reality_images = serde_json::Map::new();
-    let mut reality_instances = serde_json::Map::new();
+    let mut f = Found::default();
     let l = records.lineage;
     let recorded: BTreeSet<&str> = l.builds.iter().map(|b| b.build_id.as_str()).collect();
-
     for v in views {
         let rt = v.runtime.as_str();
         match &v.images {
             Err(why) => {
-                unavailable.insert(format!("images/{rt}: {why}"));
+                f.unavailable.insert(format!("images/{rt}: {why}"));
             }
             Ok(images) => {
-                reality_images.insert(
+                f.reality_images.insert(
                     rt.to_string(),
                     serde_json::to_value(images).unwrap_or(Value::Null),
                 );
-                let present: BTreeMap<&str, &SeenImage> =
-                    images.iter().map(|i| (i.build_id.as_str(), i)).collect();
-                for rec in l.builds.iter().filter(|b| b.runtime.as_deref() == Some(rt)) {
-                    match present.get(rec.build_id.as_str()) {
-                        None => {
-                            let mut by = needed_by(&records, &rec.build_id);
-                            let head = l
-                                .head(&rec.series, rt)
-                                .is_some_and(|h| h.build_id == rec.build_id);
-                            if head {
-                                by.insert(
-                                    0,
-                                    format!(
-                                        "the head of {} on {rt} (a child would bake from it)",
-                                        rec.series
-                                    ),
-                                );
-                            }
-                            drift.push(Drift {
-                                kind: "image".into(),
-                                name: format!("{}@{rt}", rec.build_id),
-                                drift: "missing".into(),
-                                detail: if by.is_empty() {
-                                    format!("recorded build of {} is gone from {rt}", rec.series)
-                                } else {
-                                    format!(
-                                        "recorded build of {} is gone from {rt}; it is {}",
-                                        rec.series,
-                                        by.join(", ")
-                                    )
-                                },
-                                hard: !by.is_empty(),
-                            });
-                        }
-                        Some(img) => {
-                            let d = tag_disagreements(rec, &img.tags);
-                            if !d.is_empty() {
-                                drift.push(Drift {
-                                    kind: "image".into(),
-                                    name: format!("{}@{rt}", rec.build_id),
-                                    drift: "changed".into(),
-                                    detail: d
-                                        .iter()
-                                        .map(|(f, r, t)| format!("{f}: lineage={r} tag={t}"))
-                                        .collect::<Vec<_>>()
-                                        .join("; ")
-                                        + " (csis lineage relabel)",
-                                    hard: false,
-                                });
-                            }
-                        }
-                    }
-                }
-                for img in images {
-                    if !recorded.contains(img.build_id.as_str()) {
-                        drift.push(Drift {
-                            kind: "image".into(),
-                            name: format!("{}@{rt}", img.build_id),
-                            drift: "foreign".into(),
-                            detail: format!(
-                                "an image of {} ({}) that lineage does not record: `csis state import` adopts it, or remove it by hand",
-                                img.tags.get(tags::SERIES).map(String::as_str).unwrap_or("?"),
-                                img.name.as_deref().unwrap_or("untagged")
-                            ),
-                            hard: false,
-                        });
-                    }
-                }
+                image_drift(&records, &recorded, rt, images, &mut f);
             }
         }
-        drift.extend(held_drift(&records, rt, &v.held_tags));
+        f.drift.extend(held_drift(&records, rt, &v.held_tags));
         match &v.instances {
             None => {}
             Some(Err(why)) => {
-                unavailable.insert(format!("instances/{rt}: {why}"));
+                f.unavailable.insert(format!("instances/{rt}: {why}"));
             }
             Some(Ok(instances)) => {
-                reality_instances.insert(
+                f.reality_instances.insert(
                     rt.to_string(),
                     serde_json::to_value(instances).unwrap_or(Value::Null),
                 );
-                for i in instances {
-                    let name = i.name.clone().unwrap_or_else(|| i.id.clone());
-                    let Some(img) = i.image.as_deref() else {
-                        continue;
-                    };
-                    if let Some(rv) = records.revocations.get(img) {
-                        drift.push(Drift {
-                            kind: "instance".into(),
-                            name: format!("{name}@{rt}"),
-                            drift: "revoked".into(),
-                            detail: format!(
-                                "runs revoked build {img}{} ({})",
-                                rv.reason
-                                    .as_deref()
-                                    .map(|r| format!(": {r}"))
-                                    .unwrap_or_default(),
-                                i.power
-                            ),
-                            hard: false,
-                        });
-                    }
-                    if i.power == "stopped" {
-                        notes.insert(format!("instance {name}@{rt}: switched off; not drift"));
-                    }
-                    // The booted image against the instance's pin.
-                    let pin = records
-                        .pins
-                        .instances
-                        .get(&name)
-                        .or_else(|| records.pins.instances.get(&i.id));
-                    if let Some(pin) = pin.filter(|p| p.as_str() != img) {
-                        let pending = records
-                            .pins
-                            .pending_replacements
-                            .get(&name)
-                            .is_some_and(|p| p == pin);
-                        if pending {
-                            notes.insert(format!(
-                                "instance {name}@{rt}: booted {img}, pinned to {pin}: the pending replacement explains it"
-                            ));
-                        } else {
-                            drift.push(Drift {
-                                kind: "instance".into(),
-                                name: format!("{name}@{rt}"),
-                                drift: "changed".into(),
-                                detail: format!("booted {img}, pinned to {pin}"),
-                                hard: false,
-                            });
-                        }
-                    }
+                instance_drift(&records, rt, instances, &mut f);
+            }
+        }
+    }
+    unasked_runtimes(&records, views, declared, &mut f);
+    instance_pin_drift(&records, &recorded, &mut f);
+    release_drift(&records, &recorded, &mut f);
+    image_pin_drift(&records, &recorded, &mut f);
+    f.report(views, run)
+}
+
+/// What [`judge`] found so far.
+#[derive(Default)]
+struct Found {
+    drift: Vec<Drift>,
+    unavailable: BTreeSet<String>,
+    notes: BTreeSet<String>,
+    reality_images: serde_json::Map<String, Value>,
+    reality_instances: serde_json::Map<String, Value>,
+}
+
+/// Images: a recorded build gone from its runtime (`missing`, hard when
+/// something needs it), one whose tags disagree with its record
+/// (`changed`), an image of this tree lineage does not record (`foreign`).
+fn image_drift(
+    records: &Records<'_>,
+    recorded: &BTreeSet<&str>,
+    rt: &str,
+    images: &[SeenImage],
+    f: &mut Found,
+) {
+    let l = records.lineage;
+    let present: BTreeMap<&str, &SeenImage> =
+        images.iter().map(|i| (i.build_id.as_str(), i)).collect();
+    for rec in l.builds.iter().filter(|b| b.runtime.as_deref() == Some(rt)) {
+        match present.get(rec.build_id.as_str()) {
+            None => {
+                let mut by = needed_by(&records, &rec.build_id);
+                let head = l
+                    .head(&rec.series, rt)
+                    .is_some_and(|h| h.build_id == rec.build_id);
+                if head {
+                    by.insert(
+                        0,
+                        format!(
+                            "the head of {} on {rt} (a child would bake from it)",
+                            rec.series
+                        ),
+                    );
+                }
+                f.drift.push(Drift {
+                    kind: "image".into(),
+                    name: format!("{}@{rt}", rec.build_id),
+                    drift: "missing".into(),
+                    detail: if by.is_empty() {
+                        format!("recorded build of {} is gone from {rt}", rec.series)
+                    } else {
+                        format!(
+                            "recorded build of {} is gone from {rt}; it is {}",
+                            rec.series,
+                            by.join(", ")
+                        )
+                    },
+                    hard: !by.is_empty(),
+                });
+            }
+            Some(img) => {
+                let d = tag_disagreements(rec, &img.tags);
+                if !d.is_empty() {
+                    f.drift.push(Drift {
+                        kind: "image".into(),
+                        name: format!("{}@{rt}", rec.build_id),
+                        drift: "changed".into(),
+                        detail: d
+                            .iter()
+                            .map(|(f, r, t)| format!("{f}: lineage={r} tag={t}"))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                            + " (csis lineage relabel)",
+                        hard: false,
+                    });
                 }
             }
         }
     }
+    for img in images {
+        if !recorded.contains(img.build_id.as_str()) {
+            f.drift.push(Drift {
+                    kind: "image".into(),
+                    name: format!("{}@{rt}", img.build_id),
+                    drift: "foreign".into(),
+                    detail: format!(
+                        "an image of {} ({}) that lineage does not record: `csis state import` adopts it, or remove it by hand",
+                        img.tags.get(tags::SERIES).map(String::as_str).unwrap_or("?"),
+                        img.name.as_deref().unwrap_or("untagged")
+                    ),
+                    hard: false,
+                });
+        }
+    }
+}
 
-    // Records on runtimes nobody was asked about: say so.
+/// Instances: one running a revoked build (`revoked`), one that booted
+/// another build than its pin (`changed`, unless a pending replacement
+/// explains it); a switched-off one is noted.
+fn instance_drift(records: &Records<'_>, rt: &str, instances: &[SeenInstance], f: &mut Found) {
+    for i in instances {
+        let name = i.name.clone().unwrap_or_else(|| i.id.clone());
+        let Some(img) = i.image.as_deref() else {
+            continue;
+        };
+        if let Some(rv) = records.revocations.get(img) {
+            f.drift.push(Drift {
+                kind: "instance".into(),
+                name: format!("{name}@{rt}"),
+                drift: "revoked".into(),
+                detail: format!(
+                    "runs revoked build {img}{} ({})",
+                    rv.reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default(),
+                    i.power
+                ),
+                hard: false,
+            });
+        }
+        if i.power == "stopped" {
+            f.notes
+                .insert(format!("instance {name}@{rt}: switched off; not drift"));
+        }
+        // The booted image against the instance's pin.
+        let pin = records
+            .pins
+            .instances
+            .get(&name)
+            .or_else(|| records.pins.instances.get(&i.id));
+        if let Some(pin) = pin.filter(|p| p.as_str() != img) {
+            let pending = records
+                .pins
+                .pending_replacements
+                .get(&name)
+                .is_some_and(|p| p == pin);
+            if pending {
+                f.notes.insert(format!(
+                    "instance {name}@{rt}: booted {img}, pinned to {pin}: the pending replacement explains it"
+                ));
+            } else {
+                f.drift.push(Drift {
+                    kind: "instance".into(),
+                    name: format!("{name}@{rt}"),
+                    drift: "changed".into(),
+                    detail: format!("booted {img}, pinned to {pin}"),
+                    hard: false,
+                });
+            }
+        }
+    }
+}
+
+/// Records on runtimes nobody was asked about: say so.
+fn unasked_runtimes(
+    records: &Records<'_>,
+    views: &[RuntimeView],
+    declared: &BTreeSet<String>,
+    f: &mut Found,
+) {
+    let l = records.lineage;
     let asked: BTreeSet<&str> = views.iter().map(|v| v.runtime.as_str()).collect();
     for rt in l
         .builds
@@ -502,19 +542,22 @@ pub fn judge(
     {
         if !asked.contains(rt) {
             if declared.contains(rt) {
-                unavailable.insert(format!("images/{rt}: not asked"));
+                f.unavailable.insert(format!("images/{rt}: not asked"));
             } else {
-                unavailable.insert(format!(
+                f.unavailable.insert(format!(
                     "images/{rt}: lineage records builds on {rt}, which this tree does not declare"
                 ));
             }
         }
     }
+}
 
-    // Pins.
+/// Instance pins on a build lineage does not record (`missing`) or on a
+/// revoked one (`revoked`); pending replacements are noted.
+fn instance_pin_drift(records: &Records<'_>, recorded: &BTreeSet<&str>, f: &mut Found) {
     for (inst, b) in &records.pins.instances {
         if !recorded.contains(b.as_str()) {
-            drift.push(Drift {
+            f.drift.push(Drift {
                 kind: "pin".into(),
                 name: format!("instance {inst}"),
                 drift: "missing".into(),
@@ -525,7 +568,7 @@ pub fn judge(
     }
     for (inst, b) in &records.pins.instances {
         if let Some(why) = why_revoked(records.revocations, b) {
-            drift.push(Drift {
+            f.drift.push(Drift {
                 kind: "pin".into(),
                 name: format!("instance {inst}"),
                 drift: "revoked".into(),
@@ -536,12 +579,20 @@ pub fn judge(
             });
         }
     }
-    // Releases.
+    for (inst, b) in &records.pins.pending_replacements {
+        f.notes.insert(format!(
+            "instance {inst}: pending replacement onto {b}; not drift"
+        ));
+    }
+}
+
+/// Releases on a build lineage does not record or on a revoked one.
+fn release_drift(records: &Records<'_>, recorded: &BTreeSet<&str>, f: &mut Found) {
     for (model, m) in &records.releases.current {
         for (image, b) in m {
             let name = format!("{model} {image}");
             if !recorded.contains(b.as_str()) {
-                drift.push(Drift {
+                f.drift.push(Drift {
                     kind: "release".into(),
                     name,
                     drift: "missing".into(),
@@ -551,7 +602,7 @@ pub fn judge(
                     hard: true,
                 });
             } else if let Some(why) = why_revoked(records.revocations, b) {
-                drift.push(Drift {
+                f.drift.push(Drift {
                     kind: "release".into(),
                     name,
                     drift: "revoked".into(),
@@ -563,14 +614,16 @@ pub fn judge(
             }
         }
     }
-    for (inst, b) in &records.pins.pending_replacements {
-        notes.insert(format!(
-            "instance {inst}: pending replacement onto {b}; not drift"
-        ));
-    }
+}
+
+/// Image pins on a build lineage does not record (`missing`), on a revoked
+/// one (`revoked`, but for a follow image), or behind the parent's
+/// unrevoked head (`stale`).
+fn image_pin_drift(records: &Records<'_>, recorded: &BTreeSet<&str>, f: &mut Found) {
+    let l = records.lineage;
     for (key, b) in &records.pins.images {
         if !recorded.contains(b.as_str()) {
-            drift.push(Drift {
+            f.drift.push(Drift {
                 kind: "pin".into(),
                 name: key.clone(),
                 drift: "missing".into(),
@@ -584,7 +637,7 @@ pub fn judge(
         let revoked =
             why_revoked(records.revocations, b).filter(|_| !records.follow.contains(image));
         if let Some(why) = revoked {
-            drift.push(Drift {
+            f.drift.push(Drift {
                 kind: "pin".into(),
                 name: key.clone(),
                 drift: "revoked".into(),
@@ -603,7 +656,7 @@ pub fn judge(
         };
         if let Some(head) = head_unrevoked(l, records.revocations, parent, rt) {
             if head.build_id != *b {
-                drift.push(Drift {
+                f.drift.push(Drift {
                     kind: "image".into(),
                     name: key.clone(),
                     drift: "stale".into(),
@@ -616,30 +669,42 @@ pub fn judge(
             }
         }
     }
+}
 
-    drift.sort_by(|a, b| (&a.kind, &a.name, &a.drift).cmp(&(&b.kind, &b.name, &b.drift)));
-    let mut summary = BTreeMap::new();
-    for k in ["missing", "foreign", "changed", "stale", "revoked", "held"] {
-        summary.insert(k.to_string(), drift.iter().filter(|d| d.drift == k).count());
-    }
-    let checked = views.iter().filter(|v| v.images.is_ok()).count();
-    if checked == 0 && !views.is_empty() {
-        notes.insert(format!(
-            "nothing was checked: no runtime answered ({} unavailable); the records were compared with nothing",
-            views.len()
-        ));
-    }
-    let mut reality = json!({ "images": reality_images });
-    if !reality_instances.is_empty() {
-        reality["instances"] = Value::Object(reality_instances);
-    }
-    StateReport {
-        run: run.map(str::to_string),
-        reality,
-        drift,
-        unavailable: unavailable.into_iter().collect(),
-        notes: notes.into_iter().collect(),
-        summary,
+impl Found {
+    /// The report: drift sorted, counted per kind of drift.
+    fn report(self, views: &[RuntimeView], run: Option<&str>) -> StateReport {
+        let Found {
+            mut drift,
+            unavailable,
+            mut notes,
+            reality_images,
+            reality_instances,
+        } = self;
+        drift.sort_by(|a, b| (&a.kind, &a.name, &a.drift).cmp(&(&b.kind, &b.name, &b.drift)));
+        let mut summary = BTreeMap::new();
+        for k in ["missing", "foreign", "changed", "stale", "revoked", "held"] {
+            summary.insert(k.to_string(), drift.iter().filter(|d| d.drift == k).count());
+        }
+        let checked = views.iter().filter(|v| v.images.is_ok()).count();
+        if checked == 0 && !views.is_empty() {
+            notes.insert(format!(
+                "nothing was checked: no runtime answered ({} unavailable); the records were compared with nothing",
+                views.len()
+            ));
+        }
+        let mut reality = json!({ "images": reality_images });
+        if !reality_instances.is_empty() {
+            reality["instances"] = Value::Object(reality_instances);
+        }
+        StateReport {
+            run: run.map(str::to_string),
+            reality,
+            drift,
+            unavailable: unavailable.into_iter().collect(),
+            notes: notes.into_iter().collect(),
+            summary,
+        }
     }
 }
 
