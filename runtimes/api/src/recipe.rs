@@ -72,149 +72,17 @@ fn settle_step(t: &Target, machine: &str) -> Step {
     }
 }
 
-/// The ordered steps of a bake (emission.md §2.1), for one runtime.
+/// The ordered steps of a bake (emission.md §2.1), for one runtime: the
+/// machine settles, then a base's steps ([`base_steps`]) or an image's
+/// ([`image_steps`]); a step holding a secret gets its private file.
 pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
     let mut steps = vec![settle_step(t, "build machine")];
     let mut files = Vec::new();
     // steps whose lines hold a secret the registry cannot see in them
     let mut forced = std::collections::BTreeSet::new();
-    let image = &req.series;
-    if let Some(b) = &req.recipe.base {
-        if let Some(lines) = update_lines(t, b) {
-            steps.push(Step {
-                comment: format!(
-                    "OS update for base image {image} (policy={}, packages={}, exclude={}, pin={}, {})",
-                    b.update.policy,
-                    py_list(&b.update.packages),
-                    py_list(&b.update.exclude),
-                    py_map(&b.update.pin),
-                    b.family
-                ),
-                kind: shell(lines),
-            });
-        }
-        steps.push(Step {
-            comment: format!(
-                "admin user {} ({} public key(s))",
-                b.admin_user,
-                b.admin_public_keys.len()
-            ),
-            kind: shell(admin_user_lines(t, b)),
-        });
-        for p in &b.identity {
-            steps.push(Step {
-                comment: format!("identity type '{}' prerequisites, dormant", p.identity_type),
-                kind: shell(identity_lines(t, b, p)),
-            });
-        }
-        for p in &b.storage {
-            steps.push(storage_step(t, b, p));
-        }
-        let mut verify = admin_verify_lines(t, b);
-        for p in &b.identity {
-            verify.extend(identity_verify_lines(p));
-        }
-        if let Some(a) = &t.session_agent {
-            steps.push(Step {
-                comment: format!("debug session mechanism ({})", a.mechanism),
-                kind: shell(a.install.clone()),
-            });
-            verify.extend(a.verify.iter().cloned());
-        }
-        if let Some(v) = verify_step("base image", image, verify, &req.tests) {
-            steps.push(v);
-        }
-    } else {
-        mod_steps(req, t, &mut steps, &mut files, &mut forced)?;
-        let img = req.recipe.image.clone().unwrap_or_default();
-        let mut verify = Vec::new();
-        if let Some(g) = &img.group {
-            steps.push(Step {
-                comment: format!(
-                    "identity activation for owning group '{}' ({})",
-                    g.group, g.identity_type
-                ),
-                kind: shell(activation_lines(t, image, g)),
-            });
-            verify.extend(activation_verify_lines(g));
-        }
-        let (bundle, private) = bundle_files(t, req, &img)?;
-        files.extend(bundle);
-        steps.push(Step {
-            comment: format!(
-                "local modification bundle for {image} -> /opt/csis/mods (re-run with `csis-mods rerun`)"
-            ),
-            kind: StepKind::Shell {
-                lines: vec!["mkdir -p /tmp/csis-mods".into()],
-                runner: false,
-                env: Vec::new(),
-                execute_command: None,
-                private: None,
-            },
-        });
-        steps.push(Step {
-            comment: String::new(),
-            kind: StepKind::Upload {
-                rel: format!("csis-mods/{image}/"),
-                destination: "/tmp/csis-mods".into(),
-            },
-        });
-        // The bundle's files that hold a secret line (a mod's inline.sh)
-        // are written outside the emission, uploaded on their own, and
-        // readable by root only on the image.
-        let mut only_root = Vec::new();
-        if !private.is_empty() {
-            let _ = std::fs::remove_dir_all(files::private_path(req, "csis-mods"));
-            for f in &private {
-                files::private_file(req, &format!("csis-mods/{}", f.rel), &f.content)?;
-                let on_image = format!("/opt/csis/mods/{}", f.rel);
-                // the upload carries its directories' 0700: the bundle's stay 0755
-                let dir = on_image
-                    .rsplit_once('/')
-                    .map_or("/opt/csis/mods", |(d, _)| d);
-                only_root.push(t.su(&format!(
-                    "chmod 0755 /opt/csis/mods {} && {}",
-                    sq(dir),
-                    t.su(&format!("chmod 0600 {}", sq(&on_image)))
-                )));
-            }
-            steps.push(Step {
-                comment: String::new(),
-                kind: StepKind::Upload {
-                    rel: format!("{}/", files::private_path(req, "csis-mods").display()),
-                    destination: "/tmp/csis-mods".into(),
-                },
-            });
-        }
-        let mut install = vec![
-            format!(
-                "{} && {}",
-                t.su("rm -rf /opt/csis/mods"),
-                t.su("mkdir -p /opt/csis")
-            ),
-            t.su("mv /tmp/csis-mods /opt/csis/mods"),
-            format!(
-                "{} && {} && {}",
-                t.su("mkdir -p /usr/local/bin"),
-                t.su("cp /opt/csis/mods/csis-mods /usr/local/bin/csis-mods"),
-                t.su("chmod 0755 /usr/local/bin/csis-mods")
-            ),
-            t.su("chmod -R go-w /opt/csis/mods"),
-        ];
-        install.extend(only_root);
-        steps.push(Step {
-            comment: String::new(),
-            kind: StepKind::Shell {
-                lines: install,
-                runner: false,
-                env: Vec::new(),
-                execute_command: None,
-                private: None,
-            },
-        });
-        if let Some(v) = verify_step("instance image", image, verify, &req.tests) {
-            steps.push(v);
-        }
+    match &req.recipe.base {
+        Some(b) => base_steps(req, t, b, &mut steps),
+        None => image_steps(req, t, &mut steps, &mut files, &mut forced)?,
     }
     privatize(req, &mut steps, &forced)?;
     let assertions = steps
@@ -232,6 +100,174 @@ pub fn lower(req: &BakeRequest, t: &Target) -> std::io::Result<Lowered> {
         files,
         assertions,
     })
+}
+
+/// A base's steps: the OS update, the admin user, each identity's and
+/// storage's prerequisites, the session agent, the verification.
+fn base_steps(req: &BakeRequest, t: &Target, b: &BaseRecipe, steps: &mut Vec<Step>) {
+    let image = &req.series;
+    if let Some(lines) = update_lines(t, b) {
+        steps.push(Step {
+            comment: format!(
+                "OS update for base image {image} (policy={}, packages={}, exclude={}, pin={}, {})",
+                b.update.policy,
+                py_list(&b.update.packages),
+                py_list(&b.update.exclude),
+                py_map(&b.update.pin),
+                b.family
+            ),
+            kind: shell(lines),
+        });
+    }
+    steps.push(Step {
+        comment: format!(
+            "admin user {} ({} public key(s))",
+            b.admin_user,
+            b.admin_public_keys.len()
+        ),
+        kind: shell(admin_user_lines(t, b)),
+    });
+    for p in &b.identity {
+        steps.push(Step {
+            comment: format!("identity type '{}' prerequisites, dormant", p.identity_type),
+            kind: shell(identity_lines(t, b, p)),
+        });
+    }
+    for p in &b.storage {
+        steps.push(storage_step(t, b, p));
+    }
+    let mut verify = admin_verify_lines(t, b);
+    for p in &b.identity {
+        verify.extend(identity_verify_lines(p));
+    }
+    if let Some(a) = &t.session_agent {
+        steps.push(Step {
+            comment: format!("debug session mechanism ({})", a.mechanism),
+            kind: shell(a.install.clone()),
+        });
+        verify.extend(a.verify.iter().cloned());
+    }
+    if let Some(v) = verify_step("base image", image, verify, &req.tests) {
+        steps.push(v);
+    }
+}
+
+/// An image's steps: its modifications, its group's activation, the local
+/// modification bundle, the verification.
+fn image_steps(
+    req: &BakeRequest,
+    t: &Target,
+    steps: &mut Vec<Step>,
+    files: &mut Vec<EmittedFile>,
+    forced: &mut std::collections::BTreeSet<usize>,
+) -> std::io::Result<()> {
+    let image = &req.series;
+    mod_steps(req, t, steps, files, forced)?;
+    let img = req.recipe.image.clone().unwrap_or_default();
+    let mut verify = Vec::new();
+    if let Some(g) = &img.group {
+        steps.push(Step {
+            comment: format!(
+                "identity activation for owning group '{}' ({})",
+                g.group, g.identity_type
+            ),
+            kind: shell(activation_lines(t, image, g)),
+        });
+        verify.extend(activation_verify_lines(g));
+    }
+    bundle_steps(req, t, &img, steps, files)?;
+    if let Some(v) = verify_step("instance image", image, verify, &req.tests) {
+        steps.push(v);
+    }
+    Ok(())
+}
+
+/// The local modification bundle (`/opt/csis/mods`, `csis-mods`): its files
+/// uploaded, those holding a secret line on their own, readable by root
+/// only.
+fn bundle_steps(
+    req: &BakeRequest,
+    t: &Target,
+    img: &ImageRecipe,
+    steps: &mut Vec<Step>,
+    files: &mut Vec<EmittedFile>,
+) -> std::io::Result<()> {
+    let image = &req.series;
+    let (bundle, private) = bundle_files(t, req, &img)?;
+    files.extend(bundle);
+    steps.push(Step {
+        comment: format!(
+            "local modification bundle for {image} -> /opt/csis/mods (re-run with `csis-mods rerun`)"
+        ),
+        kind: StepKind::Shell {
+            lines: vec!["mkdir -p /tmp/csis-mods".into()],
+            runner: false,
+            env: Vec::new(),
+            execute_command: None,
+            private: None,
+        },
+    });
+    steps.push(Step {
+        comment: String::new(),
+        kind: StepKind::Upload {
+            rel: format!("csis-mods/{image}/"),
+            destination: "/tmp/csis-mods".into(),
+        },
+    });
+    // The bundle's files that hold a secret line (a mod's inline.sh)
+    // are written outside the emission, uploaded on their own, and
+    // readable by root only on the image.
+    let mut only_root = Vec::new();
+    if !private.is_empty() {
+        let _ = std::fs::remove_dir_all(files::private_path(req, "csis-mods"));
+        for f in &private {
+            files::private_file(req, &format!("csis-mods/{}", f.rel), &f.content)?;
+            let on_image = format!("/opt/csis/mods/{}", f.rel);
+            // the upload carries its directories' 0700: the bundle's stay 0755
+            let dir = on_image
+                .rsplit_once('/')
+                .map_or("/opt/csis/mods", |(d, _)| d);
+            only_root.push(t.su(&format!(
+                "chmod 0755 /opt/csis/mods {} && {}",
+                sq(dir),
+                t.su(&format!("chmod 0600 {}", sq(&on_image)))
+            )));
+        }
+        steps.push(Step {
+            comment: String::new(),
+            kind: StepKind::Upload {
+                rel: format!("{}/", files::private_path(req, "csis-mods").display()),
+                destination: "/tmp/csis-mods".into(),
+            },
+        });
+    }
+    let mut install = vec![
+        format!(
+            "{} && {}",
+            t.su("rm -rf /opt/csis/mods"),
+            t.su("mkdir -p /opt/csis")
+        ),
+        t.su("mv /tmp/csis-mods /opt/csis/mods"),
+        format!(
+            "{} && {} && {}",
+            t.su("mkdir -p /usr/local/bin"),
+            t.su("cp /opt/csis/mods/csis-mods /usr/local/bin/csis-mods"),
+            t.su("chmod 0755 /usr/local/bin/csis-mods")
+        ),
+        t.su("chmod -R go-w /opt/csis/mods"),
+    ];
+    install.extend(only_root);
+    steps.push(Step {
+        comment: String::new(),
+        kind: StepKind::Shell {
+            lines: install,
+            runner: false,
+            env: Vec::new(),
+            execute_command: None,
+            private: None,
+        },
+    });
+    Ok(())
 }
 
 /// Does an `ensure:` hold a secret (a file's path or content)?
