@@ -13,7 +13,7 @@ pub mod noop;
 mod notice;
 mod steps;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -189,23 +189,7 @@ pub(crate) fn run_holding(
     let sel = session.select(&args.patterns)?;
     let force = ForceBake::parse(&args.force_bake);
     let mut plan = session.plan(&sel, &force)?;
-    for w in &session.compiled.warnings {
-        reporter.note(&Notice::Warning {
-            message: w.to_string(),
-        });
-    }
-    // A gated fleet node changes nothing; the build says what it would do.
-    for n in plan
-        .nodes
-        .iter()
-        .filter(|n| crate::fleet::plan::is_gated(&session.compiled.graph, n))
-    {
-        reporter.note(&Notice::Gated {
-            label: n.label.to_string(),
-            action: n.code.to_string(),
-            reason: n.reason.clone(),
-        });
-    }
+    say_before_run(&session, &plan, &*reporter);
     let run_id = csis_cache::run_id_now();
     // On a shared store: a lease per (series, runtime) this build bakes,
     // releases or disposes, then the plan again on the records as they are
@@ -214,29 +198,8 @@ pub(crate) fn run_holding(
     let mut leases: Option<csis_cache::lease::Leases> = None;
     if let Some(store) = store.as_ref().filter(|_| !args.dry_run) {
         let l = csis_cache::lease::Leases::new(store.clone(), &run_id);
-        loop {
-            let (keys, covers) = lease_keys(&session, &plan);
-            if keys.iter().all(|(s, r)| l.holds(s, r)) {
-                break;
-            }
-            let note = |e: &csis_cache::lease::LeaseEvent| {
-                reporter.note(&Notice::Lease {
-                    message: e.message(),
-                })
-            };
-            match l.acquire(&keys, &covers, !args.no_wait, &note) {
-                Ok(_) => {}
-                Err(e @ csis_cache::CacheError::Locked { .. }) => {
-                    return Ok(BuildOutcome::Locked(e.to_string()));
-                }
-                Err(e) => return Err(e.into()),
-            }
-            // (the runtimes constructed so far go on with the new session)
-            let made = std::mem::take(&mut session.runtimes);
-            session = crate::session::open(&tree.dir, &tree.load_options())?;
-            session.runtimes = made;
-            let sel = session.select(&args.patterns)?;
-            plan = session.plan(&sel, &force)?;
+        if let Some(locked) = lease_the_plan(tree, args, &l, &mut session, &mut plan, &*reporter)? {
+            return Ok(BuildOutcome::Locked(locked));
         }
         leases = Some(l);
     }
@@ -264,14 +227,7 @@ pub(crate) fn run_holding(
     // build of images talks to no runtime but for the plan's read of the
     // vendor tags its bases were baked from (crate::vendor).
     if !args.dry_run && (plan.nodes.iter().any(|n| n.due) || keeps_machines(&session, &plan)) {
-        let hard = crate::state::state_query_gate_drift(
-            &session.tree,
-            &session.runtimes,
-            !args.no_state_query,
-        )?;
-        // a launched machine found missing is relaunched by this very build
-        session.relaunch_missing(&mut plan, &hard)?;
-        let hard = crate::fleet::plan::unrepaired(&session.compiled.graph, &plan, &hard);
+        let hard = state_gate(args, &mut session, &mut plan)?;
         if !hard.is_empty() {
             return Ok(BuildOutcome::HardDrift(hard));
         }
@@ -279,17 +235,11 @@ pub(crate) fn run_holding(
 
     // Runtimes only for what runs: a no-op build constructs none. Those
     // the plan's vendor reads and the gate asked are not constructed again.
-    let mut names: Vec<&str> = plan
-        .nodes
-        .iter()
+    let names: BTreeSet<&str> = (plan.nodes.iter())
         .filter(|n| runs(n))
         .filter_map(|n| n.runtime.as_deref())
         .collect();
-    names.sort();
-    names.dedup();
-    let runtimes = session
-        .runtimes
-        .some(&session.tree, names.iter().copied())?;
+    let runtimes = session.runtimes.some(&session.tree, names)?;
     // The one tokio runtime they run on, held here (not by the build's
     // state, which a node may drop last, inside that runtime).
     let mut made = std::mem::take(&mut session.runtimes);
@@ -297,33 +247,8 @@ pub(crate) fn run_holding(
         refuse_keep_failed(&session, &plan, &runtimes)?;
     }
 
-    let mut opts = RunOptions::new(args.jobs.unwrap_or(4))
-        .fail_fast(args.fail_fast)
-        .count_kind(NodeKind::Bake.as_str());
-    for rt in &session.tree.runtimes {
-        if let Some(m) = rt.max_parallel() {
-            opts = opts.pool_limit(&rt.name, m as usize);
-        }
-    }
-    // A due bake costs what its series' last bake on that runtime took.
-    for n in plan
-        .nodes
-        .iter()
-        .filter(|n| n.due && n.kind == NodeKind::Bake)
-    {
-        let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
-            continue;
-        };
-        if let Some(secs) = session.lineage.bake_seconds_estimate(series, rt) {
-            opts = opts.cost(n.id, (secs * 1000.0).max(1.0) as u64);
-        }
-    }
     let cancel = args.cancel.clone();
-    opts = opts.cancel_token(cancel.clone());
-    if args.dry_run {
-        let kinds: Vec<&str> = DRY_RUN_KINDS.iter().map(|k| k.as_str()).collect();
-        opts = opts.rehearse(&kinds);
-    }
+    let opts = run_options(args, &session, &plan);
 
     let recorder = Recorder::open(session.meta.clone(), local.journal())?;
     if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == NodeKind::Bake) {
@@ -333,15 +258,7 @@ pub(crate) fn run_holding(
     let tofu_logs = local.logs().join(&run_id);
     // The instances whose nodes this run runs (the selection's due ones):
     // only they are waited for before a root's ephemerals go.
-    let running_instances: HashSet<String> = plan
-        .nodes
-        .iter()
-        .filter(|n| n.due)
-        .filter_map(|n| match session.compiled.spec(n.id) {
-            NodeSpec::Instance(i) => Some(i.name.clone()),
-            _ => None,
-        })
-        .collect();
+    let running_instances = running_instances(&session, &plan);
     let state = Arc::new(BuildState {
         session: order_tofu_nodes(order_dispose_nodes(session, &plan), &plan),
         runtimes,
@@ -374,79 +291,98 @@ pub(crate) fn run_holding(
         .iter()
         .any(|n| runs(n) && (n.kind == NodeKind::Bake || n.kind == NodeKind::Emit))
     {
-        let diags = rt.block_on(crate::validate::online_checks_of(
-            &state.session.tree,
-            &state.runtimes,
-        ));
-        let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(|d| d.is_error());
-        for w in &warnings {
-            reporter.note(&Notice::Warning {
-                message: w.to_string(),
-            });
-        }
-        if !errors.is_empty() {
-            if !args.dry_run {
-                return Err(crate::NotLoaded {
-                    diagnostics: errors,
-                }
-                .into());
-            }
-            for e in &errors {
-                reporter.note(&Notice::DryRunRefusal {
-                    message: e.to_string(),
-                });
-            }
-        }
-        // the roots go under generated/: its .gitignore first, as the
-        // original writes it, so a committed emission holds no run-local file
-        crate::emission::write_gitignores(&state.session.tree)?;
-        tofu_roots(&state, &reporter);
+        check_before_baking(rt, &state, args.dry_run, &reporter)?;
     }
     let renderer = reporter;
     let report = rt.block_on(async {
-        // Leftovers of a killed run (docker: `csis-bake-<runtime>-*`
-        // containers) go before anything bakes, and are reported.
         if !state.dry_run {
-            for (name, rt) in &state.runtimes {
-                match rt.clean_stale_bakes().await {
-                    Ok(removed) => {
-                        for leftover in removed {
-                            renderer.note(&Notice::LeftoverRemoved {
-                                runtime: name.to_string(),
-                                leftover: leftover.to_string(),
-                            });
-                        }
-                    }
-                    Err(e) => renderer.note(&Notice::LeftoversUnknown {
-                        runtime: name.to_string(),
-                        error: e.to_string(),
-                    }),
-                }
-            }
+            clean_leftovers(&state.runtimes, &*renderer).await;
         }
-        let r = renderer.clone();
-        let cap = capture.clone();
-        let events = Events::new(move |e: Event| {
-            cap.event(&e);
-            r.event(&e)
-        });
-        let st = state.clone();
-        csis_engine::run(
-            &state.session.compiled.graph,
-            &plan,
-            opts,
-            events,
-            move |cx: NodeContext| {
-                let st = st.clone();
-                async move { st.act(cx).await }
-            },
-        )
-        .await
+        execute(&state, &plan, opts, &capture, &renderer).await
     });
     made.shutdown();
     // Everything recorded is in the journal already; write the files now.
     state.recorder.flush()?;
-    if let Some(l) = leases.take() {
+    say_after_run(&state, leases.take());
+    if let Some(stamp) = &stamp {
+        stamp.record(&state.session, &plan, &capture, &report.summary);
+    }
+
+    Ok(ran(state, plan, &report, &cancel))
+}
+
+/// Before the run: the compile's warnings, and what each gated fleet node
+/// would do (it changes nothing).
+fn say_before_run(session: &Session, plan: &Plan, reporter: &dyn Reporter) {
+    for w in &session.compiled.warnings {
+        reporter.note(&Notice::Warning {
+            message: w.to_string(),
+        });
+    }
+    let graph = &session.compiled.graph;
+    for n in (plan.nodes.iter()).filter(|n| crate::fleet::plan::is_gated(graph, n)) {
+        reporter.note(&Notice::Gated {
+            label: n.label.to_string(),
+            action: n.code.to_string(),
+            reason: n.reason.clone(),
+        });
+    }
+}
+
+/// What `validate` checks online, for the runtimes this build touches,
+/// before anything bakes (a subnet typo never reaches packer); a dry run
+/// reports what the checks find and goes on. Then the tofu roots.
+fn check_before_baking(
+    rt: &tokio::runtime::Runtime,
+    state: &BuildState,
+    dry_run: bool,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<()> {
+    let diags = rt.block_on(crate::validate::online_checks_of(
+        &state.session.tree,
+        &state.runtimes,
+    ));
+    let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(|d| d.is_error());
+    for w in &warnings {
+        reporter.note(&Notice::Warning {
+            message: w.to_string(),
+        });
+    }
+    if !errors.is_empty() {
+        if !dry_run {
+            return Err(crate::NotLoaded {
+                diagnostics: errors,
+            }
+            .into());
+        }
+        for e in &errors {
+            reporter.note(&Notice::DryRunRefusal {
+                message: e.to_string(),
+            });
+        }
+    }
+    // the roots go under generated/: its .gitignore first, as the
+    // original writes it, so a committed emission holds no run-local file
+    crate::emission::write_gitignores(&state.session.tree)?;
+    tofu_roots(state, reporter);
+    Ok(())
+}
+
+/// The instances whose nodes this run runs (the selection's due ones).
+fn running_instances(session: &Session, plan: &Plan) -> HashSet<String> {
+    (plan.nodes.iter())
+        .filter(|n| n.due)
+        .filter_map(|n| match session.compiled.spec(n.id) {
+            NodeSpec::Instance(i) => Some(i.name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// After the run: the leases a renewal found taken (then let go), and the
+/// store requests the build made.
+fn say_after_run(state: &BuildState, leases: Option<csis_cache::lease::Leases>) {
+    if let Some(l) = leases {
         for key in l.lost() {
             state.renderer.note(&Notice::LeaseLost {
                 key: key.to_string(),
@@ -460,10 +396,45 @@ pub(crate) fn run_holding(
             requests: csis_cache::remote::total_requests(),
         });
     }
-    if let Some(stamp) = &stamp {
-        stamp.record(&state.session, &plan, &capture, &report.summary);
-    }
+}
 
+/// The run: every due node through the scheduler, each event to the
+/// reporter and to the no-op stamp's capture.
+async fn execute(
+    state: &Arc<BuildState>,
+    plan: &Plan,
+    opts: RunOptions,
+    capture: &noop::Capture,
+    renderer: &Arc<dyn Reporter>,
+) -> csis_engine::RunReport {
+    let r = renderer.clone();
+    let cap = capture.clone();
+    let events = Events::new(move |e: Event| {
+        cap.event(&e);
+        r.event(&e)
+    });
+    let st = state.clone();
+    csis_engine::run(
+        &state.session.compiled.graph,
+        plan,
+        opts,
+        events,
+        move |cx: NodeContext| {
+            let st = st.clone();
+            async move { st.act(cx).await }
+        },
+    )
+    .await
+}
+
+/// How a build that ran ended: the summary, whether Ctrl-C stopped it, the
+/// due nodes that did not run.
+fn ran(
+    state: Arc<BuildState>,
+    plan: Plan,
+    report: &csis_engine::RunReport,
+    cancel: &CancellationToken,
+) -> BuildOutcome {
     // Everything is recorded and flushed: leave the tree, the graph and the
     // records to the process exit rather than free them piece by piece (a
     // tenth of a no-op build of thousands of images). One build per process.
@@ -486,11 +457,122 @@ pub(crate) fn run_holding(
         .filter(|(_, o)| matches!(o, csis_engine::NodeOutcome::NotRun { .. }))
         .map(|(id, _)| state.session.compiled.graph.node(*id).label().to_string())
         .collect();
-    Ok(BuildOutcome::Ran {
+    BuildOutcome::Ran {
         summary: report.summary.clone(),
         interrupted,
         not_run,
-    })
+    }
+}
+
+/// On a shared store: take the lease of each (series, runtime) the plan
+/// bakes, releases or disposes, then plan again on the records as they are
+/// now (a runner that held one of them may have baked it meanwhile), until
+/// the plan needs no lease `l` does not hold. `Some(why)`: `--no-wait`,
+/// and another runner holds one.
+fn lease_the_plan(
+    tree: &TreeArgs,
+    args: &BuildOptions,
+    l: &csis_cache::lease::Leases,
+    session: &mut Session,
+    plan: &mut Plan,
+    reporter: &dyn Reporter,
+) -> Result<Option<String>> {
+    let force = ForceBake::parse(&args.force_bake);
+    loop {
+        let (keys, covers) = lease_keys(session, plan);
+        if keys.iter().all(|(s, r)| l.holds(s, r)) {
+            return Ok(None);
+        }
+        let note = |e: &csis_cache::lease::LeaseEvent| {
+            reporter.note(&Notice::Lease {
+                message: e.message(),
+            })
+        };
+        match l.acquire(&keys, &covers, !args.no_wait, &note) {
+            Ok(_) => {}
+            Err(e @ csis_cache::CacheError::Locked { .. }) => return Ok(Some(e.to_string())),
+            Err(e) => return Err(e.into()),
+        }
+        // (the runtimes constructed so far go on with the new session)
+        let made = std::mem::take(&mut session.runtimes);
+        *session = crate::session::open(&tree.dir, &tree.load_options())?;
+        session.runtimes = made;
+        let sel = session.select(&args.patterns)?;
+        *plan = session.plan(&sel, &force)?;
+    }
+}
+
+/// The state gate: the state query (unless `--no-state-query`), a
+/// launched machine found missing relaunched by this very build; the hard
+/// drift the plan does not repair (empty: go).
+fn state_gate(args: &BuildOptions, session: &mut Session, plan: &mut Plan) -> Result<Vec<String>> {
+    let hard = crate::state::state_query_gate_drift(
+        &session.tree,
+        &session.runtimes,
+        !args.no_state_query,
+    )?;
+    // a launched machine found missing is relaunched by this very build
+    session.relaunch_missing(plan, &hard)?;
+    Ok(crate::fleet::plan::unrepaired(
+        &session.compiled.graph,
+        plan,
+        &hard,
+    ))
+}
+
+/// The scheduler's options: `-j`, fail-fast, the runtimes' pools, each due
+/// bake's cost (what its series' last bake on that runtime took), the
+/// cancel token, a dry run's rehearsal.
+fn run_options(args: &BuildOptions, session: &Session, plan: &Plan) -> RunOptions {
+    let mut opts = RunOptions::new(args.jobs.unwrap_or(4))
+        .fail_fast(args.fail_fast)
+        .count_kind(NodeKind::Bake.as_str());
+    for rt in &session.tree.runtimes {
+        if let Some(m) = rt.max_parallel() {
+            opts = opts.pool_limit(&rt.name, m as usize);
+        }
+    }
+    // A due bake costs what its series' last bake on that runtime took.
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| n.due && n.kind == NodeKind::Bake)
+    {
+        let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
+            continue;
+        };
+        if let Some(secs) = session.lineage.bake_seconds_estimate(series, rt) {
+            opts = opts.cost(n.id, (secs * 1000.0).max(1.0) as u64);
+        }
+    }
+    opts = opts.cancel_token(args.cancel.clone());
+    if args.dry_run {
+        let kinds: Vec<&str> = DRY_RUN_KINDS.iter().map(|k| k.as_str()).collect();
+        opts = opts.rehearse(&kinds);
+    }
+
+    opts
+}
+
+/// Leftovers of a killed run (docker: `csis-bake-<runtime>-*`
+/// containers) go before anything bakes, and are reported.
+async fn clean_leftovers(runtimes: &BTreeMap<String, DynRuntime>, renderer: &dyn Reporter) {
+    for (name, rt) in runtimes {
+        match rt.clean_stale_bakes().await {
+            Ok(removed) => {
+                for leftover in removed {
+                    renderer.note(&Notice::LeftoverRemoved {
+                        runtime: name.to_string(),
+                        leftover: leftover.to_string(),
+                    });
+                }
+            }
+            Err(e) => renderer.note(&Notice::LeftoversUnknown {
+                runtime: name.to_string(),
+                error: e.to_string(),
+            }),
+        }
+    }
 }
 
 /// `--keep-failed` for a due bake on a runtime that cannot keep a failed
