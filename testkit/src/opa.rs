@@ -24,6 +24,21 @@ pub fn start(
     key_secret: &str,
     groups: &[(&str, Option<u64>)],
 ) -> FakeOpa {
+    start_paged(team, key_id, key_secret, groups, usize::MAX, None)
+}
+
+/// [`start`], answering a group's attributes `page` at a time (its
+/// `unix_group_name` first, its `unix_gid` next), each page but the last
+/// naming the next in a `Link: <...>; rel="next"` header: a path on this
+/// fake, or on `next_origin` when given (a page off the API host).
+pub fn start_paged(
+    team: &str,
+    key_id: &str,
+    key_secret: &str,
+    groups: &[(&str, Option<u64>)],
+    page: usize,
+    next_origin: Option<&str>,
+) -> FakeOpa {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let state = Arc::new(State {
         team: team.into(),
@@ -34,6 +49,8 @@ pub fn start(
             .map(|(g, gid)| (g.to_string(), *gid))
             .collect(),
         requests: requests.clone(),
+        page: page.max(1),
+        next_origin: next_origin.map(str::to_string),
     });
     let handler: Handler = Arc::new(move |r: Request| {
         let body = r.text();
@@ -43,8 +60,20 @@ pub fn start(
                 .to_string(),
         );
         let auth = r.header("authorization").unwrap_or("");
-        let (status, answer) = answer(&state, &r.method, &r.path, auth, &body);
-        Response::json(status, "application/json", answer)
+        let (path, offset) = match r.path.split_once("?offset=") {
+            Some((p, o)) => (p.to_string(), o.parse().unwrap_or(0)),
+            None => (r.path.clone(), 0),
+        };
+        let (status, answer, more) = answer(&state, &r.method, &path, auth, &body, offset);
+        let mut resp = Response::json(status, "application/json", answer);
+        if let Some(next) = more {
+            let origin = state.next_origin.as_deref().unwrap_or("");
+            resp.headers.push((
+                "link".into(),
+                format!("<{origin}{path}?offset={next}>; rel=\"next\""),
+            ));
+        }
+        resp
     });
     FakeOpa {
         url: serve(handler),
@@ -58,25 +87,35 @@ struct State {
     key_secret: String,
     groups: BTreeMap<String, Option<u64>>,
     requests: Arc<Mutex<Vec<String>>>,
+    page: usize,
+    next_origin: Option<String>,
 }
 
 const TOKEN: &str = "bearer-of-the-fake";
 
-fn answer(s: &State, method: &str, path: &str, auth: &str, body: &str) -> (&'static str, String) {
+/// The status, the body, and the offset of the next page when there is one.
+fn answer(
+    s: &State,
+    method: &str,
+    path: &str,
+    auth: &str,
+    body: &str,
+    offset: usize,
+) -> (&'static str, String, Option<usize>) {
     let team = format!("/v1/teams/{}", s.team);
     let Some(rest) = path.strip_prefix(&team) else {
-        return ("404 Not Found", r#"{"error":"no such team"}"#.into());
+        return ("404 Not Found", r#"{"error":"no such team"}"#.into(), None);
     };
     if method == "POST" && rest == "/service_token" {
         let q: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
         if q["key_id"] == s.key_id.as_str() && q["key_secret"] == s.key_secret.as_str() {
             let t = serde_json::json!({"bearer_token": TOKEN, "expires_at": "2099-01-01T00:00:00Z", "team_name": s.team});
-            return ("200 OK", t.to_string());
+            return ("200 OK", t.to_string(), None);
         }
-        return ("401 Unauthorized", r#"{"error":"bad key"}"#.into());
+        return ("401 Unauthorized", r#"{"error":"bad key"}"#.into(), None);
     }
     if auth != format!("Bearer {TOKEN}") {
-        return ("401 Unauthorized", r#"{"error":"no token"}"#.into());
+        return ("401 Unauthorized", r#"{"error":"no token"}"#.into(), None);
     }
     let group = rest
         .strip_prefix("/groups/")
@@ -92,8 +131,15 @@ fn answer(s: &State, method: &str, path: &str, auth: &str, body: &str) -> (&'sta
             if let Some(gid) = gid {
                 list.push(serde_json::json!({"id": "a2", "attribute_name": "unix_gid", "attribute_value": gid}));
             }
-            ("200 OK", serde_json::json!({"list": list}).to_string())
+            let end = offset.saturating_add(s.page).min(list.len());
+            let more = (end < list.len()).then_some(end);
+            let page: Vec<_> = list.get(offset..end).unwrap_or_default().to_vec();
+            (
+                "200 OK",
+                serde_json::json!({"list": page}).to_string(),
+                more,
+            )
         }
-        _ => ("404 Not Found", r#"{"error":"no such group"}"#.into()),
+        _ => ("404 Not Found", r#"{"error":"no such group"}"#.into(), None),
     }
 }

@@ -148,3 +148,51 @@ fn each_failure_is_one_line_on_stderr_with_exit_1_and_no_secret() {
         );
     }
 }
+
+/// OPA answers a list a page at a time: the gid on a later page is found
+/// by following `Link: rel="next"`, and a next page off the API host is
+/// refused (the bearer token goes to the API host only) with no request
+/// sent there.
+#[test]
+fn the_gid_on_a_later_page_is_found_and_a_page_off_the_host_refused() {
+    let fake = opa::start_paged(
+        "REPLACE-ME-team",
+        KEY,
+        SECRET,
+        &[("team", Some(63002)), ("admins", Some(63001))],
+        1,
+        None,
+    );
+    let (code, out, err) = export_gids(&query(&fake.url, "team,admins"), &ROOT_KEY);
+    assert_eq!(code, 0, "{err}");
+    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"admins": "63001", "team": "63002"})
+    );
+    let reqs = fake.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter()
+            .any(|r| r == "GET /v1/teams/REPLACE-ME-team/groups/team/attributes?offset=1"),
+        "the second page was asked: {reqs:?}"
+    );
+
+    // a second fake stands for another host: its pages are never asked
+    let elsewhere = opa::start("REPLACE-ME-team", KEY, SECRET, &[("team", Some(1))]);
+    let fake = opa::start_paged(
+        "REPLACE-ME-team",
+        KEY,
+        SECRET,
+        &[("team", Some(63002))],
+        1,
+        Some(&elsewhere.url.replace("127.0.0.1", "localhost")),
+    );
+    let (code, out, err) = export_gids(&query(&fake.url, "team"), &ROOT_KEY);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("not on the API host"), "{err}");
+    assert!(!err.contains(SECRET) && !err.contains("bearer"), "{err}");
+    assert!(
+        elsewhere.requests.lock().unwrap().is_empty(),
+        "nothing went to the other host"
+    );
+}

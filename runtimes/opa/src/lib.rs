@@ -6,7 +6,9 @@
 //! Two calls of the team's API (<https://developer.okta.com/docs/api/openapi/opa>):
 //! `POST /v1/teams/{team}/service_token` with the service user's key id and
 //! secret gives a bearer token; `GET /v1/teams/{team}/groups/{group}/attributes`
-//! lists a group's attributes, among them `unix_gid`. The key, the secret and
+//! lists a group's attributes, among them `unix_gid`, a page at a time (the
+//! next page named by the answer's `Link: <...>; rel="next"`, followed on
+//! the API host only, at most [`MAX_PAGES`]). The key, the secret and
 //! the token are never part of an error or a log; credentials travel over
 //! https only (plain http is for a loopback address, where tests answer).
 
@@ -17,6 +19,8 @@ use serde::Deserialize;
 
 /// The most one answer may weigh: input is hostile.
 const ANSWER_LIMIT: usize = 4 << 20;
+/// The most pages of one list followed: input is hostile.
+pub const MAX_PAGES: usize = 100;
 /// A call that takes longer is an error, not a hung `tofu plan`.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -32,6 +36,10 @@ pub enum Error {
         status: u16,
         hint: &'static str,
     },
+    #[error("{what}: the next page is at {next}, not on the API host (credentials go to the API host only)")]
+    OffHost { what: String, next: String },
+    #[error("{what}: more than {MAX_PAGES} pages")]
+    TooManyPages { what: String },
     #[error("group {group} on team {team} carries no unix_gid attribute (give it a gid, or let OPA assign one)")]
     NoGid { group: String, team: String },
 }
@@ -81,34 +89,84 @@ pub async fn group_gids(
     let mut gids = BTreeMap::new();
     for g in groups {
         let what = format!("the attributes of group {g} on team {team}");
-        let resp = http
-            .get(format!("{team_path}/groups/{}/attributes", segment(g)))
-            .bearer_auth(&token.bearer_token)
-            .send()
-            .await;
-        let list: AttributeList = answer(
-            &what,
-            resp,
-            " (the service user may not read it)",
-            " (no such group)",
-        )
-        .await?;
-        let gid = list
-            .list
-            .iter()
-            .find(|a| a.attribute_name == "unix_gid")
-            .and_then(|a| match &a.attribute_value {
-                serde_json::Value::Number(n) => n.as_u64(),
-                serde_json::Value::String(s) => s.trim().parse().ok(),
-                _ => None,
-            })
-            .ok_or_else(|| Error::NoGid {
-                group: g.clone(),
-                team: team.into(),
-            })?;
+        let mut url = format!("{team_path}/groups/{}/attributes", segment(g));
+        let mut gid = None;
+        for page in 0.. {
+            if page == MAX_PAGES {
+                return Err(Error::TooManyPages { what });
+            }
+            let resp = http.get(&url).bearer_auth(&token.bearer_token).send().await;
+            let next = resp.as_ref().ok().and_then(next_page);
+            let list: AttributeList = answer(
+                &what,
+                resp,
+                " (the service user may not read it)",
+                " (no such group)",
+            )
+            .await?;
+            gid = list
+                .list
+                .iter()
+                .find(|a| a.attribute_name == "unix_gid")
+                .and_then(|a| match &a.attribute_value {
+                    serde_json::Value::Number(n) => n.as_u64(),
+                    serde_json::Value::String(s) => s.trim().parse().ok(),
+                    _ => None,
+                });
+            match next {
+                Some(n) if gid.is_none() => {
+                    url = on_host(&base, &n).ok_or_else(|| Error::OffHost {
+                        what: what.clone(),
+                        next: n.clone(),
+                    })?;
+                }
+                _ => break,
+            }
+        }
+        let gid = gid.ok_or_else(|| Error::NoGid {
+            group: g.clone(),
+            team: team.into(),
+        })?;
         gids.insert(g.clone(), gid);
     }
     Ok(gids)
+}
+
+/// The `rel="next"` target of an answer's `Link` header (RFC 8288), if any.
+fn next_page(resp: &reqwest::Response) -> Option<String> {
+    let links = resp.headers().get_all(reqwest::header::LINK);
+    links
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|link| {
+            let (target, params) = link.trim().split_once(';')?;
+            let next = params.split(';').any(|p| {
+                let p = p.trim().replace(' ', "");
+                p == "rel=next" || p == "rel=\"next\""
+            });
+            let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+            next.then(|| target.to_string())
+        })
+}
+
+/// `next` as a URL on the API host `base` (a path is taken on it); None
+/// when it names another scheme, host or port.
+fn on_host(base: &str, next: &str) -> Option<String> {
+    let origin = |u: &str| -> Option<String> {
+        let (scheme, rest) = u.split_once("://")?;
+        let host = rest.split(['/', '?', '#']).next()?;
+        Some(format!(
+            "{}://{}",
+            scheme.to_ascii_lowercase(),
+            host.to_ascii_lowercase()
+        ))
+    };
+    let home = origin(base)?;
+    if next.starts_with('/') && !next.starts_with("//") {
+        return Some(format!("{home}{next}"));
+    }
+    (origin(next)? == home).then(|| next.to_string())
 }
 
 #[derive(Deserialize)]
@@ -236,6 +294,28 @@ mod tests {
         ] {
             assert!(matches!(base_url(bad), Err(Error::Insecure(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_next_page_stays_on_the_api_host() {
+        let base = "https://acme.pam.okta.com";
+        assert_eq!(
+            on_host(base, "/v1/teams/t/groups/g/attributes?offset=a2").as_deref(),
+            Some("https://acme.pam.okta.com/v1/teams/t/groups/g/attributes?offset=a2")
+        );
+        assert_eq!(
+            on_host(base, "https://ACME.pam.okta.com/v1/x?offset=1").as_deref(),
+            Some("https://ACME.pam.okta.com/v1/x?offset=1")
+        );
+        assert_eq!(on_host(base, "https://evil.example/v1/x"), None);
+        assert_eq!(on_host(base, "http://acme.pam.okta.com/v1/x"), None);
+        assert_eq!(on_host(base, "https://acme.pam.okta.com:8443/v1/x"), None);
+        assert_eq!(on_host(base, "//evil.example/v1/x"), None);
+        // a path is taken on the host, not under api_host's own path
+        assert_eq!(
+            on_host("https://acme.pam.okta.com/api", "/v1/x").as_deref(),
+            Some("https://acme.pam.okta.com/v1/x")
+        );
     }
 
     #[test]
