@@ -271,8 +271,12 @@ impl Session {
         }
         // Launch parameters changed without a replacement: refused at
         // the changed field, as a load error (nothing runs).
-        let refused =
-            crate::fleet::checks::refusals_of_plan(&self.tree, &self.compiled.graph, &plan)?;
+        let refused = crate::fleet::checks::refusals_of_plan(
+            &self.tree,
+            &self.meta,
+            &self.compiled.graph,
+            &plan,
+        )?;
         if !refused.is_empty() {
             return Err(crate::NotLoaded {
                 diagnostics: refused,

@@ -1,6 +1,8 @@
-//! A tiny HTTP/1.1 server on a loopback port for the fakes of this crate
-//! (OPA, SSM): one thread per connection, keep-alive, bodies by
-//! `content-length`. Enough for reqwest and the AWS SDK, nothing more.
+//! A tiny HTTP/1.1 server on a loopback port for the fakes and proxies of
+//! the tests (OPA, SSM, the AWS runtime's counting and rewriting proxies in
+//! front of moto): one thread per connection, keep-alive, bodies by
+//! `content-length`; and [`forward`], one request sent on to an upstream.
+//! Enough for reqwest and the AWS SDK, nothing more.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,18 +34,67 @@ impl Request {
 /// An answer: the status (`200 OK`), its headers, its body.
 #[derive(Debug, Clone)]
 pub struct Response {
-    pub status: &'static str,
+    pub status: String,
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    pub body: Vec<u8>,
 }
 
 impl Response {
-    pub fn json(status: &'static str, content_type: &str, body: String) -> Response {
+    pub fn json(status: &str, content_type: &str, body: String) -> Response {
         Response {
-            status,
+            status: status.to_string(),
             headers: vec![("content-type".into(), content_type.into())],
-            body,
+            body: body.into_bytes(),
         }
+    }
+
+    /// The status code of the answer (`200` of `200 OK`).
+    pub fn code(&self) -> u16 {
+        (self.status.split(' ').next())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).to_string()
+    }
+}
+
+/// Send `req` on to `upstream` (`host:port`, a loopback one), one
+/// connection per request, and give back its answer (the hop-by-hop and
+/// length headers dropped: the server writes its own).
+pub fn forward(upstream: &str, req: &Request) -> Response {
+    let mut s = TcpStream::connect(upstream).expect("the upstream answers");
+    let mut head = format!("{} {} HTTP/1.1\r\n", req.method, req.path);
+    for (k, v) in &req.headers {
+        if k == "connection" {
+            continue;
+        }
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("connection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&req.body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let mut lines = head.split("\r\n");
+    let status = (lines.next().unwrap_or("").split_once(' '))
+        .map_or("502 Bad Gateway".to_string(), |(_, st)| st.to_string());
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(k, _)| {
+            !k.eq_ignore_ascii_case("content-length")
+                && !k.eq_ignore_ascii_case("connection")
+                && !k.eq_ignore_ascii_case("transfer-encoding")
+        })
+        .collect();
+    Response {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
     }
 }
 
@@ -113,7 +164,7 @@ fn connection(conn: TcpStream, handler: &Handler) -> std::io::Result<()> {
         }
         head.push_str("\r\n");
         conn.write_all(head.as_bytes())?;
-        conn.write_all(r.body.as_bytes())?;
+        conn.write_all(&r.body)?;
         conn.flush()?;
     }
 }

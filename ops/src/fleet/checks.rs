@@ -114,6 +114,7 @@ pub fn launch_param_changes(
 /// (nor a decommission) while its parameters changed.
 pub fn refusals_of_plan(
     tree: &Tree,
+    meta: &csis_cache::MetaState,
     graph: &csis_engine::Graph,
     plan: &csis_engine::Plan,
 ) -> anyhow::Result<Vec<Diagnostic>> {
@@ -125,7 +126,7 @@ pub fn refusals_of_plan(
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
-    let view = FleetView::load(&csis_cache::MetaState::of_tree(tree.root()))?;
+    let view = FleetView::load(meta)?;
     let replacing = |name: &str| {
         nodes.iter().any(|n| {
             graph.node(n.id).attr("instance") == Some(name)

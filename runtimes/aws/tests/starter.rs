@@ -73,7 +73,7 @@ async fn standard_aws_starter_validates_online_resolves_and_emits() {
         "[REPLACE-ME-profile]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
     )
     .unwrap();
-    let (proxy, counts) = common::counting_proxy(&url).await;
+    let (proxy, counts) = common::counting_proxy(&url);
     std::env::set_var("AWS_CONFIG_FILE", aws_dir.join("config"));
     std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", aws_dir.join("credentials"));
     std::env::set_var("AWS_ENDPOINT_URL", &proxy);

@@ -532,7 +532,7 @@ async fn power_states_in_transition_are_starting_and_stopping() {
     let name = common::unique("trans");
     let id = common::run_instance(&ec2, &name, VENDOR).await;
     let state = Arc::new(Mutex::new("running".to_string()));
-    let proxy = common::rewriting_proxy(&url, rewrite_state(state.clone())).await;
+    let proxy = common::rewriting_proxy(&url, rewrite_state(state.clone()));
     let rt = common::runtime(&proxy, "aws-trans");
     assert_eq!(
         rt.query_instance_power_state(&name).await.unwrap(),

@@ -133,7 +133,7 @@ fn vpc_octet(listed: &[DiscoveredSubnet], id: &str) -> String {
 #[tokio::test]
 async fn discovery_runs_once_per_runtime_with_one_sdk_config() {
     let url = need_moto!();
-    let (proxy, counts) = common::counting_proxy(&url).await;
+    let (proxy, counts) = common::counting_proxy(&url);
     let rt = common::runtime(&proxy, "aws-once");
     for _ in 0..3 {
         rt.check_online().await.unwrap();

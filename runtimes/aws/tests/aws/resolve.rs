@@ -159,7 +159,7 @@ async fn identical_queries_are_asked_once_per_run() {
     let ec2 = common::ec2(&url).await;
     let name = common::unique("cached");
     let id = common::register_image(&ec2, &name, &[]).await;
-    let (proxy, counts) = common::counting_proxy(&url).await;
+    let (proxy, counts) = common::counting_proxy(&url);
     let rt = common::runtime(&proxy, "aws-cache");
     let r = req("c", &["self"], json!({"filters": {"name": name}}));
     let (a, b) = tokio::join!(rt.resolve(&r), rt.resolve(&r));
@@ -214,7 +214,7 @@ async fn two_os_builders_with_one_query_ask_once() {
     let ec2 = common::ec2(&url).await;
     let name = common::unique("shared");
     let id = common::register_image(&ec2, &name, &[]).await;
-    let (proxy, counts) = common::counting_proxy(&url).await;
+    let (proxy, counts) = common::counting_proxy(&url);
     let rt = common::runtime(&proxy, "aws-shared");
     let q = json!({"filters": {"name": name}});
     let a = rt

@@ -132,15 +132,13 @@ async fn other_ssm_errors_are_raised() {
     let url = need_moto!();
     // an endpoint that answers every SSM call with a refusal
     let h: common::Handler = std::sync::Arc::new(|_req| {
-        Box::pin(async {
-            common::HttpResponse {
-                status: 400,
-                headers: vec![("content-type".into(), "application/x-amz-json-1.1".into())],
-                body: br#"{"__type":"InvalidInstanceId","message":"Instances not in a valid state for account"}"#.to_vec(),
-            }
-        })
+        common::HttpResponse::json(
+            "400 Bad Request",
+            "application/x-amz-json-1.1",
+            r#"{"__type":"InvalidInstanceId","message":"Instances not in a valid state for account"}"#.into(),
+        )
     });
-    let ssm_url = common::serve(h).await;
+    let ssm_url = csis_testkit::http::serve(h);
     let ec2 = common::ec2(&url).await;
     let name = common::unique("ssm-bad");
     common::run_instance(&ec2, &name, "ami-0a1a10000000000a1").await;

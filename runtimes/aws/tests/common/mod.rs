@@ -1,5 +1,6 @@
-//! Shared test helpers: reaching moto, seeding it through the SDK, a tiny
-//! HTTP/1.1 server (for the SSM double and the request-counting proxy).
+//! Shared test helpers: reaching moto, seeding it through the SDK, the
+//! request-counting and rewriting proxies in front of it (on
+//! `csis_testkit::http`, the one loopback HTTP server of the tests).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -10,8 +11,6 @@ use aws_config::{BehaviorVersion, Region};
 use aws_sdk_ec2::config::Credentials;
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use csis_runtime_aws::{AwsRuntime, AwsSettings, NetworkSettings, SubnetSettings};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 pub const REGION: &str = "us-east-2";
 
@@ -275,122 +274,15 @@ pub fn filter(name: &str, value: &str) -> Filter {
     Filter::builder().name(name).values(value).build()
 }
 
-// ---------------- a tiny HTTP/1.1 server ----------------
+// ---------------- proxies in front of moto (csis_testkit::http) ----------------
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-pub struct HttpRequest {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl HttpRequest {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-pub struct HttpResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<HttpRequest> {
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let mut lines = head.split("\r\n");
-            let first = lines.next()?;
-            let mut parts = first.split(' ');
-            let method = parts.next()?.to_string();
-            let path = parts.next()?.to_string();
-            let headers: Vec<(String, String)> = lines
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .collect();
-            let len: usize = headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let mut chunk = [0u8; 8192];
-                let n = s.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body = buf[end + 4..end + 4 + len].to_vec();
-            buf.drain(..end + 4 + len);
-            return Some(HttpRequest {
-                method,
-                path,
-                headers,
-                body,
-            });
-        }
-        let mut chunk = [0u8; 8192];
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-pub type Handler = Arc<dyn Fn(HttpRequest) -> futures_like::BoxFut + Send + Sync>;
-
-pub mod futures_like {
-    pub type BoxFut =
-        std::pin::Pin<Box<dyn std::future::Future<Output = super::HttpResponse> + Send>>;
-}
-
-/// Serve `handler` on 127.0.0.1:<random>; returns the base URL.
-pub async fn serve(handler: Handler) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            let h = handler.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some(req) = read_request(&mut s, &mut buf).await {
-                    let resp = h(req).await;
-                    let mut out = format!(
-                        "HTTP/1.1 {} X\r\ncontent-length: {}\r\n",
-                        resp.status,
-                        resp.body.len()
-                    );
-                    for (k, v) in &resp.headers {
-                        out.push_str(&format!("{k}: {v}\r\n"));
-                    }
-                    out.push_str("\r\n");
-                    let mut bytes = out.into_bytes();
-                    bytes.extend_from_slice(&resp.body);
-                    if s.write_all(&bytes).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
-}
+#[allow(unused_imports)] // the SSM double of sessions.rs answers with it
+pub use csis_testkit::http::{Handler, Request as HttpRequest, Response as HttpResponse};
 
 /// The action of a request: `Action` (EC2's query protocol) or
 /// `X-Amz-Target` (JSON protocols).
 pub fn action_of(req: &HttpRequest) -> String {
-    let body = String::from_utf8_lossy(&req.body).to_string();
+    let body = req.text();
     req.header("x-amz-target")
         .map(str::to_string)
         .or_else(|| {
@@ -400,64 +292,17 @@ pub fn action_of(req: &HttpRequest) -> String {
         .unwrap_or_else(|| format!("{} {}", req.method, req.path))
 }
 
-/// Forward one request to `up` (`host:port`), one connection per request.
-pub async fn forward(up: &str, req: &HttpRequest) -> HttpResponse {
-    let mut s = TcpStream::connect(up).await.unwrap();
-    let mut head = format!("{} {} HTTP/1.1\r\n", req.method, req.path);
-    for (k, v) in &req.headers {
-        if k.eq_ignore_ascii_case("connection") {
-            continue;
-        }
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("connection: close\r\n\r\n");
-    let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(&req.body);
-    s.write_all(&bytes).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| {
-            !k.eq_ignore_ascii_case("content-length")
-                && !k.eq_ignore_ascii_case("connection")
-                && !k.eq_ignore_ascii_case("transfer-encoding")
-        })
-        .collect();
-    HttpResponse {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    }
-}
-
 /// A proxy in front of moto that counts requests by `Action` (EC2's query
 /// protocol) or `X-Amz-Target` (JSON protocols): the benchmark's counter.
-pub async fn counting_proxy(upstream: &str) -> (String, Arc<Mutex<BTreeMap<String, usize>>>) {
+pub fn counting_proxy(upstream: &str) -> (String, Arc<Mutex<BTreeMap<String, usize>>>) {
     let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let c = counts.clone();
     let up = upstream.trim_start_matches("http://").to_string();
     let h: Handler = Arc::new(move |req: HttpRequest| {
-        let c = c.clone();
-        let up = up.clone();
-        Box::pin(async move {
-            *c.lock().unwrap().entry(action_of(&req)).or_default() += 1;
-            forward(&up, &req).await
-        })
+        *c.lock().unwrap().entry(action_of(&req)).or_default() += 1;
+        csis_testkit::http::forward(&up, &req)
     });
-    (serve(h).await, counts)
+    (csis_testkit::http::serve(h), counts)
 }
 
 /// Rewrites a response body of one action (action, body) -> body.
@@ -465,18 +310,13 @@ pub type Rewrite = Arc<dyn Fn(&str, String) -> String + Send + Sync>;
 
 /// A proxy in front of moto that rewrites what moto answers (a state moto
 /// never holds, such as an instance that stays `pending`).
-pub async fn rewriting_proxy(upstream: &str, rewrite: Rewrite) -> String {
+pub fn rewriting_proxy(upstream: &str, rewrite: Rewrite) -> String {
     let up = upstream.trim_start_matches("http://").to_string();
     let h: Handler = Arc::new(move |req: HttpRequest| {
-        let up = up.clone();
-        let rewrite = rewrite.clone();
-        Box::pin(async move {
-            let action = action_of(&req);
-            let mut resp = forward(&up, &req).await;
-            let body = String::from_utf8_lossy(&resp.body).to_string();
-            resp.body = rewrite(&action, body).into_bytes();
-            resp
-        })
+        let action = action_of(&req);
+        let mut resp = csis_testkit::http::forward(&up, &req);
+        resp.body = rewrite(&action, resp.text()).into_bytes();
+        resp
     });
-    serve(h).await
+    csis_testkit::http::serve(h)
 }
