@@ -489,49 +489,8 @@ impl<'a> Planner<'a> {
                 RunPolicy::Always => Decision::Due {
                     reason: Reason::Always,
                 },
-                RunPolicy::WhenDependencyDue => {
-                    let mut due_dep: Option<&Label> = None;
-                    for (d, _) in graph.deps(id) {
-                        let dn = graph.node(d);
-                        if dn.policy() != RunPolicy::WhenDependentDue
-                            && decisions[d.index()].as_ref().is_some_and(Decision::is_due)
-                            && due_dep.is_none_or(|l| dn.label() < l)
-                        {
-                            due_dep = Some(dn.label());
-                        }
-                    }
-                    match due_dep {
-                        Some(l) => Decision::Due {
-                            reason: Reason::After { label: l.clone() },
-                        },
-                        None => Decision::Current { build: None },
-                    }
-                }
-                RunPolicy::Decide => {
-                    let record = records.record(node);
-                    if self.forced.as_ref().is_some_and(|f| f(node)) {
-                        Decision::Due {
-                            reason: Reason::Forced,
-                        }
-                    } else {
-                        let cx = RuleCx {
-                            graph,
-                            id,
-                            node,
-                            fingerprint: fps.get(id),
-                            record,
-                            fps,
-                            records,
-                            decisions: &decisions,
-                        };
-                        match self.rules.iter().find_map(|r| r.check(&cx)) {
-                            Some(reason) => Decision::Due { reason },
-                            None => Decision::Current {
-                                build: record.and_then(|r| r.build.clone()),
-                            },
-                        }
-                    }
-                }
+                RunPolicy::WhenDependencyDue => after_due_dep(graph, id, &decisions),
+                RunPolicy::Decide => self.decide(graph, id, fps, records, &decisions),
             };
             decisions[id.index()] = Some(d);
         }
@@ -609,5 +568,61 @@ impl<'a> Planner<'a> {
             });
         }
         Ok(Plan { nodes, pos })
+    }
+
+    /// A node of policy `Decide`: forced, else the first rule that says it
+    /// is due, else current (with its record's build).
+    fn decide(
+        &self,
+        graph: &Graph,
+        id: NodeId,
+        fps: &Fingerprints,
+        records: &dyn Records,
+        decisions: &[Option<Decision>],
+    ) -> Decision {
+        let node = graph.node(id);
+        let record = records.record(node);
+        if self.forced.as_ref().is_some_and(|f| f(node)) {
+            return Decision::Due {
+                reason: Reason::Forced,
+            };
+        }
+        let cx = RuleCx {
+            graph,
+            id,
+            node,
+            fingerprint: fps.get(id),
+            record,
+            fps,
+            records,
+            decisions,
+        };
+        match self.rules.iter().find_map(|r| r.check(&cx)) {
+            Some(reason) => Decision::Due { reason },
+            None => Decision::Current {
+                build: record.and_then(|r| r.build.clone()),
+            },
+        }
+    }
+}
+
+/// A node of policy `WhenDependencyDue`: due after its due dependency of
+/// the smallest label (support nodes aside), else current.
+fn after_due_dep(graph: &Graph, id: NodeId, decisions: &[Option<Decision>]) -> Decision {
+    let mut due_dep: Option<&Label> = None;
+    for (d, _) in graph.deps(id) {
+        let dn = graph.node(d);
+        if dn.policy() != RunPolicy::WhenDependentDue
+            && decisions[d.index()].as_ref().is_some_and(Decision::is_due)
+            && due_dep.is_none_or(|l| dn.label() < l)
+        {
+            due_dep = Some(dn.label());
+        }
+    }
+    match due_dep {
+        Some(l) => Decision::Due {
+            reason: Reason::After { label: l.clone() },
+        },
+        None => Decision::Current { build: None },
     }
 }
