@@ -96,44 +96,9 @@ pub fn run(session: &Session, opts: &ModTestOptions) -> Result<ModTestReport> {
     let tree = &session.tree;
     let compiled = mod_tests(tree, &mut |p: &Path| file_hash(p))?;
     let meta = session.meta.clone();
-    let recorded = ModTests::load(&meta)?;
-    let mut records = BTreeMap::new();
-    for (hash, _) in recorded.results.iter() {
-        if let Some(r) = recorded.get(hash) {
-            records.insert(
-                hash.clone(),
-                Record {
-                    fingerprint: r
-                        .fingerprint
-                        .as_deref()
-                        .and_then(|f| Fingerprint::from_hex(f).ok()),
-                    build: Some(if r.passed() { "pass" } else { "fail" }.to_string()),
-                    ..Default::default()
-                },
-            );
-        }
-    }
+    let records = recorded_verdicts(&ModTests::load(&meta)?);
     let fps = compiled.graph.fingerprints()?;
-    let sel = if opts.images.is_empty() {
-        compiled.graph.select_all()
-    } else {
-        let pats: Vec<String> = opts
-            .images
-            .iter()
-            .map(|i| format!("//mods/{}/...", csis_rules::tree::normalize_name(i)))
-            .collect();
-        crate::session::select(&compiled.graph, &pats)?
-    };
-    let force = opts.force;
-    let planner = Planner::new()
-        .forced(move |_| force)
-        .rule(csis_engine::plan::rules::no_record())
-        .rule(|cx: &csis_engine::RuleCx<'_>| {
-            (cx.record?.build.as_deref() != Some("pass"))
-                .then(|| Reason::custom("failed", "its last test did not pass"))
-        })
-        .rule(csis_engine::plan::rules::inputs_changed());
-    let plan = planner.plan(&compiled.graph, &sel, &fps, &TestRecords(records))?;
+    let plan = plan_of(&compiled.graph, opts, &fps, records)?;
 
     let mut report = ModTestReport {
         runtime: String::new(),
@@ -335,6 +300,59 @@ fn request(s: &ModTestSpec, image: &str, root: &Path, cancel: CancellationToken)
         cancel,
         keep_failed: false,
     }
+}
+
+/// The recorded verdicts as the planner's records: `pass` or `fail`, with
+/// the fingerprint they were for.
+fn recorded_verdicts(recorded: &ModTests) -> BTreeMap<String, Record> {
+    let mut records = BTreeMap::new();
+    for (hash, _) in recorded.results.iter() {
+        if let Some(r) = recorded.get(hash) {
+            records.insert(
+                hash.clone(),
+                Record {
+                    fingerprint: r
+                        .fingerprint
+                        .as_deref()
+                        .and_then(|f| Fingerprint::from_hex(f).ok()),
+                    build: Some(if r.passed() { "pass" } else { "fail" }.to_string()),
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    records
+}
+
+/// The mod tests due among the selected images' (all with none named): no
+/// verdict, a verdict that is not a pass, or inputs changed since it
+/// (`--force`: every one).
+fn plan_of(
+    graph: &csis_engine::Graph,
+    opts: &ModTestOptions,
+    fps: &csis_engine::Fingerprints,
+    records: BTreeMap<String, Record>,
+) -> Result<csis_engine::Plan> {
+    let sel = if opts.images.is_empty() {
+        graph.select_all()
+    } else {
+        let pats: Vec<String> = opts
+            .images
+            .iter()
+            .map(|i| format!("//mods/{}/...", csis_rules::tree::normalize_name(i)))
+            .collect();
+        crate::session::select(graph, &pats)?
+    };
+    let force = opts.force;
+    let planner = Planner::new()
+        .forced(move |_| force)
+        .rule(csis_engine::plan::rules::no_record())
+        .rule(|cx: &csis_engine::RuleCx<'_>| {
+            (cx.record?.build.as_deref() != Some("pass"))
+                .then(|| Reason::custom("failed", "its last test did not pass"))
+        })
+        .rule(csis_engine::plan::rules::inputs_changed());
+    Ok(planner.plan(graph, &sel, fps, &TestRecords(records))?)
 }
 
 /// Where the tests run: the docker runtime the chain roots bake on, else
