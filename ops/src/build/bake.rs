@@ -363,34 +363,11 @@ impl BuildState {
                 "not baked: records cannot be written ({f})"
             )));
         }
-        // A playbook or script gone since the load: refused at the line of
-        // the tree naming it, before the runtime is asked.
-        if let Some(img) = (!spec.base)
-            .then(|| self.session.tree.image(&spec.series))
-            .flatten()
-        {
-            if let Some(d) = csis_rules::load::missing_files_of(&self.session.tree, img).first() {
-                return Err(NodeError::new(format!(
-                    "not baked: {}: {}: {}",
-                    d.location(),
-                    d.path,
-                    d.message
-                )));
-            }
-        }
+        self.refuse_missing_files(spec)?;
         let rt = self.runtime(&spec.runtime)?;
         let (parent, parent_build) = self.parent_for_bake(spec)?;
         self.refuse_parent(spec, &parent_build).await?;
-        let log_path = run_log(&self.local, &self.run_id, &cx.label().to_string());
-        self.renderer.bake_log(&cx.label().to_string(), &log_path);
-        if let Some(d) = log_path.parent() {
-            let _ = std::fs::create_dir_all(d);
-        }
-        let log = Arc::new(BakeLog {
-            label: cx.label().to_string(),
-            file: Mutex::new(File::create(&log_path).ok()),
-            renderer: self.renderer.clone(),
-        });
+        let log = self.open_log(cx);
         log.line(&format!("{} ({})", cx.label(), cx.reason()));
         let fp = cx.fingerprint().to_hex();
         let req = self.request(
@@ -416,21 +393,7 @@ impl BuildState {
         // A recovered build is named as its bake would have named it: an
         // adoption that cannot be completed is no adoption (bake anew).
         let recovered = match recovered {
-            Some(r) => match rt.adopt(&r.0.build_id, true).await {
-                Ok(lines) => {
-                    for l in lines {
-                        log.line(&format!("{}: {l}", r.0.build_id));
-                    }
-                    Some(r)
-                }
-                Err(e) => {
-                    log.line(&format!(
-                        "not adopting {}: it cannot be named ({e}); baking anew",
-                        r.0.build_id
-                    ));
-                    None
-                }
-            },
+            Some(r) => named_for_adoption(rt, r, &log).await,
             None => None,
         };
         // An adopted build keeps the run that baked it (its `csis_run` tag).
@@ -517,6 +480,38 @@ impl BuildState {
 }
 
 impl BuildState {
+    /// A playbook or script gone since the load: refused at the line of the
+    /// tree naming it, before the runtime is asked.
+    fn refuse_missing_files(&self, spec: &BakeSpec) -> Result<(), NodeError> {
+        let tree = &self.session.tree;
+        let Some(img) = (!spec.base).then(|| tree.image(&spec.series)).flatten() else {
+            return Ok(());
+        };
+        match csis_rules::load::missing_files_of(tree, img).first() {
+            Some(d) => Err(NodeError::new(format!(
+                "not baked: {}: {}: {}",
+                d.location(),
+                d.path,
+                d.message
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The bake's log in the run's folder (said to the reporter first).
+    fn open_log(&self, cx: &NodeContext) -> Arc<BakeLog> {
+        let log_path = run_log(&self.local, &self.run_id, &cx.label().to_string());
+        self.renderer.bake_log(&cx.label().to_string(), &log_path);
+        if let Some(d) = log_path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        Arc::new(BakeLog {
+            label: cx.label().to_string(),
+            file: Mutex::new(File::create(&log_path).ok()),
+            renderer: self.renderer.clone(),
+        })
+    }
+
     /// The plan found this bake's inputs built before ([`REINSTATE`]): take
     /// that build as the series head again instead of baking the same image
     /// twice. It must be recorded with this very fingerprint and parent
@@ -622,5 +617,29 @@ pub fn name_prefix(spec: &BakeSpec) -> String {
         format!("{}-{}", spec.display, spec.runtime)
     } else {
         format!("{}-{}", spec.display, spec.image_builder)
+    }
+}
+
+/// A recovered build, named as its bake would have named it; an adoption
+/// that cannot be completed is no adoption (None: bake anew).
+async fn named_for_adoption(
+    rt: &DynRuntime,
+    r: (BakeOutcome, Option<String>),
+    log: &BakeLog,
+) -> Option<(BakeOutcome, Option<String>)> {
+    match rt.adopt(&r.0.build_id, true).await {
+        Ok(lines) => {
+            for l in lines {
+                log.line(&format!("{}: {l}", r.0.build_id));
+            }
+            Some(r)
+        }
+        Err(e) => {
+            log.line(&format!(
+                "not adopting {}: it cannot be named ({e}); baking anew",
+                r.0.build_id
+            ));
+            None
+        }
     }
 }
