@@ -217,17 +217,7 @@ pub fn gather(
     folded: bool,
 ) -> g::Graph {
     let now = SystemTime::now();
-    // Per series and runtime: the head, the revoked builds.
-    let mut revoked: HashMap<(&str, &str), Vec<String>> = HashMap::new();
-    for r in &rec.revs.revocations {
-        if let (Some(s), Some(rt)) = (r.series.as_deref(), r.runtime.as_deref()) {
-            let what = match r.reason.as_deref().filter(|x| !x.is_empty()) {
-                Some(why) => format!("{} ({why})", r.build_id),
-                None => r.build_id.clone(),
-            };
-            revoked.entry((s, rt)).or_default().push(what);
-        }
-    }
+    let revoked = revoked_by_series(rec);
     let runtime_of: HashMap<&str, Option<&str>> = rec
         .lineage
         .builds
@@ -256,23 +246,7 @@ pub fn gather(
         out
     };
 
-    // Group the plan's nodes: by target (folded) or one each.
-    let mut groups: Vec<Vec<&PlannedNode>> = Vec::new();
-    let mut group_of: HashMap<String, usize> = HashMap::new();
-    let mut node_group: HashMap<String, usize> = HashMap::new();
-    for n in &plan.nodes {
-        let key = if folded {
-            n.label.target().to_string()
-        } else {
-            n.label.to_string()
-        };
-        let gi = *group_of.entry(key).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
-        });
-        groups[gi].push(n);
-        node_group.insert(n.label.to_string(), gi);
-    }
+    let (groups, node_group) = group_nodes(plan, folded);
 
     let mut nodes: Vec<g::Node> = Vec::with_capacity(groups.len());
     for members in &groups {
@@ -354,9 +328,59 @@ pub fn gather(
         nodes.push(node);
     }
 
-    // Pinned children: the images pinned to a build of each series.
+    mark_pinned_children(tree, rec, &mut nodes, folded);
+
+    let edges = edges_between(tree, graph, plan, &node_group, &nodes);
+    g::Graph {
+        title: tree.config.id.clone(),
+        now: Some(secs(now)),
+        folded,
+        nodes,
+        edges,
+    }
+}
+
+/// Per series and runtime: its revoked builds (with their reasons).
+fn revoked_by_series<'r>(rec: &'r RecordsView<'_>) -> HashMap<(&'r str, &'r str), Vec<String>> {
+    let mut revoked: HashMap<(&str, &str), Vec<String>> = HashMap::new();
+    for r in &rec.revs.revocations {
+        if let (Some(s), Some(rt)) = (r.series.as_deref(), r.runtime.as_deref()) {
+            let what = match r.reason.as_deref().filter(|x| !x.is_empty()) {
+                Some(why) => format!("{} ({why})", r.build_id),
+                None => r.build_id.clone(),
+            };
+            revoked.entry((s, rt)).or_default().push(what);
+        }
+    }
+    revoked
+}
+
+/// The plan's nodes in groups: by target (folded) or one each; and each
+/// node's group by label.
+fn group_nodes(plan: &Plan, folded: bool) -> (Vec<Vec<&PlannedNode>>, HashMap<String, usize>) {
+    let mut groups: Vec<Vec<&PlannedNode>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    let mut node_group: HashMap<String, usize> = HashMap::new();
+    for n in &plan.nodes {
+        let key = if folded {
+            n.label.target().to_string()
+        } else {
+            n.label.to_string()
+        };
+        let gi = *group_of.entry(key).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[gi].push(n);
+        node_group.insert(n.label.to_string(), gi);
+    }
+    (groups, node_group)
+}
+
+/// Pinned children: the images pinned to a build of each series.
+fn mark_pinned_children(tree: &Tree, rec: &RecordsView<'_>, nodes: &mut [g::Node], folded: bool) {
     let mut pinned_children: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for n in &nodes {
+    for n in nodes.iter() {
         if let (Some(p), Some(rt)) = (&n.parent, &n.runtime) {
             if matches!(
                 parent_of(tree, &n.series, "image"),
@@ -380,8 +404,16 @@ pub fn gather(
             }
         }
     }
+}
 
-    // Edges between groups; the parent edge of a bake is follow or pinned.
+/// Edges between groups; the parent edge of a bake is follow or pinned.
+fn edges_between(
+    tree: &Tree,
+    graph: &csis_engine::Graph,
+    plan: &Plan,
+    node_group: &HashMap<String, usize>,
+    nodes: &[g::Node],
+) -> Vec<g::Edge> {
     let mut edges: Vec<g::Edge> = Vec::new();
     let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
     for n in &plan.nodes {
@@ -428,11 +460,5 @@ pub fn gather(
             }
         }
     }
-    g::Graph {
-        title: tree.config.id.clone(),
-        now: Some(secs(now)),
-        folded,
-        nodes,
-        edges,
-    }
+    edges
 }
