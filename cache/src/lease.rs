@@ -353,7 +353,7 @@ impl Leases {
     }
 
     /// The first pass of [`Leases::acquire`]: create every lease not held
-    /// yet at once ([`crate::remote::READ_AHEAD`] in flight), a create
+    /// yet at once ([`crate::remote::in_lanes`]), a create
     /// being unconditional on anything but the key's absence. The leases
     /// up to the first one that is not free are kept; any taken after it
     /// are let go at once, so that this runner, when it waits, waits
@@ -373,37 +373,18 @@ impl Leases {
         if free.len() < 2 {
             return; // nothing to overlap: the sorted pass does it
         }
-        let lanes = free.len().min(crate::remote::READ_AHEAD);
-        let mut made: Vec<(usize, Option<(LeaseDoc, Version)>)> = std::thread::scope(|sc| {
-            let lanes: Vec<_> = (0..lanes)
-                .map(|lane| {
-                    let free = &free;
-                    sc.spawn(move || {
-                        (free.iter().enumerate().skip(lane).step_by(lanes))
-                            .map(|(i, (series, runtime))| {
-                                let cov = covers
-                                    .get(&(series.clone(), runtime.clone()))
-                                    .cloned()
-                                    .unwrap_or_default();
-                                let doc = self.doc(series, runtime, &cov);
-                                let bytes = serde_json::to_vec(&doc).expect("lease serializes");
-                                let key = lease_key(series, runtime);
-                                let v = self.store.put(&key, bytes, Cond::Create).ok();
-                                (i, v.map(|v| (doc, v)))
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            lanes
-                .into_iter()
-                .flat_map(|l| l.join().expect("a lease create panicked"))
-                .collect()
+        let made = crate::remote::in_lanes(&free, |(series, runtime)| {
+            let cov = (covers.get(&(series.clone(), runtime.clone())).cloned()).unwrap_or_default();
+            let doc = self.doc(series, runtime, &cov);
+            let bytes = serde_json::to_vec(&doc).expect("lease serializes");
+            let v = self
+                .store
+                .put(&lease_key(series, runtime), bytes, Cond::Create);
+            v.ok().map(|v| (doc, v))
         });
-        made.sort_by_key(|(i, _)| *i);
-        let first_taken = made.iter().position(|(_, m)| m.is_none());
+        let first_taken = made.iter().position(Option::is_none);
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, m) in made {
+        for (i, m) in made.into_iter().enumerate() {
             let Some((doc, v)) = m else { continue };
             let key = lease_key(&doc.series, &doc.runtime);
             if first_taken.is_some_and(|f| i > f) {

@@ -171,36 +171,42 @@ fn parse_err(store: &Store, key: &str, e: impl std::fmt::Display) -> CacheError 
     }
 }
 
-/// How many reads of one load are in flight at once.
+/// How many requests of one load (or one lease pass) are in flight at once.
 pub(crate) const READ_AHEAD: usize = 16;
 
-/// Read `keys` (absent ones as `None`), up to [`READ_AHEAD`] at once: a
-/// read asks nothing conditional, so the gets of one load overlap instead
-/// of waiting on each other (the store's round trip once per lane, not once
-/// per object). The first failure, in key order, is the answer.
-pub(crate) fn read_keys(store: &Store, keys: &[String]) -> Result<Docs, CacheError> {
-    let lanes = keys.len().clamp(1, READ_AHEAD);
-    let mut got: Vec<(usize, Result<Option<(Vec<u8>, Version)>, StoreError>)> =
-        std::thread::scope(|s| {
-            let lanes: Vec<_> = (0..lanes)
-                .map(|lane| {
-                    s.spawn(move || {
-                        (keys.iter().enumerate().skip(lane).step_by(lanes))
-                            .map(|(i, k)| (i, store.get(k)))
-                            .collect::<Vec<_>>()
-                    })
+/// `f` of each item, up to [`READ_AHEAD`] at once (each lane a thread: a
+/// store call blocks on its own runtime), the answers in `items`' order.
+pub(crate) fn in_lanes<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
+    let lanes = items.len().clamp(1, READ_AHEAD);
+    let f = &f;
+    let mut got: Vec<(usize, T)> = std::thread::scope(|s| {
+        let lanes: Vec<_> = (0..lanes)
+            .map(|lane| {
+                s.spawn(move || {
+                    (items.iter().enumerate().skip(lane).step_by(lanes))
+                        .map(|(i, item)| (i, f(item)))
+                        .collect::<Vec<_>>()
                 })
-                .collect();
-            lanes
-                .into_iter()
-                .flat_map(|l| l.join().expect("a store read panicked"))
-                .collect()
-        });
+            })
+            .collect();
+        (lanes.into_iter())
+            .flat_map(|l| l.join().expect("a store request panicked"))
+            .collect()
+    });
     got.sort_by_key(|(i, _)| *i);
+    got.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Read `keys` (absent ones as `None`), [`in_lanes`]: a read asks nothing
+/// conditional, so the gets of one load overlap instead of waiting on each
+/// other (the store's round trip once per lane, not once per object). The
+/// first failure, in key order, is the answer.
+pub(crate) fn read_keys(store: &Store, keys: &[String]) -> Result<Docs, CacheError> {
+    let got = in_lanes(keys, |k| store.get(k));
     let mut docs = Docs::new();
-    for (i, r) in got {
+    for (k, r) in keys.iter().zip(got) {
         let got = r.map_err(|e| store_err(store, e))?;
-        docs.insert(keys[i].clone(), got.map(|(b, v)| (v, b)));
+        docs.insert(k.clone(), got.map(|(b, v)| (v, b)));
     }
     Ok(docs)
 }

@@ -354,7 +354,7 @@ pub fn compute_plan(
     meta: &MetaState,
     req: &DisposeRequest,
 ) -> Result<Result<DisposePlan, Vec<Refusal>>> {
-    let (lineage, pins) = crate::state::records(tree.root())?;
+    let (lineage, pins) = crate::context::records(tree.root())?;
     let releases = meta.releases()?;
     let launches = LaunchParams::load(meta)?;
     let mut prot = Protections::from_records(&pins, &releases, &launches)

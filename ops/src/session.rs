@@ -17,6 +17,8 @@ use csis_rules::compile::{
 };
 use csis_rules::Tree;
 
+use crate::timing::timing;
+
 /// A loaded, compiled tree.
 pub struct Session {
     pub root: PathBuf,
@@ -54,8 +56,6 @@ impl PinSource for RecordedPins<'_> {
         self.0.build_capabilities(build_id)
     }
 }
-
-pub use crate::timing::timing;
 
 /// Load the tree (a [`crate::NotLoaded`] when it does not) and compile it.
 pub fn open(dir: &Path, opts: &csis_rules::LoadOptions) -> Result<Session> {

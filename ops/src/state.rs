@@ -18,6 +18,7 @@ use csis_rules::{Parent, Tree};
 use csis_runtime::{DynRuntime, RuntimeError};
 use serde::Serialize;
 
+use crate::context::records;
 use crate::wiring::Runtimes;
 use crate::{Context as OpContext, TreeArgs};
 
@@ -34,8 +35,6 @@ pub fn load_tree(global: &TreeArgs) -> Result<Tree> {
 pub fn take_lock(root: &Path, on_wait: impl FnOnce(&str)) -> Result<TreeLock> {
     Ok(LocalDir::of_tree(root).lock(true, on_wait)?)
 }
-
-pub use crate::context::{records, settle_journal};
 
 /// The runtimes the tree declares (canonical names).
 pub fn declared_runtimes(tree: &Tree) -> BTreeSet<String> {

@@ -32,54 +32,34 @@ fn moto() -> Option<String> {
     Some(addr)
 }
 
+/// What a [`proxy`] saw: connections dropped on purpose, connections open
+/// through it now, the most ever open at once.
+#[derive(Default)]
+struct Seen {
+    dropped: AtomicUsize,
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
 /// A proxy on 127.0.0.1 to `upstream` that closes every `nth` connection
-/// at once (the client sees it dropped); its address.
-fn flaky_proxy(upstream: String, nth: usize, dropped: Arc<AtomicUsize>) -> String {
+/// at once (the client sees it dropped; `None`: none) and counts the
+/// connections open through it in `seen`; its address.
+fn proxy(upstream: String, nth: Option<usize>, seen: Arc<Seen>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         for (i, c) in l.incoming().enumerate() {
             let Ok(c) = c else { continue };
-            if (i + 1) % nth == 0 {
-                dropped.fetch_add(1, Ordering::SeqCst);
+            if nth.is_some_and(|n| (i + 1) % n == 0) {
+                seen.dropped.fetch_add(1, Ordering::SeqCst);
                 drop(c);
                 continue;
             }
             let Ok(u) = TcpStream::connect(&upstream) else {
                 continue;
             };
-            let pipe = |mut a: TcpStream, mut b: TcpStream| {
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 16384];
-                    while let Ok(n) = a.read(&mut buf) {
-                        if n == 0 || b.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = b.shutdown(std::net::Shutdown::Both);
-                });
-            };
-            pipe(c.try_clone().unwrap(), u.try_clone().unwrap());
-            pipe(u, c);
-        }
-    });
-    addr
-}
-
-/// A proxy on 127.0.0.1 to `upstream` that counts the connections open
-/// through it at once (`now`) and the most ever open (`most`); its address.
-fn counting_proxy(upstream: String, now: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(c) = c else { continue };
-            let Ok(u) = TcpStream::connect(&upstream) else {
-                continue;
-            };
-            let open = now.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(open, Ordering::SeqCst);
-            let now = now.clone();
+            let open = seen.now.fetch_add(1, Ordering::SeqCst) + 1;
+            seen.most.fetch_max(open, Ordering::SeqCst);
             let pipe = |mut a: TcpStream, mut b: TcpStream| {
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 16384];
@@ -93,15 +73,18 @@ fn counting_proxy(upstream: String, now: Arc<AtomicUsize>, most: Arc<AtomicUsize
             };
             let up = pipe(c.try_clone().unwrap(), u.try_clone().unwrap());
             let down = pipe(u, c);
+            let seen = seen.clone();
             std::thread::spawn(move || {
                 let _ = (up.join(), down.join());
-                now.fetch_sub(1, Ordering::SeqCst);
+                seen.now.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
     addr
 }
 
+/// A store on `bucket` of moto, reached through `proxy` (the process's
+/// environment untouched: the other tests of this binary share it).
 fn store_behind(proxy: &str, bucket: &str) -> Store {
     let endpoint = format!("http://{proxy}");
     let env = |k: &str| match k {
@@ -132,19 +115,9 @@ fn store_writes_survive_dropped_connections() {
     let Some(addr) = moto() else { return };
     let bucket = format!("csis-flaky-{}", std::process::id());
     make_bucket(&addr, &bucket);
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let proxy = flaky_proxy(addr, 3, dropped.clone());
-    // the store opens on the proxy (the process's environment untouched:
-    // the other tests of this binary share it)
-    let endpoint = format!("http://{proxy}");
-    let env = |k: &str| match k {
-        "AWS_ENDPOINT_URL" => Some(endpoint.clone()),
-        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("testing".to_string()),
-        "AWS_REGION" => Some("us-east-1".to_string()),
-        _ => None,
-    };
-    let spec = MetaStateSpec::parse(&format!("s3://{bucket}/tree")).unwrap();
-    let s = Arc::new(Store::open_with(&spec, &env).unwrap().unwrap());
+    let seen = Arc::new(Seen::default());
+    let proxy = proxy(addr, Some(3), seen.clone());
+    let s = Arc::new(store_behind(&proxy, &bucket));
     for i in 0..10 {
         let key = format!("k/{i}.json");
         let v = s
@@ -177,7 +150,7 @@ fn store_writes_survive_dropped_connections() {
     }
     assert!(s.list("leases").unwrap().is_empty(), "every lease let go");
     assert!(
-        dropped.load(Ordering::SeqCst) > 0,
+        seen.dropped.load(Ordering::SeqCst) > 0,
         "the proxy dropped connections"
     );
 }
@@ -188,8 +161,8 @@ fn the_reads_of_one_load_overlap() {
     let bucket = format!("csis-overlap-{}", std::process::id());
     make_bucket(&addr, &bucket);
     // 24 series objects, written one after another
-    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let proxy = counting_proxy(addr, now, most.clone());
+    let seen = Arc::new(Seen::default());
+    let proxy = proxy(addr, None, seen.clone());
     let s = store_behind(&proxy, &bucket);
     for i in 0..24 {
         s.put(
@@ -199,16 +172,16 @@ fn the_reads_of_one_load_overlap() {
         )
         .unwrap();
     }
-    let written = most.load(Ordering::SeqCst);
+    let written = seen.most.load(Ordering::SeqCst);
     // a load: the list, then a get per object, pins and lineage
     let before = s.requests();
     let (lineage, _) = csis_cache::remote::read_records(&s).unwrap();
     assert!(lineage.builds.is_empty());
     assert_eq!(s.requests() - before, 1 + 24 + 2, "one list and a get each");
     assert!(
-        most.load(Ordering::SeqCst) > written.max(1),
+        seen.most.load(Ordering::SeqCst) > written.max(1),
         "the gets overlapped: at most {} connection(s) open at once (the writes: {written})",
-        most.load(Ordering::SeqCst)
+        seen.most.load(Ordering::SeqCst)
     );
 }
 
@@ -217,8 +190,8 @@ fn the_leases_of_one_selection_are_taken_at_once_and_in_order_when_one_is_held()
     let Some(addr) = moto() else { return };
     let bucket = format!("csis-lease-overlap-{}", std::process::id());
     make_bucket(&addr, &bucket);
-    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let proxy = counting_proxy(addr, now, most.clone());
+    let seen = Arc::new(Seen::default());
+    let proxy = proxy(addr, None, seen.clone());
     let s = Arc::new(store_behind(&proxy, &bucket));
     let keys: Vec<(String, String)> = (0..12)
         .map(|i| (format!("s{i:02}"), "rt".to_string()))
@@ -229,7 +202,7 @@ fn the_leases_of_one_selection_are_taken_at_once_and_in_order_when_one_is_held()
     other
         .acquire(&keys[5..6], &Default::default(), false, &|_| {})
         .unwrap();
-    let before = most.load(Ordering::SeqCst);
+    let before = seen.most.load(Ordering::SeqCst);
     let l = Leases::new(s.clone(), "run-one");
     let refused = l.acquire(&keys, &Default::default(), false, &|_| {});
     assert!(
@@ -237,9 +210,9 @@ fn the_leases_of_one_selection_are_taken_at_once_and_in_order_when_one_is_held()
         "{refused:?}"
     );
     assert!(
-        most.load(Ordering::SeqCst) > before.max(1),
+        seen.most.load(Ordering::SeqCst) > before.max(1),
         "the creates overlapped: at most {} connection(s) open at once",
-        most.load(Ordering::SeqCst)
+        seen.most.load(Ordering::SeqCst)
     );
     let mut held = l.keys();
     held.sort();

@@ -308,7 +308,9 @@ pub(crate) fn run_holding(
         stamp.record(&state.session, &plan, &capture, &report.summary);
     }
 
-    Ok(ran(state, plan, &report, &cancel))
+    let outcome = ran(state, plan, &report, &cancel);
+    drop(made);
+    Ok(outcome)
 }
 
 /// Before the run: the compile's warnings, and what each gated fleet node
@@ -438,8 +440,10 @@ fn ran(
     // Everything is recorded and flushed: leave the tree, the graph and the
     // records to the process exit rather than free them piece by piece (a
     // tenth of a no-op build of thousands of images). One build per process.
-    // Runtimes, though, are dropped: they finish their own bookkeeping then
-    // (the dummy store compacts its change log; clients close).
+    // Runtimes, though, are dropped (these clones here, the runtimes
+    // themselves with `Runtimes` once the run returns): they finish their
+    // own bookkeeping then (the dummy store compacts its change log;
+    // clients close).
     let state = match Arc::try_unwrap(state) {
         Ok(mut st) => {
             drop(std::mem::take(&mut st.runtimes));
