@@ -48,13 +48,6 @@ impl Response {
         }
     }
 
-    /// The status code of the answer (`200` of `200 OK`).
-    pub fn code(&self) -> u16 {
-        (self.status.split(' ').next())
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
-    }
-
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).to_string()
     }
