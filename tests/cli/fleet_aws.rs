@@ -199,7 +199,15 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
         serde_json::from_value(py(&["named", "team-node-1"]).unwrap()).unwrap()
     };
     // another run's machines of these names (a killed run's) are no test's now
-    for name in ["team-node-1", "proof-1", "proof-2", "proof-3", "proof-4"] {
+    for name in [
+        "team-node-1",
+        "proof-1",
+        "proof-2",
+        "proof-3",
+        "proof-4",
+        "proof-5",
+        "proof-6",
+    ] {
         let leftovers: Vec<String> = serde_json::from_value(py(&["named", name]).unwrap()).unwrap();
         if !leftovers.is_empty() {
             py(&["terminate", &Value::from(leftovers).to_string()]);
@@ -569,10 +577,126 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             .any(|v| v["instance"] == n && v["ok"] == true)
     };
     assert!(proved("proof-3") && !proved("proof-4"));
+    // proof-4 came up with proof-3 (one ephemeral_present for both): not
+    // proved, but a generation of its own, opened with its machine and
+    // closed by the teardown
+    let closed = |n: &str| -> Vec<(u32, Option<String>)> {
+        let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+        fleet.instances.instances.get(n).map_or(Vec::new(), |l| {
+            l.closed()
+                .map(|c| (c.generation.number, c.generation.instance_id.clone()))
+                .collect()
+        })
+    };
+    let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+    assert!(fleet.current_generation("proof-4").is_none());
+    let came_up = closed("proof-4");
+    assert_eq!(came_up.len(), 1, "{came_up:?}");
+    assert!(
+        came_up[0]
+            .1
+            .as_deref()
+            .is_some_and(|id| id.starts_with("i-")),
+        "its machine's id: {came_up:?}"
+    );
     let (code, out, err) = t.csis_with(&["build"], &env6);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(proved("proof-4"));
     assert!(standing("proof-3").is_empty() && standing("proof-4").is_empty());
+    // and proof-3, proved already, came up with proof-4: its second generation
+    assert_eq!(closed("proof-3").len(), 2, "{:?}", closed("proof-3"));
+    assert_eq!(closed("proof-4").len(), 2, "{:?}", closed("proof-4"));
+
+    // 7. a run that stops before a due ephemeral's proof (`--fail-fast
+    // -j 1`: proof-6 boots another image and fails, so proof-5's node never
+    // starts): the root's ephemerals are torn down at the end of the run
+    // all the same, proof-5 recorded as having come up, none left standing
+    let mut text = std::fs::read_to_string(&instances).unwrap();
+    text.push_str("  - name: proof-5\n    image: team-node\n    ephemeral: true\n");
+    text.push_str(
+        "  - name: proof-6\n    image: team-node\n    ephemeral: true\n    on_failure: teardown\n",
+    );
+    std::fs::write(&instances, text).unwrap();
+    let all = ["proof-3", "proof-4", "proof-6", "proof-5"];
+    let module = |n: &str| {
+        format!(
+            "module.instance_{}[0].aws_instance.this",
+            n.replace('-', "_")
+        )
+    };
+    let creates: Vec<String> = all[2..].iter().map(|n| module(n)).collect();
+    let deletes: Vec<String> = all.iter().map(|n| module(n)).collect();
+    let as_changes =
+        |v: &[String], act: &'static [&'static str]| -> Vec<(String, &'static [&'static str])> {
+            v.iter().map(|a| (a.clone(), act)).collect()
+        };
+    let doc = |c: Vec<(String, &'static [&'static str])>| {
+        let c: Vec<(&str, &[&str])> = c.iter().map(|(a, x)| (a.as_str(), *x)).collect();
+        plan_doc(&c)
+    };
+    std::fs::write(&plan_json, doc(as_changes(&creates, &["create"]))).unwrap();
+    std::fs::write(&teardown_json, doc(as_changes(&deletes, &["delete"]))).unwrap();
+    let wrong6 = json!({"image": MOTO_AMI, "tags": {"Name": "proof-6", "csis_config": config}});
+    let env7: Vec<(&str, String)> = env
+        .iter()
+        .map(|(k, v)| match *k {
+            "TOFU_WITH_EPHEMERAL" => (
+                *k,
+                json!({"config": config, "want": [durable, up("proof-3"), up("proof-4"), wrong6, up("proof-5")], "gone": []}).to_string(),
+            ),
+            "TOFU_DURABLE" => (
+                *k,
+                json!({"config": config, "want": [durable], "gone": all}).to_string(),
+            ),
+            _ => (*k, v.clone()),
+        })
+        .collect();
+    let (code, out, err) = t.csis_with(&["build", "--fail-fast", "-j", "1"], &env7);
+    assert_ne!(code, 0, "proof-6 fails: {out}\n{err}");
+    let said = format!("{out}\n{err}");
+    assert!(
+        said.contains("the run ended before the proof of proof-5"),
+        "proof-5's node never ran: {said}"
+    );
+    for n in all {
+        assert!(standing(n).is_empty(), "{n} stands: {said}");
+        let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+        assert!(fleet.current_generation(n).is_none(), "{n}: {said}");
+    }
+    assert!(!proved("proof-6") && !proved("proof-5"));
+    assert_eq!(
+        closed("proof-5").len(),
+        1,
+        "proof-5 came up: {:?}",
+        closed("proof-5")
+    );
+    assert_eq!(closed("proof-6").len(), 1, "{:?}", closed("proof-6"));
+    // the next build proves proof-5 (proof-6 fails again: it is dropped first)
+    let text = std::fs::read_to_string(&instances).unwrap().replace(
+        "  - name: proof-6\n    image: team-node\n    ephemeral: true\n    on_failure: teardown\n",
+        "",
+    );
+    std::fs::write(&instances, text).unwrap();
+    // (proof-6's module is gone from the root with its declaration)
+    let deletes: Vec<String> = deletes
+        .into_iter()
+        .filter(|d| !d.contains("proof_6"))
+        .collect();
+    std::fs::write(&teardown_json, doc(as_changes(&deletes, &["delete"]))).unwrap();
+    let env8: Vec<(&str, String)> = env7
+        .iter()
+        .map(|(k, v)| match *k {
+            "TOFU_WITH_EPHEMERAL" => (
+                *k,
+                json!({"config": config, "want": [durable, up("proof-3"), up("proof-4"), up("proof-5")], "gone": []}).to_string(),
+            ),
+            _ => (*k, v.clone()),
+        })
+        .collect();
+    let (code, out, err) = t.csis_with(&["build", "//instances/proof-5"], &env8);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(proved("proof-5"));
+    assert!(standing("proof-5").is_empty());
 
     py(&["terminate", &Value::from(named()).to_string()]);
     if let Some(v) = vol {

@@ -416,7 +416,7 @@ async fn execute(
         r.event(&e)
     });
     let st = state.clone();
-    csis_engine::run(
+    let report = csis_engine::run(
         &state.session.compiled.graph,
         plan,
         opts,
@@ -426,7 +426,11 @@ async fn execute(
             async move { st.act(cx).await }
         },
     )
-    .await
+    .await;
+    if !state.dry_run {
+        state.abandoned_proofs().await;
+    }
+    report
 }
 
 /// How a build that ran ended: the summary, whether Ctrl-C stopped it, the
@@ -858,6 +862,43 @@ impl BuildState {
         Ok(NodeOutput::new(
             serde_json::to_value(&done).map_err(NodeError::new)?,
         ))
+    }
+
+    /// After the run: the ephemerals of a tofu root whose proofs the run
+    /// left unfinished (cancelled, or a due one's node skipped or failed
+    /// before its verdict) are torn down now, not left standing for the
+    /// root's next plan (`fleet::tofu::RootRuns::abandon`); what fails is
+    /// said, the machines and their records as they stand.
+    async fn abandoned_proofs(&self) {
+        for (dir, runtime) in self.roots.unfinished() {
+            let label = format!("tofu root {}", dir.display());
+            let say = |line: String| {
+                self.renderer.note(&Notice::NodeLine {
+                    label: label.clone(),
+                    line,
+                })
+            };
+            let Ok(rt) = self.runtime(&runtime) else {
+                continue;
+            };
+            let a = crate::fleet::apply::Apply {
+                rt,
+                recorder: &self.recorder,
+                meta: &self.session.meta,
+                tree: &self.session.tree,
+                run: &self.run_id,
+                // the run's token may be cancelled: the teardown is the
+                // clean-up of what the run brought up
+                cancel: CancellationToken::new(),
+                log: &say,
+                meta_lock: &self.meta_lock,
+            };
+            if let Err(e) = self.roots.abandon(&a, &dir).await {
+                self.renderer.note(&Notice::Warning {
+                    message: format!("{label}: the ephemerals' teardown failed: {}", e.message),
+                });
+            }
+        }
     }
 
     /// Every storage and instance node's spec.

@@ -27,11 +27,11 @@
 //! transition is recorded. A refusal of the gate fails the node, naming
 //! every address; a flag turned off since the plan applies nothing.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use csis_cache::fleet::{EphemeralVerdict, Machine};
+use csis_cache::fleet::Machine;
 use csis_cache::launch_params::LaunchRecord;
 use csis_engine::NodeError;
 use csis_rules::compile::{InstanceSpec, StorageSpec};
@@ -39,9 +39,10 @@ use csis_rules::fleet::{Instance, OnFailure};
 use csis_tofu::runner::{Gate, Mode, Outcome, Sequence, Tofu};
 use tokio::sync::OnceCell;
 
-use super::apply::{
-    failed, launch_record, post_bake, record_verdict, rt_err, verify, Applied, Apply,
-};
+mod ephemerals;
+use ephemerals::{prove, Proofs};
+
+use super::apply::{failed, launch_record, record_verdict, rt_err, verify, Applied, Apply};
 use super::plan::{
     decide_instance, decide_storage, storage_transition, Action, FleetView, InstanceCase,
     StorageCase,
@@ -80,6 +81,10 @@ pub struct RootRuns {
     /// for the verdicts of its due ephemerals among them only (one left
     /// out of the selection never arrives).
     running: HashSet<String>,
+    /// Instances whose node ended without a proof of its own (nothing to
+    /// do when it ran): a root's proofs registered after never wait for
+    /// them.
+    settled: Mutex<HashSet<String>>,
     /// `(setting, builder, runtime)` -> is it allowed now (the tree read again).
     flag: Arc<FlagFn>,
     /// Where each call and its output go (`.csis/logs/<run>/tofu-<builder>.log`).
@@ -99,23 +104,6 @@ struct Ask {
     ephemeral: Option<bool>,
 }
 
-/// The ephemerals of one instance root this run proves: the root's
-/// ephemerals share `ephemeral_present`, so they come up together and go
-/// together, when the last of those due has its verdict.
-#[derive(Debug, Clone, Default)]
-struct Proofs {
-    /// Not finished yet.
-    due: BTreeSet<String>,
-    /// Finished: (name, its verdict when one was recorded, kept).
-    finished: Vec<(String, Option<EphemeralVerdict>, bool)>,
-    /// Every ephemeral's module in the root (what the teardown destroys).
-    modules: Vec<String>,
-    /// The root's image variables (written again for the teardown).
-    images: Vec<(String, String)>,
-    root: Option<csis_tofu::EmittedRoot>,
-    runtime: String,
-}
-
 impl RootRuns {
     pub fn new(flag: Arc<FlagFn>, log_dir: PathBuf, running: HashSet<String>) -> Self {
         RootRuns {
@@ -123,9 +111,16 @@ impl RootRuns {
             runs: Mutex::new(HashMap::new()),
             proofs: Mutex::new(HashMap::new()),
             running,
+            settled: Mutex::new(HashSet::new()),
             flag,
             log_dir,
         }
+    }
+
+    /// Will this run's node of instance `name` bring a verdict (its node
+    /// runs, and has not ended without one)?
+    fn awaits(&self, name: &str) -> bool {
+        self.running.contains(name) && !lock(&self.settled).contains(name)
     }
 
     async fn roots(&self, a: &Apply<'_>) -> Result<&[csis_tofu::EmittedRoot], NodeError> {
@@ -201,30 +196,26 @@ impl RootRuns {
         ask: Ask,
         mut proofs: Proofs,
     ) -> Result<RootRun, NodeError> {
-        let dir = a.tree.root().join("generated").join(&root.dir);
-        let cell = self
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(dir.clone())
-            .or_default()
-            .clone();
+        let dir = root_dir(a, &root);
+        let cell = lock(&self.runs).entry(dir.clone()).or_default().clone();
         let r = cell
             .get_or_init(|| async {
                 if !ask.images.is_empty() || ask.ephemeral.is_some() {
                     csis_tofu::write_image_vars(&dir, &ask.images, ask.ephemeral)
                         .map_err(|e| e.to_string())?;
                 }
-                if !proofs.due.is_empty() {
+                let proving = !proofs.due.is_empty();
+                if proving {
                     proofs.root = Some(root.clone());
                     proofs.runtime = ask.runtime.clone();
-                    self.proofs
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(dir.clone(), proofs);
+                    lock(&self.proofs).insert(dir.clone(), proofs);
                 }
                 (a.log)(format!("tofu root {}: plan and apply", root.dir.display()));
-                self.sequence(&root, &dir, &ask).await
+                let run = self.sequence(&root, &dir, &ask).await?;
+                if proving && run.outcome == Outcome::Applied {
+                    self.record_bystanders(a, &dir).await?;
+                }
+                Ok(run)
             })
             .await;
         r.clone().map_err(NodeError::new)
@@ -261,100 +252,17 @@ impl RootRuns {
             outcome: report.outcome,
         })
     }
+}
 
-    /// An ephemeral of the instance root at `dir` has finished its proof
-    /// (`verdict`: recorded standing; `keep`: to stay standing). The last
-    /// of the root's due ephemerals tears them all down (they share
-    /// `ephemeral_present`), unless one is kept: a plan with
-    /// `ephemeral_present = false` whose only destroys are the ephemerals'
-    /// modules, applied, then each one's record closed once its machine is
-    /// gone.
-    async fn finished(
-        &self,
-        a: &Apply<'_>,
-        dir: &Path,
-        name: &str,
-        verdict: Option<EphemeralVerdict>,
-        keep: bool,
-        out: &mut Applied,
-    ) -> Result<(), NodeError> {
-        let last = {
-            let mut all = self.proofs.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(p) = all.get_mut(dir) else {
-                return Ok(());
-            };
-            p.due.remove(name);
-            p.finished.push((name.to_string(), verdict, keep));
-            if !p.due.is_empty() {
-                out.reason = format!(
-                    "{}; removed with the root's other ephemerals after the last verdict",
-                    out.reason
-                );
-                return Ok(());
-            }
-            all.remove(dir).expect("looked up above")
-        };
-        let kept: Vec<&str> = last
-            .finished
-            .iter()
-            .filter(|(_, _, k)| *k)
-            .map(|(n, _, _)| n.as_str())
-            .collect();
-        if !kept.is_empty() {
-            (a.log)(format!(
-                "kept (on_failure: keep): {}; the root's ephemerals share ephemeral_present, so none is removed",
-                kept.join(", ")
-            ));
-            return Ok(());
-        }
-        let root = last.root.as_ref().expect("registered with its root");
-        csis_tofu::write_image_vars(dir, &last.images, Some(false)).map_err(NodeError::new)?;
-        let ask = Ask {
-            lifecycle: "instance-image",
-            builder: root.builder.clone(),
-            runtime: last.runtime.clone(),
-            setting: "apply_instances",
-            replace: Vec::new(),
-            allowed: last.modules.clone(),
-            images: Vec::new(),
-            ephemeral: Some(false),
-        };
-        (a.log)(format!(
-            "tofu root {}: the ephemerals' teardown (ephemeral_present = false)",
-            root.dir.display()
-        ));
-        let run = self
-            .sequence(root, dir, &ask)
-            .await
-            .map_err(NodeError::new)?;
-        let mut said = Applied::default();
-        if !applied(&run, &mut said)? {
-            return Err(NodeError::new(format!(
-                "the teardown of {}'s ephemerals applied nothing (the apply flag is off now): they stand, recorded standing",
-                root.dir.display()
-            )));
-        }
-        let standing = machines_of_tree(a).await?;
-        for (n, verdict, _) in last.finished {
-            let named = |m: &&csis_runtime::InstanceFacts| {
-                m.labels.get("Name").map(String::as_str) == Some(n.as_str())
-            };
-            if let Some(m) = standing.iter().find(named) {
-                return Err(NodeError::new(format!(
-                    "{n}: the teardown applied, but {} still stands; recorded standing",
-                    m.id
-                )));
-            }
-            let Some(mut verdict) = verdict else { continue };
-            out.removed
-                .extend(verdict.machine.instance_id.iter().cloned());
-            verdict.kept = false;
-            a.recorder
-                .record_ephemeral(&n, &verdict, a.run)
-                .map_err(|e| NodeError::new(format!("{n}: its removal: {e}")))?;
-        }
-        Ok(())
-    }
+/// A mutex's guard, poisoned or not (a panicked node leaves its data as
+/// it was: each change here is one insert or remove).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where the build wrote `root`.
+fn root_dir(a: &Apply<'_>, root: &csis_tofu::EmittedRoot) -> PathBuf {
+    a.tree.root().join("generated").join(&root.dir)
 }
 
 /// The outcome as this node sees it: applied (go on recording), or the
@@ -400,9 +308,13 @@ pub async fn instance(
         ..Applied::default()
     };
     if !d.action.changes() {
+        if spec.declared.as_ref().is_some_and(|i| i.ephemeral) {
+            roots.settle(a, &spec.builder, &spec.name, &mut out).await?;
+        }
         return Ok(out);
     }
-    let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide, &roots.running);
+    let awaits = |name: &str| roots.awaits(name);
+    let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide, &awaits);
     roots.identity(a, &spec.runtime).await?;
     let run = roots.run(a, ask, proofs).await?;
     if !applied(&run, &mut out)? {
@@ -494,7 +406,7 @@ fn instance_root_ask(
     spec: &InstanceSpec,
     siblings: &[&InstanceSpec],
     decide: &dyn Fn(&InstanceSpec) -> super::plan::Decided,
-    running: &HashSet<String>,
+    awaits: &dyn Fn(&str) -> bool,
 ) -> (Ask, Proofs) {
     let mut ask = Ask {
         lifecycle: "instance-image",
@@ -508,14 +420,16 @@ fn instance_root_ask(
     };
     let mut proofs = Proofs::default();
     let mut standing = false;
+    let mut ephemerals = Vec::new();
     for s in siblings {
         let sd = decide(s);
         let m = module("instance", &s.name);
         let ephemeral = s.declared.as_ref().is_some_and(|i| i.ephemeral);
         if ephemeral {
+            ephemerals.push(s.name.as_str());
             proofs.modules.push(m.clone());
             standing |= v.records.current_generation(&s.name).is_some();
-            if sd.action == Action::Launch && running.contains(&s.name) {
+            if sd.action == Action::Launch && awaits(&s.name) {
                 proofs.due.insert(s.name.clone());
             }
         }
@@ -548,6 +462,11 @@ fn instance_root_ask(
             ask.allowed.extend(proofs.modules.iter().cloned());
         }
         proofs.images = ask.images.clone();
+        // the others come up with the due ones, booting their image's build
+        proofs.bystanders = (ask.images.iter())
+            .filter(|(n, _)| ephemerals.contains(&n.as_str()) && !proofs.due.contains(n))
+            .cloned()
+            .collect();
     }
     (ask, proofs)
 }
@@ -614,56 +533,6 @@ fn one_new<'m>(
             new.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
         ))),
     }
-}
-
-/// An ephemeral instance the apply made: verified (its image's post-bake
-/// tests run in it), its verdict in `verifications.yaml`, and recorded
-/// standing until the root's teardown removes it. Answers the verdict
-/// recorded and, when it failed, the node's error.
-async fn prove(
-    a: &Apply<'_>,
-    v: &FleetView,
-    spec: &InstanceSpec,
-    inst: &Instance,
-    build: &str,
-    found: &[csis_runtime::InstanceFacts],
-    out: &mut Applied,
-) -> Result<(EphemeralVerdict, Option<NodeError>), NodeError> {
-    let new: Vec<_> = found.iter().collect();
-    let m = one_new(&spec.name, &new)?;
-    let (record, machine) = applied_machine(a, v, inst, build, m, out);
-    let (generation, hostname) = (machine.generation, record.hostname.clone());
-    let mut checks = verify(a, &spec.name, build, inst.mounts.len())
-        .await
-        .map_err(rt_err)?;
-    post_bake(a, spec, &m.id, &mut checks).await;
-    let ok = failed(&checks).is_none();
-    record_verdict(a, inst, build, &record, generation, ok, &checks).await?;
-    // standing, as the apply left it: the teardown closes it
-    let verdict = EphemeralVerdict {
-        record,
-        machine,
-        ok,
-        kept: true,
-    };
-    a.recorder
-        .record_ephemeral(&inst.name, &verdict, a.run)
-        .map_err(|e| NodeError::new(format!("the ephemeral verdict: {e}")))?;
-    let failure = failed(&checks).map(|f| {
-        NodeError::new(format!(
-            "{hostname} (ephemeral, {}) did not verify: {f}{}",
-            m.id,
-            if inst.on_failure == OnFailure::Keep {
-                "; kept (on_failure: keep)"
-            } else {
-                ""
-            }
-        ))
-    });
-    if failure.is_none() {
-        (a.log)(format!("{hostname} (ephemeral) proved {build}"));
-    }
-    Ok((verdict, failure))
 }
 
 /// A tofu-typed storage node.
