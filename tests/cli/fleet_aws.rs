@@ -698,54 +698,91 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     assert!(proved("proof-5"));
     assert!(standing("proof-5").is_empty());
 
+    // 8. a teardown that fails leaves the ephemerals standing, recorded
+    // standing after their proof: the next build's plan removes them
+    // (`remove`), one pass of the root with `ephemeral_present = false`,
+    // and closes their generations
+    let mut text = std::fs::read_to_string(&instances).unwrap();
+    text.push_str("  - name: proof-7\n    image: team-node\n    ephemeral: true\n");
+    std::fs::write(&instances, text).unwrap();
+    let eph = ["proof-3", "proof-4", "proof-5", "proof-7"];
+    std::fs::write(
+        &plan_json,
+        doc(as_changes(&[module("proof-7")], &["create"])),
+    )
+    .unwrap();
+    let deletes: Vec<String> = eph.iter().map(|n| module(n)).collect();
+    std::fs::write(&teardown_json, doc(as_changes(&deletes, &["delete"]))).unwrap();
+    let wanted: Vec<Value> = std::iter::once(durable.clone())
+        .chain(eph.iter().map(|n| up(n)))
+        .collect();
+    let with = |durable_arg: String| -> Vec<(&str, String)> {
+        env.iter()
+            .map(|(k, v)| match *k {
+                "TOFU_WITH_EPHEMERAL" => (
+                    *k,
+                    json!({"config": config, "want": wanted, "gone": []}).to_string(),
+                ),
+                "TOFU_DURABLE" => (*k, durable_arg.clone()),
+                _ => (*k, v.clone()),
+            })
+            .collect()
+    };
+    // the teardown's apply fails (the stand-in cannot read what to keep)
+    let (code, out, err) = t.csis_with(&["build"], &with("not json".into()));
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(proved("proof-7"), "{out}\n{err}");
+    for n in eph {
+        assert_eq!(standing(n).len(), 1, "{n}: {out}\n{err}");
+        let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+        assert!(
+            fleet.current_generation(n).is_some(),
+            "{n} recorded standing"
+        );
+    }
+    let (code, out, err) = t.csis(&["plan", "--json", "//instances/..."]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    for n in eph {
+        let node = plan["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| {
+                x["label"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with(&format!("//instances/{n}@")))
+            })
+            .unwrap_or_else(|| panic!("{n}: {plan:#}"));
+        assert_eq!(node["due"], true, "{node:#}");
+        assert_eq!(node["code"], "remove", "{node:#}");
+    }
+    let before = calls().len();
+    let gone = json!({"config": config, "want": [durable], "gone": eph}).to_string();
+    let (code, out, err) = t.csis_with(&["build"], &with(gone));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let applies = calls()[before..]
+        .iter()
+        .filter(|(d, a)| d.starts_with("instance-image/") && a.starts_with("apply"))
+        .count();
+    assert_eq!(
+        applies,
+        1,
+        "one pass, ephemeral_present = false: {:?}",
+        calls()
+    );
+    let vars = std::fs::read_to_string(root.join("instances.auto.tfvars")).unwrap();
+    assert!(vars.contains("ephemeral_present = false"), "{vars}");
+    for n in eph {
+        assert!(standing(n).is_empty(), "{n}: {out}\n{err}");
+        let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
+        assert!(fleet.current_generation(n).is_none(), "{n}: {out}\n{err}");
+    }
+    assert_eq!(closed("proof-7").len(), 1, "{:?}", closed("proof-7"));
+    assert_eq!(named().len(), 1, "the durable machine stands");
+
     py(&["terminate", &Value::from(named()).to_string()]);
     if let Some(v) = vol {
         py(&["delete_volume", &v]);
     }
-}
-
-/// The standard-aws-posix starter (posix groups and users, no identity
-/// provider): a dry run writes its storage and instance roots and no
-/// identity root, and the instance's user data reads no gid from an
-/// identity root it does not have (a posix group is made with its declared
-/// gid by the bake of its images). (The original's emission of this starter is not in the
-/// reference; standard-aws's is compared in tests/cli/emission_aws.rs.)
-#[test]
-fn the_posix_starter_emits_its_roots_without_an_identity_root() {
-    let Some(reference) = reference() else {
-        eprintln!("\n*** SKIPPED: ../shared/reference is not there ***\n");
-        return;
-    };
-    let Some(t) = Starter::named(&reference, "standard-aws-posix") else {
-        return;
-    };
-    let (code, out, err) = t.csis(&["build", "--dry-run"]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let generated = t.root.join("generated");
-    assert!(generated.join("storage").is_dir(), "{out}\n{err}");
-    assert!(generated.join("instance-image").is_dir(), "{out}\n{err}");
-    assert!(
-        !generated.join("identity").exists(),
-        "no identity provider, no identity root"
-    );
-    let mut tf = String::new();
-    let mut stack = vec![generated.join("instance-image")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(s) = std::fs::read_to_string(&p) {
-                tf.push_str(&s);
-            }
-        }
-    }
-    assert!(tf.contains("module \"instance_"), "{tf}");
-    assert!(
-        !tf.contains("opa_groups"),
-        "no reference to an identity root: {tf}"
-    );
-    // a posix group exists on the machines of its images (the bake makes it
-    // with its declared gid): the user data reads no gid from elsewhere
-    assert!(tf.contains("\"group_gid\" = \"\""), "{tf}");
 }

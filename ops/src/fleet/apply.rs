@@ -201,6 +201,10 @@ pub async fn instance(a: &Apply<'_>, spec: &InstanceSpec) -> Result<Applied, Nod
             decommission(a, &v, spec, &mut out).await?;
             return Ok(out);
         }
+        (Action::Remove, _, _) => {
+            remove_standing(a, &v, &spec.name, &mut out).await?;
+            return Ok(out);
+        }
         (Action::Launch | Action::Replace | Action::Relaunch, Some(b), Some(_)) => b,
         _ => return Ok(out),
     };
@@ -280,6 +284,25 @@ async fn remove(a: &Apply<'_>, id: &str, out: &mut Applied) -> Result<(), NodeEr
     ));
     out.removed.push(id.to_string());
     Ok(())
+}
+
+/// An ephemeral machine standing after its proof (`Action::Remove`): it
+/// goes, and its generation closes.
+async fn remove_standing(
+    a: &Apply<'_>,
+    v: &FleetView,
+    name: &str,
+    out: &mut Applied,
+) -> Result<(), NodeError> {
+    let Some(verdict) = v.standing_ephemeral(name) else {
+        return Ok(());
+    };
+    let id =
+        (verdict.machine.instance_id.clone()).unwrap_or_else(|| verdict.record.hostname.clone());
+    remove(a, &id, out).await?;
+    a.recorder
+        .record_ephemeral(name, &verdict, a.run)
+        .map_err(rec_err("the ephemeral's removal"))
 }
 
 /// Machines of this instance on the runtime that the records do not hold

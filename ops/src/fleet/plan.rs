@@ -42,6 +42,10 @@ pub enum Action {
     /// csis): a new generation of the build it ran, the old one closed
     /// `missing`.
     Relaunch,
+    /// An ephemeral instance still standing after its passing proof (a
+    /// run stopped between the proof and the teardown): removed, its
+    /// generation closed.
+    Remove,
     /// Nothing to do.
     Current,
     /// Pinned, and its image has a newer head: not due (`csis upgrade
@@ -67,6 +71,7 @@ impl Action {
             Action::Replace => "replace",
             Action::Decommission => "decommission",
             Action::Relaunch => "relaunch",
+            Action::Remove => "remove",
             Action::Current => "current",
             Action::Behind => "behind",
             Action::Waiting => "waiting",
@@ -92,6 +97,7 @@ impl Action {
             Action::Replace,
             Action::Decommission,
             Action::Relaunch,
+            Action::Remove,
             Action::Current,
             Action::Behind,
             Action::Waiting,
@@ -171,6 +177,28 @@ impl FleetView {
         self.records
             .launch_record(name)
             .filter(|r| r.launched && !r.ephemeral)
+    }
+
+    /// The ephemeral machine of `name` recorded standing, as the verdict
+    /// that closes it (`kept: false`) once it is gone.
+    pub fn standing_ephemeral(&self, name: &str) -> Option<csis_cache::EphemeralVerdict> {
+        let g = self.records.current_generation(name)?;
+        if g.kind != csis_cache::instance_state::GenerationKind::Ephemeral {
+            return None;
+        }
+        let record = self.records.launch_record(name)?.clone();
+        let ok = (record.bound_build())
+            .is_some_and(|b| self.proven.contains(&(name.to_string(), b.to_string())));
+        Some(csis_cache::EphemeralVerdict {
+            record,
+            machine: csis_cache::Machine {
+                generation: g.number,
+                instance_id: g.instance_id.clone(),
+                provider_hostname: g.provider_hostname.clone(),
+            },
+            ok,
+            kept: false,
+        })
     }
 
     /// The current release of `image` under `model`.
@@ -400,6 +428,9 @@ fn first_bind(v: &FleetView, c: &InstanceCase<'_>) -> Decided {
 /// verified, recorded, removed.
 fn ephemeral(v: &FleetView, c: &InstanceCase<'_>, pending: Option<&str>) -> Decided {
     let name = c.name;
+    if let Some(d) = standing_proven(v, name) {
+        return d;
+    }
     let pin = (!c.follow).then(|| v.pins.instance_pin(name)).flatten();
     let target = pending.or(pin);
     if target.is_none() && c.bake_due {
@@ -431,6 +462,31 @@ fn ephemeral(v: &FleetView, c: &InstanceCase<'_>, pending: Option<&str>) -> Deci
         Some(b),
         format!("launch {name} (ephemeral): prove {b}, then remove it"),
     )
+}
+
+/// An ephemeral machine standing after it proved its build (the run
+/// that raised it stopped before its teardown): it goes. One standing
+/// without a passing verdict (kept under `on_failure: keep`, or stopped
+/// mid-proof) is left to the proof.
+fn standing_proven(v: &FleetView, name: &str) -> Option<Decided> {
+    let g = v.records.current_generation(name)?;
+    if g.kind != csis_cache::instance_state::GenerationKind::Ephemeral {
+        return None;
+    }
+    let r = v.records.launch_record(name)?;
+    let b = r.bound_build()?;
+    v.proven
+        .contains(&(name.to_string(), b.to_string()))
+        .then(|| {
+            decided(
+                Action::Remove,
+                Some(b),
+                format!(
+                    "remove {} (ephemeral): it proved {b} but still stands (the run that raised it stopped before its teardown)",
+                    r.hostname
+                ),
+            )
+        })
 }
 
 /// What a storage node's decision reads besides the records.

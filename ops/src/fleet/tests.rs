@@ -313,3 +313,45 @@ fn declared_tags_are_labels_beside_csis_own_and_a_secret_is_its_token() {
         ])
     );
 }
+
+#[test]
+fn an_ephemeral_standing_after_its_proof_is_removed() {
+    use csis_cache::instance_state::{GenerationKind, How, Opening};
+    let mut c = case(false, Some("b3"));
+    c.ephemeral = true;
+    let mut v = FleetView::default();
+    let mut rec = launched("b3");
+    rec.ephemeral = true;
+    v.records.launch.instances.insert("web".into(), rec);
+    let opening = Opening {
+        how: How::Observed,
+        run: "r1".into(),
+        at: "2026-12-04T00:00:00Z".into(),
+        instance_id: Some("i-1".into()),
+        provider_hostname: None,
+        launch_params: None,
+    };
+    v.records
+        .instances
+        .open("web", GenerationKind::Ephemeral, opening);
+    // standing, not proved (kept, or stopped mid-proof): the proof again
+    assert_eq!(decide_instance(&v, &c).action, Action::Launch);
+    assert!(v.standing_ephemeral("web").is_some_and(|s| !s.ok));
+    // standing after a passing proof: it goes, its generation with it
+    v.proven.insert(("web".into(), "b3".into()));
+    let d = decide_instance(&v, &c);
+    assert_eq!((d.action, d.build.as_deref()), (Action::Remove, Some("b3")));
+    assert!(d.action.changes());
+    assert_eq!(Action::parse("remove"), Some(Action::Remove));
+    let s = v.standing_ephemeral("web").expect("standing");
+    assert!(s.ok && !s.kept);
+    assert_eq!(s.machine.instance_id.as_deref(), Some("i-1"));
+    // gone (closed): proved, current
+    v.records.instances.close(
+        "web",
+        "r2",
+        "2026-12-04T00:00:01Z",
+        csis_cache::instance_state::CloseWhy::Ephemeral,
+    );
+    assert_eq!(decide_instance(&v, &c).action, Action::Current);
+}

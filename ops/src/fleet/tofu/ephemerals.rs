@@ -273,7 +273,10 @@ async fn came_up(
         let Some(m) = standing.iter().find(named) else {
             continue;
         };
-        if v.records.current_generation(name).is_some() {
+        if let Some(verdict) = v.standing_ephemeral(name) {
+            // recorded standing already (it proved, and a run stopped
+            // before its teardown): this teardown closes it
+            recorded.push((name.clone(), Some(verdict), false));
             continue;
         }
         let (record, machine) = applied_machine(a, &v, inst, build, m, &mut Applied::default());
@@ -343,4 +346,43 @@ pub(super) async fn prove(
         (a.log)(format!("{hostname} (ephemeral) proved {build}"));
     }
     Ok((verdict, failure))
+}
+
+/// An ephemeral standing after its proof ([`Action::Remove`]): with no
+/// other ephemeral of the root up for a proof, the root's apply
+/// (`ephemeral_present = false`) destroyed it, and its generation closes
+/// once its machine is gone; with one (`present`), it came up with them
+/// and goes with their teardown.
+pub(super) async fn removed(
+    a: &Apply<'_>,
+    v: &FleetView,
+    name: &str,
+    present: bool,
+    mut out: Applied,
+) -> Result<Applied, NodeError> {
+    if present {
+        out.reason = format!(
+            "{}; removed with the root's ephemerals after their proof",
+            out.reason
+        );
+        return Ok(out);
+    }
+    let standing = machines_of_tree(a).await?;
+    if let Some(m) =
+        (standing.iter()).find(|m| m.labels.get("Name").map(String::as_str) == Some(name))
+    {
+        return Err(NodeError::new(format!(
+            "{name}: the apply was to destroy it, but {} still stands; recorded standing",
+            m.id
+        )));
+    }
+    let Some(verdict) = v.standing_ephemeral(name) else {
+        return Ok(out);
+    };
+    out.removed
+        .extend(verdict.machine.instance_id.iter().cloned());
+    a.recorder
+        .record_ephemeral(name, &verdict, a.run)
+        .map_err(|e| NodeError::new(format!("{name}: its removal: {e}")))?;
+    Ok(out)
 }

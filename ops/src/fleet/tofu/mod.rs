@@ -315,10 +315,14 @@ pub async fn instance(
     }
     let awaits = |name: &str| roots.awaits(name);
     let (ask, proofs) = instance_root_ask(&v, spec, siblings, &decide, &awaits);
+    let present = ask.ephemeral == Some(true);
     roots.identity(a, &spec.runtime).await?;
     let run = roots.run(a, ask, proofs).await?;
     if !applied(&run, &mut out)? {
         return Ok(out);
+    }
+    if d.action == Action::Remove {
+        return ephemerals::removed(a, &v, &spec.name, present, out).await;
     }
     // What the apply made: the machine named after the instance.
     let found = named_machines(a, &spec.name).await?;
@@ -428,7 +432,9 @@ fn instance_root_ask(
         if ephemeral {
             ephemerals.push(s.name.as_str());
             proofs.modules.push(m.clone());
-            standing |= v.records.current_generation(&s.name).is_some();
+            // (one that proved and stands goes: not a reason to stay up)
+            standing |=
+                v.records.current_generation(&s.name).is_some() && sd.action != Action::Remove;
             if sd.action == Action::Launch && awaits(&s.name) {
                 proofs.due.insert(s.name.clone());
             }
