@@ -396,8 +396,8 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
             .collect(),
         undeclare: tree.undeclare.clone(),
     };
-    let shared = csis_cache::MetaState::of_tree(&copy_args.dir).is_remote();
-    let outcome = crate::build::run_holding(&copy_args, &args, None, shared, quiet.clone());
+    let outcome = crate::Context::records_only(&copy_args.dir, crate::Access::Read, |_| {})
+        .and_then(|cx| crate::build::run_in(cx, &copy_args, &args, quiet.clone()));
     let failed = match &outcome {
         Err(e) => Some(format!("{e:#}")),
         Ok(o) if o.exit_code() != crate::exit::SUCCESS => {

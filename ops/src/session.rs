@@ -65,6 +65,18 @@ pub fn open(dir: &Path, opts: &csis_rules::LoadOptions) -> Result<Session> {
     open_tree(tree)
 }
 
+/// A build's session, in its context `cx`: the tree loaded and compiled
+/// (a [`crate::NotLoaded`] when it does not load), the context's records
+/// as the loaded tree names them (its `meta_state:`), and the context's
+/// runtimes lent to it (its plan reads vendor tags with them, its state
+/// gate asks them; the build gives them back for the run).
+pub fn open_in(cx: &mut crate::Context, opts: &csis_rules::LoadOptions) -> Result<Session> {
+    let mut session = open(cx.root(), opts)?;
+    cx.meta = session.meta.clone();
+    session.runtimes = cx.lend_runtimes();
+    Ok(session)
+}
+
 /// Compile an already loaded tree against its `meta-state/`.
 pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
