@@ -313,15 +313,15 @@ pub struct CannotBake {
     pub runtime_types: Vec<String>,
 }
 
-impl std::fmt::Display for CannotBake {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl CannotBake {
+    /// Its line of the [`NothingBakes`] error.
+    fn line(&self) -> String {
         let on = match self.runtime_types.as_slice() {
             [] => "a runtime csis".to_string(),
             [t] => format!("its {t} runtime, which csis"),
             ts => format!("its runtime ({}), which csis", ts.join(", ")),
         };
-        write!(
-            f,
+        format!(
             "{} {}: cannot bake in csis yet: its image builder `{}` bakes on {on} cannot bake on yet",
             self.kind,
             self.name,
@@ -342,7 +342,7 @@ impl std::fmt::Display for NothingBakes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "{}", self.error)?;
         for c in &self.cannot {
-            writeln!(f, "  {c}")?;
+            writeln!(f, "  {}", c.line())?;
         }
         write!(
             f,

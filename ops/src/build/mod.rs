@@ -83,6 +83,10 @@ pub struct BuildOptions {
 pub trait Reporter: Send + Sync {
     /// What the build tells people besides its events.
     fn note(&self, notice: &Notice);
+    /// The lines people read of a notice (a node's without its label):
+    /// the renderer's words, which a release or dispose node also logs,
+    /// answers and fails with (ops words no report).
+    fn words(&self, notice: &Notice) -> Vec<String>;
     /// An event of the run.
     fn event(&self, e: &Event);
     /// A line of a running node's output.
