@@ -106,17 +106,38 @@ impl Renderer {
 
     /// A notice of the build: under `--json` a line of the event stream
     /// on stdout (`{"event":"notice","notice":KIND, its fields, "message":
-    /// its line}`), else its line as [`Renderer::note`] prints it.
+    /// its line}`; a release or dispose node's, one `node_line` notice per
+    /// line: `label`, `line`), else its lines as [`Renderer::note`] prints
+    /// them.
     pub fn notice(&self, n: &Notice) {
+        use crate::render::notice::{lines, words};
         let Renderer::Json(_) = self else {
-            return self.note(&n.to_string());
+            return lines(n).iter().for_each(|l| self.note(l));
         };
-        let mut v = serde_json::to_value(n).expect("notices serialize");
-        v["message"] = serde_json::Value::from(n.to_string());
-        let body = v.to_string();
-        let fields = body.strip_prefix('{').unwrap_or(&body);
+        let docs: Vec<serde_json::Value> = match n.label() {
+            Some(label) => (words(n).into_iter())
+                .map(|line| {
+                    let message = format!("{label}: {line}");
+                    serde_json::json!({
+                        "notice": "node_line",
+                        "label": label,
+                        "line": line,
+                        "message": message,
+                    })
+                })
+                .collect(),
+            None => {
+                let mut v = serde_json::to_value(n).expect("notices serialize");
+                v["message"] = serde_json::Value::from(lines(n).join("\n"));
+                vec![v]
+            }
+        };
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{{\"event\":\"notice\",{fields}");
+        for v in docs {
+            let body = v.to_string();
+            let fields = body.strip_prefix('{').unwrap_or(&body);
+            let _ = writeln!(out, "{{\"event\":\"notice\",{fields}");
+        }
         let _ = out.flush();
     }
 
@@ -275,6 +296,9 @@ impl Tty {
 impl csis_ops::build::Reporter for Renderer {
     fn note(&self, notice: &Notice) {
         Renderer::notice(self, notice)
+    }
+    fn words(&self, notice: &Notice) -> Vec<String> {
+        crate::render::notice::words(notice)
     }
     fn event(&self, e: &Event) {
         Renderer::event(self, e)

@@ -1,5 +1,14 @@
 //! Rendering shared by several commands: diagnostics, the plan, a runtime's
-//! description.
+//! description; one module per operation's report or notice
+//! (`src/render/<operation>.rs`): the English of what ops reports as data.
+
+pub mod dispose;
+pub mod init;
+pub mod inspect;
+pub mod lineage;
+pub mod notice;
+pub mod release;
+pub mod upgrade;
 
 use csis_ops::build::{NodeKind, Plan, PlannedNode};
 use csis_schema::Diagnostic;

@@ -54,33 +54,6 @@ pub enum Refusal {
     },
 }
 
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Plan { reason } => f.write_str(reason),
-            Refusal::Runtime { runtime, reason } => write!(f, "runtime {runtime}: {reason}"),
-            Refusal::InUse {
-                build_id,
-                series,
-                runtime,
-                users,
-            } => write!(
-                f,
-                "build {build_id} ({series}) is in use on {runtime}: {}; decommission first",
-                users.join(", ")
-            ),
-            Refusal::CannotCheckUsers {
-                build_id,
-                runtime,
-                reason,
-            } => write!(
-                f,
-                "cannot check live references of {build_id} on {runtime}: {reason}"
-            ),
-        }
-    }
-}
-
 /// Why a disposal stopped (its record is kept; nothing after it ran).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
@@ -150,86 +123,6 @@ impl DisposeEvent {
             self,
             DisposeEvent::Refused { .. } | DisposeEvent::Failed { .. }
         )
-    }
-
-    /// For people: one line per item, `refused:` / `error:` / `warning:`
-    /// where the event is one.
-    pub fn lines(&self) -> Vec<String> {
-        match self {
-            DisposeEvent::Kept {
-                build_id,
-                series,
-                runtime,
-                reason,
-            } => vec![format!(
-                "kept (retention debt): {build_id} ({series} on {runtime}): {reason}"
-            )],
-            DisposeEvent::NothingToDispose => vec!["nothing to dispose".into()],
-            DisposeEvent::WouldDispose {
-                build_id,
-                series,
-                runtime,
-                run,
-                image_pins,
-            } => {
-                let mut v = vec![format!(
-                    "would dispose {build_id} ({series} on {runtime}{})",
-                    run.as_deref()
-                        .map(|r| format!(", run {r}"))
-                        .unwrap_or_default()
-                )];
-                v.extend(image_pins.iter().map(|k| format!("  would remove image pin {k}")));
-                v
-            }
-            DisposeEvent::CannotCheckUsers {
-                build_id,
-                runtime,
-                reason,
-            } => vec![format!(
-                "warning: {runtime}: cannot check live references of {build_id} ({reason})"
-            )],
-            DisposeEvent::Refused { refusals } => {
-                let mut v: Vec<String> = refusals.iter().map(|r| format!("refused: {r}")).collect();
-                v.push("nothing was deleted".into());
-                v
-            }
-            DisposeEvent::Disposed {
-                build_id,
-                series,
-                runtime,
-                already_gone,
-                notes,
-                image_pins_removed,
-            } => {
-                let mut v = vec![format!(
-                    "disposed {build_id} ({series} on {runtime}){}",
-                    if *already_gone { " (already gone)" } else { "" }
-                )];
-                v.extend(notes.iter().map(|n| format!("  {n}")));
-                v.extend(
-                    image_pins_removed
-                        .iter()
-                        .map(|k| format!("  removed image pin {k}")),
-                );
-                v
-            }
-            DisposeEvent::Failed {
-                build_id,
-                series,
-                runtime,
-                failure,
-            } => vec![match failure {
-                Failure::Dispose { error } => format!(
-                    "error: could not dispose {build_id} ({series} on {runtime}): {error}; its record is kept; stopping"
-                ),
-                Failure::StillThere => format!(
-                    "error: {build_id} is still on {runtime} after disposal; its record is kept; stopping"
-                ),
-                Failure::CannotReadBack { error } => format!(
-                    "error: cannot read back the disposal of {build_id} from {runtime}: {error}; its record is kept; stopping"
-                ),
-            }],
-        }
     }
 }
 
@@ -627,9 +520,9 @@ mod tests {
         tree: &csis_rules::Tree,
         series: &str,
         keep: Option<u32>,
-        out: &(dyn Fn(String) + Send + Sync),
+        out: &(dyn Fn(&DisposeEvent) + Send + Sync),
     ) -> u8 {
-        let each = |e: &DisposeEvent| e.lines().into_iter().for_each(out);
+        let each = |e: &DisposeEvent| out(e);
         let meta = MetaState::of_tree(tree.root());
         let (lineage, pins) = (meta.lineage().unwrap(), meta.pins().unwrap());
         let runtime = |n: &str| crate::wiring::runtime(tree, n).map_err(|e| format!("{e:#}"));
@@ -660,12 +553,12 @@ mod tests {
 
     #[test]
     fn retention_in_build_disposes_beyond_keep_of_its_series_only() {
-        let lines = Mutex::new(Vec::new());
-        let out = |l: String| lines.lock().unwrap().push(l);
+        let events = Mutex::new(Vec::new());
+        let out = |e: &DisposeEvent| events.lock().unwrap().push(e.clone());
         let (_t, tree) = tree_with_builds(None);
         // no keep count: nothing planned
         assert_eq!(retention_of(&tree, "deb12", None, &out), 0);
-        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
+        assert_eq!(*events.lock().unwrap(), [DisposeEvent::NothingToDispose]);
         assert_eq!(
             MetaState::of_tree(tree.root())
                 .lineage()
@@ -675,18 +568,22 @@ mod tests {
             3
         );
         // another series' node leaves deb12 alone, whatever the keep
-        lines.lock().unwrap().clear();
+        events.lock().unwrap().clear();
         assert_eq!(retention_of(&tree, "web", Some(1), &out), 0);
-        assert_eq!(*lines.lock().unwrap(), ["nothing to dispose"]);
+        assert_eq!(*events.lock().unwrap(), [DisposeEvent::NothingToDispose]);
 
-        lines.lock().unwrap().clear();
+        events.lock().unwrap().clear();
         let (_t, tree) = tree_with_builds(Some(1));
         assert_eq!(retention_of(&tree, "deb12", Some(1), &out), 0);
-        let got = lines.lock().unwrap().clone();
-        assert_eq!(
-            got,
-            vec!["disposed d-2 (deb12 on sim)", "disposed d-1 (deb12 on sim)"]
-        );
+        let disposed = |id: &str| DisposeEvent::Disposed {
+            build_id: id.into(),
+            series: "deb12".into(),
+            runtime: "sim".into(),
+            already_gone: false,
+            notes: Vec::new(),
+            image_pins_removed: Vec::new(),
+        };
+        assert_eq!(*events.lock().unwrap(), [disposed("d-2"), disposed("d-1")]);
         let l = MetaState::of_tree(tree.root()).lineage().unwrap();
         assert_eq!(
             l.builds
@@ -762,9 +659,6 @@ mod op_tests {
             matches!(&refusals[..], [Refusal::Plan { reason }] if reason.contains("nosuch")),
             "{refusals:?}"
         );
-        let lines = report.events[0].lines();
-        assert!(lines[0].starts_with("refused: "), "{lines:?}");
-        assert_eq!(lines.last().unwrap(), "nothing was deleted");
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["events"][0]["event"], "refused");
         assert_eq!(json["events"][0]["refusals"][0]["why"], "plan");

@@ -306,19 +306,53 @@ fn copy_tree(from: &Path, to: &Path, generation_directory: &str) -> Result<()> {
     Ok(())
 }
 
-/// A reporter that keeps what the dry run says (for its failure's reason).
-#[derive(Default)]
+/// A reporter that keeps what the dry run says (for its failure's reason):
+/// its notices as data, and its failed nodes; `words` words a notice (the
+/// binary's renderer).
 struct Quiet {
-    notes: std::sync::Mutex<Vec<String>>,
+    said: std::sync::Mutex<Vec<Said>>,
+    words: fn(&crate::build::Notice) -> Vec<String>,
+}
+
+enum Said {
+    Notice(crate::build::Notice),
+    Failed { label: String, error: String },
+}
+
+impl Quiet {
+    /// What the dry run said, one part per line of a notice (a node's
+    /// after its label) or per failure.
+    fn reason(&self) -> String {
+        let said = self.said.lock().unwrap();
+        let mut parts = Vec::new();
+        for s in said.iter() {
+            match s {
+                Said::Notice(n) => {
+                    parts.extend((self.words)(n).into_iter().map(|w| match n.label() {
+                        Some(label) => format!("{label}: {w}"),
+                        None => w,
+                    }))
+                }
+                Said::Failed { label, error } => parts.push(format!("{label}: {error}")),
+            }
+        }
+        parts.join("; ")
+    }
 }
 
 impl crate::build::Reporter for Quiet {
     fn note(&self, notice: &crate::build::Notice) {
-        self.notes.lock().unwrap().push(notice.to_string());
+        self.said.lock().unwrap().push(Said::Notice(notice.clone()));
+    }
+    fn words(&self, notice: &crate::build::Notice) -> Vec<String> {
+        (self.words)(notice)
     }
     fn event(&self, e: &csis_engine::Event) {
         if let csis_engine::Event::Failed { label, error, .. } = e {
-            self.notes.lock().unwrap().push(format!("{label}: {error}"));
+            self.said.lock().unwrap().push(Said::Failed {
+                label: label.to_string(),
+                error: error.to_string(),
+            });
         }
     }
     fn log_line(&self, _: &str, _: &str) {}
@@ -332,8 +366,13 @@ impl crate::build::Reporter for Quiet {
 /// `.gitignore`s), every committed file of a root it emitted, and every
 /// committed root of a series x runtime the tree no longer bakes. A root
 /// that is not due is the emission of its current build, so the committed
-/// copy of it stands.
-pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, DriftRefusal>> {
+/// copy of it stands. A failed dry run is refused with what it said, its
+/// notices as `words` words them (the binary's renderer,
+/// [`crate::build::Reporter::words`]).
+pub fn config_drift(
+    tree: &TreeArgs,
+    words: fn(&crate::build::Notice) -> Vec<String>,
+) -> Result<std::result::Result<DriftReport, DriftRefusal>> {
     let root = tree.dir.canonicalize().unwrap_or_else(|_| tree.dir.clone());
     if !in_git(&root) {
         return Ok(Err(DriftRefusal::NotGit {
@@ -367,7 +406,10 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
     let tmp = tempfile_dir()?;
     let copy = tmp.join("tree");
     copy_tree(&root, &copy, &gen)?;
-    let quiet = Arc::new(Quiet::default());
+    let quiet = Arc::new(Quiet {
+        said: Default::default(),
+        words,
+    });
     let args = crate::build::BuildOptions {
         patterns: Vec::new(),
         jobs: None,
@@ -396,13 +438,11 @@ pub fn config_drift(tree: &TreeArgs) -> Result<std::result::Result<DriftReport, 
             .collect(),
         undeclare: tree.undeclare.clone(),
     };
-    let shared = csis_cache::MetaState::of_tree(&copy_args.dir).is_remote();
-    let outcome = crate::build::run_holding(&copy_args, &args, None, shared, quiet.clone());
+    let outcome = crate::Context::records_only(&copy_args.dir, crate::Access::Read, |_| {})
+        .and_then(|cx| crate::build::run_in(cx, &copy_args, &args, quiet.clone()));
     let failed = match &outcome {
         Err(e) => Some(format!("{e:#}")),
-        Ok(o) if o.exit_code() != crate::exit::SUCCESS => {
-            Some(quiet.notes.lock().unwrap().join("; "))
-        }
+        Ok(o) if o.exit_code() != crate::exit::SUCCESS => Some(quiet.reason()),
         Ok(_) => None,
     };
     if let Some(reason) = failed {

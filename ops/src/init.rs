@@ -144,23 +144,6 @@ pub enum InitRefusal {
     Exists { path: PathBuf },
 }
 
-impl std::fmt::Display for InitRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            InitRefusal::HasCfg { dir } => write!(
-                f,
-                "{} already holds a cfg/ directory; csis init writes a new tree and overwrites nothing",
-                dir.display()
-            ),
-            InitRefusal::Exists { path } => write!(
-                f,
-                "{} already exists; csis init overwrites nothing",
-                path.display()
-            ),
-        }
-    }
-}
-
 /// Write the `starter` tree into `dir` (created), overwriting nothing.
 pub fn init(dir: &Path, starter: Starter) -> Result<std::result::Result<InitReport, InitRefusal>> {
     if dir.join("cfg").exists() {

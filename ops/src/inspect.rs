@@ -40,29 +40,6 @@ pub enum Leftover {
     },
 }
 
-impl std::fmt::Display for Leftover {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Leftover::Image { build_id, series } => {
-                write!(f, "image {build_id} ({})", series.as_deref().unwrap_or("?"))
-            }
-            Leftover::Instance { name, power } => write!(f, "instance {name} ({power})"),
-            Leftover::Volume { id } => write!(f, "volume {id}"),
-            Leftover::KeptFailedBake {
-                name,
-                series,
-                run,
-                inspect,
-            } => write!(
-                f,
-                "kept failed bake {name} ({} in run {}; inspect: `{inspect}`)",
-                series.as_deref().unwrap_or("?"),
-                run.as_deref().unwrap_or("?")
-            ),
-        }
-    }
-}
-
 /// A drift entry of the strict query of one runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DriftLine {
@@ -249,34 +226,6 @@ pub struct Check {
     /// What was checked, where the runtime says.
     pub what: Option<String>,
     pub detail: String,
-}
-
-impl std::fmt::Display for Check {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mark = match self.status {
-            Status::Ok => "ok  ",
-            Status::Fail => "FAIL",
-            Status::Unknown => "??  ",
-        };
-        if self.subject == "runtimes" {
-            return write!(f, "{mark} runtimes: {}", self.detail);
-        }
-        if self.status == Status::Ok && self.subject == "executable" {
-            // (aligned as the original prints it)
-            return write!(f, "ok   executable {}: {}", self.name, self.detail);
-        }
-        match &self.what {
-            Some(w) => write!(
-                f,
-                "{mark} {} {}: {w}: {}",
-                self.subject, self.name, self.detail
-            ),
-            None if self.status == Status::Unknown => {
-                write!(f, "??   {} {}: {}", self.subject, self.name, self.detail)
-            }
-            None => write!(f, "{mark} {} {}: {}", self.subject, self.name, self.detail),
-        }
-    }
 }
 
 /// The answer of `csis preflight`.
@@ -580,17 +529,6 @@ pub struct UnknownRuntime {
     pub name: String,
     /// The runtimes the tree declares.
     pub declared: Vec<String>,
-}
-
-impl std::fmt::Display for UnknownRuntime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let declared = if self.declared.is_empty() {
-            "none".to_string()
-        } else {
-            self.declared.join(", ")
-        };
-        write!(f, "no runtime named `{}` (declared: {declared})", self.name)
-    }
 }
 
 /// Describe the runtime `name` (or alias).

@@ -65,6 +65,18 @@ pub fn open(dir: &Path, opts: &csis_rules::LoadOptions) -> Result<Session> {
     open_tree(tree)
 }
 
+/// A build's session, in its context `cx`: the tree loaded and compiled
+/// (a [`crate::NotLoaded`] when it does not load), the context's records
+/// as the loaded tree names them (its `meta_state:`), and the context's
+/// runtimes lent to it (its plan reads vendor tags with them, its state
+/// gate asks them; the build gives them back for the run).
+pub fn open_in(cx: &mut crate::Context, opts: &csis_rules::LoadOptions) -> Result<Session> {
+    let mut session = open(cx.root(), opts)?;
+    cx.meta = session.meta.clone();
+    session.runtimes = cx.lend_runtimes();
+    Ok(session)
+}
+
 /// Compile an already loaded tree against its `meta-state/`.
 pub fn open_tree(tree: Tree) -> Result<Session> {
     let root = tree.root().to_path_buf();
@@ -301,15 +313,15 @@ pub struct CannotBake {
     pub runtime_types: Vec<String>,
 }
 
-impl std::fmt::Display for CannotBake {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl CannotBake {
+    /// Its line of the [`NothingBakes`] error.
+    fn line(&self) -> String {
         let on = match self.runtime_types.as_slice() {
             [] => "a runtime csis".to_string(),
             [t] => format!("its {t} runtime, which csis"),
             ts => format!("its runtime ({}), which csis", ts.join(", ")),
         };
-        write!(
-            f,
+        format!(
             "{} {}: cannot bake in csis yet: its image builder `{}` bakes on {on} cannot bake on yet",
             self.kind,
             self.name,
@@ -330,7 +342,7 @@ impl std::fmt::Display for NothingBakes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "{}", self.error)?;
         for c in &self.cannot {
-            writeln!(f, "  {c}")?;
+            writeln!(f, "  {}", c.line())?;
         }
         write!(
             f,

@@ -83,39 +83,6 @@ impl UpgradeReport {
             _ => crate::exit::FAILURE,
         }
     }
-
-    pub fn message(&self) -> String {
-        match self {
-            UpgradeReport::Moved {
-                kind,
-                name,
-                runtime,
-                from,
-                to,
-                dry_run,
-                next,
-            } => format!(
-                "{} {kind} {name} on {runtime}: pin {} -> {to}; next: {next}",
-                if *dry_run {
-                    "would upgrade"
-                } else {
-                    "upgraded"
-                },
-                from.as_deref().unwrap_or("(none)"),
-                kind = kind.as_str(),
-            ),
-            UpgradeReport::AlreadyPinned {
-                kind,
-                name,
-                runtime,
-                build_id,
-            } => format!(
-                "{} {name} on {runtime} is already pinned to {build_id}; nothing changed",
-                kind.as_str()
-            ),
-            UpgradeReport::Refused { reason } => format!("refused: {reason}; nothing changed"),
-        }
-    }
 }
 
 fn refused(reason: impl Into<String>) -> Result<UpgradeReport> {
@@ -355,15 +322,6 @@ pub struct Behind {
     pub head: String,
     /// The command that moves the pin.
     pub command: String,
-}
-
-impl Behind {
-    pub fn message(&self) -> String {
-        format!(
-            "//images/{}@{} is current but behind: pinned to {} {}, whose head is {} (run `{}`)",
-            self.image, self.runtime, self.parent, self.pinned, self.head, self.command
-        )
-    }
 }
 
 /// The planned bakes that are current under `parent_policy: pinned` while

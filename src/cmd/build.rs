@@ -1,7 +1,7 @@
 //! `csis build [PATTERNS] [-j N] [--dry-run] [--force-bake X] [--fail-fast]
 //! [--json] [--no-wait] [--keep-failed]`: run the build (`csis_ops::build`,
-//! which takes the tree lock or the store's leases), rendering its events; Ctrl-C cancels it
-//! (`crate::interrupt`).
+//! which opens its context: the tree lock or the store's leases), rendering
+//! its events; Ctrl-C cancels it (`crate::interrupt`).
 
 use std::process::ExitCode;
 use std::sync::Arc;

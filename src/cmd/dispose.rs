@@ -70,7 +70,7 @@ pub fn run(global: &GlobalArgs, cmd: DisposeCommand) -> Result<ExitCode> {
             return;
         }
         let to_stderr = e.is_problem() || matches!(e, DisposeEvent::CannotCheckUsers { .. });
-        for l in e.lines() {
+        for l in crate::render::dispose::lines(e) {
             if to_stderr {
                 eprintln!("{l}");
             } else {

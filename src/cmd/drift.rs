@@ -65,7 +65,7 @@ fn render(
 }
 
 pub fn config_drift(global: &GlobalArgs, args: DriftArgs) -> Result<ExitCode> {
-    let r = csis_ops::drift::config_drift(&global.tree())?;
+    let r = csis_ops::drift::config_drift(&global.tree(), crate::render::notice::words)?;
     render(
         r,
         args.json,

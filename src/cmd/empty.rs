@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
             println!("removed: kept failed bake {k}");
         }
         for l in &r.leftovers {
-            println!("leftover: {l}");
+            println!("leftover: {}", crate::render::inspect::leftover(l));
         }
         for d in &r.drift {
             println!("drift: {} {}: {}: {}", d.kind, d.name, d.drift, d.detail);

@@ -40,7 +40,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let r = match csis_ops::init::init(&args.dir, starter)? {
         Ok(r) => r,
         Err(refusal) => {
-            eprintln!("error: {refusal}");
+            eprintln!("error: {}", crate::render::init::refusal(&refusal));
             return Ok(ExitCode::from(exit::FAILURE));
         }
     };

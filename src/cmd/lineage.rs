@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use csis_ops::{exit, Access};
 
+use crate::render::lineage::{relabel_line, restamp_line};
 use crate::GlobalArgs;
 
 #[derive(Debug, clap::Subcommand)]
@@ -76,7 +77,7 @@ pub fn run(global: &GlobalArgs, cmd: LineageCommand) -> Result<ExitCode> {
             } else {
                 r.events
                     .iter()
-                    .for_each(|e| say(e.is_problem(), e.line(a.dry_run)));
+                    .for_each(|e| say(e.is_problem(), relabel_line(e, a.dry_run)));
             }
             Ok(ExitCode::from(r.exit_code()))
         }
@@ -87,7 +88,7 @@ pub fn run(global: &GlobalArgs, cmd: LineageCommand) -> Result<ExitCode> {
             } else {
                 r.events
                     .iter()
-                    .for_each(|e| say(e.is_problem(), e.line(a.dry_run)));
+                    .for_each(|e| say(e.is_problem(), restamp_line(e, a.dry_run)));
             }
             Ok(ExitCode::from(r.exit_code()))
         }

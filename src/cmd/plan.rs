@@ -105,7 +105,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     crate::render::plan_text(&plan, args.explain, args.all)
                 );
                 for b in &behind {
-                    println!("note: {}", b.message());
+                    println!("note: {}", crate::render::upgrade::behind(b));
                 }
                 if !fleet.is_empty() {
                     let due = fleet.iter().filter(|f| f.due).count();

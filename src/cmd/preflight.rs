@@ -28,7 +28,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         crate::render::json(&r)?;
     } else {
         for c in &r.checks {
-            println!("{c}");
+            println!("{}", crate::render::inspect::check(c));
         }
     }
     Ok(ExitCode::from(if args.strict {

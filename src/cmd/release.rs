@@ -65,7 +65,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> Result<ExitCode> {
         crate::render::json(&report)?;
     } else {
         for e in &report.events {
-            for l in e.lines() {
+            for l in crate::render::release::lines(e) {
                 if e.is_problem() {
                     eprintln!("{l}");
                 } else {

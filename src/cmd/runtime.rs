@@ -61,7 +61,10 @@ pub fn run(global: &GlobalArgs, cmd: RuntimeCommand) -> anyhow::Result<ExitCode>
     let d = match csis_ops::inspect::describe(cx.tree(), &name)? {
         Ok(d) => d,
         Err(unknown) => {
-            eprintln!("error: {unknown}");
+            eprintln!(
+                "error: {}",
+                crate::render::inspect::unknown_runtime(&unknown)
+            );
             return Ok(ExitCode::from(exit::FAILURE));
         }
     };

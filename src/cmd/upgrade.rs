@@ -57,9 +57,9 @@ pub fn run(global: &GlobalArgs, cmd: UpgradeCommand) -> Result<ExitCode> {
     if a.json {
         crate::render::json(&report)?;
     } else if matches!(report, UpgradeReport::Moved { .. }) {
-        println!("{}", report.message());
+        println!("{}", crate::render::upgrade::message(&report));
     } else {
-        eprintln!("{}", report.message());
+        eprintln!("{}", crate::render::upgrade::message(&report));
     }
     Ok(ExitCode::from(report.exit_code()))
 }

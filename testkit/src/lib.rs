@@ -94,6 +94,18 @@ impl Tree {
         }
     }
 
+    /// A temporary directory whose `root` (`<tmp>/tree`) is not made yet:
+    /// for the tree `csis init` writes.
+    pub fn empty() -> Tree {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        Tree {
+            tmp,
+            root,
+            env: Vec::new(),
+        }
+    }
+
     /// Every [`Tree::csis`] runs with `key=value` in its environment.
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Tree {
         let v = value.as_ref().to_os_string();

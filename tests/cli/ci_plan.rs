@@ -6,9 +6,10 @@
 //! formats are output cases (`tests/cli_cases/plan-*.case`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use csis_cache::MetaState;
+use csis_testkit::Tree;
 use serde_json::Value;
 
 /// `(series, parent)` of the fixture's images: chains on two OS builders.
@@ -23,9 +24,11 @@ const IMAGES: &[(&str, &str)] = &[
 ];
 
 /// A copy of `tests/fixtures/ops/ci` with config id `id`, whose dummy
-/// runtime keeps its images in `store`.
-fn tree(root: &Path, id: &str, store: &Path) {
-    csis_testkit::copy_dir(&csis_testkit::fixture("ops/ci"), root);
+/// runtime keeps its images in `store` (default: its own, beside it).
+fn tree(id: &str, store: Option<&Path>) -> Tree {
+    let t = Tree::of("ops/ci");
+    let store = store.map_or_else(|| t.tmp.path().join("store"), Path::to_path_buf);
+    let root = &t.root;
     std::fs::write(root.join("cfg/_config.yml"), format!("id: {id}\n")).unwrap();
     let rt = root.join("cfg/runtime-builders.yml");
     let text = std::fs::read_to_string(&rt).unwrap();
@@ -34,42 +37,18 @@ fn tree(root: &Path, id: &str, store: &Path) {
         format!("{text}    store: {:?}\n", store.display().to_string()),
     )
     .unwrap();
+    t
 }
 
-struct Tree {
-    root: PathBuf,
-}
-
-impl Tree {
-    fn csis(&self, args: &[&str]) -> (i32, String, String) {
-        let mut c = csis_testkit::csis();
-        c.arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env_remove("CSIS_DUMMY_FAIL");
-        csis_testkit::output(&mut c)
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.csis(args);
-        assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-        out
-    }
-    fn build_ids(&self) -> BTreeMap<String, String> {
-        MetaState::of_tree(&self.root)
-            .lineage()
-            .unwrap()
-            .builds
-            .into_iter()
-            .map(|b| (b.series, b.build_id))
-            .collect()
-    }
-}
-
-fn one_tree(id: &str) -> (tempfile::TempDir, Tree) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("tree");
-    tree(&root, id, &tmp.path().join("store"));
-    (tmp, Tree { root })
+/// The recorded builds of the tree: series -> build id.
+fn build_ids(t: &Tree) -> BTreeMap<String, String> {
+    MetaState::of_tree(&t.root)
+        .lineage()
+        .unwrap()
+        .builds
+        .into_iter()
+        .map(|b| (b.series, b.build_id))
+        .collect()
 }
 
 /// The series of a bake label (`//images/a2@sim:bake` -> `a2`).
@@ -84,7 +63,7 @@ fn parent_of(series: &str) -> Option<&'static str> {
 
 #[test]
 fn shards_hold_whole_chains_or_wait_on_a_lower_group() {
-    let (_tmp, t) = one_tree("ci-shards");
+    let t = tree("ci-shards", None);
     for n in [1usize, 2, 3, 4, 12] {
         let out = t.ok(&["plan", "--shards", &n.to_string(), "--json"]);
         let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
@@ -161,21 +140,15 @@ fn shards_hold_whole_chains_or_wait_on_a_lower_group() {
         .iter()
         .all(|g| g["bakes"].as_array().unwrap().is_empty()));
     // out of range
-    assert_eq!(t.csis(&["plan", "--shards", "0"]).0, 2);
+    assert_eq!(t.run(&["plan", "--shards", "0"]).0, 2);
 }
 
 #[test]
 fn two_trees_on_one_runtime_keep_their_own_builds() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("shared-store");
-    let a = Tree {
-        root: tmp.path().join("a"),
-    };
-    let b = Tree {
-        root: tmp.path().join("b"),
-    };
-    tree(&a.root, "team-a", &store);
-    tree(&b.root, "team-b", &store);
+    let shared = tempfile::tempdir().unwrap();
+    let store = shared.path().join("shared-store");
+    let a = tree("team-a", Some(&store));
+    let b = tree("team-b", Some(&store));
     // the same inputs: the same fingerprints (the config id is no input)
     let fps = |t: &Tree| -> Vec<(String, String)> {
         let v: Value = serde_json::from_str(&t.ok(&["plan", "--json"])).unwrap();
@@ -196,7 +169,7 @@ fn two_trees_on_one_runtime_keep_their_own_builds() {
     a.ok(&["build", "--json"]);
     let out = b.ok(&["build", "--json"]);
     assert!(!out.contains("recovered"), "{out}");
-    let (ia, ib) = (a.build_ids(), b.build_ids());
+    let (ia, ib) = (build_ids(&a), build_ids(&b));
     assert_eq!(ia.len(), 9);
     assert_eq!(ib.len(), 9);
     for (series, id) in &ia {
@@ -208,7 +181,7 @@ fn two_trees_on_one_runtime_keep_their_own_builds() {
     }
     // neither sees the other's builds as foreign
     for t in [&a, &b] {
-        let (code, out, err) = t.csis(&["state", "query", "--strict"]);
+        let (code, out, err) = t.run(&["state", "query", "--strict"]);
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(!out.contains("foreign"), "{out}");
     }
@@ -217,7 +190,7 @@ fn two_trees_on_one_runtime_keep_their_own_builds() {
     let mut cut = l.clone();
     cut.builds.retain(|r| r.series != "d1");
     MetaState::of_tree(&b.root).save_lineage(&cut).unwrap();
-    let (code, out, _) = b.csis(&["state", "query"]);
+    let (code, out, _) = b.run(&["state", "query"]);
     assert_eq!(code, 0);
     assert_eq!(out.matches(": foreign").count(), 1, "{out}");
     assert!(out.contains(&ib["d1"]), "{out}");

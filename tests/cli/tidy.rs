@@ -32,6 +32,9 @@
 //!   csis-graph (its tests aside);
 //! - ARCHITECTURE.md's crate table names exactly the workspace's packages,
 //!   each with its folder;
+//! - csis-ops implements `Display` only for its errors: the English of a
+//!   report or a notice is the binary's (`src/render/`):
+//!   `tests/cli/tidy/words.rs`;
 //! - no library crate prints (`println!`, `eprintln!`, `print!`, `eprint!`,
 //!   `dbg!`) outside its tests: a report carries what a command found, the
 //!   `log` facade what a library tells people besides (the binary's
@@ -512,6 +515,8 @@ mod rust;
 mod size;
 #[path = "tidy/tags.rs"]
 mod tags;
+#[path = "tidy/words.rs"]
+mod words;
 use tags::{spelled_tags, tag_names};
 
 /// Every library and binary source folder of the workspace, from the

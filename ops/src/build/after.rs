@@ -130,21 +130,18 @@ impl BuildState {
         )
         .await
         .map_err(|e| NodeError::new(format!("{e:#}")))?;
-        if outcome.is_problem() {
-            let why = match &outcome {
-                crate::release::ReleaseEvent::Refused { .. } => outcome.lines().join("; "),
-                _ => outcome.message(),
-            };
-            cx.log(why.clone());
-            return Err(NodeError::new(why));
-        }
-        let line = outcome.message();
-        cx.log(line.clone());
-        self.renderer.note(&super::Notice::NodeLine {
-            label: cx.label().to_string(),
-            line: line.clone(),
-        });
         let released = matches!(outcome, crate::release::ReleaseEvent::Released { .. });
+        let problem = outcome.is_problem();
+        let notice = super::Notice::Release {
+            label: cx.label().to_string(),
+            outcome,
+        };
+        let line = self.renderer.words(&notice).join("; ");
+        cx.log(line.clone());
+        if problem {
+            return Err(NodeError::new(line));
+        }
+        self.renderer.note(&notice);
         Ok(NodeOutput::new(json!({
             "build_id": build,
             "model": model,
@@ -227,14 +224,16 @@ impl BuildState {
             forget: &forget,
         };
         let label = cx.label().to_string();
+        let notice = |e: &crate::dispose::DisposeEvent| super::Notice::Dispose {
+            label: label.clone(),
+            outcome: e.clone(),
+        };
         let each = |e: &crate::dispose::DisposeEvent| {
-            for line in e.lines() {
-                cx.log(line.clone());
-                self.renderer.note(&super::Notice::NodeLine {
-                    label: label.clone(),
-                    line: line.clone(),
-                });
+            let n = notice(e);
+            for line in self.renderer.words(&n) {
+                cx.log(line);
             }
+            self.renderer.note(&n);
         };
         let report = crate::dispose::retention_in_build(
             &self.session.tree,
@@ -256,7 +255,7 @@ impl BuildState {
                 .events
                 .iter()
                 .filter(|e| e.is_problem())
-                .flat_map(|e| e.lines())
+                .flat_map(|e| self.renderer.words(&notice(e)))
                 .collect();
             return Err(NodeError::new(problems.join("; ")));
         }

@@ -35,7 +35,7 @@ use serde_json::json;
 
 use crate::exit;
 use crate::session::Session;
-use crate::TreeArgs;
+use crate::{Access, Context, TreeArgs};
 
 pub(crate) use crate::vendor::resolve_request;
 pub use bake::name_prefix;
@@ -83,6 +83,10 @@ pub struct BuildOptions {
 pub trait Reporter: Send + Sync {
     /// What the build tells people besides its events.
     fn note(&self, notice: &Notice);
+    /// The lines people read of a notice (a node's without its label):
+    /// the renderer's words, which a release or dispose node also logs,
+    /// answers and fails with (ops words no report).
+    fn words(&self, notice: &Notice) -> Vec<String>;
     /// An event of the run.
     fn event(&self, e: &Event);
     /// A line of a running node's output.
@@ -131,46 +135,47 @@ impl BuildOutcome {
     }
 }
 
-/// Run one build of the tree, as every writing operation runs: with the
-/// tree lock (`on_wait` says who holds it while this one waits; under
-/// `--no-wait` a held lock is [`BuildOutcome::Locked`]), or, when the
-/// records are on a shared store, with a lease per series the build
-/// touches instead (taken once the plan is known).
+/// Run one build of the tree in a [`Context`] opened as every writing
+/// operation opens one ([`Access::Build`]): with the tree lock (`on_wait`
+/// says who holds it while this one waits; under `--no-wait` a held lock
+/// is [`BuildOutcome::Locked`]), or, when the records are on a shared
+/// store, with a lease per series the build touches instead (taken once
+/// the plan is known).
 pub fn run(
     tree: &TreeArgs,
     args: &BuildOptions,
     on_wait: impl FnOnce(&str),
     reporter: Arc<dyn Reporter>,
 ) -> Result<BuildOutcome> {
-    let shared = csis_cache::MetaState::of_tree(&tree.dir).is_remote();
-    // Taken without the holder's note: a build answered by its no-op stamp
-    // writes nothing; the build notes itself when it goes past the stamp.
-    let lock = if shared {
-        None
-    } else {
-        match LocalDir::of_tree(&tree.dir).lock_unnoted(!args.no_wait, on_wait) {
-            Ok(l) => Some(l),
-            Err(e @ csis_cache::CacheError::Locked { .. }) => {
-                return Ok(BuildOutcome::Locked(e.to_string()))
+    let access = Access::Build {
+        wait: !args.no_wait,
+    };
+    let cx = match Context::records_only(&tree.dir, access, on_wait) {
+        Ok(cx) => cx,
+        Err(e) => {
+            return match e.downcast_ref::<csis_cache::CacheError>() {
+                Some(locked @ csis_cache::CacheError::Locked { .. }) => {
+                    Ok(BuildOutcome::Locked(locked.to_string()))
+                }
+                _ => Err(e),
             }
-            Err(e) => return Err(e.into()),
         }
     };
-    run_holding(tree, args, lock.as_ref(), shared, reporter)
+    run_in(cx, tree, args, reporter)
 }
 
-/// [`run`] with the lock taken (`lock`, when it is this process's: noted
-/// once the build goes past its no-op stamp, so that a build the stamp
-/// answers writes nothing into it); `shared`: the records are on a store.
-/// A dry build of a copy of the tree (`drift`) holds no lock.
-pub(crate) fn run_holding(
+/// [`run`] in the context `cx` (its lock, when it holds one, noted once
+/// the build goes past its no-op stamp, so that a build the stamp answers
+/// writes nothing into it). A dry build of a copy of the tree (`drift`)
+/// runs in a context that reads.
+pub(crate) fn run_in(
+    mut cx: Context,
     tree: &TreeArgs,
     args: &BuildOptions,
-    lock: Option<&csis_cache::TreeLock>,
-    shared: bool,
     reporter: Arc<dyn Reporter>,
 ) -> Result<BuildOutcome> {
-    let local = LocalDir::of_tree(&tree.dir);
+    let shared = cx.shared();
+    let local = cx.local.clone();
     // A build of an unchanged tree answers from its no-op stamp (noop.rs),
     // unless the records are on a shared store (other runners change them
     // without touching this tree).
@@ -182,10 +187,8 @@ pub(crate) fn run_holding(
     if let Some(replay) = stamp.as_ref().and_then(|s| s.replay()) {
         return Ok(BuildOutcome::Replayed(replay));
     }
-    if let Some(l) = lock {
-        l.note_holder();
-    }
-    let mut session = crate::session::open(&tree.dir, &tree.load_options())?;
+    cx.note_holder();
+    let mut session = crate::session::open_in(&mut cx, &tree.load_options())?;
     let sel = session.select(&args.patterns)?;
     let force = ForceBake::parse(&args.force_bake);
     let mut plan = session.plan(&sel, &force)?;
@@ -195,13 +198,12 @@ pub(crate) fn run_holding(
     // releases or disposes, then the plan again on the records as they are
     // now (a runner that held one of them may have baked it meanwhile).
     let store = session.meta.store()?;
-    let mut leases: Option<csis_cache::lease::Leases> = None;
     if let Some(store) = store.as_ref().filter(|_| !args.dry_run) {
         let l = csis_cache::lease::Leases::new(store.clone(), &run_id);
         if let Some(locked) = lease_the_plan(tree, args, &l, &mut session, &mut plan, &*reporter)? {
             return Ok(BuildOutcome::Locked(locked));
         }
-        leases = Some(l);
+        cx.hold_leases(l);
     }
     // The bakes due in this run (before a dry run keeps only its emits):
     // a child emitted while its parent still has to bake finds the parent
@@ -240,9 +242,9 @@ pub(crate) fn run_holding(
         .filter_map(|n| n.runtime.as_deref())
         .collect();
     let runtimes = session.runtimes.some(&session.tree, names)?;
-    // The one tokio runtime they run on, held here (not by the build's
-    // state, which a node may drop last, inside that runtime).
-    let mut made = std::mem::take(&mut session.runtimes);
+    // The one tokio runtime they run on, held by the context (not by the
+    // build's state, which a node may drop last, inside that runtime).
+    cx.return_runtimes(std::mem::take(&mut session.runtimes));
     if args.keep_failed && !args.dry_run {
         refuse_keep_failed(&session, &plan, &runtimes)?;
     }
@@ -250,7 +252,7 @@ pub(crate) fn run_holding(
     let cancel = args.cancel.clone();
     let opts = run_options(args, &session, &plan);
 
-    let recorder = Recorder::open(session.meta.clone(), local.journal())?;
+    let recorder = cx.recorder()?;
     if !args.dry_run && !shared && plan.nodes.iter().any(|n| n.due && n.kind == NodeKind::Bake) {
         // (On a shared store other runs may be writing their logs here.)
         prune_run_logs(&local, KEPT_RUN_LOGS);
@@ -282,7 +284,7 @@ pub(crate) fn run_holding(
     });
 
     let capture = noop::Capture::default();
-    let rt = made.tokio();
+    let rt = cx.runtimes().tokio();
     // What `validate` checks online, for the runtimes this build touches,
     // before anything bakes (a subnet typo never reaches packer). A dry
     // run bakes nothing: it reports what the checks find and goes on.
@@ -300,16 +302,17 @@ pub(crate) fn run_holding(
         }
         execute(&state, &plan, opts, &capture, &renderer).await
     });
-    made.shutdown();
+    cx.shutdown_runtimes();
     // Everything recorded is in the journal already; write the files now.
     state.recorder.flush()?;
-    say_after_run(&state, leases.take());
+    say_after_run(&state, cx.release_leases());
     if let Some(stamp) = &stamp {
         stamp.record(&state.session, &plan, &capture, &report.summary);
     }
 
     let outcome = ran(state, plan, &report, &cancel);
-    drop(made);
+    // The runtimes, then the lock.
+    drop(cx);
     Ok(outcome)
 }
 

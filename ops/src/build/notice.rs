@@ -1,9 +1,7 @@
 //! What a build tells people besides its node events, as data: the
 //! reporter gets a [`Notice`], never a sentence, so that a renderer can
-//! word it, colour it or write it as JSON. `Display` is the plain line the
-//! binary prints today (stderr, or above the progress bars).
-
-use std::fmt;
+//! word it, colour it or write it as JSON (the binary words it,
+//! `src/render/notice.rs`).
 
 use serde::Serialize;
 
@@ -34,71 +32,24 @@ pub enum Notice {
     TofuRoots { dirs: Vec<String> },
     /// The tofu roots could not be written (the nodes that need them fail).
     TofuRootsNotWritten { error: String },
-    /// A line of a release or dispose node's outcome.
-    NodeLine { label: String, line: String },
+    /// What a release node did (refused or failed: its error).
+    Release {
+        label: String,
+        outcome: crate::release::ReleaseEvent,
+    },
+    /// One thing a dispose node did, kept, refused or could not check.
+    Dispose {
+        label: String,
+        outcome: crate::dispose::DisposeEvent,
+    },
 }
 
-impl fmt::Display for Notice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Notice {
+    /// The node a notice is about (a release or dispose node's).
+    pub fn label(&self) -> Option<&str> {
         match self {
-            Notice::Warning { message } => write!(f, "warning: {message}"),
-            Notice::DryRunRefusal { message } => {
-                write!(f, "{message} (a bake would be refused; --dry-run goes on)")
-            }
-            Notice::Gated {
-                label,
-                action,
-                reason,
-            } => write!(f, "gated: {label} would {action}: {reason}"),
-            Notice::Lease { message } => f.write_str(message),
-            Notice::LeaseLost { key } => write!(
-                f,
-                "warning: the lease {key} was taken over by another runner while this build held it (it was not renewed in time)"
-            ),
-            Notice::LeftoverRemoved { runtime, leftover } => write!(
-                f,
-                "{runtime}: removed {leftover}, left by an interrupted bake"
-            ),
-            Notice::LeftoversUnknown { runtime, error } => {
-                write!(f, "{runtime}: could not look for leftovers: {error}")
-            }
-            Notice::StoreRequests { url, requests } => {
-                write!(f, "meta-state store {url}: {requests} requests")
-            }
-            Notice::TofuRoots { dirs } => write!(
-                f,
-                "tofu roots written under generated/: {} (planned and applied by their storage and instance nodes where apply_storage / apply_instances allow)",
-                dirs.join(", ")
-            ),
-            Notice::TofuRootsNotWritten { error } => {
-                write!(f, "warning: tofu roots not written: {error}")
-            }
-            Notice::NodeLine { label, line } => write!(f, "{label}: {line}"),
+            Notice::Release { label, .. } | Notice::Dispose { label, .. } => Some(label),
+            _ => None,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_notice_is_data_in_json_and_one_line_in_text() {
-        let n = Notice::Gated {
-            label: "//instances/a:instance".into(),
-            action: "launch".into(),
-            reason: "apply_instances is false".into(),
-        };
-        assert_eq!(
-            n.to_string(),
-            "gated: //instances/a:instance would launch: apply_instances is false"
-        );
-        let v = serde_json::to_value(&n).unwrap();
-        assert_eq!(v["notice"], "gated");
-        assert_eq!(v["action"], "launch");
-        let w = Notice::Warning {
-            message: "x".into(),
-        };
-        assert_eq!(w.to_string(), "warning: x");
     }
 }

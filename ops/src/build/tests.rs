@@ -15,6 +15,9 @@ struct Seen {
 
 impl Reporter for Seen {
     fn note(&self, _notice: &Notice) {}
+    fn words(&self, notice: &Notice) -> Vec<String> {
+        vec![format!("{notice:?}")]
+    }
     fn event(&self, e: &Event) {
         self.events.lock().unwrap().push(e.clone());
     }
