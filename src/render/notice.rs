@@ -55,6 +55,7 @@ fn line(n: &Notice) -> String {
         Notice::TofuRootsNotWritten { error } => {
             format!("warning: tofu roots not written: {error}")
         }
+        Notice::EphemeralsTeardown { root, line } => format!("tofu root {root}: {line}"),
         Notice::Release { outcome, .. } => super::release::node_line(outcome),
         Notice::Dispose { outcome, .. } => super::dispose::lines(outcome).join("; "),
     }

@@ -874,10 +874,10 @@ impl BuildState {
     /// said, the machines and their records as they stand.
     async fn abandoned_proofs(&self) {
         for (dir, runtime) in self.roots.unfinished() {
-            let label = format!("tofu root {}", dir.display());
+            let root = dir.display().to_string();
             let say = |line: String| {
-                self.renderer.note(&Notice::NodeLine {
-                    label: label.clone(),
+                self.renderer.note(&Notice::EphemeralsTeardown {
+                    root: root.clone(),
                     line,
                 })
             };
@@ -898,7 +898,10 @@ impl BuildState {
             };
             if let Err(e) = self.roots.abandon(&a, &dir).await {
                 self.renderer.note(&Notice::Warning {
-                    message: format!("{label}: the ephemerals' teardown failed: {}", e.message),
+                    message: format!(
+                        "tofu root {root}: the ephemerals' teardown failed: {}",
+                        e.message
+                    ),
                 });
             }
         }

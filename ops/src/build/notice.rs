@@ -32,6 +32,10 @@ pub enum Notice {
     TofuRoots { dirs: Vec<String> },
     /// The tofu roots could not be written (the nodes that need them fail).
     TofuRootsNotWritten { error: String },
+    /// After the run, the teardown of a tofu root's ephemerals whose
+    /// proofs the run left unfinished: one line of what it did (`root`: the
+    /// root's directory).
+    EphemeralsTeardown { root: String, line: String },
     /// What a release node did (refused or failed: its error).
     Release {
         label: String,
