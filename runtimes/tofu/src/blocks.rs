@@ -100,7 +100,13 @@ pub fn sensitive_block(root: &Root) -> Result<Option<String>> {
         }
     }
     let width = sealed.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut o = String::from("# Sensitive values: the same ENC[age:...] ciphertext the configuration carries, decrypted at plan time by the identity in CSIS_CONFIG_IDENTITY; never committed in clear\ndata \"external\" \"sensitive\" {\n    program = [\n        \"csis\",\n        \"decrypt\",\n        \"--json\",\n    ]\n    query = {\n");
+    let mut o = String::from("# Sensitive values: the same ENC[age:...] ciphertext the configuration carries, decrypted at plan time by the identity in CSIS_CONFIG_IDENTITY; never committed in clear\ndata \"external\" \"sensitive\" {\n");
+    // a root that configures the external provider (the groups root's
+    // aliased one) names it, as the original does
+    if root.providers.iter().any(|p| p.name == "external") {
+        o.push_str(&format!("    provider = external.{}\n", root.label()));
+    }
+    o.push_str("    program = [\n        \"csis\",\n        \"decrypt\",\n        \"--json\",\n    ]\n    query = {\n");
     for (k, m) in &sealed {
         plain_name("sealed key", k)?;
         o.push_str(&format!("        {k:width$} = {},\n", quote(m)));
