@@ -1,6 +1,7 @@
 //! The resolved tree as the original's tofu roots (`csis-tofu`, issue 22):
 //! one identity root per Okta group builder (`okta-tf`) and user builder
-//! (`okta-tf-ro`) with something declared, one storage root per `tf-aws-*`
+//! (`okta-tf-ro` lookups; `okta-tf`: managed users, an `okta_user` each)
+//! with something declared, one storage root per `tf-aws-*`
 //! storage builder, one instance root per `tofu` instance builder, each
 //! with the module inputs the original passes, its state backend (the
 //! builder's `state_configuration`, else its runtime's, else the default;
@@ -337,7 +338,8 @@ fn users_root(tree: &Tree, b: &UserBuilder) -> Result<Option<Root>> {
         .iter()
         .filter(|u| u.builder.as_deref() == Some(b.name.as_str()))
         .collect();
-    if users.is_empty() || m.type_ != "okta-tf-ro" {
+    let managed = m.type_ == "okta-tf";
+    if users.is_empty() || !(managed || m.type_ == "okta-tf-ro") {
         return Ok(None);
     }
     let template = m
@@ -368,11 +370,24 @@ fn users_root(tree: &Tree, b: &UserBuilder) -> Result<Option<Root>> {
                 )
             }
         };
-        lookups.push(UserLookup { name, login });
+        if managed {
+            lookups.push(managed_user(b, u, name));
+        } else {
+            lookups.push(UserLookup {
+                name,
+                login,
+                resource: None,
+            });
+        }
     }
     Ok(Some(Root {
         builder: b.display.clone(),
-        class: "OktaTfUserRoBuilder".into(),
+        class: if managed {
+            "OktaTfUserBuilder"
+        } else {
+            "OktaTfUserRoBuilder"
+        }
+        .into(),
         executable: executable(tree, m.executable.as_deref()),
         required_providers: required(
             &providers_json(&m.required_providers),
@@ -392,6 +407,75 @@ fn users_root(tree: &Tree, b: &UserBuilder) -> Result<Option<Root>> {
         remote_states: vec![],
         body: RootBody::Users(UsersRoot { users: lookups }),
     }))
+}
+
+/// A managed user (`okta-tf`): its `okta_user` arguments as the original
+/// writes them (names, login, e-mail, status, then each profile field
+/// declared), each `ENC[...]` value sealed by reference; the login is the
+/// e-mail under `email_as_username` (the default), else the name.
+fn managed_user(b: &UserBuilder, u: &csis_rules::fleet::User, name: String) -> UserLookup {
+    let m = &b.model;
+    let um = &u.model;
+    let l = csis_tofu::hv::user_label(&name);
+    let field = |what: &str, v: &str| declared(v, &format!("{what}_{l}"), false);
+    let email = u.email.as_deref().map(|e| field("email", e));
+    let login = match &email {
+        Some(e) if m.email_as_username.unwrap_or(true) => e.clone(),
+        _ => field("login", &name),
+    };
+    let status = if um.is_enabled == Some(false) {
+        "SUSPENDED".to_string()
+    } else {
+        m.default_user_status
+            .clone()
+            .unwrap_or_else(|| "STAGED".into())
+    };
+    let mut args = vec![
+        ("first_name".to_string(), field("first_name", &u.first_name)),
+        ("last_name".to_string(), field("last_name", &u.last_name)),
+        ("login".to_string(), login.clone()),
+        ("email".to_string(), email.unwrap_or_else(|| login.clone())),
+        ("status".to_string(), Hv::s(&status)),
+    ];
+    let profile = [
+        ("middle_name", &um.middle_name),
+        ("mobile_phone", &um.mobile_phone),
+        ("honorific_prefix", &um.honorific_prefix),
+        ("honorific_suffix", &um.honorific_suffix),
+        ("title", &um.title),
+        ("display_name", &um.display_name),
+        ("nick_name", &um.nick_name),
+        ("profile_url", &um.profile_url),
+        ("second_email", &um.second_email),
+        ("primary_phone", &um.primary_phone),
+        ("street_address", &um.street_address),
+        ("city", &um.city),
+        ("state", &um.state),
+        ("zip_code", &um.zip_code),
+        ("country_code", &um.country_code),
+        ("postal_address", &um.postal_address),
+        ("preferred_language", &um.preferred_language),
+        ("locale", &um.locale),
+        ("timezone", &um.timezone),
+        ("user_type", &um.user_type),
+        ("employee_number", &um.employee_number),
+        ("cost_center", &um.cost_center),
+        ("organization", &um.organization),
+        ("division", &um.division),
+        ("department", &um.department),
+        ("manager_id", &um.manager_id),
+        ("manager", &um.manager),
+    ];
+    for (k, v) in profile {
+        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+            args.push((k.to_string(), field(k, v)));
+        }
+    }
+    UserLookup {
+        name,
+        login,
+        resource: Some(args),
+    }
 }
 
 fn instance_call(

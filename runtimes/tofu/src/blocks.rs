@@ -76,7 +76,13 @@ fn sealed_values(root: &Root) -> Vec<(String, String)> {
         c.iter().for_each(|(_, v)| v.sealed(&mut out));
     }
     if let RootBody::Users(u) = &root.body {
-        u.users.iter().for_each(|x| x.login.sealed(&mut out));
+        for x in &u.users {
+            x.login.sealed(&mut out);
+            x.resource
+                .iter()
+                .flatten()
+                .for_each(|(_, v)| v.sealed(&mut out));
+        }
     }
     out.sort();
     out.dedup();

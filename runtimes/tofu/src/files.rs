@@ -213,11 +213,18 @@ fn group_outputs(root: &Root, g: &GroupsRoot, names: &[&str]) -> String {
 
 fn users_files(root: &Root, u: &UsersRoot) -> Result<Vec<(String, String)>> {
     let stem = root.stem();
-    let sealed = u.users.iter().any(|x| matches!(x.login, Hv::Sealed { .. }));
-    let extra: &[(&str, &str)] = if sealed {
-        &[("external", "hashicorp/external")]
-    } else {
+    let mut probe = Vec::new();
+    for x in &u.users {
+        x.login.sealed(&mut probe);
+        x.resource
+            .iter()
+            .flatten()
+            .for_each(|(_, v)| v.sealed(&mut probe));
+    }
+    let extra: &[(&str, &str)] = if probe.is_empty() {
         &[]
+    } else {
+        &[("external", "hashicorp/external")]
     };
     let main = identity_main(root, "users", extra, false)?;
     let provider = root
@@ -225,7 +232,9 @@ fn users_files(root: &Root, u: &UsersRoot) -> Result<Vec<(String, String)>> {
         .first()
         .map(|p| p.name.as_str())
         .unwrap_or("okta");
+    let a = root.label();
     let mut lookups = Vec::new();
+    let mut resources = Vec::new();
     for x in &u.users {
         if matches!(x.login, Hv::Map(_) | Hv::List(_)) {
             return Err(TofuError::Invalid(format!(
@@ -233,16 +242,29 @@ fn users_files(root: &Root, u: &UsersRoot) -> Result<Vec<(String, String)>> {
                 x.name
             )));
         }
+        let l = crate::hv::user_label(&x.name);
+        let mut depends = String::new();
+        if let Some(args) = &x.resource {
+            let body: String = args
+                .iter()
+                .map(|(k, v)| format!("    {k} = {}\n", render(v, 4, false)))
+                .collect();
+            resources.push(format!(
+                "# Okta user {n}\nresource \"okta_user\" \"{l}\" {{\n    provider = {provider}.{a}\n{body}}}\n",
+                n = x.name
+            ));
+            depends = format!("    depends_on = [\n        okta_user.{l},\n    ]\n");
+        }
         lookups.push(format!(
-            "# Lookup of Okta user {n} by login\ndata \"okta_user\" \"{l}\" {{\n    provider = {provider}.{a}\n    skip_roles = true\n    skip_groups = true\n    \n    search {{\n        name = \"profile.login\"\n        value = {v}\n        comparison = \"eq\"\n    }}\n}}",
+            "# Lookup of Okta user {n} by login\ndata \"okta_user\" \"{l}\" {{\n    provider = {provider}.{a}\n{depends}    skip_roles = true\n    skip_groups = true\n    \n    search {{\n        name = \"profile.login\"\n        value = {v}\n        comparison = \"eq\"\n    }}\n}}",
             n = x.name,
-            l = label(&x.name),
-            a = root.label(),
             v = render(&x.login, 8, false)
         ));
     }
-    Ok(vec![
-        (format!("{stem}.tf"), main),
-        (format!("{stem}-users-data.tf"), lookups.join("\n")),
-    ])
+    let mut files = vec![(format!("{stem}.tf"), main)];
+    if !resources.is_empty() {
+        files.push((format!("{stem}-users.tf"), resources.join("")));
+    }
+    files.push((format!("{stem}-users-data.tf"), lookups.join("\n")));
+    Ok(files)
 }

@@ -150,12 +150,17 @@ pub struct UsersRoot {
     pub users: Vec<UserLookup>,
 }
 
-/// A read-only `data "okta_user"` lookup by login.
+/// A `data "okta_user"` lookup by login; of a managed user (`okta-tf`),
+/// also its `okta_user` resource, which the lookup depends on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UserLookup {
     pub name: String,
     /// The login (an e-mail): clear, or sealed.
     pub login: Hv,
+    /// The managed user's `okta_user` arguments, in order (none: a lookup
+    /// of a user made elsewhere).
+    #[serde(default)]
+    pub resource: Option<Vec<(String, Hv)>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -448,9 +448,6 @@ fn deliberate(d: &Diff) -> Option<&'static str> {
 /// yet (each in the report of issue 22): tolerated by name, and each must
 /// still occur, so that its fix removes it here.
 fn open(d: &Diff) -> Option<&'static str> {
-    if d.file.contains("/okta-tf-managed/") || d.at == "workspaces.okta-tf-managed" {
-        return Some(MANAGED_USERS);
-    }
     if d.at.ends_with("api_host") && d.mine.contains("{{ this.org }}") {
         return Some(API_HOST);
     }
@@ -463,8 +460,6 @@ fn open(d: &Diff) -> Option<&'static str> {
     None
 }
 
-const MANAGED_USERS: &str =
-    "the managed Okta user builder (okta-tf: okta_user resources) writes no root";
 const API_HOST: &str = "a group builder's api_host template ({{ this.org }}) is not rendered";
 const ARCHIVED: &str = "a storage requested archived keeps its module call";
 const MEMBERSHIP: &str = "a group's sealed members and admins are not sorted, deduplicated by name, or (in_both: false) kept out of each other";
@@ -479,9 +474,5 @@ fn dry_run_of_the_posix_starter_writes_the_originals_tofu_roots() {
 
 #[test]
 fn dry_run_of_the_complete_starter_writes_the_originals_tofu_roots() {
-    compare(
-        "complete",
-        30,
-        &[MANAGED_USERS, API_HOST, ARCHIVED, MEMBERSHIP],
-    );
+    compare("complete", 30, &[API_HOST, ARCHIVED, MEMBERSHIP]);
 }

@@ -174,6 +174,7 @@ pub fn users_root(logins: Vec<(&str, Hv)>) -> Root {
                 .map(|(n, l)| UserLookup {
                     name: n.into(),
                     login: l,
+                    resource: None,
                 })
                 .collect(),
         }),
