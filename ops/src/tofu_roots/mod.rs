@@ -261,6 +261,49 @@ fn providers_json(p: &[csis_rules::groups::ProviderModel]) -> Vec<serde_json::Va
         .collect()
 }
 
+/// A group's members and admins as the original sets them, each entry as
+/// declared (a marker stays one): compared by the name it stands for
+/// (opened with `ids`; a marker that cannot be opened stands for itself),
+/// one entry per name, `in_both: false` keeping admins out of the members,
+/// `in_both: true` making every admin a member, the root group's admins
+/// joined unless the group says no; each list sorted by name.
+fn membership(
+    ids: Option<&csis_rules::crypt::Identities>,
+    g: &csis_rules::groups::Group,
+    root_admins: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let name = |v: &String| match ids {
+        Some(ids) if is_marker(v) => ids.decrypt(v).unwrap_or_else(|_| v.clone()),
+        _ => v.clone(),
+    };
+    let set = |v: &[String]| -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for x in v {
+            out.entry(name(x)).or_insert_with(|| x.clone());
+        }
+        out
+    };
+    let (mut members, mut admins) = (set(&g.model.members), set(&g.model.admins));
+    match g.model.in_both {
+        Some(false) => members.retain(|n, _| !admins.contains_key(n)),
+        Some(true) => {
+            for (n, x) in &admins {
+                members.entry(n.clone()).or_insert_with(|| x.clone());
+            }
+        }
+        None => {}
+    }
+    if !g.model.is_root && g.model.include_root_group_in_admins {
+        for (n, x) in set(root_admins) {
+            admins.entry(n).or_insert(x);
+        }
+    }
+    (
+        members.into_values().collect(),
+        admins.into_values().collect(),
+    )
+}
+
 /// A group's members and admins (the root group's admins joined unless
 /// the group says no), each marker sealed by reference.
 fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
@@ -276,6 +319,11 @@ fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
         .clone()
         .or_else(|| tree.config.config.okta_gateway_selector.clone())
         .unwrap_or_default();
+    // the names behind the markers, to compare them (none written): the
+    // identity the load opened the tree with
+    let ids = std::env::var("CSIS_CONFIG_IDENTITY")
+        .ok()
+        .and_then(|v| csis_rules::secrets::identities(Some(&v)).ok());
     let mut calls = Vec::new();
     for g in tree
         .groups
@@ -291,12 +339,7 @@ fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
             });
             continue;
         }
-        let mut admins = g.model.admins.clone();
-        if !g.model.is_root && g.model.include_root_group_in_admins {
-            admins.extend(root_admins.iter().cloned());
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        admins.retain(|a| seen.insert(a.clone()));
+        let (members, admins) = membership(ids.as_ref(), g, &root_admins);
         let names = |v: &[String], what: &str| {
             Hv::List(
                 v.iter()
@@ -317,7 +360,7 @@ fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
             module: "okta_opa_module".into(),
             inputs: vec![
                 ("group_id".into(), Hv::s(&g.display)),
-                ("members".into(), names(&g.model.members, "member")),
+                ("members".into(), names(&members, "member")),
                 ("admins".into(), names(&admins, "admin")),
                 ("delegated_admin_group_ids".into(), Hv::List(vec![])),
                 (

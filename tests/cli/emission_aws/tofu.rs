@@ -454,15 +454,11 @@ fn open(d: &Diff) -> Option<&'static str> {
     if d.file.ends_with("-storage-mnt_archive.tf") && d.theirs.is_empty() {
         return Some(ARCHIVED);
     }
-    if d.file.contains("-group-") && (d.at.contains(".members") || d.at.contains(".admins")) {
-        return Some(MEMBERSHIP);
-    }
     None
 }
 
 const API_HOST: &str = "a group builder's api_host template ({{ this.org }}) is not rendered";
 const ARCHIVED: &str = "a storage requested archived keeps its module call";
-const MEMBERSHIP: &str = "a group's sealed members and admins are not sorted, deduplicated by name, or (in_both: false) kept out of each other";
 
 /// What a file of the original holds that is only a comment (a tombstone).
 const COMMENT_ONLY: &str = "written, a comment only";
@@ -474,5 +470,5 @@ fn dry_run_of_the_posix_starter_writes_the_originals_tofu_roots() {
 
 #[test]
 fn dry_run_of_the_complete_starter_writes_the_originals_tofu_roots() {
-    compare("complete", 30, &[API_HOST, ARCHIVED, MEMBERSHIP]);
+    compare("complete", 30, &[API_HOST, ARCHIVED]);
 }
