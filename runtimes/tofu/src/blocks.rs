@@ -62,7 +62,7 @@ pub fn remote_states(root: &Root, up: &str) -> Vec<String> {
 }
 
 /// Every sealed value of the root's module calls and providers.
-fn sealed_values(root: &Root) -> Vec<(String, String)> {
+pub(crate) fn sealed_values(root: &Root) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for p in &root.providers {
         p.args.iter().for_each(|(_, v)| v.sealed(&mut out));

@@ -213,15 +213,8 @@ fn group_outputs(root: &Root, g: &GroupsRoot, names: &[&str]) -> String {
 
 fn users_files(root: &Root, u: &UsersRoot) -> Result<Vec<(String, String)>> {
     let stem = root.stem();
-    let mut probe = Vec::new();
-    for x in &u.users {
-        x.login.sealed(&mut probe);
-        x.resource
-            .iter()
-            .flatten()
-            .for_each(|(_, v)| v.sealed(&mut probe));
-    }
-    let extra: &[(&str, &str)] = if probe.is_empty() {
+    // a sealed login or profile field is opened by the external provider
+    let extra: &[(&str, &str)] = if crate::blocks::sealed_values(root).is_empty() {
         &[]
     } else {
         &[("external", "hashicorp/external")]
