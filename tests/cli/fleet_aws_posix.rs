@@ -8,9 +8,10 @@ use aws_support::*;
 /// The standard-aws-posix starter (posix groups and users, no identity
 /// provider): a dry run writes its storage and instance roots and no
 /// identity root, and the instance's user data reads no gid from an
-/// identity root it does not have (a posix group is made with its declared
-/// gid by the bake of its images). (The original's emission of this starter is not in the
-/// reference; standard-aws's is compared in tests/cli/emission_aws.rs.)
+/// identity root it does not have: it gets the group's declared gid (the
+/// bake of its images makes the group with it) and no enrollment token.
+/// (tests/cli/emission_aws/tofu.rs compares these roots with the
+/// original's.)
 #[test]
 fn the_posix_starter_emits_its_roots_without_an_identity_root() {
     let Some(reference) = reference() else {
@@ -47,6 +48,8 @@ fn the_posix_starter_emits_its_roots_without_an_identity_root() {
         "no reference to an identity root: {tf}"
     );
     // a posix group exists on the machines of its images (the bake makes it
-    // with its declared gid): the user data reads no gid from elsewhere
-    assert!(tf.contains("\"group_gid\" = \"\""), "{tf}");
+    // with its declared gid): the user data gets that gid, read from nowhere
+    // else, and no token (an undeclared `var.` would not plan)
+    assert!(tf.contains("\"group_gid\" = 3000"), "{tf}");
+    assert!(tf.contains("\"sft_enrollment_token\" = \"\""), "{tf}");
 }

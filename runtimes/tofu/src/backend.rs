@@ -32,6 +32,11 @@ pub enum BackendKind {
         profile: Option<String>,
         encrypt: bool,
         use_lockfile: bool,
+        /// Every other declared backend argument, in the original's order
+        /// (its `_PASS_THROUGH`): into the backend file, a consumer's
+        /// remote state and the root's location.
+        #[serde(default)]
+        extra: Vec<BackendArg>,
     },
     /// `<dir>/<root label>.tfstate`, `dir` relative to the configuration root.
     Local {
@@ -41,6 +46,15 @@ pub enum BackendKind {
         bucket: String,
         prefix: String,
     },
+}
+
+/// A backend argument beyond the core: its name, its value as HCL and as
+/// data (the state location's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendArg {
+    pub name: String,
+    pub hcl: String,
+    pub value: serde_json::Value,
 }
 
 /// Where one root keeps its state (a `state-locations.yaml` entry; keys in
@@ -68,6 +82,9 @@ pub struct Location {
     pub type_: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub use_lockfile: Option<bool>,
+    /// The backend's other declared arguments ([`BackendArg`]).
+    #[serde(flatten, default)]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 fn s3_key(prefix: &str, workspace: &str) -> String {
@@ -101,6 +118,7 @@ impl StateBackend {
             run: run.to_string(),
             type_: String::new(),
             use_lockfile: None,
+            extra: BTreeMap::new(),
         };
         match &self.kind {
             BackendKind::S3 {
@@ -110,6 +128,7 @@ impl StateBackend {
                 profile,
                 encrypt,
                 use_lockfile,
+                extra,
             } => {
                 let key = s3_key(key_prefix, workspace);
                 l.location = format!("s3://{bucket}/{key}");
@@ -120,6 +139,10 @@ impl StateBackend {
                 l.encrypt = Some(*encrypt);
                 l.use_lockfile = Some(*use_lockfile);
                 l.type_ = "s3".into();
+                l.extra = extra
+                    .iter()
+                    .map(|a| (a.name.clone(), a.value.clone()))
+                    .collect();
             }
             BackendKind::Local { dir } => {
                 let path = local_path(dir, workspace);
@@ -164,6 +187,7 @@ impl StateBackend {
                 profile,
                 encrypt,
                 use_lockfile,
+                extra,
             } => {
                 v.push(("bucket".into(), quote(bucket)));
                 v.push(("key".into(), quote(&s3_key(key_prefix, workspace))));
@@ -175,6 +199,8 @@ impl StateBackend {
                 if let Some(p) = profile {
                     v.push(("profile".into(), quote(p)));
                 }
+                // a consumer reads the state the same way
+                v.extend(extra.iter().map(|a| (a.name.clone(), a.hcl.clone())));
             }
             BackendKind::Local { dir } => {
                 v.push((

@@ -62,7 +62,7 @@ pub fn remote_states(root: &Root, up: &str) -> Vec<String> {
 }
 
 /// Every sealed value of the root's module calls and providers.
-fn sealed_values(root: &Root) -> Vec<(String, String)> {
+pub(crate) fn sealed_values(root: &Root) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for p in &root.providers {
         p.args.iter().for_each(|(_, v)| v.sealed(&mut out));
@@ -76,7 +76,13 @@ fn sealed_values(root: &Root) -> Vec<(String, String)> {
         c.iter().for_each(|(_, v)| v.sealed(&mut out));
     }
     if let RootBody::Users(u) = &root.body {
-        u.users.iter().for_each(|x| x.login.sealed(&mut out));
+        for x in &u.users {
+            x.login.sealed(&mut out);
+            x.resource
+                .iter()
+                .flatten()
+                .for_each(|(_, v)| v.sealed(&mut out));
+        }
     }
     out.sort();
     out.dedup();
@@ -100,7 +106,13 @@ pub fn sensitive_block(root: &Root) -> Result<Option<String>> {
         }
     }
     let width = sealed.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut o = String::from("# Sensitive values: the same ENC[age:...] ciphertext the configuration carries, decrypted at plan time by the identity in CSIS_CONFIG_IDENTITY; never committed in clear\ndata \"external\" \"sensitive\" {\n    program = [\n        \"csis\",\n        \"decrypt\",\n        \"--json\",\n    ]\n    query = {\n");
+    let mut o = String::from("# Sensitive values: the same ENC[age:...] ciphertext the configuration carries, decrypted at plan time by the identity in CSIS_CONFIG_IDENTITY; never committed in clear\ndata \"external\" \"sensitive\" {\n");
+    // a root that configures the external provider (the groups root's
+    // aliased one) names it, as the original does
+    if root.providers.iter().any(|p| p.name == "external") {
+        o.push_str(&format!("    provider = external.{}\n", root.label()));
+    }
+    o.push_str("    program = [\n        \"csis\",\n        \"decrypt\",\n        \"--json\",\n    ]\n    query = {\n");
     for (k, m) in &sealed {
         plain_name("sealed key", k)?;
         o.push_str(&format!("        {k:width$} = {},\n", quote(m)));

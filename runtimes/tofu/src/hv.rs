@@ -168,6 +168,21 @@ pub fn label(name: &str) -> String {
         .collect()
 }
 
+/// A user's block label, as the original makes it: every character but a
+/// letter, a digit or `_` becomes `_` (`tatum.tango@example.invalid` ->
+/// `tatum_tango_example_invalid`).
+pub fn user_label(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// The text parses as HCL (hcl-rs): a guard before any file is written.
 pub fn parse_check(text: &str) -> std::result::Result<(), String> {
     ::hcl::parse(text).map(|_| ()).map_err(|e| e.to_string())

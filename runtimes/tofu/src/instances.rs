@@ -57,12 +57,11 @@ fn main_file(root: &Root, r: &InstancesRoot, up: &str) -> Result<String> {
             ));
         }
     }
-    if r.instances.iter().any(|i| i.enrollment) {
-        parts.push("variable \"sft_enrollment_token\" {\n    type = string\n    default = \"\"\n    description = \"Identity enrollment token handed to instances at launch (TF_VAR_...); empty = no enrollment\"\n    sensitive = true\n}".into());
-    }
+    // declared whether or not an instance enrolls (as the original does)
+    parts.push("variable \"sft_enrollment_token\" {\n    type = string\n    default = \"\"\n    description = \"Identity enrollment token handed to instances at launch (TF_VAR_...); empty = no enrollment\"\n    sensitive = true\n}".into());
     if r.instances.iter().any(|i| i.ephemeral) {
         parts.push(
-            "variable \"ephemeral_present\" {\n    type = bool\n    default = true\n}".into(),
+            "variable \"ephemeral_present\" {\n    type = bool\n    default = true\n    description = \"false = the run's ephemeral instances are torn down (stage 10.1)\"\n}".into(),
         );
     }
     parts.extend(sensitive_block(root)?);
@@ -167,12 +166,14 @@ pub fn template_vars(r: &InstancesRoot, i: &InstanceCall) -> (Attrs, Attrs) {
                 )),
             ));
         }
+        // no identity root: the group's declared gid (a posix group, made
+        // with it by the bake), and no enrollment token (nothing enrolls)
         None => {
-            vars.push(("group_gid".into(), Hv::s("")));
             vars.push((
-                "sft_enrollment_token".into(),
-                Hv::var("sft_enrollment_token"),
+                "group_gid".into(),
+                i.gid.map_or_else(|| Hv::s(""), |g| Hv::Num(g.into())),
             ));
+            vars.push(("sft_enrollment_token".into(), Hv::s("")));
         }
     }
     (vars, ebs)
@@ -210,9 +211,9 @@ fn check_instance(i: &InstanceCall) -> Result<()> {
         }
         let mode_ok =
             m.share_mode.len() == 4 && m.share_mode.chars().all(|c| ('0'..='7').contains(&c));
-        if !mode_ok || !matches!(m.storage_type.as_str(), "ebs" | "efs") {
+        if !mode_ok || !matches!(m.storage_type.as_str(), "ebs" | "efs" | "s3") {
             return Err(TofuError::Invalid(format!(
-                "instance {}: storage {}: share mode {:?} / type {:?}: refused (4 octal digits; ebs or efs)",
+                "instance {}: storage {}: share mode {:?} / type {:?}: refused (4 octal digits; ebs, efs or s3)",
                 i.name, m.storage, m.share_mode, m.storage_type
             )));
         }
@@ -241,11 +242,21 @@ fn mount_lines(i: &InstanceCall) -> String {
                 s = m.storage
             ));
             ebs_n += 1;
-        } else {
+        } else if m.storage_type == "efs" {
+            // the group's access point is the group's subtree: mounted
+            // through it, nothing to make below it
             o.push_str(&format!(
-                "grep -q ' {mp} ' /etc/fstab || echo \"${{efs[\"{s}\"].file_system_id}}:/ {mp} efs _netdev,tls,accesspoint=${{efs[\"{s}\"].access_point_id}},nofail 0 0\" >> /etc/fstab\nmount '{mp}' || true\n",
+                "EFS_ID=\"${{efs[\"{s}\"].file_system_id}}\"\nEFS_AP=\"${{efs[\"{s}\"].access_point_id}}\"\ngrep -q ' {mp} ' /etc/fstab || echo \"$EFS_ID:/ {mp} efs _netdev,tls,accesspoint=$EFS_AP,nofail 0 0\" >> /etc/fstab\nmount '{mp}' || true\nfindmnt -rn '{mp}' >/dev/null 2>&1 && echo 'csis-mount: {mp} mounted' || echo 'csis-mount: {mp} NOT mounted'\n",
                 s = m.storage
             ));
+            continue;
+        } else {
+            // a bucket is reached through the cloud's CLI, never mounted
+            o.push_str(&format!(
+                "# {} storage {}: object access via the cloud CLI; no mount\n",
+                m.storage_type, m.storage
+            ));
+            continue;
         }
         let sub = format!("{mp}/{}", m.group);
         o.push_str(&format!(

@@ -22,7 +22,7 @@ pub mod hv;
 mod instances;
 pub mod runner;
 
-pub use backend::{BackendKind, Location, StateBackend};
+pub use backend::{BackendArg, BackendKind, Location, StateBackend};
 pub use hv::Hv;
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +131,11 @@ pub struct GroupCall {
     pub name: String,
     pub module: String,
     pub inputs: Vec<(String, Hv)>,
+    /// `unmanaged: true`: the group leaves management; its module call
+    /// becomes a `removed` block that destroys nothing, and it leaves the
+    /// outputs.
+    #[serde(default)]
+    pub unmanaged: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,12 +150,17 @@ pub struct UsersRoot {
     pub users: Vec<UserLookup>,
 }
 
-/// A read-only `data "okta_user"` lookup by login.
+/// A `data "okta_user"` lookup by login; of a managed user (`okta-tf`),
+/// also its `okta_user` resource, which the lookup depends on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UserLookup {
     pub name: String,
     /// The login (an e-mail): clear, or sealed.
     pub login: Hv,
+    /// The managed user's `okta_user` arguments, in order (none: a lookup
+    /// of a user made elsewhere).
+    #[serde(default)]
+    pub resource: Option<Vec<(String, Hv)>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -190,6 +200,10 @@ pub struct InstanceCall {
     pub ephemeral: bool,
     /// The OPA enrollment section of the user data (okta identity).
     pub enrollment: bool,
+    /// The owning group's declared gid (`gid:`, a posix group): the user
+    /// data's `group_gid` when no identity root publishes one.
+    #[serde(default)]
+    pub gid: Option<u32>,
     /// The instance's own `userdata:`, run before the launch marker.
     pub userdata: Option<String>,
 }
@@ -277,8 +291,12 @@ impl Root {
 pub fn emit(input: &RootsInput, config_root: &Path, generated: &Path) -> Result<Emission> {
     let locations = backend::locations(input)?;
     let mut planned = Vec::new();
-    for (root, location) in input.roots.iter().zip(locations) {
+    for (root, mut location) in input.roots.iter().zip(locations) {
         let up = up_to_config(config_root, generated, root)?;
+        // a local state's path as its backend file says it: from the root
+        if let Some(p) = location.path.as_mut() {
+            *p = format!("{up}{p}");
+        }
         let source = module_prefix(&input.module_source_base, &up);
         let texts = files::root_files(root, &up, &source)?;
         for (name, text) in &texts {

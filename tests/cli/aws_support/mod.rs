@@ -102,6 +102,23 @@ pub fn py(args: &[&str]) -> Option<Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// Whether moto answers (and python3 has boto3) with the fixture AMI `ami`
+/// of this tree's runtimes/aws/tests/fixtures/amis.json; else skipped, or a
+/// failure under `CSIS_REQUIRE_MOTO`, saying why.
+pub fn moto_with_fixtures(ami: &str) -> bool {
+    match py(&["ami", ami]) {
+        None => skip(&format!(
+            "moto is not answering on {} or python3 lacks boto3; start it with runtimes/aws/tests/moto.sh",
+            moto_url()
+        )),
+        Some(n) if n != Value::from(1) => skip(&format!(
+            "moto runs without this tree's runtimes/aws/tests/fixtures/amis.json ({ami} is not there; restart it with moto.sh)"
+        )),
+        Some(_) => return true,
+    }
+    false
+}
+
 pub fn skip(why: &str) {
     if std::env::var_os("CSIS_REQUIRE_MOTO").is_some() {
         panic!("{why} and CSIS_REQUIRE_MOTO is set");
@@ -141,17 +158,13 @@ impl Starter {
 
     /// [`Starter::new`] for another of the original's AWS starters.
     pub fn named(reference: &Path, starter: &str) -> Option<Starter> {
-        let Some(net) = py(&["network"]) else {
-            skip(&format!(
-                "moto is not answering on {} or python3 lacks boto3; start it with runtimes/aws/tests/moto.sh",
-                moto_url()
-            ));
-            return None;
-        };
-        if py(&["ami", MOTO_AMI]) != Some(Value::from(1)) {
-            skip("moto runs without MOTO_AMIS_PATH=runtimes/aws/tests/fixtures/amis.json (restart it with moto.sh)");
+        if !moto_with_fixtures(MOTO_AMI) {
             return None;
         }
+        let Some(net) = py(&["network"]) else {
+            skip("moto answers but made no VPC, subnet and security group");
+            return None;
+        };
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join(starter);
         csis_testkit::copy_dir(

@@ -29,6 +29,7 @@ pub fn s3() -> StateBackend {
             profile: Some("REPLACE-ME-profile".into()),
             encrypt: true,
             use_lockfile: true,
+            extra: vec![],
         },
     }
 }
@@ -122,6 +123,7 @@ pub fn groups_root(members: Hv, admins: Hv) -> Root {
         body: RootBody::Groups(GroupsRoot {
             groups: vec![GroupCall {
                 name: "team".into(),
+                unmanaged: false,
                 module: "okta_opa_module".into(),
                 inputs: vec![
                     ("group_id".into(), Hv::s("team")),
@@ -172,6 +174,7 @@ pub fn users_root(logins: Vec<(&str, Hv)>) -> Root {
                 .map(|(n, l)| UserLookup {
                     name: n.into(),
                     login: l,
+                    resource: None,
                 })
                 .collect(),
         }),
@@ -207,6 +210,7 @@ pub fn instance_call() -> InstanceCall {
         }],
         ephemeral: false,
         enrollment: true,
+        gid: None,
         userdata: None,
     }
 }

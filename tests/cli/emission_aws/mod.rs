@@ -26,6 +26,8 @@ const RUNTIME_TAGS: &[&str] = &["Project", "Environment"];
 use crate::aws_support;
 use aws_support::*;
 
+mod tofu;
+
 /// An emitted file, with moto's ids put back to the original's.
 fn emitted(t: &Starter, dir: &str, file: &str) -> String {
     let p = t.root.join("generated").join(dir).join(file);
