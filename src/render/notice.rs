@@ -55,6 +55,9 @@ fn line(n: &Notice) -> String {
         Notice::TofuRootsNotWritten { error } => {
             format!("warning: tofu roots not written: {error}")
         }
+        Notice::TofuRootNotValid { dir, why } => {
+            format!("warning: tofu root {dir} not validated: {why} (--dry-run goes on)")
+        }
         Notice::EphemeralsTeardown { root, line } => format!("tofu root {root}: {line}"),
         Notice::Release { outcome, .. } => super::release::node_line(outcome),
         Notice::Dispose { outcome, .. } => super::dispose::lines(outcome).join("; "),

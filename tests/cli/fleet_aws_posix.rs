@@ -53,3 +53,76 @@ fn the_posix_starter_emits_its_roots_without_an_identity_root() {
     assert!(tf.contains("\"group_gid\" = 3000"), "{tf}");
     assert!(tf.contains("\"sft_enrollment_token\" = \"\""), "{tf}");
 }
+
+/// A dry run checks each root it wrote as the original's dry run does
+/// (core.md §3.7): `tofu init -input=false -backend=false` and `tofu
+/// validate` in the root, nothing planned or applied; a root that does not
+/// validate is said and the dry run goes on. Without the executable (as on
+/// this machine) the roots are written unchecked (`validate` names it).
+#[test]
+fn a_dry_run_validates_each_root_with_its_executable() {
+    let Some(reference) = reference() else {
+        eprintln!("\n*** SKIPPED: ../shared/reference is not there ***\n");
+        return;
+    };
+    let Some(t) = Starter::named(&reference, "standard-aws-posix") else {
+        return;
+    };
+    let bin = t.root.parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = bin.join("record");
+    // the storage root's validate fails; the others pass
+    csis_testkit::write_executable(
+        &bin.join("tofu"),
+        r#"#!/bin/sh
+printf '%s|%s\n' "$PWD" "$*" >> "$TOFU_RECORD"
+case "$1" in
+  version|-version|--version) echo "OpenTofu v1.8.5" ;;
+  validate) case "$PWD" in */storage/*) echo "Error: Unsupported argument" >&2; exit 1 ;; esac ;;
+esac
+exit 0
+"#,
+    )
+    .unwrap();
+    let env = vec![
+        (
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        ),
+        ("TOFU_RECORD", record.display().to_string()),
+    ];
+    let (code, out, err) = t.csis_with(&["build", "--dry-run"], &env);
+    assert_eq!(code, 0, "a dry run goes on: {out}\n{err}");
+    let calls: Vec<(String, String)> = std::fs::read_to_string(&record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (cwd, argv) = l.split_once('|')?;
+            let dir = cwd.split("/generated/").nth(1)?.to_string();
+            Some((dir, argv.to_string()))
+        })
+        .collect();
+    for root in ["storage/", "instance-image/"] {
+        let seq: Vec<&str> = (calls.iter())
+            .filter(|(d, _)| d.starts_with(root))
+            .map(|(_, a)| a.as_str())
+            .collect();
+        assert_eq!(
+            seq,
+            ["init -input=false -backend=false", "validate"],
+            "{root}: {calls:?}"
+        );
+    }
+    assert!(
+        err.contains("not validated") && err.contains("storage/"),
+        "the storage root's failure is said: {err}"
+    );
+    assert!(
+        !err.contains("instance-image/tofu-aws/instance-generation not validated"),
+        "{err}"
+    );
+}

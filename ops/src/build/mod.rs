@@ -369,7 +369,7 @@ fn check_before_baking(
     // the roots go under generated/: its .gitignore first, as the
     // original writes it, so a committed emission holds no run-local file
     crate::emission::write_gitignores(&state.session.tree)?;
-    tofu_roots(state, reporter);
+    tofu_roots(state, reporter, dry_run.then_some(rt));
     Ok(())
 }
 
@@ -1049,7 +1049,11 @@ mod tests;
 /// storage and instance nodes of their builders (fleet::tofu), so a root
 /// that cannot be written here is a warning: the images still bake, and
 /// such a node fails naming why.
-fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
+fn tofu_roots(
+    state: &BuildState,
+    reporter: &Arc<dyn Reporter>,
+    dry_run: Option<&tokio::runtime::Runtime>,
+) {
     let s = &state.session;
     match crate::tofu_roots::emit_for_build(&s.tree, &s.meta, &state.run_id) {
         Ok(None) => {}
@@ -1060,6 +1064,19 @@ fn tofu_roots(state: &BuildState, reporter: &Arc<dyn Reporter>) {
                 .map(|r| r.dir.display().to_string())
                 .collect();
             reporter.note(&Notice::TofuRoots { dirs });
+            // a dry run checks each root as the original's does:
+            // `init -backend=false`, `validate` (no state, no plan)
+            if let Some(rt) = dry_run {
+                let generated = s.tree.root().join("generated");
+                let log = state.local.logs().join(&state.run_id);
+                let checked =
+                    rt.block_on(crate::fleet::tofu::validate_dry(&e.roots, &generated, &log));
+                for (dir, verdict) in checked {
+                    if let Err(why) = verdict {
+                        reporter.note(&Notice::TofuRootNotValid { dir, why });
+                    }
+                }
+            }
         }
         Err(e) => reporter.note(&Notice::TofuRootsNotWritten {
             error: format!("{e:#}"),

@@ -32,6 +32,9 @@ pub enum Notice {
     TofuRoots { dirs: Vec<String> },
     /// The tofu roots could not be written (the nodes that need them fail).
     TofuRootsNotWritten { error: String },
+    /// A dry run's check of a tofu root (`init -backend=false`, `validate`)
+    /// did not pass, or could not run (`why`); the dry run goes on.
+    TofuRootNotValid { dir: String, why: String },
     /// After the run, the teardown of a tofu root's ephemerals whose
     /// proofs the run left unfinished: one line of what it did (`root`: the
     /// root's directory).

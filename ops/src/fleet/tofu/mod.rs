@@ -254,6 +254,44 @@ impl RootRuns {
     }
 }
 
+/// A dry run's check of each root it wrote, as the original's dry run
+/// makes it (core.md §3.7): `init -input=false -backend=false`, then
+/// `validate`, in the root's directory under `generated`, with the root's
+/// executable; no state is read, nothing planned or applied. Each root's
+/// directory (relative to `generated/`) with its verdict (an executable
+/// that is not there is skipped: `validate` names it at its line).
+pub async fn validate_dry(
+    roots: &[csis_tofu::EmittedRoot],
+    generated: &Path,
+    log_dir: &Path,
+) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    for root in roots {
+        // not there: `validate` says so at the builder's line; the dry run
+        // emits all the same
+        if csis_runtime::probe::resolve(&root.executable).is_none() {
+            continue;
+        }
+        let mut tofu = Tofu::new(&root.executable);
+        tofu.log = Some(log_dir.join(format!("tofu-{}.log", root.builder)));
+        let seq = Sequence {
+            dir: &generated.join(&root.dir),
+            backend_file: &root.backend_file,
+            mode: Mode::Dry,
+            replace: &[],
+            gate: &Gate::default(),
+            apply_flag: &|| false,
+        };
+        let verdict = tofu
+            .sequence(&seq)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+        out.push((root.dir.display().to_string(), verdict));
+    }
+    out
+}
+
 /// A mutex's guard, poisoned or not (a panicked node leaves its data as
 /// it was: each change here is one insert or remove).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
