@@ -180,7 +180,11 @@ fn main() {
         let nd = PathBuf::from(format!("{}-ninja", dir.display()));
         generate_ninja(&nd, n);
         run(Command::new("ninja").arg("-C").arg(&nd).arg("-j8"));
-        println!("{}: {n} images, built once; {} beside it", dir.display(), nd.display());
+        println!(
+            "{}: {n} images, built once; {} beside it",
+            dir.display(),
+            nd.display()
+        );
         return;
     }
     let sizes: Vec<usize> = std::env::args()

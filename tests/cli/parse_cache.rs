@@ -110,7 +110,11 @@ fn plans_agree_with_and_without_the_parse_cache() {
             }
         }
     }
-    assert!(read_whole >= 8, "{read_whole} of {} trees read from the cache", trees.len());
+    assert!(
+        read_whole >= 8,
+        "{read_whole} of {} trees read from the cache",
+        trees.len()
+    );
     // A generated tree (templates, chains, two runtimes).
     let tmp = tempfile::tempdir().unwrap();
     tree_gen::generate(tmp.path(), 450);
@@ -182,6 +186,9 @@ fn no_decrypted_value_reaches_the_parse_cache() {
     // The marker is cached as written; its plaintext is nowhere.
     let bytes = std::fs::read(root.join(".csis/cache/parse.bin")).unwrap();
     let cached = String::from_utf8_lossy(&bytes);
-    assert!(cached.contains(&sealed), "the sealed value is in the cache as written");
+    assert!(
+        cached.contains(&sealed),
+        "the sealed value is in the cache as written"
+    );
     assert!(!cached.contains(PLAIN));
 }

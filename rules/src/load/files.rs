@@ -40,9 +40,7 @@ impl Loader<'_> {
         let (files, unreadable) = yaml_files_checked(dir, recursive, &self.root);
         self.d.items.extend(unreadable);
         if let Some(at) = &self.opts.parse_cache {
-            let cache = self
-                .parse_cache
-                .get_or_insert_with(|| ParseCache::open(at));
+            let cache = self.parse_cache.get_or_insert_with(|| ParseCache::open(at));
             return cache.parse_files(&files, &self.root);
         }
         if recursive {

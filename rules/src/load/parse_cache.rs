@@ -165,7 +165,9 @@ impl ParseCache {
             );
         }
         let same = self.misses == 0 && self.old_len == self.new.len();
-        let Some(dir) = self.file.parent() else { return };
+        let Some(dir) = self.file.parent() else {
+            return;
+        };
         // The cache directory is made only where its parent (`.csis/`) is.
         if same || (!dir.is_dir() && std::fs::create_dir(dir).is_err()) {
             return;
@@ -503,12 +505,20 @@ mod tests {
     fn shape(n: &Node, out: &mut String) {
         use std::fmt::Write;
         let l = &n.loc;
-        let _ = write!(out, "[{}:{}:{}:{}+{}]", l.file.path, l.line, l.column, l.offset, l.len);
+        let _ = write!(
+            out,
+            "[{}:{}:{}:{}+{}]",
+            l.file.path, l.line, l.column, l.offset, l.len
+        );
         match &n.value {
             Value::Seq(s) => s.iter().for_each(|c| shape(c, out)),
             Value::Map(m) => m.iter().for_each(|e| {
                 let k = &e.key_loc;
-                let _ = write!(out, "{{{}@{}:{}:{}+{}}}", e.key, k.line, k.column, k.offset, k.len);
+                let _ = write!(
+                    out,
+                    "{{{}@{}:{}:{}+{}}}",
+                    e.key, k.line, k.column, k.offset, k.len
+                );
                 shape(&e.value, out);
             }),
             v => {
