@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench noop                 # 1000 5000 20000
 //! cargo bench --bench noop -- 1000         # one size
-//! cargo bench --bench noop -- --tree DIR 5000   # only make DIR: the tree, built once
+//! cargo bench --bench noop -- --tree DIR 5000   # only make DIR: the tree, built once (and DIR-ninja)
 //! ```
 //!
 //! `--tree DIR N` writes the tree of N images into `DIR` and converges it
@@ -13,11 +13,14 @@
 //! --tool=callgrind csis -C DIR plan //... --json`, BENCHMARKS.md).
 //!
 //! The trees use the dummy runtime (bakes take 0 s), so the first build is
-//! fast; the figures are for converged builds, where nothing is due, two
-//! ways: the full path (csis reads the tree and `meta-state/`, plans, and
-//! stops; its no-op stamp removed before each run), and the stamp path (the
-//! previous no-op build left a stamp: csis stats the inputs and answers;
-//! src/noop.rs). After the first build the bench waits a second and a half,
+//! fast; the figures are for converged builds, where nothing is due: the
+//! full path (csis reads the tree and `meta-state/`, plans, and stops; its
+//! no-op stamp removed before each run) without the parse cache
+//! (`.csis/cache/parse.bin` removed too), with it, and with it after one
+//! image file of 100 images changed (a comment added or removed: that file
+//! parsed again), the three alternating; and the stamp path (the previous
+//! no-op build left a stamp: csis stats the inputs and answers;
+//! ops/src/build/noop.rs). After the first build the bench waits a second and a half,
 //! so that no input is "racy" (changed within a second of the build).
 
 use std::fmt::Write as _;
@@ -120,6 +123,11 @@ fn run(cmd: &mut Command) -> Duration {
     d
 }
 
+/// Remove the parse cache of a tree (`.csis/cache/parse.bin`).
+fn remove_parse_cache(tree: &Path) {
+    let _ = fs::remove_file(tree.join(".csis/cache/parse.bin"));
+}
+
 /// Remove the no-op stamps of a tree (`.csis/cache/noop-*`).
 fn remove_stamps(tree: &Path) {
     if let Ok(rd) = fs::read_dir(tree.join(".csis/cache")) {
@@ -167,7 +175,16 @@ fn main() {
             .arg("-C")
             .arg(&dir)
             .args(["build", "//...", "--json"]));
-        println!("{}: {n} images, built once", dir.display());
+        // ninja's build.ninja of the same graph beside it, `DIR-ninja`
+        // (benches/plan_vs_ninja.py times both).
+        let nd = PathBuf::from(format!("{}-ninja", dir.display()));
+        generate_ninja(&nd, n);
+        run(Command::new("ninja").arg("-C").arg(&nd).arg("-j8"));
+        println!(
+            "{}: {n} images, built once; {} beside it",
+            dir.display(),
+            nd.display()
+        );
         return;
     }
     let sizes: Vec<usize> = std::env::args()
@@ -181,8 +198,8 @@ fn main() {
     };
     let have_ninja = Command::new("ninja").arg("--version").output().is_ok();
 
-    println!("| images | nodes | first build | csis no-op, full path | csis no-op, stamp | ninja no-op | csis (stamp) / ninja | peak RSS of `csis plan //...` |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| images | nodes | first build | csis no-op, full path, no parse cache | full path | full path, one file edited | csis no-op, stamp | ninja no-op | full path / ninja | csis (stamp) / ninja | peak RSS of `csis plan //...` |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("tree");
@@ -198,17 +215,34 @@ fn main() {
                 .arg(&tree)
                 .args(["build", "//...", "--json"]))
         };
-        let full = median(
-            (0..RUNS)
-                .map(|_| {
-                    remove_stamps(&tree);
-                    noop_build()
-                })
-                .collect(),
-        );
+        // The full path three ways, alternating: without the parse cache,
+        // with it, and with it after one image file changed (a comment
+        // added or removed: the plan stays a no-op, the file is parsed).
+        let edited = tree.join("images/part-0000.yaml");
+        let text = fs::read_to_string(&edited).unwrap();
+        let (mut uncached, mut full, mut one_edit) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..RUNS {
+            remove_stamps(&tree);
+            remove_parse_cache(&tree);
+            uncached.push(noop_build());
+            remove_stamps(&tree);
+            full.push(noop_build());
+            remove_stamps(&tree);
+            let mark = if r % 2 == 0 { "# edited\n" } else { "" };
+            fs::write(&edited, format!("{text}{mark}")).unwrap();
+            one_edit.push(noop_build());
+        }
+        let (uncached, one_edit) = (median(uncached), median(one_edit));
+        remove_stamps(&tree);
+        fs::write(&edited, &text).unwrap();
+        let full = median(full);
+        // Let the edited file age past the racy window, so that the next
+        // build leaves a stamp.
+        std::thread::sleep(Duration::from_millis(1500));
+        noop_build();
         // The last full-path run left a stamp.
         let noop = median((0..RUNS).map(|_| noop_build()).collect());
-        let (ninja, ratio) = if have_ninja {
+        let (ninja, full_ratio, ratio) = if have_ninja {
             let nd = dir.path().join("ninja");
             generate_ninja(&nd, n);
             run(Command::new("ninja").arg("-C").arg(&nd).arg("-j8"));
@@ -219,20 +253,24 @@ fn main() {
             );
             (
                 format!("{:.1} ms", t.as_secs_f64() * 1e3),
+                format!("{:.2}", full.as_secs_f64() / t.as_secs_f64()),
                 format!("{:.2}", noop.as_secs_f64() / t.as_secs_f64()),
             )
         } else {
-            ("(ninja not installed)".into(), "-".into())
+            ("(ninja not installed)".into(), "-".into(), "-".into())
         };
         let mem = peak_mib(&csis, &tree, &["plan", "//...", "--json"])
             .map(|m| format!("{m:.0} MiB"))
             .unwrap_or_else(|| "(no /usr/bin/time)".into());
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "| {n} | {} | {:.1} s | {:.1} ms | {:.1} ms | {ninja} | {ratio} | {mem} |",
+            "| {n} | {} | {:.1} s | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {ninja} | {full_ratio} | {ratio} | {mem} |",
             OS_BUILDERS * 2 + n * 3,
             first.as_secs_f64(),
-            full.as_secs_f64() * 1e3,
-            noop.as_secs_f64() * 1e3,
+            ms(uncached),
+            ms(full),
+            ms(one_edit),
+            ms(noop),
         );
     }
 }

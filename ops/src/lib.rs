@@ -96,12 +96,16 @@ pub struct TreeArgs {
 
 impl TreeArgs {
     /// The load options: overlays and undeclares, the process environment
-    /// (and `CSIS_CONFIG_IDENTITY`), every runtime type's offline checks.
+    /// (and `CSIS_CONFIG_IDENTITY`), every runtime type's offline checks;
+    /// the parse cache in `.csis/cache/` where the tree has a `.csis/`
+    /// (as the planning index, `csis_cache::load_for_planning`).
     pub fn load_options(&self) -> csis_rules::LoadOptions {
+        let local = csis_cache::LocalDir::of_tree(&self.dir);
         csis_rules::LoadOptions {
             overlays: self.overlays.clone(),
             undeclares: self.undeclare.clone(),
             runtime_checks: crate::wiring::offline_checks(),
+            parse_cache: local.dir().is_dir().then(|| local.sub("cache")),
             ..Default::default()
         }
     }

@@ -37,6 +37,7 @@ mod ops_aws;
 mod ops_docker;
 mod ops_dummy;
 mod ops_support;
+mod parse_cache;
 mod records_hard_to_lose;
 mod refusal_cases;
 mod refusals;

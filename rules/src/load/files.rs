@@ -1,11 +1,13 @@
 //! The files a load reads: the YAML files of `cfg/` and of the collection
 //! directories, in the loader's order (symbolic links followed, loops and
 //! unreadable entries reported, a directory or special file named like a
-//! YAML file refused without being opened), parsed from disk or taken from
-//! the caller's parses.
+//! YAML file refused without being opened), parsed from disk (through the
+//! parse cache when the load has one, `parse_cache`) or taken from the
+//! caller's parses.
 
 use std::path::{Path, PathBuf};
 
+use super::parse_cache::ParseCache;
 use super::Loader;
 use csis_schema::diag::Diagnostic;
 use csis_schema::yaml::{self, Node};
@@ -37,6 +39,10 @@ impl Loader<'_> {
         }
         let (files, unreadable) = yaml_files_checked(dir, recursive, &self.root);
         self.d.items.extend(unreadable);
+        if let Some(at) = &self.opts.parse_cache {
+            let cache = self.parse_cache.get_or_insert_with(|| ParseCache::open(at));
+            return cache.parse_files(&files, &self.root);
+        }
         if recursive {
             return yaml::parse_files(&files, &self.root);
         }

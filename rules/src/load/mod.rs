@@ -44,6 +44,7 @@ mod made_names;
 mod offline_checks;
 mod os_builders;
 mod overlays;
+mod parse_cache;
 mod recipe_checks;
 mod resolve;
 mod resolve_series;
@@ -77,7 +78,14 @@ pub struct LoadOptions {
     /// (`csis_ops::wiring::offline_checks`). A runtime type without an
     /// entry here is checked for its common fields only.
     pub runtime_checks: Vec<RuntimeChecks>,
+    /// The directory of the persistent parse cache (the tree's
+    /// `.csis/cache/`; [`PARSE_CACHE_FILE`] in it): each file's parse is
+    /// taken from it when the file's text is the one it was made from.
+    /// None = every file parsed.
+    pub parse_cache: Option<PathBuf>,
 }
+
+pub use parse_cache::FILE as PARSE_CACHE_FILE;
 
 /// An item of a merged list: its node and its index within its own file.
 struct Item {
@@ -102,6 +110,8 @@ struct Loader<'o> {
     /// Files parsed by the caller ([`load_from_nodes`]), by path: read
     /// instead of the disk. None = parse the files on disk.
     pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+    /// The parse cache, once the first files are parsed from disk.
+    parse_cache: Option<parse_cache::ParseCache>,
 }
 
 /// Load and validate the tree at `root`. On success the tree carries the
@@ -239,8 +249,12 @@ fn load_with(
         unused_image_builders: HashSet::new(),
         unused_backends: HashSet::new(),
         pre,
+        parse_cache: None,
     };
     let tree = l.run(now);
+    if let Some(c) = l.parse_cache.take() {
+        c.save();
+    }
     l.register_env_secrets();
     l.d.items.iter_mut().for_each(Diagnostic::redact);
     match tree {

@@ -601,24 +601,31 @@ pub fn parse_file(path: &Path, root: &Path) -> Result<Node, Diagnostic> {
 
 /// Parse many files, in parallel (one thread per core), keeping their order.
 pub fn parse_files(paths: &[PathBuf], root: &Path) -> Vec<Result<Node, Diagnostic>> {
+    par_map(paths, |p| parse_file(p, root))
+}
+
+/// `f` over `items` on up to one thread per core (at most 8), keeping
+/// their order; on the calling thread alone for fewer than 4 items.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(8);
-    if threads <= 1 || paths.len() < 4 {
-        return paths.iter().map(|p| parse_file(p, root)).collect();
+    if threads <= 1 || items.len() < 4 {
+        return items.iter().map(&f).collect();
     }
-    let mut slots: Vec<Option<Result<Node, Diagnostic>>> = (0..paths.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
+        let f = &f;
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    paths
+                    items
                         .iter()
                         .enumerate()
                         .skip(t)
                         .step_by(threads)
-                        .map(|(i, p)| (i, parse_file(p, root)))
+                        .map(|(i, x)| (i, f(x)))
                         .collect::<Vec<_>>()
                 })
             })
