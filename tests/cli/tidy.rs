@@ -22,6 +22,8 @@
 //!   code, every name followed through `lib.rs`'s and each module's
 //!   re-exports; a module and the modules inside it aside):
 //!   `tests/cli/tidy/loops.rs` over `tests/cli/tidy/rust.rs`;
+//! - a runtime type's name is a string literal only in its row and its
+//!   crate: `tests/cli/tidy/runtime_types.rs`;
 //! - the tag and label names csis stamps (`csis_series`, `csis.name`, ...)
 //!   are spelled as strings only in `schema/src/tags.rs` (unit tests aside,
 //!   which state the wire format): `tests/cli/tidy/tags.rs`;
@@ -506,6 +508,8 @@ mod binary;
 mod loops;
 #[path = "tidy/prints.rs"]
 mod prints;
+#[path = "tidy/runtime_types.rs"]
+mod runtime_types;
 #[path = "tidy/rust.rs"]
 mod rust;
 #[path = "tidy/size.rs"]
