@@ -504,6 +504,8 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 mod binaries;
 #[path = "tidy/binary.rs"]
 mod binary;
+#[path = "tidy/layout.rs"]
+mod layout;
 #[path = "tidy/loops.rs"]
 mod loops;
 #[path = "tidy/prints.rs"]
