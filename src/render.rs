@@ -11,6 +11,7 @@ pub mod release;
 pub mod upgrade;
 
 use csis_ops::build::{NodeKind, Plan, PlannedNode};
+use csis_ops::wiring::Shown;
 use csis_schema::Diagnostic;
 use serde::Serialize;
 
@@ -342,19 +343,17 @@ pub fn description_text(d: &csis_ops::inspect::Description) -> String {
     if !d.aliases.is_empty() {
         let _ = writeln!(out, "aliases:              {}", d.aliases.join(", "));
     }
-    match d.type_.as_str() {
-        "aws" => {
-            let _ = writeln!(out, "region:               {}", opt(&d.region));
-            let _ = writeln!(out, "account_id:           {}", opt(&d.account_id));
-            let _ = writeln!(out, "session_mechanism:    {}", opt(&d.session_mechanism));
-        }
-        "docker" => {
-            let _ = writeln!(out, "host/context:         {}", d.address);
-            let _ = writeln!(out, "repository:           {}", opt(&d.repository));
-        }
-        _ => {
-            let _ = writeln!(out, "address:              {}", d.address);
-        }
+    for line in d.shown {
+        let _ = match line {
+            Shown::Region => writeln!(out, "region:               {}", opt(&d.region)),
+            Shown::AccountId => writeln!(out, "account_id:           {}", opt(&d.account_id)),
+            Shown::SessionMechanism => {
+                writeln!(out, "session_mechanism:    {}", opt(&d.session_mechanism))
+            }
+            Shown::HostOrContext => writeln!(out, "host/context:         {}", d.address),
+            Shown::Repository => writeln!(out, "repository:           {}", opt(&d.repository)),
+            Shown::Address => writeln!(out, "address:              {}", d.address),
+        };
     }
     let _ = writeln!(out, "default_machine_type: {}", d.default_machine_type);
     let _ = writeln!(out, "ephemeral:            {}", d.ephemeral);

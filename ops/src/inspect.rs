@@ -512,6 +512,9 @@ pub struct Description {
     /// Where it is reached (`host/context` for docker).
     #[serde(skip)]
     pub address: String,
+    /// The lines its type shows of itself, in order.
+    #[serde(skip)]
+    pub shown: &'static [crate::wiring::Shown],
     pub default_machine_type: String,
     pub ephemeral: bool,
     pub retention_keep: Option<u32>,
@@ -542,7 +545,8 @@ pub fn describe(
             declared: tree.runtimes.iter().map(|r| r.display.clone()).collect(),
         }));
     };
-    let f = (crate::wiring::runtime_type(rt)?.fields)(rt);
+    let ty = crate::wiring::runtime_type(rt)?;
+    let f = (ty.fields)(rt);
     Ok(Ok(Description {
         runtime: rt.display.clone(),
         type_: rt.type_name().into(),
@@ -555,6 +559,7 @@ pub fn describe(
         repository: f.repository,
         account_id: f.account_id,
         address: rt.address(),
+        shown: ty.shown,
         default_machine_type: rt.common.default_machine_type.clone(),
         ephemeral: rt.common.ephemeral,
         retention_keep: rt.common.retention_keep,

@@ -355,14 +355,15 @@ fn plan_of(
     Ok(planner.plan(graph, &sel, fps, &TestRecords(records))?)
 }
 
-/// Where the tests run: the docker runtime the chain roots bake on, else
-/// the tree's first docker runtime, else the local daemon.
+/// Where the tests run: the docker runtime (a type that runs mod tests,
+/// `RuntimeType::tests_mods`) the chain roots bake on, else the tree's
+/// first one, else the local daemon.
 fn test_runtime(session: &Session) -> Result<(String, DynRuntime)> {
     let tree = &session.tree;
     let dockers: Vec<&str> = tree
         .runtimes
         .iter()
-        .filter(|r| r.type_name() == "docker")
+        .filter(|r| crate::wiring::runtime_type(r).is_ok_and(|t| t.tests_mods))
         .map(|r| r.name.as_str())
         .collect();
     let of_roots = tree.os_builders.iter().find_map(|os| {

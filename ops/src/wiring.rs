@@ -1,9 +1,12 @@
 //! Which runtime type is which crate: one table, [`RUNTIME_TYPES`]. Each
-//! entry constructs the runtime from its tree entry, names its offline
-//! checks (of its entries and of the series baked on it, which every load
-//! runs: [`offline_checks`]), says what its online checks ask and which of
-//! its fields `csis runtime describe` shows. Wiring a runtime is a lookup
-//! by type name; a new runtime type is one new row.
+//! entry names the type's model (`csis_schema::model::TypeModel`: its
+//! name, its fields' parse and the facts the load decides by, in the
+//! schema below the loader), constructs the runtime from its
+//! tree entry, names its offline checks (of its entries and of the series
+//! baked on it, which every load runs: [`offline_checks`]), says what its
+//! online checks ask, whether it runs mod tests and which of its fields
+//! `csis runtime describe` shows. Wiring a runtime is a lookup by type
+//! name; a new runtime type is one new row (and its model).
 //!
 //! Each runtime type is also a cargo feature of `csis-ops` (and of the
 //! binary): `aws`, `docker`, `dummy`, all on by default. A type built out
@@ -17,8 +20,23 @@ use anyhow::{anyhow, bail, Result};
 use csis_rules::compile::{BakeCost, DEFAULT_BAKE_COST};
 use csis_rules::{RuntimeChecks, Tree};
 use csis_runtime::DynRuntime;
-use csis_schema::model::{JsonMap, RuntimeCommon, RuntimeKind};
+use csis_schema::model::{JsonMap, RuntimeCommon, RuntimeKind, TypeModel};
+use csis_schema::model::{AWS_MODEL, DOCKER_MODEL, DUMMY_MODEL};
 use csis_schema::{BaseEntry, MadeSeries, Problem, RuntimeEntry};
+
+/// A line of `csis runtime describe` that a runtime type shows of itself,
+/// in its order (the binary says each in words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    Region,
+    AccountId,
+    SessionMechanism,
+    /// Where it is reached: a host or a context.
+    HostOrContext,
+    Repository,
+    /// Where it is reached, otherwise.
+    Address,
+}
 
 /// The fields of one runtime type that `csis runtime describe` shows.
 #[derive(Debug, Clone, Default)]
@@ -32,8 +50,10 @@ pub struct TypeFields {
 
 /// One runtime type.
 pub struct RuntimeType {
-    /// The `type:` of a runtime entry.
+    /// The `type:` of a runtime entry (its model's name).
     pub name: &'static str,
+    /// What the schema and the load know of the type.
+    pub model: &'static TypeModel,
     /// Whether this binary carries the type (its cargo feature is on).
     pub built_in: bool,
     /// Construct the runtime from its tree entry (connects to nothing yet).
@@ -53,13 +73,24 @@ pub struct RuntimeType {
     pub online_checks: &'static str,
     /// Its own fields, for `csis runtime describe`.
     pub fields: fn(&RuntimeEntry) -> TypeFields,
+    /// The lines `csis runtime describe` shows of it, in order.
+    pub shown: &'static [Shown],
+    /// Whether `csis test-mods` runs its mod tests on it (in a throwaway
+    /// container, `Runtime::test_mod`).
+    pub tests_mods: bool,
 }
+
+/// What `csis runtime describe` shows of each type, built in or not.
+const DUMMY_SHOWN: &[Shown] = &[Shown::Address];
+const DOCKER_SHOWN: &[Shown] = &[Shown::HostOrContext, Shown::Repository];
+const AWS_SHOWN: &[Shown] = &[Shown::Region, Shown::AccountId, Shown::SessionMechanism];
 
 /// Every runtime type csis knows.
 pub static RUNTIME_TYPES: &[RuntimeType] = &[
     #[cfg(feature = "dummy")]
     RuntimeType {
-        name: "dummy",
+        name: DUMMY_MODEL.name,
+        model: &DUMMY_MODEL,
         built_in: true,
         construct: dummy,
         bake_cost: Some(dummy_bake_cost),
@@ -68,12 +99,15 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
         series_problems: |_| Vec::new(),
         online_checks: "its online hook",
         fields: |_| TypeFields::default(),
+        shown: DUMMY_SHOWN,
+        tests_mods: false,
     },
     #[cfg(not(feature = "dummy"))]
-    RuntimeType::missing("dummy"),
+    RuntimeType::missing(&DUMMY_MODEL, DUMMY_SHOWN),
     #[cfg(feature = "docker")]
     RuntimeType {
-        name: "docker",
+        name: DOCKER_MODEL.name,
+        model: &DOCKER_MODEL,
         built_in: true,
         construct: docker,
         bake_cost: None,
@@ -96,12 +130,15 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             },
             _ => TypeFields::default(),
         },
+        shown: DOCKER_SHOWN,
+        tests_mods: true,
     },
     #[cfg(not(feature = "docker"))]
-    RuntimeType::missing("docker"),
+    RuntimeType::missing(&DOCKER_MODEL, DOCKER_SHOWN),
     #[cfg(feature = "aws")]
     RuntimeType {
-        name: "aws",
+        name: AWS_MODEL.name,
+        model: &AWS_MODEL,
         built_in: true,
         construct: aws,
         bake_cost: None,
@@ -120,18 +157,21 @@ pub static RUNTIME_TYPES: &[RuntimeType] = &[
             },
             _ => TypeFields::default(),
         },
+        shown: AWS_SHOWN,
+        tests_mods: false,
     },
     #[cfg(not(feature = "aws"))]
-    RuntimeType::missing("aws"),
+    RuntimeType::missing(&AWS_MODEL, AWS_SHOWN),
 ];
 
 impl RuntimeType {
     /// The row of a type this binary was built without: the load refuses
     /// an entry of it at its `type:` line, and it constructs nothing.
     #[cfg_attr(not(test), allow(dead_code))] // used when a runtime feature is off
-    const fn missing(name: &'static str) -> RuntimeType {
+    const fn missing(model: &'static TypeModel, shown: &'static [Shown]) -> RuntimeType {
         RuntimeType {
-            name,
+            name: model.name,
+            model,
             built_in: false,
             construct: |_, rt| {
                 Err(anyhow!(
@@ -146,6 +186,8 @@ impl RuntimeType {
             series_problems: |_| Vec::new(),
             online_checks: "nothing (not built in)",
             fields: |_| TypeFields::default(),
+            shown,
+            tests_mods: false,
         }
     }
 }
@@ -395,8 +437,20 @@ mod tests {
     }
 
     #[test]
+    fn every_type_model_has_its_row() {
+        let mut rows: Vec<&str> = RUNTIME_TYPES.iter().map(|t| t.model.name).collect();
+        rows.sort();
+        let models: Vec<&str> = csis_schema::model::RUNTIME_TYPE_MODELS
+            .iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(rows, models);
+        assert!(RUNTIME_TYPES.iter().all(|t| t.name == t.model.name));
+    }
+
+    #[test]
     fn a_type_built_out_is_refused_at_its_type_line() {
-        let row = RuntimeType::missing("dummy");
+        let row = RuntimeType::missing(&DUMMY_MODEL, DUMMY_SHOWN);
         assert!(!row.built_in);
         let common: RuntimeCommon = serde_json::from_value(serde_json::json!({
             "name": "sim", "type": "dummy", "default_machine_type": "small"

@@ -324,19 +324,6 @@ pub struct Tree {
     pub(crate) kids: NameMap<Vec<usize>>,
 }
 
-/// Family default user (step 6 of the bake-user order).
-pub fn family_default_user(runtime_type: &str, os: &OsBuilderModel) -> &'static str {
-    match runtime_type {
-        "aws" => match (os.type_.as_str(), os.family.as_str()) {
-            ("debian", _) | (_, "debian") => "admin",
-            ("ubuntu", _) | (_, "ubuntu") => "ubuntu",
-            _ => "ec2-user",
-        },
-        "gcloud" => "packer",
-        _ => "root",
-    }
-}
-
 fn names_user(s: Option<&str>) -> Option<String> {
     match s {
         Some(u) if !u.trim().is_empty() && !u.trim().eq_ignore_ascii_case("default") => {
@@ -588,7 +575,7 @@ impl Tree {
         names_user(os.model.config_username.as_deref())
             .or_else(|| names_user(Some(&rt.common.ssh_username)))
             .or_else(|| names_user(rt.common.default_config_username.as_deref()))
-            .or_else(|| Some(family_default_user(rt.type_name(), &os.model).to_string()))
+            .or_else(|| Some((rt.kind.model().default_user)(&os.model).to_string()))
     }
 
     /// The bake disk of an image: its `primary_disk_size`, else the chain

@@ -132,32 +132,17 @@ impl RuntimeEntry {
     }
 
     fn address_clear(&self) -> String {
-        match &self.kind {
-            RuntimeKind::Aws(a) => a.region.clone(),
-            RuntimeKind::Docker(d) => d
-                .host
-                .clone()
-                .map(|h| format!("host {h}"))
-                .or_else(|| d.context.clone().map(|c| format!("context {c}")))
-                .unwrap_or_else(|| "the local daemon (DOCKER_HOST or the default socket)".into()),
-            RuntimeKind::Dummy(_) => "local (simulated)".into(),
-        }
+        (self.kind.model().address)(&self.kind)
     }
     /// Bakes at once on this runtime (csis extension), if limited.
     pub fn max_parallel(&self) -> Option<u32> {
         self.common.max_parallel
     }
     /// A session mechanism usable for N9 (aws `ssm`; docker and dummy reach
-    /// their machines through the daemon / simulation).
+    /// their machines through the daemon / simulation): the type's
+    /// [`crate::model::TypeModel::session`].
     pub fn has_session(&self) -> bool {
-        match &self.kind {
-            RuntimeKind::Aws(_) => self
-                .common
-                .session_mechanism
-                .as_deref()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case("ssm")),
-            RuntimeKind::Docker(_) | RuntimeKind::Dummy(_) => true,
-        }
+        (self.kind.model().session)(&self.common)
     }
 }
 

@@ -22,6 +22,8 @@
 //!   code, every name followed through `lib.rs`'s and each module's
 //!   re-exports; a module and the modules inside it aside):
 //!   `tests/cli/tidy/loops.rs` over `tests/cli/tidy/rust.rs`;
+//! - a runtime type's name is a string literal only in its row and its
+//!   crate: `tests/cli/tidy/runtime_types.rs`;
 //! - the tag and label names csis stamps (`csis_series`, `csis.name`, ...)
 //!   are spelled as strings only in `schema/src/tags.rs` (unit tests aside,
 //!   which state the wire format): `tests/cli/tidy/tags.rs`;
@@ -505,10 +507,14 @@ fn key_list_rule_fails_on_a_missing_or_extra_key() {
 mod binaries;
 #[path = "tidy/binary.rs"]
 mod binary;
+#[path = "tidy/layout.rs"]
+mod layout;
 #[path = "tidy/loops.rs"]
 mod loops;
 #[path = "tidy/prints.rs"]
 mod prints;
+#[path = "tidy/runtime_types.rs"]
+mod runtime_types;
 #[path = "tidy/rust.rs"]
 mod rust;
 #[path = "tidy/size.rs"]

@@ -60,70 +60,8 @@ impl Loader<'_> {
                 ..first_loc.clone()
             }),
         );
-        // `config:` overrides from overlays, key by key.
-        for o in overlays {
-            if let Some(oc) = o.get("config").and_then(|c| c.as_map()) {
-                if doc.get("config").is_none_or(|c| c.is_null()) {
-                    doc.set("config", Node::new(Value::Map(vec![]), o.loc.clone()));
-                }
-                let c = doc.get_mut("config").expect("config");
-                for e in oc {
-                    c.set(&e.key, e.value.clone());
-                }
-            }
-        }
-        // Encryption refusals: read raw before decryption.
-        let mut forbidden = vec!["preflight"];
-        forbidden.extend(ENC_FORBIDDEN_TOP);
-        if let Some(m) = doc.as_map_mut() {
-            let mut entries = std::mem::take(m);
-            for e in entries.iter_mut() {
-                if e.key == "config" {
-                    if let Some(cm) = e.value.as_map_mut() {
-                        for ce in cm.iter_mut() {
-                            let p = format!("config.{}", ce.key);
-                            if crypt::contains_marker(&ce.key) {
-                                self.d
-                                    .error(&ce.key_loc, &p, "a mapping key may not be encrypted");
-                                continue;
-                            }
-                            if (ce.key.starts_with("apply_") || ce.key == "preflight")
-                                && ce.value.any_str(&crypt::contains_marker)
-                            {
-                                let at = first_marker(&ce.value).unwrap_or(&ce.value.loc).clone();
-                                self.d.error(
-                                    &at,
-                                    &p,
-                                    format!(
-                                        "`{}` may not be encrypted (it is read before decryption)",
-                                        ce.key
-                                    ),
-                                );
-                                // refused: do not also report it as a bad value
-                                ce.value = Node::new(Value::Null, ce.value.loc.clone());
-                                continue;
-                            }
-                            self.decrypt(&mut ce.value, &p, &[]);
-                        }
-                    }
-                } else if ENC_FORBIDDEN_TOP.contains(&e.key.as_str()) {
-                    if e.value.any_str(&crypt::contains_marker) {
-                        self.d.error(
-                            first_marker(&e.value).unwrap_or(&e.value.loc),
-                            &e.key,
-                            format!(
-                                "`{}` may not be encrypted (it is read before decryption)",
-                                e.key
-                            ),
-                        );
-                    }
-                } else {
-                    let k = e.key.clone();
-                    self.decrypt(&mut e.value, &k, &[]);
-                }
-            }
-            *doc.as_map_mut().expect("map") = entries;
-        }
+        overlay_config(&mut doc, overlays);
+        self.decrypt_config(&mut doc);
         let this = template::to_value(&doc);
         self.render(&mut doc, "", &[("this", &this)], &[]);
         let cfg_node = doc.remove("config");
@@ -133,48 +71,8 @@ impl Loader<'_> {
                 yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config")
             }
         };
-        if let Some(cn) = cfg_node {
-            if cn.as_map().is_none() && !cn.is_null() {
-                self.d.error(
-                    &cn.loc,
-                    "config",
-                    format!("expected a mapping, found {}", cn.kind_name()),
-                );
-            } else {
-                let known = cn.filter_map(|k| CONFIG_KEYS.contains(&k));
-                if let Some(mut keys) = self.typed::<ConfigKeys>(&known, "config") {
-                    let extra = cn.filter_map(|k| !CONFIG_KEYS.contains(&k));
-                    if let Some(m) = extra.as_map() {
-                        keys.extra = m
-                            .iter()
-                            .map(|e| (e.key.clone(), e.value.to_json()))
-                            .collect();
-                    }
-                    for (i, k) in keys.admin_public_keys.0.iter().enumerate() {
-                        let n = cn
-                            .get("admin_public_keys")
-                            .map(|a| a.as_seq().and_then(|s| s.get(i)).unwrap_or(a));
-                        let loc = n.map(|n| n.loc.clone()).unwrap_or(cn.loc.clone());
-                        let at = format!("config.admin_public_keys[{i}]");
-                        if looks_private(k) {
-                            // the snippet masks the key the span covers
-                            self.d.push(
-                                Diagnostic::at(&loc, &at, "this looks like private key material; admin_public_keys takes public keys only (N9)")
-                                    .with_hint("put the PUBLIC key (ssh-ed25519 AAAA... / ssh-rsa AAAA...) here and keep the private key out of the tree")
-                                    .secret_span(),
-                            );
-                        } else if let Some(why) = public_key_problem(k) {
-                            self.d.error_hint(
-                                &loc,
-                                &at,
-                                why,
-                                "put an OpenSSH public key here, as in a .pub file (ssh-ed25519 AAAA... comment)",
-                            );
-                        }
-                    }
-                    cfg.config = keys;
-                }
-            }
+        if let Some(keys) = cfg_node.and_then(|cn| self.config_keys(&cn)) {
+            cfg.config = keys;
         }
         let origin = Origin {
             loc: scalars
@@ -186,6 +84,141 @@ impl Loader<'_> {
             items: Vec::new(),
         };
         (cfg, Some(origin))
+    }
+}
+
+impl Loader<'_> {
+    /// Encryption refusals, read raw before decryption, then the rest of
+    /// the document decrypted.
+    fn decrypt_config(&mut self, doc: &mut Node) {
+        let Some(m) = doc.as_map_mut() else {
+            return;
+        };
+        let mut entries = std::mem::take(m);
+        for e in entries.iter_mut() {
+            if e.key == "config" {
+                if let Some(cm) = e.value.as_map_mut() {
+                    self.decrypt_config_keys(cm);
+                }
+            } else if ENC_FORBIDDEN_TOP.contains(&e.key.as_str()) {
+                if e.value.any_str(&crypt::contains_marker) {
+                    self.d.error(
+                        first_marker(&e.value).unwrap_or(&e.value.loc),
+                        &e.key,
+                        format!(
+                            "`{}` may not be encrypted (it is read before decryption)",
+                            e.key
+                        ),
+                    );
+                }
+            } else {
+                let k = e.key.clone();
+                self.decrypt(&mut e.value, &k, &[]);
+            }
+        }
+        *doc.as_map_mut().expect("map") = entries;
+    }
+
+    /// The `config:` mapping decrypted key by key: an encrypted key, and
+    /// an encrypted `apply_*` or `preflight` (read before decryption),
+    /// refused.
+    fn decrypt_config_keys(&mut self, cm: &mut [Entry]) {
+        for ce in cm.iter_mut() {
+            let p = format!("config.{}", ce.key);
+            if crypt::contains_marker(&ce.key) {
+                self.d
+                    .error(&ce.key_loc, &p, "a mapping key may not be encrypted");
+                continue;
+            }
+            if (ce.key.starts_with("apply_") || ce.key == "preflight")
+                && ce.value.any_str(&crypt::contains_marker)
+            {
+                let at = first_marker(&ce.value).unwrap_or(&ce.value.loc).clone();
+                self.d.error(
+                    &at,
+                    &p,
+                    format!(
+                        "`{}` may not be encrypted (it is read before decryption)",
+                        ce.key
+                    ),
+                );
+                // refused: do not also report it as a bad value
+                ce.value = Node::new(Value::Null, ce.value.loc.clone());
+                continue;
+            }
+            self.decrypt(&mut ce.value, &p, &[]);
+        }
+    }
+
+    /// The `config:` mapping typed: its known keys, the others kept as
+    /// they are, each admin public key checked. None when it is refused.
+    fn config_keys(&mut self, cn: &Node) -> Option<ConfigKeys> {
+        if cn.as_map().is_none() && !cn.is_null() {
+            self.d.error(
+                &cn.loc,
+                "config",
+                format!("expected a mapping, found {}", cn.kind_name()),
+            );
+            return None;
+        }
+        let known = cn.filter_map(|k| CONFIG_KEYS.contains(&k));
+        let mut keys = self.typed::<ConfigKeys>(&known, "config")?;
+        let extra = cn.filter_map(|k| !CONFIG_KEYS.contains(&k));
+        if let Some(m) = extra.as_map() {
+            keys.extra = m
+                .iter()
+                .map(|e| (e.key.clone(), e.value.to_json()))
+                .collect();
+        }
+        for (i, k) in keys.admin_public_keys.0.iter().enumerate() {
+            let n = cn
+                .get("admin_public_keys")
+                .map(|a| a.as_seq().and_then(|s| s.get(i)).unwrap_or(a));
+            let loc = n.map(|n| n.loc.clone()).unwrap_or(cn.loc.clone());
+            let at = format!("config.admin_public_keys[{i}]");
+            self.check_admin_key(
+                &loc,
+                &at,
+                k,
+                "put the PUBLIC key (ssh-ed25519 AAAA... / ssh-rsa AAAA...) here and keep the private key out of the tree",
+            );
+        }
+        Some(keys)
+    }
+
+    /// An admin public key at `loc` (field `at`): a public key, never
+    /// private key material (`private_hint` says what to do then).
+    pub(super) fn check_admin_key(&mut self, loc: &Loc, at: &str, key: &str, private_hint: &str) {
+        if looks_private(key) {
+            // the snippet masks the key the span covers
+            self.d.push(
+                Diagnostic::at(loc, at, "this looks like private key material; admin_public_keys takes public keys only (N9)")
+                    .with_hint(private_hint)
+                    .secret_span(),
+            );
+        } else if let Some(why) = public_key_problem(key) {
+            self.d.error_hint(
+                loc,
+                at,
+                why,
+                "put an OpenSSH public key here, as in a .pub file (ssh-ed25519 AAAA... comment)",
+            );
+        }
+    }
+}
+
+/// `config:` overrides from overlays, key by key.
+fn overlay_config(doc: &mut Node, overlays: &[Node]) {
+    for o in overlays {
+        if let Some(oc) = o.get("config").and_then(|c| c.as_map()) {
+            if doc.get("config").is_none_or(|c| c.is_null()) {
+                doc.set("config", Node::new(Value::Map(vec![]), o.loc.clone()));
+            }
+            let c = doc.get_mut("config").expect("config");
+            for e in oc {
+                c.set(&e.key, e.value.clone());
+            }
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 use super::{known, Item, Loader};
 use crate::groups::*;
 use crate::tree::{normalize_name, Origin, Tree};
+use csis_schema::model::article;
 use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
@@ -267,8 +268,8 @@ impl Loader<'_> {
             let rname = sb.model.runtime.clone().unwrap_or_else(|| "default".into());
             let want = storage_type(&sb.model.type_).map(|s| s.runtime_type);
             match t.runtime(&rname) {
-                // the dummy runtime simulates any storage (engine tests)
-                Some(rt) if Some(rt.type_name()) == want || rt.type_name() == "dummy" => {
+                // a simulating runtime keeps any storage (engine tests)
+                Some(rt) if Some(rt.type_name()) == want || rt.kind.model().simulates_any => {
                     let n = rt.name.clone();
                     t.storage_builders[i].runtime = Some(n);
                 }
@@ -276,12 +277,12 @@ impl Loader<'_> {
                     sb.origin.field("runtime"),
                     &join_path(&sb.origin.path, "runtime"),
                     format!(
-                        "storage builder `{}` of type {} cannot keep its storage on {} runtime {}: it needs a{} {} runtime",
+                        "storage builder `{}` of type {} cannot keep its storage on {} runtime {}: it needs {} {} runtime",
                         sb.display,
                         sb.model.type_,
                         rt.type_name(),
                         rt.display,
-                        if want == Some("aws") { "n" } else { "" },
+                        article(want.unwrap_or_default()),
                         want.unwrap_or_default()
                     ),
                 ),
@@ -324,13 +325,13 @@ impl Loader<'_> {
                     let Some(rt) = e.runtime.as_deref().and_then(|r| t.runtime(r)) else {
                         continue;
                     };
-                    if rt.type_name() == "docker" {
+                    if !rt.kind.model().opa_agent {
                         self.d.error(
                             o.field("group"),
                             &path,
                             format!(
-                                "group `{}` is an OPA group (group builder `{}`, type {}), refused on docker runtime {}: a container has no OPA agent; use a posix group builder",
-                                g.display, b.display, b.model.type_, rt.display
+                                "group `{}` is an OPA group (group builder `{}`, type {}), refused on {} runtime {}: a container has no OPA agent; use a posix group builder",
+                                g.display, b.display, b.model.type_, rt.type_name(), rt.display
                             ),
                         );
                     }

@@ -27,7 +27,9 @@ use crate::crypt::Identities;
 use crate::template::Renderer;
 use crate::tree::*;
 use csis_schema::diag::{Diagnostic, Diags};
-use csis_schema::yaml::{join_path, Node};
+use csis_schema::model::IaConfig;
+use csis_schema::yaml::{join_path, Entry, Node};
+use indexmap::IndexMap;
 
 mod builders;
 mod collections;
@@ -289,6 +291,42 @@ impl Loader<'_> {
         let overlays = self.read_overlays();
 
         // 3. globals
+        self.set_execution(&scalars, now);
+        self.renderer = self.renderer.renew(&self.env, &self.execution);
+        let (config, config_origin) = self.load_config(&scalars, &overlays, config_map);
+
+        // 4. builders
+        let mut builders = self.load_builders(&mut lists, &config);
+
+        // 5. collections
+        let (images, groups) = self.load_collections(&overlays, &mut builders.fleet);
+
+        // 6. resolve and validate
+        let fleet = std::mem::take(&mut builders.fleet);
+        let mut tree = builders.into_tree(
+            self.root.clone(),
+            (config, config_origin),
+            images,
+            groups,
+            self.execution.clone(),
+        );
+        self.resolve(&mut tree);
+        self.resolve_groups(&mut tree);
+        self.resolve_fleet(&mut tree, fleet);
+        for u in &self.unused {
+            self.d
+                .push(Diagnostic::plain(&u.place, u.message()).warning());
+        }
+        tree.unused = std::mem::take(&mut self.unused);
+        self.check_recipe(&tree);
+        self.check_image_groups(&tree);
+        tree.template_reads = self.renderer.reads();
+        Some(tree)
+    }
+
+    /// The `execution.*` globals: the load's timestamp in the tree's
+    /// `dateformat` (a format strftime refuses is an error at its line).
+    fn set_execution(&mut self, scalars: &IndexMap<String, Entry>, now: chrono::DateTime<chrono::Utc>) {
         let dateformat = scalars
             .get("dateformat")
             .and_then(|e| e.value.as_str())
@@ -310,10 +348,14 @@ impl Loader<'_> {
             }
             s
         };
-        self.renderer = self.renderer.renew(&self.env, &self.execution);
-        let (config, config_origin) = self.load_config(&scalars, &overlays, config_map);
+    }
 
-        // 4. builders
+    /// The builders of `cfg/`, each list in the order a load reads them.
+    fn load_builders(
+        &mut self,
+        lists: &mut IndexMap<String, Vec<Item>>,
+        config: &IaConfig,
+    ) -> Builders {
         let mut executables = Vec::new();
         for it in lists.shift_remove("executables").unwrap_or_default() {
             if let Some(x) = self.load_executable(it) {
@@ -365,13 +407,31 @@ impl Loader<'_> {
         }
         let mut os_builders = Vec::new();
         for it in lists.shift_remove("os_builders").unwrap_or_default() {
-            if let Some(b) = self.load_os_builder(it, &config) {
+            if let Some(b) = self.load_os_builder(it, config) {
                 os_builders.push(b);
             }
         }
+        Builders {
+            executables,
+            runtimes,
+            backends,
+            fleet,
+            group_builders,
+            storage_builders,
+            image_builders,
+            mod_builders,
+            os_builders,
+        }
+    }
 
-        // 5. collections
-        let image_items = self.read_collection("images", &["images"], &overlays);
+    /// The collections: `images/`, then `groups/` (groups and users),
+    /// `storages/` and `instances/` into the fleet.
+    fn load_collections(
+        &mut self,
+        overlays: &[Node],
+        fleet: &mut fleet::Fleet,
+    ) -> (Vec<Image>, Vec<crate::groups::Group>) {
+        let image_items = self.read_collection("images", &["images"], overlays);
         let mut images = Vec::new();
         for it in image_items.into_iter().flat_map(|(_, v)| v) {
             if let Some(i) = self.load_image(it) {
@@ -384,7 +444,7 @@ impl Loader<'_> {
             ("storages", &["storages"][..]),
             ("instances", &["instances"][..]),
         ] {
-            for (key, items) in self.read_collection(dir, keys, &overlays) {
+            for (key, items) in self.read_collection(dir, keys, overlays) {
                 for it in items {
                     match key.as_str() {
                         "groups" => groups.extend(self.load_group(it)),
@@ -395,21 +455,47 @@ impl Loader<'_> {
                 }
             }
         }
+        (images, groups)
+    }
+}
 
-        // 6. resolve and validate
-        let mut tree = Tree {
-            root: self.root.clone(),
+/// The builders of `cfg/` as read, before resolution.
+struct Builders {
+    executables: Vec<ExecutableEntry>,
+    runtimes: Vec<RuntimeEntry>,
+    backends: Vec<StateBackend>,
+    fleet: fleet::Fleet,
+    group_builders: Vec<crate::groups::GroupBuilder>,
+    storage_builders: Vec<crate::groups::StorageBuilder>,
+    image_builders: Vec<ImageBuilder>,
+    mod_builders: Vec<ModBuilder>,
+    os_builders: Vec<OsBuilder>,
+}
+
+impl Builders {
+    /// The tree of these builders and collections, nothing resolved nor
+    /// indexed yet (the fleet is resolved into it).
+    fn into_tree(
+        self,
+        root: PathBuf,
+        (config, config_origin): (IaConfig, Option<Origin>),
+        images: Vec<Image>,
+        groups: Vec<crate::groups::Group>,
+        execution: Execution,
+    ) -> Tree {
+        Tree {
+            root,
             config,
             config_origin,
-            executables,
-            runtimes,
-            state_backends: backends,
-            os_builders,
-            image_builders,
-            mod_builders,
+            executables: self.executables,
+            runtimes: self.runtimes,
+            state_backends: self.backends,
+            os_builders: self.os_builders,
+            image_builders: self.image_builders,
+            mod_builders: self.mod_builders,
             images,
-            group_builders,
-            storage_builders,
+            group_builders: self.group_builders,
+            storage_builders: self.storage_builders,
             groups,
             instances: Vec::new(),
             storages: Vec::new(),
@@ -418,7 +504,7 @@ impl Loader<'_> {
             user_builders: Vec::new(),
             unused: Vec::new(),
             warnings: Vec::new(),
-            execution: self.execution.clone(),
+            execution,
             template_reads: Default::default(),
             executables_by_name: Default::default(),
             runtimes_by_name: Default::default(),
@@ -435,20 +521,6 @@ impl Loader<'_> {
             instance_builders_by_name: Default::default(),
             user_builders_by_name: Default::default(),
             kids: Default::default(),
-        };
-        self.resolve(&mut tree);
-        self.resolve_groups(&mut tree);
-        self.resolve_fleet(&mut tree, fleet);
-        for u in &self.unused {
-            self.d
-                .push(Diagnostic::plain(&u.place, u.message()).warning());
         }
-        tree.unused = std::mem::take(&mut self.unused);
-        self.check_recipe(&tree);
-        self.check_image_groups(&tree);
-        tree.template_reads = self.renderer.reads();
-        Some(tree)
     }
-
-    // -- resolution ----------------------------------------------------------
 }

@@ -2,10 +2,9 @@
 //! each runtime entry as its own `this`, the strict model, the update
 //! policy and the admin keys checked.
 
-use super::{glob_match, looks_private, public_key_problem, Item, Loader};
+use super::{glob_match, Item, Loader};
 use crate::template;
 use crate::tree::*;
-use csis_schema::diag::Diagnostic;
 use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node, Value};
 
@@ -24,8 +23,63 @@ impl Loader<'_> {
             return None;
         }
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
-        // Templates: the builder sees itself as `this`; each runtime entry sees
-        // itself as `this`, the builder as `this.parent`, and its own `config`.
+        self.render_os_builder(&mut it);
+        if let Some(u) = it.node.get("update") {
+            if u.as_str().is_some() {
+                self.d.error_hint(
+                    &u.loc,
+                    &join_path(&it.path, "update"),
+                    "a bare update policy name is refused",
+                    format!(
+                        "write a mapping: `update: {{policy: {}}}`",
+                        u.as_str().unwrap_or("")
+                    ),
+                );
+                return None;
+            }
+        }
+        let model: OsBuilderModel = self.typed(&it.node, &it.path)?;
+        self.check_os_fields(&it, &model);
+        let admin_public_keys = match &model.admin_public_keys {
+            Some(k) => {
+                self.check_admin_keys(&it, &k.0);
+                k.0.clone()
+            }
+            None => config.config.admin_public_keys.0.clone(),
+        };
+        let rnodes: &[Node] = it
+            .node
+            .get("runtimes")
+            .and_then(|r| r.as_seq())
+            .unwrap_or(&[]);
+        let runtimes = model
+            .runtimes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| OsRuntime {
+                entry: e.clone(),
+                label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
+                image_builder: None,
+                runtime: None,
+                origin: Origin::of(
+                    rnodes.get(i).unwrap_or(&it.node),
+                    format!("{}.runtimes[{i}]", it.path),
+                ),
+            })
+            .collect();
+        Some(OsBuilder {
+            name: normalize_name(&name),
+            display: name,
+            model,
+            runtimes,
+            admin_public_keys,
+            origin: Origin::of(&it.node, it.path),
+        })
+    }
+
+    /// Templates: the builder sees itself as `this`; each runtime entry sees
+    /// itself as `this`, the builder as `this.parent`, and its own `config`.
+    fn render_os_builder(&mut self, it: &mut Item) {
         let runtimes_node = it.node.remove("runtimes");
         self.render_this(&mut it.node, &it.path, &[], false);
         if let Some(mut rn) = runtimes_node {
@@ -48,21 +102,11 @@ impl Loader<'_> {
             }
             it.node.set("runtimes", rn);
         }
-        if let Some(u) = it.node.get("update") {
-            if u.as_str().is_some() {
-                self.d.error_hint(
-                    &u.loc,
-                    &join_path(&it.path, "update"),
-                    "a bare update policy name is refused",
-                    format!(
-                        "write a mapping: `update: {{policy: {}}}`",
-                        u.as_str().unwrap_or("")
-                    ),
-                );
-                return None;
-            }
-        }
-        let model: OsBuilderModel = self.typed(&it.node, &it.path)?;
+    }
+
+    /// An OS builder's own fields: a family (rhel's versions), an admin
+    /// user, a runtime entry, a sound update policy.
+    fn check_os_fields(&mut self, it: &Item, model: &OsBuilderModel) {
         let at = |k: &str| {
             it.node
                 .get(k)
@@ -101,6 +145,16 @@ impl Loader<'_> {
                 "add `runtimes: [{image_builder: <name>}]`",
             );
         }
+        self.check_update(it, model);
+    }
+
+    fn check_update(&mut self, it: &Item, model: &OsBuilderModel) {
+        let at = |k: &str| {
+            it.node
+                .get(k)
+                .map(|n| n.loc.clone())
+                .unwrap_or(it.node.loc.clone())
+        };
         if let Some(u) = &model.update {
             let up = join_path(&it.path, "update");
             let ul = at("update");
@@ -134,62 +188,24 @@ impl Loader<'_> {
                 );
             }
         }
+    }
+
+    /// Each admin public key of an OS builder: a public key, never
+    /// private key material.
+    fn check_admin_keys(&mut self, it: &Item, keys: &[String]) {
         let keys_node = it.node.get("admin_public_keys");
-        let admin_public_keys = match &model.admin_public_keys {
-            Some(k) => {
-                for (i, key) in k.0.iter().enumerate() {
-                    let l = keys_node
-                        .and_then(|n| n.as_seq().and_then(|s| s.get(i)).or(Some(n)))
-                        .map(|n| n.loc.clone())
-                        .unwrap_or(it.node.loc.clone());
-                    let at = format!("{}.admin_public_keys[{i}]", it.path);
-                    if looks_private(key) {
-                        // the snippet masks the key the span covers
-                        self.d.push(
-                            Diagnostic::at(&l, &at, "this looks like private key material; admin_public_keys takes public keys only (N9)")
-                                .with_hint("put the PUBLIC key here and keep the private key out of the tree")
-                                .secret_span(),
-                        );
-                    } else if let Some(why) = public_key_problem(key) {
-                        self.d.error_hint(
-                            &l,
-                            &at,
-                            why,
-                            "put an OpenSSH public key here, as in a .pub file (ssh-ed25519 AAAA... comment)",
-                        );
-                    }
-                }
-                k.0.clone()
-            }
-            None => config.config.admin_public_keys.0.clone(),
-        };
-        let rnodes: &[Node] = it
-            .node
-            .get("runtimes")
-            .and_then(|r| r.as_seq())
-            .unwrap_or(&[]);
-        let runtimes = model
-            .runtimes
-            .iter()
-            .enumerate()
-            .map(|(i, e)| OsRuntime {
-                entry: e.clone(),
-                label: e.name.clone().unwrap_or_else(|| e.image_builder.clone()),
-                image_builder: None,
-                runtime: None,
-                origin: Origin::of(
-                    rnodes.get(i).unwrap_or(&it.node),
-                    format!("{}.runtimes[{i}]", it.path),
-                ),
-            })
-            .collect();
-        Some(OsBuilder {
-            name: normalize_name(&name),
-            display: name,
-            model,
-            runtimes,
-            admin_public_keys,
-            origin: Origin::of(&it.node, it.path),
-        })
+        for (i, key) in keys.iter().enumerate() {
+            let l = keys_node
+                .and_then(|n| n.as_seq().and_then(|s| s.get(i)).or(Some(n)))
+                .map(|n| n.loc.clone())
+                .unwrap_or(it.node.loc.clone());
+            let at = format!("{}.admin_public_keys[{i}]", it.path);
+            self.check_admin_key(
+                &l,
+                &at,
+                key,
+                "put the PUBLIC key here and keep the private key out of the tree",
+            );
+        }
     }
 }

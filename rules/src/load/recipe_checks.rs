@@ -8,7 +8,7 @@
 use super::Loader;
 use crate::groups::STORAGE_BUILDER_TYPES;
 use crate::tree::{Origin, Tree};
-use csis_schema::model::{RuntimeKind, UpdatePolicyKind};
+use csis_schema::model::{article, UpdatePolicyKind, RUNTIME_TYPE_MODELS};
 use csis_schema::yaml::join_path;
 
 /// Identity types a base image can declare (group builder kinds).
@@ -67,13 +67,14 @@ impl Loader<'_> {
                         let Some(rt) = e.runtime.as_deref().and_then(|r| t.runtime(r)) else {
                             continue;
                         };
-                        if rt.type_name() == "docker" {
+                        if !rt.kind.model().opa_agent {
+                            let ty = rt.type_name();
                             self.d.error(
                                 o.field("identity_types"),
                                 &path,
                                 format!(
-                                    "identity type `okta` cannot be honoured on docker runtime {}: the OPA agent needs systemd, and an OPA group is refused on a docker runtime (use `posix`)",
-                                    rt.name
+                                    "identity type `okta` cannot be honoured on {ty} runtime {}: the OPA agent needs systemd, and an OPA group is refused on {} {ty} runtime (use `posix`)",
+                                    rt.name, article(ty)
                                 ),
                             );
                         }
@@ -105,19 +106,25 @@ impl Loader<'_> {
     fn check_storage_builder(&mut self, t: &Tree, os: &crate::tree::OsBuilder, i: usize, st: &str) {
         let o = &os.origin;
         let path = format!("{}[{i}]", join_path(&o.path, "storage_types"));
-        if st == "volume" {
-            let on_docker = os.active_runtimes().any(|e| {
+        let owner = RUNTIME_TYPE_MODELS
+            .iter()
+            .find(|m| m.own_storage_types.contains(&st));
+        if let Some(owner) = owner {
+            let kept = os.active_runtimes().any(|e| {
                 e.runtime
                     .as_deref()
                     .and_then(|r| t.runtime(r))
-                    .is_some_and(|r| matches!(r.type_name(), "docker" | "dummy"))
+                    .map(|r| r.kind.model())
+                    .is_some_and(|m| m.name == owner.name || m.simulates_any)
             });
-            if !on_docker && os.active_runtimes().next().is_some() {
+            if !kept && os.active_runtimes().next().is_some() {
+                let ty = owner.name;
+                let a = article(ty);
                 self.d.error_hint(
                     o.item("storage_types", i),
                     &path,
-                    "storage type `volume` has no storage builder: it is a docker runtime's own named volume, and no runtime of this OS builder is docker",
-                    "declare `volume` on an OS builder that bakes on a docker runtime",
+                    format!("storage type `{st}` has no storage builder: it is {a} {ty} runtime's own named {st}, and no runtime of this OS builder is {ty}"),
+                    format!("declare `{st}` on an OS builder that bakes on {a} {ty} runtime"),
                 );
             }
             return;
@@ -144,13 +151,7 @@ impl Loader<'_> {
     fn check_machine_types(&mut self, t: &Tree) {
         let declared = |rt: Option<&str>| -> Option<(String, Vec<String>)> {
             let rt = t.runtime(rt?)?;
-            let names = match &rt.kind {
-                RuntimeKind::Docker(d) => d.machine_types.keys().cloned().collect(),
-                RuntimeKind::Dummy(d) if !d.machine_types.is_empty() => {
-                    d.machine_types.keys().cloned().collect()
-                }
-                _ => return None,
-            };
+            let names = (rt.kind.model().machine_types)(&rt.kind)?;
             Some((rt.name.clone(), names))
         };
         let mut found: Vec<(Origin, &'static str, String, String, Vec<String>)> = Vec::new();

@@ -6,7 +6,6 @@
 
 use super::{is_absent, known, Loader};
 use crate::tree::*;
-use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Loc};
 
 impl Loader<'_> {
@@ -136,8 +135,8 @@ impl Loader<'_> {
                 );
             }
             let mut exe = None;
-            match (&rt.common.executable, &rt.kind) {
-                (Some(e), _) => {
+            match &rt.common.executable {
+                Some(e) => {
                     if exe_declared(t, e) {
                         exe = Some(normalize_name(e));
                     } else {
@@ -149,10 +148,11 @@ impl Loader<'_> {
                         );
                     }
                 }
-                (None, RuntimeKind::Docker(_)) if exe_declared(t, "docker") => {
-                    exe = Some("docker".into());
+                // the type's own executable, when the tree declares it
+                None => {
+                    let default = rt.kind.model().default_executable;
+                    exe = default.filter(|e| exe_declared(t, e)).map(Into::into);
                 }
-                _ => {}
             }
             let rt = &mut t.runtimes[i];
             rt.state_backend = backend;

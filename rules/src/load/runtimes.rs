@@ -17,16 +17,25 @@ impl Loader<'_> {
             self.note_unused(&format!("{ty} runtimes"), &it.node, Which::Runtime);
             return None;
         }
-        if !["aws", "docker", "dummy"].contains(&ty.as_str()) {
+        let Some(model) = type_model(&ty) else {
             let t = it.node.get("type").expect("type");
             self.d.error_hint(
                 &t.loc,
                 &join_path(&it.path, "type"),
                 format!("unknown runtime type `{ty}`"),
-                "csis implements the runtime types aws, docker and dummy (gcloud is read but not used yet)",
+                format!(
+                    "csis implements the runtime types {} ({} {} read but not used yet)",
+                    and_list(RUNTIME_TYPE_MODELS.iter().map(|m| m.name)),
+                    and_list(UNUSED_RUNTIME_TYPES.iter().copied()),
+                    if UNUSED_RUNTIME_TYPES.len() == 1 {
+                        "is"
+                    } else {
+                        "are"
+                    },
+                ),
             );
             return None;
-        }
+        };
         // A runtime's profile and credentials.profile_name are read raw.
         if let Some(c) = it.node.get("credentials") {
             if let Some(p) = c.get("profile_name") {
@@ -45,16 +54,12 @@ impl Loader<'_> {
         let common_node = it.node.filter_map(|k| RUNTIME_COMMON_KEYS.contains(&k));
         let own_node = it.node.filter_map(|k| !RUNTIME_COMMON_KEYS.contains(&k));
         let common: Option<RuntimeCommon> = self.typed(&common_node, &it.path);
-        let kind = match ty.as_str() {
-            "aws" => self
-                .typed::<AwsFields>(&own_node, &it.path)
-                .map(RuntimeKind::Aws),
-            "docker" => self
-                .typed::<DockerFields>(&own_node, &it.path)
-                .map(RuntimeKind::Docker),
-            _ => self
-                .typed::<DummyFields>(&own_node, &it.path)
-                .map(RuntimeKind::Dummy),
+        let kind = match (model.parse)(&own_node, &it.path) {
+            Ok(kind) => Some(kind),
+            Err(d) => {
+                self.d.items.extend(d);
+                None
+            }
         };
         let (common, kind) = (common?, kind?);
         let origin = Origin::of(&it.node, it.path.clone());
@@ -89,12 +94,14 @@ impl Loader<'_> {
                 "default_machine_type may not be empty",
             );
         }
-        if let (Some(_), RuntimeKind::Docker(_)) = (&common.teardown_after, kind) {
-            // only the default of its instances', which a container does not realise
+        let model = kind.model();
+        if let (Some(_), false) = (&common.teardown_after, model.delayed_teardown) {
+            // only the default of its instances', which its machines do not realise
+            let ty = model.name;
             self.d.error(
                 &at("teardown_after"),
                 &join_path(path, "teardown_after"),
-                "`teardown_after` has no effect on a docker runtime (nothing tears a docker instance down after a delay): remove it",
+                format!("`teardown_after` has no effect on {} {ty} runtime (nothing tears {} {ty} instance down after a delay): remove it", article(ty), article(ty)),
             );
         } else if let Some(t) = &common.teardown_after {
             if !super::fleet::is_duration(t) {
@@ -114,5 +121,15 @@ impl Loader<'_> {
             );
         }
         self.check_runtime_entry(node, path, common, kind);
+    }
+}
+
+/// `a, b and c`.
+fn and_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }

@@ -112,172 +112,19 @@ fn what(tags: &BTreeMap<String, String>) -> String {
 impl AwsRuntime {
     /// Find and remove what killed bakes of this runtime left (see the module).
     pub async fn clean_stale(&self) -> Result<Vec<String>> {
-        let rt = self.settings().name.clone();
-        let ec2 = self.clients().ec2().await;
-        let host = host_name();
-        let now = SystemTime::now();
-        let stale = |tags: &BTreeMap<String, String>, created: Option<SystemTime>| {
-            is_stale(tags, &rt, created, now, self.stale_bake_after, &host)
+        let mut sweep = Sweep {
+            aws: self,
+            ec2: self.clients().ec2().await,
+            rt: self.settings().name.clone(),
+            host: host_name(),
+            now: SystemTime::now(),
+            removed: Vec::new(),
         };
-        let mut removed = Vec::new();
-
-        // builder instances
-        let mut doomed: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-        let mut their_groups: BTreeSet<String> = BTreeSet::new();
-        let mut their_keys: BTreeSet<String> = BTreeSet::new();
-        let marked = self
-            .instances_where(
-                vec![mark_filter(&rt), crate::not_terminated()],
-                "describe_instances: ",
-            )
-            .await?;
-        let mut kept_groups: BTreeSet<String> = BTreeSet::new();
-        let mut kept_keys: BTreeSet<String> = BTreeSet::new();
-        for i in marked {
-            let tags = tag_map(i.tags());
-            if tags.contains_key(tags::KEPT_FAILED) {
-                kept_groups.extend(
-                    i.security_groups()
-                        .iter()
-                        .filter_map(|g| g.group_id.clone()),
-                );
-                kept_keys.extend(i.key_name.clone());
-                continue;
-            }
-            if !stale(&tags, sys_time(i.launch_time.as_ref())) {
-                continue;
-            }
-            for g in i.security_groups() {
-                if g.group_name().is_some_and(|n| n.starts_with("packer_")) {
-                    if let Some(id) = g.group_id() {
-                        their_groups.insert(id.to_string());
-                    }
-                }
-            }
-            if let Some(k) = i.key_name().filter(|k| k.starts_with("packer_")) {
-                their_keys.insert(k.to_string());
-            }
-            doomed.push((i.instance_id.clone().unwrap_or_default(), tags));
-        }
-        if !doomed.is_empty() {
-            let ids: Vec<String> = doomed.iter().map(|(i, _)| i.clone()).collect();
-            ec2.terminate_instances()
-                .set_instance_ids(Some(ids.clone()))
-                .send()
-                .await
-                .map_err(|e| self.sdk_err("terminating stale builder instances: ", &e))?;
-            for (id, tags) in &doomed {
-                if let Err(e) = self
-                    .wait_for(id, "terminated", &[], self.stale_terminate_timeout_s)
-                    .await
-                {
-                    self.warn(format!(
-                        "AWS runtime {rt}: stale builder instance {id} is terminating but not gone yet: {e}"
-                    ));
-                }
-                removed.push(format!("builder instance {id}{}", what(tags)));
-            }
-        }
-
-        // volumes: marked, stale, not attached
-        let mut pages = ec2
-            .describe_volumes()
-            .filters(mark_filter(&rt))
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.sdk_err("describe_volumes: ", &e))?;
-            for v in page.volumes.unwrap_or_default() {
-                let tags = tag_map(v.tags());
-                let attached = v.state.as_ref().is_some_and(|s| s.as_str() != "available");
-                if attached || !stale(&tags, sys_time(v.create_time.as_ref())) {
-                    continue;
-                }
-                let id = v.volume_id.clone().unwrap_or_default();
-                match ec2.delete_volume().volume_id(&id).send().await {
-                    Ok(_) => removed.push(format!("volume {id}{}", what(&tags))),
-                    Err(e) if code(&e).as_deref() == Some("InvalidVolume.NotFound") => {}
-                    Err(e) => self.warn(format!(
-                        "AWS runtime {rt}: could not delete stale volume {id}: {}",
-                        self.clients().cause(crate::client::Service::Ec2, &e)
-                    )),
-                }
-            }
-        }
-
-        // security groups: marked and stale, or a stale instance's packer_* group
-        let mut groups: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
-        let mut pages = ec2
-            .describe_security_groups()
-            .filters(mark_filter(&rt))
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.sdk_err("describe_security_groups: ", &e))?;
-            for g in page.security_groups.unwrap_or_default() {
-                let tags = tag_map(g.tags());
-                if stale(&tags, None) {
-                    groups.insert(
-                        g.group_id.clone().unwrap_or_default(),
-                        (g.group_name.clone().unwrap_or_default(), tags),
-                    );
-                }
-            }
-        }
-        for id in &their_groups {
-            groups
-                .entry(id.clone())
-                .or_insert_with(|| (String::new(), BTreeMap::new()));
-        }
-        groups.retain(|id, _| !kept_groups.contains(id));
-        for (id, (name, tags)) in &groups {
-            match ec2.delete_security_group().group_id(id).send().await {
-                Ok(_) => {
-                    let name = if name.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" {name}")
-                    };
-                    removed.push(format!("security group {id}{name}{}", what(tags)));
-                }
-                Err(e) if code(&e).as_deref() == Some("InvalidGroup.NotFound") => {}
-                Err(e) => self.warn(format!(
-                    "AWS runtime {rt}: could not delete stale security group {id} (the next build tries again): {}",
-                    self.clients().cause(crate::client::Service::Ec2, &e)
-                )),
-            }
-        }
-
-        // key pairs: marked and stale, or a stale instance's packer_* key
-        let out = ec2
-            .describe_key_pairs()
-            .filters(mark_filter(&rt))
-            .send()
-            .await
-            .map_err(|e| self.sdk_err("describe_key_pairs: ", &e))?;
-        let mut keys: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        for k in out.key_pairs.unwrap_or_default() {
-            let tags = tag_map(k.tags());
-            if stale(&tags, sys_time(k.create_time.as_ref())) {
-                if let Some(n) = k.key_name.clone() {
-                    keys.insert(n, tags);
-                }
-            }
-        }
-        for k in &their_keys {
-            keys.entry(k.clone()).or_default();
-        }
-        keys.retain(|name, _| !kept_keys.contains(name));
-        for (name, tags) in &keys {
-            match ec2.delete_key_pair().key_name(name).send().await {
-                Ok(_) => removed.push(format!("key pair {name}{}", what(tags))),
-                Err(e) => self.warn(format!(
-                    "AWS runtime {rt}: could not delete stale key pair {name}: {}",
-                    self.clients().cause(crate::client::Service::Ec2, &e)
-                )),
-            }
-        }
-        Ok(removed)
+        let instances = sweep.instances().await?;
+        sweep.volumes().await?;
+        sweep.security_groups(&instances).await?;
+        sweep.key_pairs(&instances).await?;
+        Ok(sweep.removed)
     }
 }
 
@@ -363,6 +210,219 @@ impl AwsRuntime {
             .await
             .map_err(|e| self.sdk_err("terminate_instances (a kept failed bake): ", &e))?;
         Ok(true)
+    }
+}
+
+/// One pass of [`AwsRuntime::clean_stale`]: the runtime, its client, the
+/// verdict's inputs, and what it removed so far.
+struct Sweep<'a> {
+    aws: &'a AwsRuntime,
+    ec2: &'a aws_sdk_ec2::Client,
+    rt: String,
+    host: String,
+    now: SystemTime,
+    removed: Vec<String>,
+}
+
+/// What the builder instances say of the groups and key pairs: a stale
+/// instance's `packer_*` ones go with it, a kept one's stay.
+#[derive(Default)]
+struct Instances {
+    their_groups: BTreeSet<String>,
+    their_keys: BTreeSet<String>,
+    kept_groups: BTreeSet<String>,
+    kept_keys: BTreeSet<String>,
+}
+
+impl Sweep<'_> {
+    fn stale(&self, tags: &BTreeMap<String, String>, created: Option<SystemTime>) -> bool {
+        is_stale(
+            tags,
+            &self.rt,
+            created,
+            self.now,
+            self.aws.stale_bake_after,
+            &self.host,
+        )
+    }
+
+    /// Builder instances: the stale ones terminated, then waited for.
+    async fn instances(&mut self) -> Result<Instances> {
+        let (aws, rt) = (self.aws, self.rt.clone());
+        let mut doomed: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+        let mut seen = Instances::default();
+        let marked = aws
+            .instances_where(
+                vec![mark_filter(&rt), crate::not_terminated()],
+                "describe_instances: ",
+            )
+            .await?;
+        for i in marked {
+            let tags = tag_map(i.tags());
+            if tags.contains_key(tags::KEPT_FAILED) {
+                seen.kept_groups.extend(
+                    i.security_groups()
+                        .iter()
+                        .filter_map(|g| g.group_id.clone()),
+                );
+                seen.kept_keys.extend(i.key_name.clone());
+                continue;
+            }
+            if !self.stale(&tags, sys_time(i.launch_time.as_ref())) {
+                continue;
+            }
+            for g in i.security_groups() {
+                if g.group_name().is_some_and(|n| n.starts_with("packer_")) {
+                    if let Some(id) = g.group_id() {
+                        seen.their_groups.insert(id.to_string());
+                    }
+                }
+            }
+            if let Some(k) = i.key_name().filter(|k| k.starts_with("packer_")) {
+                seen.their_keys.insert(k.to_string());
+            }
+            doomed.push((i.instance_id.clone().unwrap_or_default(), tags));
+        }
+        if doomed.is_empty() {
+            return Ok(seen);
+        }
+        let ids: Vec<String> = doomed.iter().map(|(i, _)| i.clone()).collect();
+        self.ec2
+            .terminate_instances()
+            .set_instance_ids(Some(ids.clone()))
+            .send()
+            .await
+            .map_err(|e| aws.sdk_err("terminating stale builder instances: ", &e))?;
+        for (id, tags) in &doomed {
+            if let Err(e) = aws
+                .wait_for(id, "terminated", &[], aws.stale_terminate_timeout_s)
+                .await
+            {
+                aws.warn(format!(
+                    "AWS runtime {rt}: stale builder instance {id} is terminating but not gone yet: {e}"
+                ));
+            }
+            self.removed
+                .push(format!("builder instance {id}{}", what(tags)));
+        }
+        Ok(seen)
+    }
+
+    /// Volumes: marked, stale, not attached.
+    async fn volumes(&mut self) -> Result<()> {
+        let (aws, rt) = (self.aws, self.rt.clone());
+        let mut pages = self
+            .ec2
+            .describe_volumes()
+            .filters(mark_filter(&rt))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| aws.sdk_err("describe_volumes: ", &e))?;
+            for v in page.volumes.unwrap_or_default() {
+                let tags = tag_map(v.tags());
+                let attached = v.state.as_ref().is_some_and(|s| s.as_str() != "available");
+                if attached || !self.stale(&tags, sys_time(v.create_time.as_ref())) {
+                    continue;
+                }
+                let id = v.volume_id.clone().unwrap_or_default();
+                match self.ec2.delete_volume().volume_id(&id).send().await {
+                    Ok(_) => self.removed.push(format!("volume {id}{}", what(&tags))),
+                    Err(e) if code(&e).as_deref() == Some("InvalidVolume.NotFound") => {}
+                    Err(e) => aws.warn(format!(
+                        "AWS runtime {rt}: could not delete stale volume {id}: {}",
+                        aws.clients().cause(crate::client::Service::Ec2, &e)
+                    )),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Security groups: marked and stale, or a stale instance's `packer_*`
+    /// group; a kept instance's stay.
+    async fn security_groups(&mut self, seen: &Instances) -> Result<()> {
+        let (aws, rt) = (self.aws, self.rt.clone());
+        let mut groups: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
+        let mut pages = self
+            .ec2
+            .describe_security_groups()
+            .filters(mark_filter(&rt))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| aws.sdk_err("describe_security_groups: ", &e))?;
+            for g in page.security_groups.unwrap_or_default() {
+                let tags = tag_map(g.tags());
+                if self.stale(&tags, None) {
+                    groups.insert(
+                        g.group_id.clone().unwrap_or_default(),
+                        (g.group_name.clone().unwrap_or_default(), tags),
+                    );
+                }
+            }
+        }
+        for id in &seen.their_groups {
+            groups
+                .entry(id.clone())
+                .or_insert_with(|| (String::new(), BTreeMap::new()));
+        }
+        groups.retain(|id, _| !seen.kept_groups.contains(id));
+        for (id, (name, tags)) in &groups {
+            match self.ec2.delete_security_group().group_id(id).send().await {
+                Ok(_) => {
+                    let name = if name.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {name}")
+                    };
+                    self.removed
+                        .push(format!("security group {id}{name}{}", what(tags)));
+                }
+                Err(e) if code(&e).as_deref() == Some("InvalidGroup.NotFound") => {}
+                Err(e) => aws.warn(format!(
+                    "AWS runtime {rt}: could not delete stale security group {id} (the next build tries again): {}",
+                    aws.clients().cause(crate::client::Service::Ec2, &e)
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Key pairs: marked and stale, or a stale instance's `packer_*` key;
+    /// a kept instance's stay.
+    async fn key_pairs(&mut self, seen: &Instances) -> Result<()> {
+        let (aws, rt) = (self.aws, self.rt.clone());
+        let out = self
+            .ec2
+            .describe_key_pairs()
+            .filters(mark_filter(&rt))
+            .send()
+            .await
+            .map_err(|e| aws.sdk_err("describe_key_pairs: ", &e))?;
+        let mut keys: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for k in out.key_pairs.unwrap_or_default() {
+            let tags = tag_map(k.tags());
+            if self.stale(&tags, sys_time(k.create_time.as_ref())) {
+                if let Some(n) = k.key_name.clone() {
+                    keys.insert(n, tags);
+                }
+            }
+        }
+        for k in &seen.their_keys {
+            keys.entry(k.clone()).or_default();
+        }
+        keys.retain(|name, _| !seen.kept_keys.contains(name));
+        for (name, tags) in &keys {
+            match self.ec2.delete_key_pair().key_name(name).send().await {
+                Ok(_) => self.removed.push(format!("key pair {name}{}", what(tags))),
+                Err(e) => aws.warn(format!(
+                    "AWS runtime {rt}: could not delete stale key pair {name}: {}",
+                    aws.clients().cause(crate::client::Service::Ec2, &e)
+                )),
+            }
+        }
+        Ok(())
     }
 }
 

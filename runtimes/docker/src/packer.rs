@@ -90,12 +90,47 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         req.tags.get(tags::RUN).map(String::as_str),
     );
     let made = names::image_name_as_made(&req.final_name);
-    let parent = root.parent.clone();
+    let changes = changes(root, req, ctx, &made);
+    let run = run_command(root, req, ctx, &container)?;
+    let source = Block::builder("source")
+        .add_label("docker")
+        .add_label(image.as_str())
+        .add_attribute(Attribute::new("image", root.parent.clone()))
+        .add_attribute(Attribute::new("pull", false))
+        .add_attribute(Attribute::new("commit", true))
+        .add_attribute(Attribute::new("changes", changes))
+        .add_attribute(Attribute::new("run_command", run))
+        .build();
+    let (build, comments) = build_block(root, req, &image, &container, &made);
+
+    let mut blocks = csis_packer::plugins_body(&plugins(req)).into_inner();
+    // `image_version` for the ansible steps, from BASE_IMAGE_VERSION, as on AWS
+    blocks.push(csis_packer::release_variable().into());
+    blocks.push(csis_packer::base_image_version_variable().into());
+    blocks.push(csis_packer::image_version_locals().into());
+    blocks.push(source.into());
+    blocks.push(build.into());
+    let body = Body::from(blocks);
+    let text = csis_packer::render(&body, "", &comments)
+        .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
+    let files: Vec<(String, Vec<u8>)> = root
+        .lowered
+        .files
+        .iter()
+        .map(|f| (f.rel.clone(), f.content.clone()))
+        .collect();
+    Ok((format!("{}{text}", header(root, req, ctx)), files))
+}
+
+/// The source's `changes`: a `LABEL` per lineage tag, the parent's blanked,
+/// the name and repository labels, the container's marks blanked, no
+/// entrypoint and a command that keeps a container of the image up.
+fn changes(root: &Root, req: &BakeRequest, ctx: &EmitContext, made: &str) -> Vec<String> {
     let mut changes: Vec<String> = req.tags.iter().map(|(k, v)| label_change(k, v)).collect();
     // the parent's lineage labels are inherited: blanked as the native commit does
     changes.extend(ctx.blank.iter().map(|k| label_change(k, "")));
     changes.push(label_change(BLANKED_LABEL, &ctx.blank.join(",")));
-    changes.push(label_change(NAME_LABEL, &made));
+    changes.push(label_change(NAME_LABEL, made));
     changes.push(label_change(REPOSITORY_LABEL, root.repository));
     // the container's own marks are not the image's (a commit merges them in)
     changes.extend(labels::blanked_bake_marks().map(|(k, v)| label_change(k, v)));
@@ -103,14 +138,25 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
     // (`ENTRYPOINT []` would keep the container's; `[""]` is the daemon's "none")
     changes.push(r#"ENTRYPOINT [""]"#.to_string());
     changes.push(r#"CMD ["sleep","infinity"]"#.to_string());
+    changes
+}
 
+/// The source's `run_command`: the bake container, its marks, its machine
+/// type and disk size.
+fn run_command(
+    root: &Root,
+    req: &BakeRequest,
+    ctx: &EmitContext,
+    container: &str,
+) -> Result<Vec<String>> {
+    let settings = root.settings;
     let mut run: Vec<String> = vec![
         "-d".into(),
         "-i".into(),
         "-t".into(),
         "--init".into(),
         "--name".into(),
-        container.clone(),
+        container.to_string(),
         "--network".into(),
         settings.network.clone(),
         "--tmpfs".into(),
@@ -141,19 +187,20 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         "--".into(),
         "{{.Image}}".into(),
     ]);
+    Ok(run)
+}
 
-    let source = Block::builder("source")
-        .add_label("docker")
-        .add_label(image.as_str())
-        .add_attribute(Attribute::new("image", parent))
-        .add_attribute(Attribute::new("pull", false))
-        .add_attribute(Attribute::new("commit", true))
-        .add_attribute(Attribute::new("changes", changes))
-        .add_attribute(Attribute::new("run_command", run))
-        .build();
-
-    let lowered = root.lowered;
-    let env: Vec<String> = settings
+/// The `build` block: the source, the lowered steps as provisioners (with
+/// their comments), the `docker-tag` and `manifest` post-processors.
+fn build_block(
+    root: &Root,
+    req: &BakeRequest,
+    image: &str,
+    container: &str,
+    made: &str,
+) -> (Block, Vec<String>) {
+    let env: Vec<String> = root
+        .settings
         .tool_environment()
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -170,7 +217,7 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         ));
     }
     let (provisioners, comments) = csis_packer::provisioners(
-        &lowered.steps,
+        &root.lowered.steps,
         &csis_packer::ProvisionerOptions {
             only: None,
             ansible_arguments: [
@@ -184,7 +231,7 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         },
     );
     let mut build = Block::builder("build")
-        .add_attribute(Attribute::new("name", image.as_str()))
+        .add_attribute(Attribute::new("name", image))
         .add_attribute(Attribute::new(
             "sources",
             vec![format!("source.docker.{image}")],
@@ -193,7 +240,7 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         build = build.add_block(p);
     }
     let prefix = names::image_name_as_made(&req.prefix);
-    let mut tags = vec![made.clone()];
+    let mut tags = vec![made.to_string()];
     if prefix != made {
         tags.push(prefix);
     }
@@ -215,39 +262,34 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
             )
             .build(),
     );
+    (build.build(), comments)
+}
 
-    let plugins = if req.required_plugins.is_empty() {
-        vec![
-            csis_packer::Plugin {
-                name: "docker".into(),
-                version: ">= 1.0.0".into(),
-                source: "github.com/hashicorp/docker".into(),
-            },
-            csis_packer::Plugin {
-                name: "ansible".into(),
-                version: ">= 1.0.0".into(),
-                source: "github.com/hashicorp/ansible".into(),
-            },
-        ]
-    } else {
-        req.required_plugins.clone()
-    };
-    let mut blocks = csis_packer::plugins_body(&plugins).into_inner();
-    // `image_version` for the ansible steps, from BASE_IMAGE_VERSION, as on AWS
-    blocks.push(csis_packer::release_variable().into());
-    blocks.push(csis_packer::base_image_version_variable().into());
-    blocks.push(csis_packer::image_version_locals().into());
-    blocks.push(source.into());
-    blocks.push(build.build().into());
-    let body = Body::from(blocks);
-    let text = csis_packer::render(&body, "", &comments)
-        .map_err(|e| RuntimeError::Failed(format!("{}: rendering HCL: {e}", req.label)))?;
-    let files: Vec<(String, Vec<u8>)> = lowered
-        .files
-        .iter()
-        .map(|f| (f.rel.clone(), f.content.clone()))
-        .collect();
-    let header = format!(
+/// The plugins the root requires: the request's, else docker's and
+/// ansible's.
+fn plugins(req: &BakeRequest) -> Vec<csis_packer::Plugin> {
+    if !req.required_plugins.is_empty() {
+        return req.required_plugins.clone();
+    }
+    vec![
+        csis_packer::Plugin {
+            name: "docker".into(),
+            version: ">= 1.0.0".into(),
+            source: "github.com/hashicorp/docker".into(),
+        },
+        csis_packer::Plugin {
+            name: "ansible".into(),
+            version: ">= 1.0.0".into(),
+            source: "github.com/hashicorp/ansible".into(),
+        },
+    ]
+}
+
+/// The root's header: what it is, the environment of its tools, and
+/// whether the parent was read.
+fn header(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> String {
+    let settings = root.settings;
+    format!(
         "# packer-docker root for {} on docker runtime {} (generated by csis)\n# environment: {}\n{}",
         req.label,
         settings.name,
@@ -262,8 +304,7 @@ pub fn render(root: &Root, req: &BakeRequest, ctx: &EmitContext) -> Result<(Stri
         } else {
             "# the parent image was not read from the daemon (not baked yet, or no answer): its lineage labels are blanked and the disk size applied when the bake writes this root again\n".to_string()
         }
-    );
-    Ok((format!("{header}{text}"), files))
+    )
 }
 
 /// Write a rendered root and its side files under `req.emit_dir`; files

@@ -252,93 +252,29 @@ fn resolve_scalar(v: &str, plain: bool, tag: Option<&str>) -> Value {
     Value::Str(v.to_string())
 }
 
+type Span = serde_saphyr::granit_parser::Span;
+/// A parse error: (line, column, message).
+type Failure = (u32, u32, String);
+
 /// Build the node tree from the parser's events (anchors, aliases and `<<`
 /// merge keys resolved). Errors are (line, column, message).
-fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, String)> {
+fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, Failure> {
     use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
-    use std::collections::HashMap;
-    let text: &str = &file.text;
-    let parser = Parser::new_from_str(text);
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, (Node, Size)> = HashMap::new();
-    let mut root: Option<Node> = None;
-    let mut documents = 0;
-    // Nodes produced by aliases so far (see MAX_ALIAS_NODES).
-    let mut expanded: usize = 0;
-
-    fn grow(stack: &mut [Frame], child: Size) {
-        match stack.last_mut() {
-            Some(Frame::Seq { size, .. }) | Some(Frame::Map { size, .. }) => size.add_child(child),
-            None => {}
-        }
-    }
-
-    fn push(stack: &mut [Frame], root: &mut Option<Node>, node: Node) {
-        match stack.last_mut() {
-            None => *root = Some(node),
-            Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map {
-                entries,
-                merged,
-                key,
-                ..
-            }) => match key.take() {
-                None => *key = Some(node),
-                Some(k) => {
-                    if k.as_str() == Some("<<") {
-                        // merge: explicit keys win; earlier merged maps win over later ones
-                        let sources: Vec<Node> = match node.value {
-                            Value::Seq(v) => v,
-                            _ => vec![node],
-                        };
-                        for src in sources {
-                            if let Value::Map(m) = src.value {
-                                for e in m {
-                                    if !merged.iter().any(|x| x.key == e.key) {
-                                        merged.push(e);
-                                    }
-                                }
-                            }
-                        }
-                        return;
-                    }
-                    let key_text = k.scalar_text().unwrap_or_else(|| match k.value {
-                        Value::Null => "null".to_string(),
-                        _ => format!("{}", k.to_json()),
-                    });
-                    if let Some(prev) = entries.iter_mut().find(|e| e.key == key_text) {
-                        // As the original's YAML reader does: the later value wins.
-                        prev.value = node;
-                        prev.key_loc = k.loc;
-                    } else {
-                        entries.push(Entry {
-                            key: key_text,
-                            key_loc: k.loc,
-                            value: node,
-                        });
-                    }
-                }
-            },
-        }
-    }
-
-    for ev in parser {
+    let mut b = Builder {
+        file,
+        stack: Vec::new(),
+        anchors: std::collections::HashMap::new(),
+        root: None,
+        documents: 0,
+        expanded: 0,
+    };
+    for ev in Parser::new_from_str(&file.text) {
         let (event, span) = ev.map_err(|e| {
             let m = e.marker();
             (m.line() as u32, m.col() as u32 + 1, e.info())
         })?;
         match event {
-            Event::DocumentStart(..) => {
-                documents += 1;
-                if documents > 1 {
-                    let l = marker_loc(file, &span);
-                    return Err((
-                        l.line,
-                        l.column,
-                        "a file holds one YAML document; found a second".into(),
-                    ));
-                }
-            }
+            Event::DocumentStart(..) => b.document_start(&span)?,
             Event::Scalar(v, style, anchor, tag) => {
                 let tag_suffix = tag.as_ref().map(|t| {
                     if t.is_yaml_core_schema() {
@@ -347,142 +283,235 @@ fn build_from_events(file: &Arc<SourceFile>) -> Result<Option<Node>, (u32, u32, 
                         String::from("!")
                     }
                 });
-                let node = Node {
-                    value: resolve_scalar(&v, style == ScalarStyle::Plain, tag_suffix.as_deref()),
-                    loc: marker_loc(file, &span),
-                };
-                if anchor > 0 {
-                    anchors.insert(
-                        anchor,
-                        (
-                            node.clone(),
-                            Size {
-                                nodes: 1,
-                                height: 0,
-                            },
-                        ),
-                    );
-                }
-                grow(
-                    &mut stack,
-                    Size {
-                        nodes: 1,
-                        height: 0,
-                    },
-                );
-                push(&mut stack, &mut root, node);
+                let plain = style == ScalarStyle::Plain;
+                b.scalar(
+                    &span,
+                    resolve_scalar(&v, plain, tag_suffix.as_deref()),
+                    anchor,
+                )
             }
-            Event::SequenceStart(_, anchor, _) | Event::MappingStart(_, anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
-                    let l = marker_loc(file, &span);
-                    return Err((
-                        l.line,
-                        l.column,
-                        format!("lists and mappings nest deeper than {MAX_DEPTH} levels"),
-                    ));
-                }
-                let loc = marker_loc(file, &span);
-                let size = Size {
-                    nodes: 1,
-                    height: 0,
-                };
-                stack.push(if matches!(event, Event::SequenceStart(..)) {
-                    Frame::Seq {
-                        items: Vec::new(),
-                        loc,
-                        anchor,
-                        size,
-                    }
-                } else {
-                    Frame::Map {
-                        entries: Vec::new(),
-                        merged: Vec::new(),
-                        key: None,
-                        loc,
-                        anchor,
-                        size,
-                    }
-                })
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor, size) = match stack.pop() {
-                    Some(Frame::Seq {
-                        items,
-                        loc,
-                        anchor,
-                        size,
-                    }) => (
-                        Node {
-                            value: Value::Seq(items),
-                            loc,
-                        },
-                        anchor,
-                        size,
-                    ),
-                    Some(Frame::Map {
-                        mut entries,
-                        merged,
-                        loc,
-                        anchor,
-                        size,
-                        ..
-                    }) => {
-                        for e in merged {
-                            if !entries.iter().any(|x| x.key == e.key) {
-                                entries.push(e);
-                            }
-                        }
-                        (
-                            Node {
-                                value: Value::Map(entries),
-                                loc,
-                            },
-                            anchor,
-                            size,
-                        )
-                    }
-                    None => continue,
-                };
-                if anchor > 0 {
-                    anchors.insert(anchor, (node.clone(), size));
-                }
-                grow(&mut stack, size);
-                push(&mut stack, &mut root, node);
-            }
-            Event::Alias(id) => {
-                let l = marker_loc(file, &span);
-                let (node, size) = anchors.get(&id).ok_or((
-                    l.line,
-                    l.column,
-                    "alias to an unknown anchor".to_string(),
-                ))?;
-                expanded = expanded.saturating_add(size.nodes);
-                if expanded > MAX_ALIAS_NODES {
-                    return Err((
-                        l.line,
-                        l.column,
-                        format!(
-                            "aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias costs every node it repeats); refused"
-                        ),
-                    ));
-                }
-                if stack.len() + size.height >= MAX_DEPTH {
-                    return Err((
-                        l.line,
-                        l.column,
-                        format!(
-                            "this alias nests lists and mappings deeper than {MAX_DEPTH} levels"
-                        ),
-                    ));
-                }
-                let (node, size) = (node.clone(), *size);
-                grow(&mut stack, size);
-                push(&mut stack, &mut root, node);
-            }
+            Event::SequenceStart(_, anchor, _) => b.start(&span, anchor, true)?,
+            Event::MappingStart(_, anchor, _) => b.start(&span, anchor, false)?,
+            Event::SequenceEnd | Event::MappingEnd => b.end(),
+            Event::Alias(id) => b.alias(&span, id)?,
             _ => {}
         }
     }
-    Ok(root)
+    Ok(b.root)
+}
+
+/// The tree being built from a file's events: the open lists and
+/// mappings, the anchors seen, the root once closed.
+struct Builder<'f> {
+    file: &'f Arc<SourceFile>,
+    stack: Vec<Frame>,
+    anchors: std::collections::HashMap<usize, (Node, Size)>,
+    root: Option<Node>,
+    documents: usize,
+    /// Nodes produced by aliases so far (see MAX_ALIAS_NODES).
+    expanded: usize,
+}
+
+impl Builder<'_> {
+    fn failure(&self, span: &Span, message: String) -> Failure {
+        let l = marker_loc(self.file, span);
+        (l.line, l.column, message)
+    }
+
+    /// A file holds one document.
+    fn document_start(&mut self, span: &Span) -> Result<(), Failure> {
+        self.documents += 1;
+        if self.documents > 1 {
+            return Err(self.failure(
+                span,
+                "a file holds one YAML document; found a second".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A scalar (resolved: `value`), anchored when `anchor` is not 0.
+    fn scalar(&mut self, span: &Span, value: Value, anchor: usize) {
+        let node = Node {
+            value,
+            loc: marker_loc(self.file, span),
+        };
+        let size = Size {
+            nodes: 1,
+            height: 0,
+        };
+        if anchor > 0 {
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        self.add(node, size);
+    }
+
+    /// A list (`seq`) or a mapping opens, within [`MAX_DEPTH`].
+    fn start(&mut self, span: &Span, anchor: usize, seq: bool) -> Result<(), Failure> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(self.failure(
+                span,
+                format!("lists and mappings nest deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        let loc = marker_loc(self.file, span);
+        let size = Size {
+            nodes: 1,
+            height: 0,
+        };
+        self.stack.push(if seq {
+            Frame::Seq {
+                items: Vec::new(),
+                loc,
+                anchor,
+                size,
+            }
+        } else {
+            Frame::Map {
+                entries: Vec::new(),
+                merged: Vec::new(),
+                key: None,
+                loc,
+                anchor,
+                size,
+            }
+        });
+        Ok(())
+    }
+
+    /// The innermost list or mapping closes: its merged keys after its
+    /// own, then it is a node of its parent.
+    fn end(&mut self) {
+        let (node, anchor, size) = match self.stack.pop() {
+            Some(Frame::Seq {
+                items,
+                loc,
+                anchor,
+                size,
+            }) => (
+                Node {
+                    value: Value::Seq(items),
+                    loc,
+                },
+                anchor,
+                size,
+            ),
+            Some(Frame::Map {
+                mut entries,
+                merged,
+                loc,
+                anchor,
+                size,
+                ..
+            }) => {
+                for e in merged {
+                    if !entries.iter().any(|x| x.key == e.key) {
+                        entries.push(e);
+                    }
+                }
+                (
+                    Node {
+                        value: Value::Map(entries),
+                        loc,
+                    },
+                    anchor,
+                    size,
+                )
+            }
+            None => return,
+        };
+        if anchor > 0 {
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        self.add(node, size);
+    }
+
+    /// An alias repeats its anchor's node, within [`MAX_ALIAS_NODES`] and
+    /// [`MAX_DEPTH`].
+    fn alias(&mut self, span: &Span, id: usize) -> Result<(), Failure> {
+        let Some((node, size)) = self.anchors.get(&id) else {
+            return Err(self.failure(span, "alias to an unknown anchor".to_string()));
+        };
+        let (node, size) = (node.clone(), *size);
+        self.expanded = self.expanded.saturating_add(size.nodes);
+        if self.expanded > MAX_ALIAS_NODES {
+            return Err(self.failure(
+                span,
+                format!(
+                    "aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias costs every node it repeats); refused"
+                ),
+            ));
+        }
+        if self.stack.len() + size.height >= MAX_DEPTH {
+            return Err(self.failure(
+                span,
+                format!("this alias nests lists and mappings deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        self.add(node, size);
+        Ok(())
+    }
+
+    /// A finished node: counted in its parent's size, then the root, an
+    /// item of its list, or a key or value of its mapping.
+    fn add(&mut self, node: Node, size: Size) {
+        match self.stack.last_mut() {
+            Some(Frame::Seq { size: s, .. }) | Some(Frame::Map { size: s, .. }) => {
+                s.add_child(size)
+            }
+            None => {}
+        }
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                merged,
+                key,
+                ..
+            }) => match key.take() {
+                None => *key = Some(node),
+                Some(k) if k.as_str() == Some("<<") => merge(merged, node),
+                Some(k) => set_entry(entries, k, node),
+            },
+        }
+    }
+}
+
+/// A `<<` merge: explicit keys win; earlier merged maps win over later ones.
+fn merge(merged: &mut Vec<Entry>, node: Node) {
+    let sources: Vec<Node> = match node.value {
+        Value::Seq(v) => v,
+        _ => vec![node],
+    };
+    for src in sources {
+        if let Value::Map(m) = src.value {
+            for e in m {
+                if !merged.iter().any(|x| x.key == e.key) {
+                    merged.push(e);
+                }
+            }
+        }
+    }
+}
+
+/// A mapping's entry `k: node`; a key seen before takes the later value, as
+/// the original's YAML reader does.
+fn set_entry(entries: &mut Vec<Entry>, k: Node, node: Node) {
+    let key_text = k.scalar_text().unwrap_or_else(|| match k.value {
+        Value::Null => "null".to_string(),
+        _ => format!("{}", k.to_json()),
+    });
+    if let Some(prev) = entries.iter_mut().find(|e| e.key == key_text) {
+        prev.value = node;
+        prev.key_loc = k.loc;
+    } else {
+        entries.push(Entry {
+            key: key_text,
+            key_loc: k.loc,
+            value: node,
+        });
+    }
 }
 
 fn options() -> serde_saphyr::Options {

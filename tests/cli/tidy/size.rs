@@ -3,9 +3,11 @@
 //! function (in a library or binary source folder, not test code) at most
 //! [`FN_LINES`], but for the entries of `tests/cli/tidy/allow.txt`, each with
 //! its reason. An entry is `PATH -- reason` (a file), `PATH fn NAME --
-//! reason` (every function of that name in that file) or `FOLDER loop A,
-//! B -- reason` (an import loop of the crate whose source folder that is,
-//! its files or modules as the loop rules name them, [`super::loops`]); an
+//! reason` (every function of that name in that file), `PATH types --
+//! reason` (a file that may name a runtime type, [`super::runtime_types`])
+//! or `FOLDER loop A, B -- reason` (an import loop of the crate whose
+//! source folder that is, its files or modules as the loop rules name
+//! them, [`super::loops`]); an
 //! entry without a reason, or one that no longer names anything it
 //! allows, fails its rule, so the list says what is still wrong and why.
 
@@ -76,10 +78,11 @@ pub fn parse_allow(text: &str) -> (Vec<Entry>, Vec<String>) {
         let func = match words.as_slice() {
             [] => None,
             ["fn", name] => Some(format!("fn {name}")),
+            ["types"] => Some("types".to_string()),
             ["loop", _, ..] => Some(format!("loop {}", words[1..].join(" "))),
             _ => {
                 bad.push(format!(
-                    "tests/cli/tidy/allow.txt:{}: `{what}` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
+                    "tests/cli/tidy/allow.txt:{}: `{what}` is not `PATH`, `PATH fn NAME`, `PATH types` or `FOLDER loop A, B`",
                     n + 1
                 ));
                 continue;
@@ -92,15 +95,20 @@ pub fn parse_allow(text: &str) -> (Vec<Entry>, Vec<String>) {
 }
 
 /// Which entries a rule reads: the bounds (files, `fn`), the loops of
-/// modules (`loop a, b`), the loops of files (`loop a.rs, b.rs`).
+/// modules (`loop a, b`), the loops of files (`loop a.rs, b.rs`), the
+/// files that may name a runtime type (`types`).
 #[derive(Clone, Copy, PartialEq)]
 pub enum Kind {
     Bounds,
     ModuleLoops,
     FileLoops,
+    RuntimeTypes,
 }
 
 fn kind_of(what: Option<&str>) -> Kind {
+    if what == Some("types") {
+        return Kind::RuntimeTypes;
+    }
     match what.and_then(|w| w.strip_prefix("loop ")) {
         None => Kind::Bounds,
         Some(l) if l.contains(".rs") => Kind::FileLoops,
@@ -190,7 +198,7 @@ mod checks {
             ),
             [
                 "tests/cli/tidy/allow.txt:1: `a.rs fn big` gives no reason (`PATH [fn NAME | loop A, B] -- reason`)",
-                "tests/cli/tidy/allow.txt:4: `d.rs fn` is not `PATH`, `PATH fn NAME` or `FOLDER loop A, B`",
+                "tests/cli/tidy/allow.txt:4: `d.rs fn` is not `PATH`, `PATH fn NAME`, `PATH types` or `FOLDER loop A, B`",
                 &format!("a.rs:1: fn big is {} lines (at most {FN_LINES})", FN_LINES + 2),
                 "tests/cli/tidy/allow.txt allows c.rs fn gone, which is not found now: remove the entry",
             ]

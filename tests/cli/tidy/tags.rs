@@ -33,14 +33,7 @@ fn is_mark(s: &str) -> bool {
 /// library code (not in a comment, not in the file's unit tests).
 pub fn spelled_tags(path: &str, text: &str, names: &BTreeSet<String>) -> Vec<String> {
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        if code.starts_with("#[cfg(test)]") {
-            break;
-        }
-        if code.starts_with("//") {
-            continue;
-        }
+    for (n, code) in product_lines(text) {
         for name in names {
             if code.contains(&format!("\"{name}\"")) {
                 out.push(format!(
@@ -61,6 +54,16 @@ pub fn spelled_tags(path: &str, text: &str, names: &BTreeSet<String>) -> Vec<Str
         }
     }
     out
+}
+
+/// The lines of a file's product code, numbered from 0 and trimmed at
+/// the start: comment lines aside, up to its unit tests (`#[cfg(test)]`).
+pub fn product_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .map(str::trim_start)
+        .enumerate()
+        .take_while(|(_, l)| !l.starts_with("#[cfg(test)]"))
+        .filter(|(_, l)| !l.starts_with("//"))
 }
 
 #[cfg(test)]

@@ -118,15 +118,5 @@ pub enum RuntimeKind {
     Dummy(DummyFields),
 }
 
-impl RuntimeKind {
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            RuntimeKind::Aws(_) => "aws",
-            RuntimeKind::Docker(_) => "docker",
-            RuntimeKind::Dummy(_) => "dummy",
-        }
-    }
-}
-
 /// Runtime types csis knows but does not implement yet.
 pub const UNUSED_RUNTIME_TYPES: &[&str] = &["gcloud"];

@@ -21,7 +21,7 @@ use super::{is_absent, known, Item, Loader};
 use crate::fleet::*;
 use crate::groups::storage_type;
 use crate::tree::{normalize_name, Index, Origin, RuntimeEntry, Tree, UnusedSection};
-use csis_schema::model::RuntimeKind;
+use csis_schema::model::{article, UNUSED_RUNTIME_TYPES};
 use csis_schema::yaml::{join_path, Node};
 
 /// The fleet as read, before resolution.
@@ -202,13 +202,7 @@ fn named(s: Option<&str>) -> Option<String> {
 /// The machine types a runtime declares, when it keeps a catalog (docker;
 /// dummy when it declares any).
 fn machine_types(rt: &RuntimeEntry) -> Option<Vec<String>> {
-    match &rt.kind {
-        RuntimeKind::Docker(d) => Some(d.machine_types.keys().cloned().collect()),
-        RuntimeKind::Dummy(d) if !d.machine_types.is_empty() => {
-            Some(d.machine_types.keys().cloned().collect())
-        }
-        _ => None,
-    }
+    (rt.kind.model().machine_types)(&rt.kind)
 }
 
 // -- reading ---------------------------------------------------------------
@@ -485,7 +479,7 @@ impl Loader<'_> {
                     keep.push(b);
                 }
                 Ok(None) => {
-                    self.count_unused(&format!("{} instance builders", "gcloud"), "cfg/");
+                    self.count_unused("gcloud instance builders", "cfg/");
                     let names = std::iter::once(&b.display).chain(b.model.aliases.iter());
                     unused
                         .instance_builders
@@ -535,7 +529,9 @@ impl Loader<'_> {
             }
         }
         let Some(rt) = t.runtime(&rname) else {
-            if self.unused_runtimes.contains(&normalize_name(&rname)) || want == "gcloud" {
+            if self.unused_runtimes.contains(&normalize_name(&rname))
+                || UNUSED_RUNTIME_TYPES.contains(&want)
+            {
                 return Ok(None);
             }
             self.d.error_hint(
@@ -546,19 +542,19 @@ impl Loader<'_> {
             );
             return Err(());
         };
-        if rt.type_name() == want || rt.type_name() == "dummy" {
+        if rt.type_name() == want || rt.kind.model().simulates_any {
             return Ok(Some(rt.name.clone()));
         }
         self.d.error_hint(
             o.field("runtime"),
             &path,
             format!(
-                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs a{} {want} runtime",
+                "instance builder `{}` of type {} cannot run on {} runtime {}: it needs {} {want} runtime",
                 b.display,
                 b.type_,
                 rt.type_name(),
                 rt.display,
-                if want == "aws" { "n" } else { "" },
+                article(want),
             ),
             "instance builder types: docker on docker, tofu on aws, tofu-gce on gcloud",
         );
