@@ -326,7 +326,11 @@ impl Loader<'_> {
 
     /// The `execution.*` globals: the load's timestamp in the tree's
     /// `dateformat` (a format strftime refuses is an error at its line).
-    fn set_execution(&mut self, scalars: &IndexMap<String, Entry>, now: chrono::DateTime<chrono::Utc>) {
+    fn set_execution(
+        &mut self,
+        scalars: &IndexMap<String, Entry>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
         let dateformat = scalars
             .get("dateformat")
             .and_then(|e| e.value.as_str())

@@ -27,7 +27,11 @@ fn a_module_with_modules_inside_is_a_folder_with_its_mod_rs() {
         folders += 1;
         let text = super::files_under(&dir);
         let files: Vec<&str> = text.keys().map(String::as_str).collect();
-        let shown = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
+        let shown = dir
+            .strip_prefix(&root)
+            .unwrap_or(&dir)
+            .display()
+            .to_string();
         found.extend(
             beside_its_folder(&files)
                 .into_iter()
