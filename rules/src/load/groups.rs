@@ -10,7 +10,7 @@ use csis_schema::model::article;
 use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
-    pub(super) fn load_group_builder(&mut self, it: Item) -> Option<GroupBuilder> {
+    pub(super) fn load_group_builder(&mut self, mut it: Item) -> Option<GroupBuilder> {
         let (name, ty) = self.head(&it.node, &it.path, true)?;
         let ty = ty.unwrap_or_default();
         let Some(identity_type) = identity_type_of(&ty) else {
@@ -30,6 +30,18 @@ impl Loader<'_> {
             );
             return None;
         };
+        // `{{ this.* }}` as on every builder (`api_host:
+        // "https://{{ this.org }}.pam.okta.com"`); a user's templates are
+        // rendered per user, later
+        self.render_this(
+            &mut it.node,
+            &it.path,
+            &[
+                "default_user_email_template",
+                "default_user_description_template",
+            ],
+            false,
+        );
         let model: GroupBuilderModel = self.typed(&it.node, &it.path)?;
         if identity_type == "posix" {
             for k in ["org", "team", "key", "secret", "posix"] {

@@ -448,16 +448,12 @@ fn deliberate(d: &Diff) -> Option<&'static str> {
 /// yet (each in the report of issue 22): tolerated by name, and each must
 /// still occur, so that its fix removes it here.
 fn open(d: &Diff) -> Option<&'static str> {
-    if d.at.ends_with("api_host") && d.mine.contains("{{ this.org }}") {
-        return Some(API_HOST);
-    }
     if d.file.ends_with("-storage-mnt_archive.tf") && d.theirs.is_empty() {
         return Some(ARCHIVED);
     }
     None
 }
 
-const API_HOST: &str = "a group builder's api_host template ({{ this.org }}) is not rendered";
 const ARCHIVED: &str = "a storage requested archived keeps its module call";
 
 /// What a file of the original holds that is only a comment (a tombstone).
@@ -470,5 +466,5 @@ fn dry_run_of_the_posix_starter_writes_the_originals_tofu_roots() {
 
 #[test]
 fn dry_run_of_the_complete_starter_writes_the_originals_tofu_roots() {
-    compare("complete", 30, &[API_HOST, ARCHIVED]);
+    compare("complete", 30, &[ARCHIVED]);
 }
