@@ -191,6 +191,14 @@ fn docker_fleet_lifecycle() {
         prober.is_empty(),
         "the ephemeral one is removed: {prober:?}"
     );
+    // recorded standing while it stood, closed once removed
+    let fleet = t.meta().fleet().unwrap();
+    assert!(fleet.current_generation("prober").is_none(), "closed");
+    assert_eq!(
+        (fleet.instances.instances.get("prober")).map(|l| l.closed().count()),
+        Some(1),
+        "one generation, opened and closed"
+    );
     let verdicts = csis_cache::verifications::Verifications::load(&t.meta()).unwrap();
     assert!(
         verdicts

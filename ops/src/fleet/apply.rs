@@ -627,11 +627,14 @@ async fn prove(
     let ok = failed(&checks).is_none();
     let kept = !ok && inst.on_failure == OnFailure::Keep;
     record_verdict(a, inst, build, &record, machine.generation, ok, &checks).await?;
-    let verdict = EphemeralVerdict {
+    // recorded standing first, closed once the machine is gone: a run
+    // killed in between leaves it recorded standing (the next plan's
+    // `remove`), never a machine under a closed record
+    let mut verdict = EphemeralVerdict {
         record: record.clone(),
         machine,
         ok,
-        kept,
+        kept: true,
     };
     a.recorder
         .record_ephemeral(&inst.name, &verdict, a.run)
@@ -643,6 +646,10 @@ async fn prove(
         ));
     } else {
         remove(a, &id, out).await?;
+        verdict.kept = false;
+        a.recorder
+            .record_ephemeral(&inst.name, &verdict, a.run)
+            .map_err(rec_err("the ephemeral's removal"))?;
     }
     if let Some(f) = failed(&checks) {
         return Err(NodeError::new(format!(
