@@ -158,14 +158,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
     let ssm = csis_testkit::ssm::SsmDouble::start(machine.path(), Default::default());
     std::fs::write(machine.path().join("mounts"), "/mnt/data\n").unwrap();
     let env = vec![
-        (
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        ),
+        path_with(&bin),
         ("TOFU_RECORD", record.display().to_string()),
         ("TOFU_PLAN_JSON", plan_json.display().to_string()),
         ("TOFU_PY", pyfile.display().to_string()),
@@ -213,17 +206,7 @@ fn the_starters_storage_and_instance_go_through_their_roots() {
             py(&["terminate", &Value::from(leftovers).to_string()]);
         }
     }
-    let calls = || -> Vec<(String, String)> {
-        std::fs::read_to_string(&record)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let (cwd, argv) = l.split_once('|').unwrap();
-                let dir = cwd.split("/generated/").nth(1).unwrap_or(cwd).to_string();
-                (dir, argv.to_string())
-            })
-            .collect()
-    };
+    let calls = || recorded_calls(&record);
 
     // 1. a plan that deletes what no operation asked for: refused
     std::fs::write(

@@ -85,27 +85,12 @@ exit 0
     )
     .unwrap();
     let env = vec![
-        (
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        ),
+        path_with(&bin),
         ("TOFU_RECORD", record.display().to_string()),
     ];
     let (code, out, err) = t.csis_with(&["build", "--dry-run"], &env);
     assert_eq!(code, 0, "a dry run goes on: {out}\n{err}");
-    let calls: Vec<(String, String)> = std::fs::read_to_string(&record)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (cwd, argv) = l.split_once('|')?;
-            let dir = cwd.split("/generated/").nth(1)?.to_string();
-            Some((dir, argv.to_string()))
-        })
-        .collect();
+    let calls = recorded_calls(&record);
     for root in ["storage/", "instance-image/"] {
         let seq: Vec<&str> = (calls.iter())
             .filter(|(d, _)| d.starts_with(root))

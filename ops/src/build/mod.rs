@@ -1073,7 +1073,10 @@ fn tofu_roots(
                     rt.block_on(crate::fleet::tofu::validate_dry(&e.roots, &generated, &log));
                 for (dir, verdict) in checked {
                     if let Err(why) = verdict {
-                        reporter.note(&Notice::TofuRootNotValid { dir, why });
+                        reporter.note(&Notice::TofuRootNotValid {
+                            dir,
+                            why: csis_schema::secret::redact_printed(&why).into_owned(),
+                        });
                     }
                 }
             }

@@ -469,24 +469,16 @@ fn ephemeral(v: &FleetView, c: &InstanceCase<'_>, pending: Option<&str>) -> Deci
 /// without a passing verdict (kept under `on_failure: keep`, or stopped
 /// mid-proof) is left to the proof.
 fn standing_proven(v: &FleetView, name: &str) -> Option<Decided> {
-    let g = v.records.current_generation(name)?;
-    if g.kind != csis_cache::instance_state::GenerationKind::Ephemeral {
-        return None;
-    }
-    let r = v.records.launch_record(name)?;
-    let b = r.bound_build()?;
-    v.proven
-        .contains(&(name.to_string(), b.to_string()))
-        .then(|| {
-            decided(
-                Action::Remove,
-                Some(b),
-                format!(
-                    "remove {} (ephemeral): it proved {b} but still stands (the run that raised it stopped before its teardown)",
-                    r.hostname
-                ),
-            )
-        })
+    let s = v.standing_ephemeral(name).filter(|s| s.ok)?;
+    let b = s.record.bound_build()?;
+    Some(decided(
+        Action::Remove,
+        Some(b),
+        format!(
+            "remove {} (ephemeral): it proved {b} but still stands (the run that raised it stopped before its teardown)",
+            s.record.hostname
+        ),
+    ))
 }
 
 /// What a storage node's decision reads besides the records.

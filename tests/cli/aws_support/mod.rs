@@ -85,6 +85,26 @@ elif cmd == 'terminate':
     print(json.dumps(True))
 "#;
 
+/// `PATH` with `bin` (a test's stand-in executables) first.
+pub fn path_with(bin: &Path) -> (&'static str, String) {
+    let rest = std::env::var("PATH").unwrap_or_default();
+    ("PATH", format!("{}:{rest}", bin.display()))
+}
+
+/// The calls a recording stand-in wrote to `record` (`$PWD|ARGS` lines):
+/// each as (its directory under `generated/`, its arguments).
+pub fn recorded_calls(record: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (cwd, argv) = l.split_once('|').unwrap_or((l, ""));
+            let dir = cwd.split("/generated/").nth(1).unwrap_or(cwd).to_string();
+            (dir, argv.to_string())
+        })
+        .collect()
+}
+
 pub fn moto_url() -> String {
     std::env::var("CSIS_MOTO_URL").unwrap_or_else(|_| "http://127.0.0.1:5000".into())
 }

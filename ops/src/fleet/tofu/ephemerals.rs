@@ -18,7 +18,10 @@ use csis_tofu::runner::Outcome;
 
 use super::super::apply::{failed, post_bake, record_verdict, rt_err, verify, Applied, Apply};
 use super::super::plan::FleetView;
-use super::{applied, applied_machine, lock, machines_of_tree, one_new, Ask, RootRun, RootRuns};
+use super::{
+    applied, applied_machine, lock, machines_of_tree, named_machines, one_new, Ask, RootRun,
+    RootRuns,
+};
 
 /// The ephemerals of one instance root this run proves: the root's
 /// ephemerals share `ephemeral_present`, so they come up together and go
@@ -110,21 +113,10 @@ impl RootRuns {
                 p.due.contains(name) && p.root.as_ref().is_some_and(|r| r.builder == builder)
             })
             .map(|(d, _)| d.clone());
-        let Some(dir) = dir else {
-            return Ok(());
-        };
-        let last = {
-            let mut all = lock(&self.proofs);
-            let Some(p) = all.get_mut(&dir) else {
-                return Ok(());
-            };
-            p.due.remove(name);
-            if !p.due.is_empty() {
-                return Ok(());
-            }
-            all.remove(&dir).expect("looked up above")
-        };
-        self.teardown(a, &dir, last, out).await
+        match dir {
+            Some(dir) => self.finished(a, &dir, name, None, false, out).await,
+            None => Ok(()),
+        }
     }
 
     /// The roots whose proofs this run left unfinished although their apply
@@ -367,10 +359,7 @@ pub(super) async fn removed(
         );
         return Ok(out);
     }
-    let standing = machines_of_tree(a).await?;
-    if let Some(m) =
-        (standing.iter()).find(|m| m.labels.get("Name").map(String::as_str) == Some(name))
-    {
+    if let Some(m) = named_machines(a, name).await?.first() {
         return Err(NodeError::new(format!(
             "{name}: the apply was to destroy it, but {} still stands; recorded standing",
             m.id
