@@ -275,7 +275,11 @@ impl StorageStates {
             });
         let before = rec.clone();
         let mut facts = facts;
-        if facts.id.is_none() && t.action != TransitionAction::Regenerate {
+        // a regeneration is a new resource; an archive taken in place of
+        // the live resource (AWS: a snapshot, the volume gone) has no id
+        let gone = t.action == TransitionAction::Regenerate
+            || (t.action == TransitionAction::Archive && facts.archive.is_some());
+        if facts.id.is_none() && !gone {
             facts.id = rec.facts.id.take();
         }
         let mut extra = std::mem::take(&mut rec.facts.extra);

@@ -283,3 +283,56 @@ fn a_data_lifecycle_reaches_the_module_call() {
         "{efs}"
     );
 }
+
+/// A storage requested `archived` loses its module call, as a destroyed one
+/// does (its volume goes once its archive is taken, `fleet::tofu`); one
+/// recorded archived and declared active again is made from its archive:
+/// `snapshot_name` names the original's `csis-<label>-archive`.
+#[test]
+fn an_archived_storage_loses_its_module_call_and_a_restore_names_its_archive() {
+    let Some(reference) = shared() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let root = starter(&reference, work.path());
+    let st = root.join("storages/storages.yaml");
+    let text = std::fs::read_to_string(&st).unwrap();
+    std::fs::write(&st, text.replace("state: active", "state: archived")).unwrap();
+    let inst = root.join("instances/instances.yaml");
+    let text = std::fs::read_to_string(&inst).unwrap();
+    std::fs::write(
+        &inst,
+        text.replace(
+            "    storages:\n      - name: data\n        mount_point: /mnt/data\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default())
+        .unwrap_or_else(|d| panic!("{d:#?}"));
+    let records = FleetRecords {
+        run: RUN.into(),
+        ..Default::default()
+    };
+    emit(&tree, &records, &root.join("meta-state")).unwrap();
+    let storage = root.join("generated/storage/aws-ebs/storage-generation");
+    let call = storage.join("aws-ebs-storage-generation-storage-data.tf");
+    assert!(storage.join("aws-ebs-storage-generation.tf").is_file());
+    assert!(!call.exists(), "an archived storage has no module call");
+
+    let text = std::fs::read_to_string(&st).unwrap();
+    std::fs::write(&st, text.replace("state: archived", "state: active")).unwrap();
+    let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default()).unwrap();
+    emit(&tree, &records, &root.join("meta-state")).unwrap();
+    let text = std::fs::read_to_string(&call).unwrap();
+    assert!(
+        !text.contains("snapshot_name"),
+        "a new volume is blank: {text}"
+    );
+    let mut records = records;
+    records.archived.insert("data".into());
+    emit(&tree, &records, &root.join("meta-state")).unwrap();
+    let text = std::fs::read_to_string(&call).unwrap();
+    assert!(
+        text.contains("  snapshot_name = \"csis-data-archive\"\n"),
+        "a restore is made from the archive: {text}"
+    );
+}

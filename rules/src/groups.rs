@@ -174,5 +174,19 @@ pub struct Group {
     pub model: GroupModel,
     /// The resolved group builder (canonical), when the tree declares it.
     pub builder: Option<String>,
+    /// Who the group's root writes as members and admins (resolved by the
+    /// load, which holds the tree's identity).
+    pub membership: Membership,
     pub origin: Origin,
+}
+
+/// A group's members and admins as its root writes them: each person once,
+/// compared by the name behind a marker (the load decrypts to compare and
+/// keeps the values as declared, so a marker stays sealed); ordered by
+/// that name; `in_both` applied; the root group's admins joined unless the
+/// group says no.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Membership {
+    pub members: Vec<String>,
+    pub admins: Vec<String>,
 }

@@ -27,6 +27,7 @@ mod backend;
 mod storage;
 
 use backend::backend;
+pub(crate) use storage::archive_name;
 use storage::storage_root;
 
 /// What the roots read from the records.
@@ -39,6 +40,9 @@ pub struct FleetRecords {
     /// instance -> canonical hostname of the generation it stands (or
     /// will): `<name>-NNN`; an instance without one gets `<name>-001`.
     pub hostnames: BTreeMap<String, String>,
+    /// The storages recorded archived: one declared active again is made
+    /// from its archive (`snapshot_name`).
+    pub archived: std::collections::BTreeSet<String>,
 }
 
 fn is_marker(v: &str) -> bool {
@@ -142,14 +146,14 @@ fn storage_builders(tree: &Tree) -> Vec<(&StorageBuilder, Vec<&Storage>)> {
         .filter(|b| storage_class(&b.model.type_).is_some())
         .filter(|b| tree.storages.iter().any(|s| s.builder == b.name))
         .map(|b| {
-            // a storage requested destroyed keeps its root, without its
-            // module call: the root's plan destroys it
+            // a storage requested destroyed (or archived, where the builder
+            // archives) keeps its root, without its module call: the root's
+            // plan destroys it (an archived one once its archive is taken,
+            // `fleet::tofu`), and the original writes a comment only
             let s = tree
                 .storages
                 .iter()
-                .filter(|s| {
-                    s.builder == b.name && s.requested != csis_rules::fleet::StorageState::Destroyed
-                })
+                .filter(|s| s.builder == b.name && storage::stands(s))
                 .collect();
             (b, s)
         })
@@ -261,69 +265,15 @@ fn providers_json(p: &[csis_rules::groups::ProviderModel]) -> Vec<serde_json::Va
         .collect()
 }
 
-/// A group's members and admins as the original sets them, each entry as
-/// declared (a marker stays one): compared by the name it stands for
-/// (opened with `ids`; a marker that cannot be opened stands for itself),
-/// one entry per name, `in_both: false` keeping admins out of the members,
-/// `in_both: true` making every admin a member, the root group's admins
-/// joined unless the group says no; each list sorted by name.
-fn membership(
-    ids: Option<&csis_rules::crypt::Identities>,
-    g: &csis_rules::groups::Group,
-    root_admins: &[String],
-) -> (Vec<String>, Vec<String>) {
-    let name = |v: &String| match ids {
-        Some(ids) if is_marker(v) => ids.decrypt(v).unwrap_or_else(|_| v.clone()),
-        _ => v.clone(),
-    };
-    let set = |v: &[String]| -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        for x in v {
-            out.entry(name(x)).or_insert_with(|| x.clone());
-        }
-        out
-    };
-    let (mut members, mut admins) = (set(&g.model.members), set(&g.model.admins));
-    match g.model.in_both {
-        Some(false) => members.retain(|n, _| !admins.contains_key(n)),
-        Some(true) => {
-            for (n, x) in &admins {
-                members.entry(n.clone()).or_insert_with(|| x.clone());
-            }
-        }
-        None => {}
-    }
-    if !g.model.is_root && g.model.include_root_group_in_admins {
-        for (n, x) in set(root_admins) {
-            admins.entry(n).or_insert(x);
-        }
-    }
-    (
-        members.into_values().collect(),
-        admins.into_values().collect(),
-    )
-}
-
-/// A group's members and admins (the root group's admins joined unless
-/// the group says no), each marker sealed by reference.
+/// A group's members and admins as the load resolved them
+/// ([`csis_rules::groups::Membership`]), each marker sealed by reference.
 fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
-    let root_admins: Vec<String> = tree
-        .groups
-        .iter()
-        .find(|g| g.model.is_root)
-        .map(|g| g.model.admins.clone())
-        .unwrap_or_default();
     let selector = b
         .model
         .gateway_selector
         .clone()
         .or_else(|| tree.config.config.okta_gateway_selector.clone())
         .unwrap_or_default();
-    // the names behind the markers, to compare them (none written): the
-    // identity the load opened the tree with
-    let ids = std::env::var("CSIS_CONFIG_IDENTITY")
-        .ok()
-        .and_then(|v| csis_rules::secrets::identities(Some(&v)).ok());
     let mut calls = Vec::new();
     for g in tree
         .groups
@@ -339,7 +289,7 @@ fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
             });
             continue;
         }
-        let (members, admins) = membership(ids.as_ref(), g, &root_admins);
+        let (members, admins) = (&g.membership.members, &g.membership.admins);
         let names = |v: &[String], what: &str| {
             Hv::List(
                 v.iter()
@@ -360,8 +310,8 @@ fn group_calls(tree: &Tree, b: &GroupBuilder) -> Vec<GroupCall> {
             module: "okta_opa_module".into(),
             inputs: vec![
                 ("group_id".into(), Hv::s(&g.display)),
-                ("members".into(), names(&members, "member")),
-                ("admins".into(), names(&admins, "admin")),
+                ("members".into(), names(members, "member")),
+                ("admins".into(), names(admins, "admin")),
                 ("delegated_admin_group_ids".into(), Hv::List(vec![])),
                 (
                     "account_discovery".into(),
@@ -673,7 +623,7 @@ pub fn roots_input(tree: &Tree, records: &FleetRecords) -> Result<RootsInput> {
         roots.extend(users_root(tree, b)?);
     }
     for (b, s) in storage_builders(tree) {
-        roots.push(storage_root(tree, b, &s)?);
+        roots.push(storage_root(tree, b, &s, &records.archived)?);
     }
     for b in tree.instance_builders.iter().filter(|b| b.type_ == "tofu") {
         roots.extend(instances_root(tree, b, records)?);
@@ -737,10 +687,19 @@ pub fn emit_for_build(
             (i.name.clone(), h)
         })
         .collect();
+    let archived = tree
+        .storages
+        .iter()
+        .filter(|s| {
+            fleet.storage_state(&s.name) == Some(csis_cache::storage_state::StorageState::Archived)
+        })
+        .map(|s| s.name.clone())
+        .collect();
     let records = FleetRecords {
         run: run.to_string(),
         pins: meta.pins()?.instances,
         hostnames,
+        archived,
     };
     let input = roots_input(tree, &records)?;
     if input.roots.is_empty() {

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use csis_rules::fleet::Storage;
+use std::collections::BTreeSet;
+
+use csis_rules::fleet::{Storage, StorageState};
 use csis_rules::groups::StorageBuilder;
 use csis_rules::{RuntimeEntry, Tree};
 use csis_schema::tags;
@@ -13,6 +15,26 @@ use csis_tofu::*;
 
 use super::backend::backend;
 use super::{aws_provider, executable, identity_remotes, required, storage_class};
+
+/// Does a storage's live resource stand (the root calls its module)? Not
+/// when it is requested destroyed, nor archived where its builder archives
+/// (its data then in [`archive_name`]).
+pub(super) fn stands(s: &Storage) -> bool {
+    match s.requested {
+        StorageState::Destroyed => false,
+        StorageState::Archived => !s.supports_archive,
+        StorageState::Active => true,
+    }
+}
+
+/// The archive of a storage (its snapshot's `Name` tag), as the original
+/// names it: `csis-<label>-archive`.
+pub(crate) fn archive_name(storage: &str) -> String {
+    format!(
+        "csis-{}-archive",
+        csis_tofu::hv::label(storage).replace('_', "-")
+    )
+}
 
 /// The tags of a storage: the builder's `variables.tags`, the storage's,
 /// the config id; sorted, as the original writes them.
@@ -57,6 +79,7 @@ fn storage_inputs(
     b: &StorageBuilder,
     s: &Storage,
     rt: Option<&RuntimeEntry>,
+    archived: &BTreeSet<String>,
 ) -> Vec<(String, Hv)> {
     let mut v: Vec<(String, Hv)> = b
         .model
@@ -76,6 +99,11 @@ fn storage_inputs(
                 "size".into(),
                 Hv::Num(i64::from(s.size_gb.or(b.model.size).unwrap_or(100))),
             ));
+            // a restore: recorded archived, declared active (the module
+            // finds the snapshot by its Name tag)
+            if archived.contains(&s.name) && s.supports_archive {
+                v.push(("snapshot_name".into(), Hv::s(&archive_name(&s.display))));
+            }
             if let Some(z) = &s.availability_zone {
                 v.push(("availability_zone".into(), Hv::s(z)));
             } else if let Some(sub) = net.and_then(|n| n.default_subnet()) {
@@ -240,7 +268,12 @@ fn gid_remotes(tree: &Tree, storages: &[&Storage]) -> Result<Vec<RemoteState>> {
         .collect())
 }
 
-pub(super) fn storage_root(tree: &Tree, b: &StorageBuilder, storages: &[&Storage]) -> Result<Root> {
+pub(super) fn storage_root(
+    tree: &Tree,
+    b: &StorageBuilder,
+    storages: &[&Storage],
+    archived: &BTreeSet<String>,
+) -> Result<Root> {
     let (class, module) =
         storage_class(&b.model.type_).unwrap_or(("TofuStorageBuilder", "aws_storage"));
     let rt = b.runtime.as_deref().and_then(|r| tree.runtime(r));
@@ -255,7 +288,7 @@ pub(super) fn storage_root(tree: &Tree, b: &StorageBuilder, storages: &[&Storage
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
-            inputs: storage_inputs(tree, b, s, rt),
+            inputs: storage_inputs(tree, b, s, rt, archived),
         })
         .collect();
     Ok(Root {

@@ -1,13 +1,15 @@
 //! Group builders, storage builders and groups (`crate::groups`): read
 //! into strict models, resolved, and checked for what a bake needs of
-//! them. Nothing here is decrypted or rendered: the values only their own
-//! lifecycles read stay as declared.
+//! them. Nothing here is rendered, and the values only their own
+//! lifecycles read stay as declared; a group's members are decrypted only
+//! to be compared ([`Membership`]), never kept in clear.
 
 use super::{known, Item, Loader};
 use crate::groups::*;
 use crate::tree::{normalize_name, Origin, Tree};
 use csis_schema::model::article;
 use csis_schema::yaml::join_path;
+use std::collections::BTreeMap;
 
 impl Loader<'_> {
     pub(super) fn load_group_builder(&mut self, mut it: Item) -> Option<GroupBuilder> {
@@ -193,8 +195,64 @@ impl Loader<'_> {
             display: name,
             model,
             builder: None,
+            membership: Membership::default(),
             origin: Origin::of(&it.node, it.path),
         })
+    }
+
+    /// Each group's [`Membership`]. A marker is compared by the name behind
+    /// it when the tree's identity opens it, else by its text (two markers
+    /// of one name then both stay).
+    pub(super) fn resolve_memberships(&mut self, t: &mut Tree) {
+        let sealed = t.groups.iter().any(|g| {
+            (g.model.members.iter().chain(&g.model.admins)).any(|v| crate::crypt::is_marker(v))
+        });
+        let ids = if sealed { self.identities() } else { None };
+        let name = |v: &String| match ids {
+            Some(ids) if crate::crypt::is_marker(v) => ids.decrypt(v).unwrap_or_else(|_| v.clone()),
+            _ => v.clone(),
+        };
+        let set = |v: &[String]| -> BTreeMap<String, String> {
+            let mut out = BTreeMap::new();
+            for x in v {
+                out.entry(name(x)).or_insert_with(|| x.clone());
+            }
+            out
+        };
+        let root_admins = t
+            .groups
+            .iter()
+            .find(|g| g.model.is_root)
+            .map(|g| set(&g.model.admins))
+            .unwrap_or_default();
+        let all: Vec<Membership> = t
+            .groups
+            .iter()
+            .map(|g| {
+                let (mut members, mut admins) = (set(&g.model.members), set(&g.model.admins));
+                match g.model.in_both {
+                    Some(false) => members.retain(|n, _| !admins.contains_key(n)),
+                    Some(true) => {
+                        for (n, x) in &admins {
+                            members.entry(n.clone()).or_insert_with(|| x.clone());
+                        }
+                    }
+                    None => {}
+                }
+                if !g.model.is_root && g.model.include_root_group_in_admins {
+                    for (n, x) in &root_admins {
+                        admins.entry(n.clone()).or_insert_with(|| x.clone());
+                    }
+                }
+                Membership {
+                    members: members.into_values().collect(),
+                    admins: admins.into_values().collect(),
+                }
+            })
+            .collect();
+        for (g, m) in t.groups.iter_mut().zip(all) {
+            g.membership = m;
+        }
     }
 
     /// Index the group builders, storage builders and groups, and resolve

@@ -312,6 +312,7 @@ impl Loader<'_> {
         );
         self.resolve(&mut tree);
         self.resolve_groups(&mut tree);
+        self.resolve_memberships(&mut tree);
         self.resolve_fleet(&mut tree, fleet);
         for u in &self.unused {
             self.d

@@ -236,3 +236,51 @@ fn the_standard_aws_starter_gives_its_bakes_their_builders_and_group() {
         })
     );
 }
+
+/// A group's membership is resolved by the load with the identity it was
+/// given (`LoadOptions::identity`, not the process environment): two
+/// markers of one person are one member, ordered by the name behind them,
+/// the values kept sealed; without the identity each marker stands for
+/// itself.
+#[test]
+fn a_group_s_members_are_compared_by_the_names_behind_their_markers() {
+    use age::secrecy::ExposeSecret;
+    let id = age::x25519::Identity::generate();
+    let key = id.to_string().expose_secret().to_string();
+    let recipients = csis_rules::secrets::Recipients::parse(&[id.to_public().to_string()]).unwrap();
+    let seal = |s: &str| recipients.encrypt(s).unwrap();
+    let (zoe_1, zoe_2, amy) = (seal("zoe"), seal("zoe"), seal("amy"));
+    assert_ne!(zoe_1, zoe_2, "two sealings of one name differ");
+    let groups = format!(
+        "groups:\n  - name: ops\n    type: opa\n    is_root: true\n    admins: [\"{amy}\"]\n    members: [\"{zoe_1}\", carl, \"{zoe_2}\"]\n  - name: devs\n    members: [\"{amy}\"]\n    in_both: true\n    admins: [\"{zoe_2}\"]\nusers:\n  - name: carl\n    first_name: Carl\n    last_name: Dev\n"
+    );
+    let dir = example_with(&[
+        ("cfg/group-builders.yml", BUILDERS),
+        ("groups/g.yml", &groups),
+    ]);
+    let opts = LoadOptions {
+        identity: Some(key),
+        env: Some(Default::default()),
+        ..LoadOptions::default()
+    };
+    let tree = load(dir.path(), &opts).expect("loads");
+    let ops = tree.groups.iter().find(|g| g.name == "ops").unwrap();
+    assert_eq!(
+        ops.membership.members,
+        vec!["carl".to_string(), zoe_1.clone()]
+    );
+    assert_eq!(ops.membership.admins, vec![amy.clone()]);
+    let devs = tree.groups.iter().find(|g| g.name == "devs").unwrap();
+    // in_both: the admin zoe is a member too; the root's admin amy joins the admins
+    assert_eq!(devs.membership.members, vec![amy.clone(), zoe_2.clone()]);
+    assert_eq!(devs.membership.admins, vec![amy.clone(), zoe_2.clone()]);
+
+    // without the identity, each marker stands for itself
+    let opts = LoadOptions {
+        env: Some(Default::default()),
+        ..LoadOptions::default()
+    };
+    let tree = load(dir.path(), &opts).expect("loads");
+    let ops = tree.groups.iter().find(|g| g.name == "ops").unwrap();
+    assert_eq!(ops.membership.members.len(), 3);
+}

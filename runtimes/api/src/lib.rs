@@ -24,8 +24,8 @@ mod steps;
 pub mod testing;
 use csis_schema::tags;
 pub use fleet::{
-    launch_script, LaunchRequest, LaunchScript, LaunchUser, LaunchedInstance, MountRequest,
-    StorageFacts, StorageRequest,
+    launch_script, ArchiveRequest, LaunchRequest, LaunchScript, LaunchUser, LaunchedInstance,
+    MountRequest, StorageFacts, StorageRequest,
 };
 pub use output::{stream_output, OutputStream};
 pub use steps::{BakeStep, Ensure, EnsureCommand, EnsureFile, TestCommand};
@@ -729,6 +729,19 @@ pub trait Runtime: Send + Sync {
     async fn destroy_storage(&self, id: &str) -> Result<bool> {
         let _ = id;
         Err(self.unsupported("destroy_storage"))
+    }
+    /// Archive a storage's data before its live resource goes (see
+    /// [`ArchiveRequest`]); the archive's id. An error when there is nothing
+    /// to archive: the caller then destroys nothing.
+    async fn archive_storage(&self, req: &ArchiveRequest) -> Result<String> {
+        let _ = req;
+        Err(self.unsupported("archive_storage"))
+    }
+    /// Delete the archives named `req.archive` (after a restore from one,
+    /// or with the storage's demise); their ids (none: already gone).
+    async fn delete_archive(&self, req: &ArchiveRequest) -> Result<Vec<String>> {
+        let _ = req;
+        Err(self.unsupported("delete_archive"))
     }
     /// This tree's storages (by `csis_config`), with their users.
     async fn query_storages(&self) -> Result<Vec<StorageFacts>> {

@@ -37,6 +37,7 @@ use csis_runtime::{
 };
 use tokio::sync::OnceCell;
 
+mod archive;
 pub mod bake;
 pub mod cli_version;
 pub mod client;
@@ -312,6 +313,14 @@ impl Runtime for AwsRuntime {
 
     async fn remove_test_machine(&self, id: &str) -> Result<bool> {
         self.remove_test(id).await
+    }
+
+    async fn archive_storage(&self, req: &csis_runtime::ArchiveRequest) -> Result<String> {
+        self.archive(req).await
+    }
+
+    async fn delete_archive(&self, req: &csis_runtime::ArchiveRequest) -> Result<Vec<String>> {
+        self.delete_archives(req).await
     }
 
     async fn verify_instance(

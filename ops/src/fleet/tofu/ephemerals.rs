@@ -200,6 +200,7 @@ impl RootRuns {
             allowed: last.modules.clone(),
             images: Vec::new(),
             ephemeral: Some(false),
+            archives: Default::default(),
         };
         (a.log)(format!(
             "tofu root {}: the ephemerals' teardown (ephemeral_present = false)",

@@ -39,7 +39,10 @@ use csis_rules::fleet::{Instance, OnFailure};
 use csis_tofu::runner::{Gate, Mode, Outcome, Sequence, Tofu};
 use tokio::sync::OnceCell;
 
+mod archives;
 mod ephemerals;
+pub use archives::ArchiveOutcome;
+use archives::Archives;
 use ephemerals::{prove, Proofs};
 
 use super::apply::{failed, launch_record, record_verdict, rt_err, verify, Applied, Apply};
@@ -63,6 +66,9 @@ fn module(kind: &str, name: &str) -> String {
 pub struct RootRun {
     pub dir: PathBuf,
     pub outcome: Outcome,
+    /// A storage root's archives, taken before its plan and deleted after
+    /// its apply.
+    pub archives: ArchiveOutcome,
 }
 
 /// One root's sequence, run once per run, read by each of its nodes.
@@ -92,6 +98,7 @@ pub struct RootRuns {
 }
 
 /// One root's sequence: what to plan and what the gate allows.
+#[derive(Default)]
 struct Ask {
     lifecycle: &'static str,
     builder: String,
@@ -102,6 +109,8 @@ struct Ask {
     images: Vec<(String, String)>,
     /// `ephemeral_present` of an instance root with ephemerals.
     ephemeral: Option<bool>,
+    /// A storage root's archives.
+    archives: Archives,
 }
 
 impl RootRuns {
@@ -176,6 +185,7 @@ impl RootRuns {
                 allowed: Vec::new(),
                 images: Vec::new(),
                 ephemeral: None,
+                archives: Archives::default(),
             };
             let run = self.run_root(a, root, ask, Proofs::default()).await?;
             if let Outcome::Refused { reasons } = &run.outcome {
@@ -210,8 +220,13 @@ impl RootRuns {
                     proofs.runtime = ask.runtime.clone();
                     lock(&self.proofs).insert(dir.clone(), proofs);
                 }
+                let taken = ask.archives.take(a).await?;
                 (a.log)(format!("tofu root {}: plan and apply", root.dir.display()));
-                let run = self.sequence(&root, &dir, &ask).await?;
+                let mut run = self.sequence(&root, &dir, &ask).await?;
+                run.archives.taken = taken;
+                if run.outcome == Outcome::Applied {
+                    run.archives.kept = ask.archives.release(a).await;
+                }
                 if proving && run.outcome == Outcome::Applied {
                     self.record_bystanders(a, &dir).await?;
                 }
@@ -250,6 +265,7 @@ impl RootRuns {
         Ok(RootRun {
             dir: dir.to_path_buf(),
             outcome: report.outcome,
+            archives: ArchiveOutcome::default(),
         })
     }
 }
@@ -459,6 +475,7 @@ fn instance_root_ask(
         allowed: Vec::new(),
         images: Vec::new(),
         ephemeral: None,
+        archives: Archives::default(),
     };
     let mut proofs = Proofs::default();
     let mut standing = false;
@@ -609,6 +626,7 @@ pub async fn storage(
         allowed: Vec::new(),
         images: Vec::new(),
         ephemeral: None,
+        archives: Archives::of(a, &v, siblings),
     };
     for s in siblings {
         let sd = decide_storage(&v, &StorageCase::of_spec(a.tree, s));
@@ -621,27 +639,44 @@ pub async fn storage(
         return Ok(out);
     }
     let mut facts = super::apply::storage_facts(&v, spec);
-    // A volume the apply made (the module tags it `Name = <storage>`): its
-    // id is the storage's (an EFS or a bucket is no volume: none here).
-    if d.action == Action::Create {
-        let inv =
-            a.rt.inventory()
-                .await
-                .map_err(|e| NodeError::new(e.to_string()))?;
-        let ours = |v: &&csis_runtime::VolumeFacts| {
-            v.labels.get("Name") == Some(&spec.name)
-                && v.config
-                    .as_deref()
-                    .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
-        };
-        if let Some(v) = inv.volumes.iter().find(ours) {
-            facts.id = Some(v.name.clone());
+    match d.action {
+        // its data in the archive taken before the plan, its volume gone
+        Action::Archive => {
+            facts.archive = run.archives.taken.get(&spec.name).cloned().map(Into::into);
+            facts.id = None;
         }
+        // a volume the apply made (the module tags it `Name = <storage>`):
+        // its id is the storage's (an EFS or a bucket is no volume: none
+        // here); a restored one's archive is gone unless it could not go
+        Action::Create | Action::Restore => {
+            facts.id = made_volume(a, spec).await?.or(facts.id);
+            if !run.archives.kept.contains(&spec.name) {
+                facts.archive = None;
+            }
+        }
+        Action::Destroy if !run.archives.kept.contains(&spec.name) => facts.archive = None,
+        _ => {}
     }
     a.recorder
         .record_storage(&spec.name, &t, facts, a.run)
         .map_err(|e| NodeError::new(format!("the storage transition: {e}")))?;
     Ok(out)
+}
+
+/// The volume of `spec` as an apply made it: named by its `Name` tag, of
+/// this tree.
+async fn made_volume(a: &Apply<'_>, spec: &StorageSpec) -> Result<Option<String>, NodeError> {
+    let inv =
+        a.rt.inventory()
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+    let ours = |v: &&csis_runtime::VolumeFacts| {
+        v.labels.get("Name") == Some(&spec.name)
+            && v.config
+                .as_deref()
+                .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
+    };
+    Ok(inv.volumes.iter().find(ours).map(|v| v.name.clone()))
 }
 
 /// The flag function of a build: the tree at `dir` loaded again (its

@@ -72,6 +72,25 @@ pub struct StorageRequest {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Keep a storage's data as an archive before its live resource is
+/// destroyed (the original's `active -> archived` transition action): AWS
+/// snapshots the EBS volume named `storage` and waits until the snapshot is
+/// complete. Idempotent: an archive named `archive` already there is
+/// answered (once complete).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ArchiveRequest {
+    /// The declared name (the volume's `Name` tag).
+    pub storage: String,
+    /// The archive's name (the snapshot's `Name` tag): the original's
+    /// `csis-<label>-archive`.
+    pub archive: String,
+    /// The tree's id: a volume of another tree is never archived as this
+    /// tree's (its `csis_config` tag, when it carries one, must be ours).
+    pub config: String,
+    /// Wait this long at most for the archive to complete.
+    pub timeout_s: u64,
+}
+
 /// A storage as the runtime holds it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StorageFacts {
