@@ -324,6 +324,7 @@ fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     };
     let mut settings = csis_runtime_aws::AwsSettings::from_model(&rt.common, aws);
     settings.packer_binary = packer_binary(tree, &rt.name);
+    settings.config = Some(tree.config.id.clone());
     Ok(std::sync::Arc::new(csis_runtime_aws::AwsRuntime::new(
         settings,
     )))

@@ -43,6 +43,7 @@ pub mod cli_version;
 pub mod client;
 pub mod emit;
 mod errors;
+mod fleet;
 pub mod from_schema;
 mod images;
 mod instances;
@@ -313,6 +314,14 @@ impl Runtime for AwsRuntime {
 
     async fn remove_test_machine(&self, id: &str) -> Result<bool> {
         self.remove_test(id).await
+    }
+
+    async fn query_instances(&self) -> Result<Vec<csis_runtime::InstanceFacts>> {
+        self.fleet_instances().await
+    }
+
+    async fn query_storages(&self) -> Result<Vec<csis_runtime::StorageFacts>> {
+        self.fleet_storages().await
     }
 
     async fn archive_storage(&self, req: &csis_runtime::ArchiveRequest) -> Result<String> {

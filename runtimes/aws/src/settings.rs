@@ -119,6 +119,10 @@ pub struct AwsSettings {
     /// Extra environment for the packer process (the runtime's environment).
     #[serde(default)]
     pub packer_env: BTreeMap<String, String>,
+    /// The tree's config id: which instances and volumes are this tree's
+    /// fleet (`query_instances`, `query_storages`).
+    #[serde(default)]
+    pub config: Option<String>,
 }
 
 impl AwsSettings {
@@ -144,6 +148,7 @@ impl AwsSettings {
             ssm_endpoint_url: None,
             packer_binary: None,
             packer_env: BTreeMap::new(),
+            config: None,
         }
     }
 }
