@@ -123,19 +123,6 @@ fn set_state(t: &Starter, from: &str, to: &str) {
     );
 }
 
-/// `csis state query --json`'s exit code and its fleet drift, each as
-/// `[kind, name, drift]`.
-pub(crate) fn fleet_drift(t: &Starter) -> (i32, Vec<[String; 3]>) {
-    let (code, out, err) = t.csis(&["state", "query", "--json"]);
-    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-    let s = |d: &Value, k: &str| d[k].as_str().unwrap_or_default().to_string();
-    let drift = (r["drift"].as_array().unwrap().iter())
-        .filter(|d| d["kind"] == "instance" || d["kind"] == "storage")
-        .map(|d| [s(d, "kind"), s(d, "name"), s(d, "drift")])
-        .collect();
-    (code, drift)
-}
-
 fn record(t: &Starter) -> (String, csis_cache::storage_state::RecordedFacts) {
     let fleet = csis_cache::MetaState::of_tree(&t.root).fleet().unwrap();
     let r = &fleet.storages.storages["data"];
@@ -254,7 +241,7 @@ fn an_ebs_storage_is_archived_before_its_volume_goes_and_restored_from_its_archi
     assert_eq!(facts.id, None);
     assert_eq!(applies(), 2);
     // an archived storage has no volume to miss
-    let (code, drift) = fleet_drift(&t);
+    let (code, drift) = crate::fleet_aws_drift::fleet_drift(&t);
     assert_eq!((code, drift.len()), (0, 0), "{drift:?}");
     // nothing more to do
     let calls = recorded_calls(&record_file).len();

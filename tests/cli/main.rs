@@ -22,6 +22,7 @@ mod cli_streams;
 mod emission_aws;
 mod fleet_aws;
 mod fleet_aws_archive;
+mod fleet_aws_drift;
 mod fleet_aws_posix;
 mod fleet_docker;
 mod github_annotations;

@@ -259,21 +259,42 @@ fn old_machine_id(v: &FleetView, name: &str, old: &LaunchRecord) -> String {
 /// from the runtime (removed behind csis)? False when nothing is launched
 /// or the runtime cannot say.
 async fn machine_gone(a: &Apply<'_>, v: &FleetView, name: &str) -> Result<bool, NodeError> {
-    let Some(rec) = v.launched(name) else {
-        return Ok(false);
-    };
+    Ok(!gone_machines(a, v, &[name]).await?.is_empty())
+}
+
+/// Of `names`, the launched durable instances whose machine the runtime
+/// no longer holds (by the generation's provider id, or the hostname); none
+/// where the runtime cannot say.
+pub(super) async fn gone_machines(
+    a: &Apply<'_>,
+    v: &FleetView,
+    names: &[&str],
+) -> Result<std::collections::BTreeSet<String>, NodeError> {
+    let launched: Vec<(&str, &LaunchRecord)> = names
+        .iter()
+        .filter_map(|n| Some((*n, v.launched(n)?)))
+        .collect();
+    if launched.is_empty() {
+        return Ok(Default::default());
+    }
     let standing = match a.rt.query_instances().await {
         Ok(s) => s,
-        Err(RuntimeError::Unsupported { .. }) => return Ok(false),
+        Err(RuntimeError::Unsupported { .. }) => return Ok(Default::default()),
         Err(e) => return Err(rt_err(e)),
     };
-    let id = v
-        .records
-        .current_generation(name)
-        .and_then(|g| g.instance_id.clone());
-    Ok(!standing
-        .iter()
-        .any(|m| Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(rec.hostname.as_str())))
+    Ok(launched
+        .into_iter()
+        .filter(|(name, rec)| {
+            let id = v
+                .records
+                .current_generation(name)
+                .and_then(|g| g.instance_id.clone());
+            !standing.iter().any(|m| {
+                Some(&m.id) == id.as_ref() || m.name.as_deref() == Some(rec.hostname.as_str())
+            })
+        })
+        .map(|(name, _)| name.to_string())
+        .collect())
 }
 
 async fn remove(a: &Apply<'_>, id: &str, out: &mut Applied) -> Result<(), NodeError> {

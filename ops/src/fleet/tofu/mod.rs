@@ -346,7 +346,15 @@ pub async fn instance(
     siblings: &[&InstanceSpec],
     roots: &RootRuns,
 ) -> Result<Applied, NodeError> {
-    let v = a.view()?;
+    let mut v = a.view()?;
+    // a launched durable machine of the root removed behind csis: relaunched
+    // (`-replace`), as the state query says it is missing
+    let durable: Vec<&str> = (siblings.iter())
+        .filter(|s| s.declared.as_ref().is_some_and(|i| !i.ephemeral))
+        .map(|s| s.name.as_str())
+        .collect();
+    v.missing = super::apply::gone_machines(a, &v, &durable).await?;
+    let v = v;
     let decide = |s: &InstanceSpec| {
         let head = a.recorder.head_build(&s.image, &s.runtime);
         let mut case = InstanceCase::of_spec(s);
