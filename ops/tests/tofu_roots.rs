@@ -46,6 +46,24 @@ fn starter(reference: &Path, work: &Path) -> PathBuf {
     tree
 }
 
+/// The starter's storage `data` requested `state` (it starts `active`),
+/// and unmounted from its instance (a storage leaves `active` unattached).
+fn retire_data(root: &Path, state: &str) {
+    let edit = |path: &str, from: &str, to: &str| {
+        let p = root.join(path);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{path}: {from}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+    };
+    edit(
+        "storages/storages.yaml",
+        "state: active",
+        &format!("state: {state}"),
+    );
+    let mount = "    storages:\n      - name: data\n        mount_point: /mnt/data\n";
+    edit("instances/instances.yaml", mount, "");
+}
+
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -188,20 +206,8 @@ fn a_pinned_instance_boots_its_build_and_a_destroyed_storage_loses_its_module_ca
     let ud = std::fs::read_to_string(dir.join("user-data-team_node_1.sh.tftpl")).unwrap();
     assert!(ud.contains("hostnamectl set-hostname 'team-node-1-002'"));
 
-    let st = root.join("storages/storages.yaml");
-    let text = std::fs::read_to_string(&st).unwrap();
-    std::fs::write(&st, text.replace("state: active", "state: destroyed")).unwrap();
     // a destroyed storage is detached first: the instance no longer mounts it
-    let inst = root.join("instances/instances.yaml");
-    let text = std::fs::read_to_string(&inst).unwrap();
-    std::fs::write(
-        &inst,
-        text.replace(
-            "    storages:\n      - name: data\n        mount_point: /mnt/data\n",
-            "",
-        ),
-    )
-    .unwrap();
+    retire_data(&root, "destroyed");
     let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default())
         .unwrap_or_else(|d| panic!("{d:#?}"));
     let e = emit(&tree, &records, &root.join("meta-state")).unwrap();
@@ -293,19 +299,8 @@ fn an_archived_storage_loses_its_module_call_and_a_restore_names_its_archive() {
     let Some(reference) = shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let root = starter(&reference, work.path());
+    retire_data(&root, "archived");
     let st = root.join("storages/storages.yaml");
-    let text = std::fs::read_to_string(&st).unwrap();
-    std::fs::write(&st, text.replace("state: active", "state: archived")).unwrap();
-    let inst = root.join("instances/instances.yaml");
-    let text = std::fs::read_to_string(&inst).unwrap();
-    std::fs::write(
-        &inst,
-        text.replace(
-            "    storages:\n      - name: data\n        mount_point: /mnt/data\n",
-            "",
-        ),
-    )
-    .unwrap();
     let tree = csis_rules::load(&root, &csis_rules::LoadOptions::default())
         .unwrap_or_else(|d| panic!("{d:#?}"));
     let records = FleetRecords {
