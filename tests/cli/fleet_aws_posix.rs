@@ -84,6 +84,10 @@ exit 0
 "#,
     )
     .unwrap();
+    // old enough for csis to trust it stays as it is (the racy-file rule)
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let f = std::fs::File::options().write(true).open(bin.join("tofu"));
+    f.unwrap().set_modified(old).unwrap();
     let env = vec![
         path_with(&bin),
         ("TOFU_RECORD", record.display().to_string()),
@@ -110,4 +114,32 @@ exit 0
         !err.contains("instance-image/tofu-aws/instance-generation not validated"),
         "{err}"
     );
+
+    // the next dry run checks only what did not pass: a root, its module
+    // sources and its executable as they were are not checked again
+    let checked = |from: usize| -> Vec<String> {
+        let calls = recorded_calls(&record);
+        let v = calls[from..].iter().filter(|(_, a)| a == "validate");
+        let mut roots: Vec<String> = v
+            .map(|(d, _)| d.split('/').next().unwrap().into())
+            .collect();
+        roots.dedup();
+        roots
+    };
+    let before = recorded_calls(&record).len();
+    let (code, out, err) = t.csis_with(&["build", "--dry-run"], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(checked(before), ["storage"], "{err}");
+    assert!(
+        err.contains("not validated") && err.contains("storage/"),
+        "{err}"
+    );
+    // a module source changed: every root is checked again
+    let module = t.root.join("tfmodules/aws_instance/main.tf");
+    let text = std::fs::read_to_string(&module).unwrap();
+    std::fs::write(&module, format!("{text}\n# changed\n")).unwrap();
+    let before = recorded_calls(&record).len();
+    let (code, out, err) = t.csis_with(&["build", "--dry-run"], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(checked(before), ["storage", "instance-image"], "{err}");
 }

@@ -1069,8 +1069,14 @@ fn tofu_roots(
             if let Some(rt) = dry_run {
                 let generated = s.tree.root().join("generated");
                 let log = state.local.logs().join(&state.run_id);
-                let checked =
-                    rt.block_on(crate::fleet::tofu::validate_dry(&e.roots, &generated, &log));
+                let modules = s.tree.root().join(&s.tree.config.config.module_source_base);
+                let checked = rt.block_on(crate::fleet::tofu::validate_dry(
+                    &e.roots,
+                    &generated,
+                    &log,
+                    &state.local.sub("cache"),
+                    &modules,
+                ));
                 for (dir, verdict) in checked {
                     if let Err(why) = verdict {
                         reporter.note(&Notice::TofuRootNotValid {

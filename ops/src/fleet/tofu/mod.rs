@@ -41,6 +41,7 @@ use tokio::sync::OnceCell;
 
 mod archives;
 mod ephemerals;
+mod validated;
 pub use archives::ArchiveOutcome;
 use archives::Archives;
 use ephemerals::{prove, Proofs};
@@ -280,18 +281,29 @@ pub async fn validate_dry(
     roots: &[csis_tofu::EmittedRoot],
     generated: &Path,
     log_dir: &Path,
+    cache_dir: &Path,
+    modules: &Path,
 ) -> Vec<(String, Result<(), String>)> {
     let mut out = Vec::new();
+    let mut validated = validated::Validated::open(cache_dir);
     for root in roots {
         // not there: `validate` says so at the builder's line; the dry run
         // emits all the same
-        if csis_runtime::probe::resolve(&root.executable).is_none() {
+        let Some(exe) = csis_runtime::probe::resolve(&root.executable) else {
+            continue;
+        };
+        let dir = generated.join(&root.dir);
+        let name = root.dir.display().to_string();
+        // as it was when its check last passed: not checked again
+        let key = validated::key(&exe, &dir, modules);
+        if key.as_deref().is_some_and(|k| validated.passed(&name, k)) {
+            out.push((name, Ok(())));
             continue;
         }
         let mut tofu = Tofu::new(&root.executable);
         tofu.log = Some(log_dir.join(format!("tofu-{}.log", root.builder)));
         let seq = Sequence {
-            dir: &generated.join(&root.dir),
+            dir: &dir,
             backend_file: &root.backend_file,
             mode: Mode::Dry,
             replace: &[],
@@ -303,8 +315,12 @@ pub async fn validate_dry(
             .await
             .map(drop)
             .map_err(|e| e.to_string());
-        out.push((root.dir.display().to_string(), verdict));
+        if let (Ok(()), Some(k)) = (&verdict, key) {
+            validated.remember(&name, k);
+        }
+        out.push((name, verdict));
     }
+    validated.save();
     out
 }
 
