@@ -69,13 +69,45 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, endpoint: &str) -> Result<Disco
     use crate::client::cause_at;
     let mut d = Discovery::default();
 
-    // describe_vpcs
-    let mut vpcs = Vec::new();
-    let mut pages = ec2.describe_vpcs().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause_at(&e, endpoint))?;
-        vpcs.extend(page.vpcs.unwrap_or_default());
-    }
+    // the four lists asked at once (each a round trip; none needs another)
+    let vpcs = async {
+        let mut out = Vec::new();
+        let mut pages = ec2.describe_vpcs().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| cause_at(&e, endpoint))?;
+            out.extend(page.vpcs.unwrap_or_default());
+        }
+        Ok::<_, String>(out)
+    };
+    let subnets = async {
+        let mut out = Vec::new();
+        let mut pages = ec2.describe_subnets().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| cause_at(&e, endpoint))?;
+            out.extend(page.subnets.unwrap_or_default());
+        }
+        Ok::<_, String>(out)
+    };
+    let tables = async {
+        let mut out = Vec::new();
+        let mut pages = ec2.describe_route_tables().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| cause_at(&e, endpoint))?;
+            out.extend(page.route_tables.unwrap_or_default());
+        }
+        Ok::<_, String>(out)
+    };
+    let groups = async {
+        let mut out = Vec::new();
+        let mut pages = ec2.describe_security_groups().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| cause_at(&e, endpoint))?;
+            out.extend(page.security_groups.unwrap_or_default());
+        }
+        Ok::<_, String>(out)
+    };
+    let (vpcs, subnets, tables, groups) = tokio::try_join!(vpcs, subnets, tables, groups)?;
+
     for v in &vpcs {
         let Some(id) = v.vpc_id.clone() else { continue };
         if v.is_default == Some(true) && d.default_vpc_id.is_none() {
@@ -83,23 +115,11 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, endpoint: &str) -> Result<Disco
         }
         d.vpc_map.entry(id).or_default();
     }
-
-    // describe_subnets
-    let mut subnets = Vec::new();
-    let mut pages = ec2.describe_subnets().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause_at(&e, endpoint))?;
-        subnets.extend(page.subnets.unwrap_or_default());
-    }
-
-    // describe_route_tables
-    let mut tables = Vec::new();
-    let mut pages = ec2.describe_route_tables().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause_at(&e, endpoint))?;
-        for t in page.route_tables.unwrap_or_default() {
+    let tables: Vec<RouteTableFacts> = tables
+        .into_iter()
+        .map(|t| {
             let assoc = t.associations.clone().unwrap_or_default();
-            tables.push(RouteTableFacts {
+            RouteTableFacts {
                 vpc_id: t.vpc_id.clone().unwrap_or_default(),
                 main: assoc.iter().any(|a| a.main == Some(true)),
                 subnet_ids: assoc.iter().filter_map(|a| a.subnet_id.clone()).collect(),
@@ -112,9 +132,9 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, endpoint: &str) -> Result<Disco
                         Some((dest, r.gateway_id.unwrap_or_default()))
                     })
                     .collect(),
-            });
-        }
-    }
+            }
+        })
+        .collect();
     for s in subnets {
         let (Some(sid), Some(vpc)) = (s.subnet_id.clone(), s.vpc_id.clone()) else {
             continue;
@@ -133,16 +153,10 @@ pub async fn discover(ec2: &aws_sdk_ec2::Client, endpoint: &str) -> Result<Disco
                 .collect(),
         });
     }
-
-    // describe_security_groups
-    let mut pages = ec2.describe_security_groups().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| cause_at(&e, endpoint))?;
-        for g in page.security_groups.unwrap_or_default() {
-            if let Some(id) = g.group_id {
-                d.all_security_groups
-                    .insert(id, g.description.unwrap_or_default());
-            }
+    for g in groups {
+        if let Some(id) = g.group_id {
+            d.all_security_groups
+                .insert(id, g.description.unwrap_or_default());
         }
     }
     Ok(d)
