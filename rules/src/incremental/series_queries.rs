@@ -118,7 +118,10 @@ pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResu
 /// alone. It reads the whole load, so it runs for every series when the
 /// tree reloads (cheap: a walk of the chain); compared by value, it is
 /// the firewall between the load and the per-series work. An image
-/// declared outside the tracked files keys on the whole tree's hash.
+/// declared outside the tracked files keys on the whole tree's hash. A
+/// compile rule that starts reading another image than the chain's (its
+/// children, a sibling) must add that image's file here: the tests compare
+/// with a plain compile after every kind of edit, but only on their trees.
 #[salsa::tracked]
 pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Option<[u8; 32]> {
     let loaded = load_tree(db, input);
