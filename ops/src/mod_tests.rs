@@ -376,12 +376,10 @@ fn test_runtime(session: &Session) -> Result<(String, DynRuntime)> {
             format!("docker runtime {name}"),
             session.runtimes.get(tree, name)?,
         )),
-        None => {
-            let rt = csis_runtime_docker::DockerRuntime::new(
-                csis_runtime_docker::settings::DockerSettings::new("local"),
-            )?;
-            Ok(("the local daemon".into(), Arc::new(rt)))
-        }
+        None => Ok((
+            "the local daemon".into(),
+            crate::wiring::local_mod_test_runtime()?,
+        )),
     }
 }
 

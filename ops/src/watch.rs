@@ -13,9 +13,10 @@
 //! re-hashes the playbooks and scripts whose metadata moved, sets only the
 //! inputs that changed, reads `meta-state/` as `csis plan` does and sets
 //! the pins, and asks for the graph: an edit of one image file re-parses
-//! that file and recompiles that image alone (every series' draft is
-//! re-derived from the reloaded tree and compared), its fingerprint and
-//! its `follow` descendants'; an edit of a playbook re-hashes that file and
+//! that file and recompiles that image alone (only the series whose chain
+//! passes through that file are drafted again, `series_key`, and compared),
+//! its fingerprint and its `follow` descendants'; an edit of a playbook
+//! re-hashes that file and
 //! recompiles only the images using it. The units are brought up to date
 //! on two threads and the graph is assembled from them without copying
 //! their nodes (it shares them). The plan then runs on that graph as `csis

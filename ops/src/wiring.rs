@@ -317,6 +317,23 @@ fn docker(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     Ok(docker)
 }
 
+/// Where `csis test-mods` runs when the tree declares no runtime that
+/// runs mod tests: the local Docker daemon (refused when this csis was
+/// built without the docker runtime type).
+pub fn local_mod_test_runtime() -> Result<DynRuntime> {
+    #[cfg(feature = "docker")]
+    {
+        let rt = csis_runtime_docker::DockerRuntime::new(
+            csis_runtime_docker::settings::DockerSettings::new("local"),
+        )?;
+        Ok(std::sync::Arc::new(rt))
+    }
+    #[cfg(not(feature = "docker"))]
+    {
+        Err(anyhow!("{}", not_built_in(DOCKER_MODEL.name)))
+    }
+}
+
 #[cfg(feature = "aws")]
 fn aws(tree: &Tree, rt: &RuntimeEntry) -> Result<DynRuntime> {
     let RuntimeKind::Aws(aws) = &rt.kind else {

@@ -44,13 +44,19 @@ pub struct Assembler {
 #[derive(Default)]
 pub struct LinkedSpecs {
     map: HashMap<usize, (Arc<BakeSpec>, Arc<BakeSpec>)>,
+    /// The nodes and edges of the graph they were linked in (the next
+    /// assembly reserves that room at once instead of growing to it).
+    size: (usize, usize),
 }
 
 impl Assembler {
     /// An assembler that reuses the linked specs of a previous assembly
     /// ([`Assembler::finish_with_specs`] returns this one's).
     pub fn with_specs(previous: LinkedSpecs) -> Assembler {
+        let (nodes, edges) = previous.size;
         Assembler {
+            g: Graph::with_capacity(nodes, edges),
+            specs: Vec::with_capacity(nodes),
             linked: Some((previous, LinkedSpecs::default())),
             ..Assembler::default()
         }
@@ -205,7 +211,8 @@ impl Assembler {
     /// The compiled graph, and the specs this assembly linked (for the
     /// next one, [`Assembler::with_specs`]).
     pub fn finish_with_specs(self) -> (Compiled, LinkedSpecs) {
-        let linked = self.linked.map(|(_, new)| new).unwrap_or_default();
+        let mut linked = self.linked.map(|(_, new)| new).unwrap_or_default();
+        linked.size = (self.g.len(), self.g.edge_count());
         (
             Compiled {
                 graph: self.g,

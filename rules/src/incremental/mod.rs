@@ -8,7 +8,8 @@
 //!  TreeFile  (path, text)   --->  parse_file        (file)
 //!  TreeInput (files, options) -->  load_tree         (tree)    merge, resolve, validate
 //!                                  names, series_order (tree)  firewalls: which series, in which order
-//!                                  draft             (series)  firewall: the series' unit as the tree decides it
+//!                                  series_key        (series)  firewall: the files the series' draft reads
+//!                                  draft             (series)  the series' unit as the tree decides it
 //!  TreeInput.pins (PinTable) --->  image_pins        (image)   firewall: one image's pins
 //!  ContentFile (path, hash) --->  nodes             (series)  draft + file hashes + pins = the unit
 //!                                  bakes_of          (series)  which entries hold the series' bakes
@@ -30,10 +31,17 @@
 //!   re-parses that file alone. A parse equal by content hash (display
 //!   path, absolute path, text) is backdated: a file saved unchanged (or
 //!   changed and changed back) does not reload the tree.
-//! - [`draft`] reads the loaded tree, so every series' draft runs again
-//!   when the tree reloads (the price of a load that is one query); the
-//!   draft of a series the edit did not touch is equal and backdated, and
-//!   nothing after it runs: editing one image recompiles that image alone.
+//! - [`series_key`] reads the loaded tree, so it runs for every series
+//!   when the tree reloads (the price of a load that is one query): a hash
+//!   of what the series' draft reads, the options and the files outside
+//!   `images/` ([`LoadedTree::globals`]) and, for an image, the parse hash
+//!   of the file of each image of its chain. An equal key is backdated,
+//!   and the series' [`draft`] (which reads the tree through
+//!   [`Db::loaded`], without a dependency on the load) is not asked again:
+//!   editing one image file re-drafts the images of that file and those
+//!   whose chain passes through it; a draft asked again and equal is
+//!   backdated too, and nothing after it runs: editing one image
+//!   recompiles that image alone.
 //! - [`nodes`] finishes an image's draft with the content hashes of its
 //!   playbooks and scripts ([`ContentFile`] inputs, read through
 //!   [`Db::content_file`] on first demand) and its pins ([`image_pins`],
@@ -66,7 +74,9 @@
 //! series' unit and fingerprints up to date on two threads (two handles on
 //! the same storage, each half of the series; from 32 series), then
 //! assembles. [`Incremental::counts`] counts query executions
-//! and file hashes (the tests prove the incrementality with it).
+//! and file hashes (the tests prove the incrementality with it). The
+//! tree and graph an edit replaces are freed on a thread of their own,
+//! not on the caller's (salsa frees its copies at the next revision).
 //!
 //! Not tracked (read as the plain loader reads them, at the load's
 //! execution): overlay files, age identities, the environment. The load
@@ -77,7 +87,7 @@
 //! polling does not see it).
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,7 +132,7 @@ pub struct Counts {
     pub parses: usize,
     /// Executions of [`load_tree`].
     pub loads: usize,
-    /// Executions of [`draft`] (one per series and reload: the firewall).
+    /// Executions of [`draft`] (one per series whose [`series_key`] moved).
     pub drafts: usize,
     /// Executions of [`nodes`] (a series compiled: files hashed in, pins).
     pub compiles: usize,
@@ -187,7 +197,14 @@ pub trait Db: salsa::Database {
     fn linked_specs(&self) -> &Mutex<LinkedSpecs>;
     /// The scheduler's cost of each bake (fixed for the database's life).
     fn bake_costs(&self) -> &dyn BakeCost;
+    /// The tree [`load_tree`] loaded last (written by it, read by
+    /// [`draft`] without a dependency: a draft depends on its
+    /// [`series_key`] instead, which covers what it reads of the tree).
+    fn loaded(&self) -> &Mutex<Option<LoadResult>>;
 }
+
+/// What a load answers: the tree, or every diagnostic.
+pub type LoadResult = Arc<Result<Tree, Vec<Diagnostic>>>;
 
 /// When a content file was last read: its mtime and size (None: unreadable).
 type Stamp = Option<(Option<SystemTime>, u64)>;
@@ -208,6 +225,7 @@ pub struct CompileDb {
     contents: Arc<Mutex<BTreeMap<PathBuf, (ContentFile, Stamp)>>>,
     linked: Arc<Mutex<LinkedSpecs>>,
     costs: Arc<dyn BakeCost>,
+    loaded: Arc<Mutex<Option<LoadResult>>>,
 }
 
 impl Default for CompileDb {
@@ -225,6 +243,7 @@ impl Default for CompileDb {
             contents: Arc::default(),
             linked: Arc::default(),
             costs: Arc::new(DefaultCost),
+            loaded: Arc::default(),
         }
     }
 }
@@ -256,6 +275,10 @@ impl Db for CompileDb {
 
     fn bake_costs(&self) -> &dyn BakeCost {
         &*self.costs
+    }
+
+    fn loaded(&self) -> &Mutex<Option<LoadResult>> {
+        &self.loaded
     }
 }
 
@@ -328,6 +351,13 @@ impl Eq for ParsedFile {}
 #[derive(Debug, Clone)]
 pub struct LoadedTree {
     pub hash: blake3::Hash,
+    /// The hash of what every series' draft reads besides the image files
+    /// of its chain: the options and the files outside `images/` (the
+    /// whole tree's hash when overlays are set: their files are not
+    /// tracked).
+    pub globals: blake3::Hash,
+    /// The parse hash of each file under `images/`, by path.
+    pub image_files: Arc<HashMap<PathBuf, blake3::Hash>>,
     pub result: Arc<Result<Tree, Vec<Diagnostic>>>,
 }
 
@@ -384,6 +414,27 @@ pub struct Incremental {
     files: BTreeMap<PathBuf, TreeFile>,
     /// An input changed since the last [`Incremental::compiled`].
     dirty: std::sync::atomic::AtomicBool,
+    /// The loaded trees and graphs of the last compiles (at most two):
+    /// salsa frees its copies of a replaced tree at the next revision, on
+    /// the caller's thread (~100 ms for a tree of 5,000 images), so these
+    /// hold them until then and [`Incremental::sync`] drops them on a
+    /// thread of their own ([`retire`]).
+    retired: Mutex<std::collections::VecDeque<Retired>>,
+}
+
+/// A loaded tree and its graph, kept to be dropped off the caller's thread.
+type Retired = (LoadResult, Arc<CompiledTree>);
+
+/// Drop `old` on a thread of its own (the caller does not wait for it);
+/// in place when no thread can be started.
+fn retire(old: Vec<Retired>) {
+    if old.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("csis-retire".into())
+        .spawn(move || drop(old));
+    drop(spawned);
 }
 
 /// From how many series [`Incremental::compiled`] brings the units up to
@@ -419,6 +470,7 @@ impl Incremental {
             input,
             files: BTreeMap::new(),
             dirty: std::sync::atomic::AtomicBool::new(true),
+            retired: Mutex::default(),
         };
         inc.sync();
         inc
@@ -462,6 +514,12 @@ impl Incremental {
         report.contents = self.sync_contents();
         if !report.is_empty() {
             self.dirty.store(true, Ordering::Relaxed);
+            // The new revision has just freed salsa's copies of the tree
+            // and graph replaced in the previous one: the older of the two
+            // kept is now only ours.
+            let mut kept = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let n = kept.len().saturating_sub(1);
+            retire(kept.drain(..n).collect());
         }
         report
     }
@@ -519,9 +577,27 @@ impl Incremental {
         }
         match graph(&self.db, self.input) {
             None => Err(None),
-            Some(Ok(c)) => Ok(c.clone()),
+            Some(Ok(c)) => {
+                self.keep(c);
+                Ok(c.clone())
+            }
             Some(Err(e)) => Err(Some(e.clone())),
         }
+    }
+
+    /// Keep the tree and graph `c` was compiled from until salsa lets go
+    /// of them ([`Incremental::retired`]).
+    fn keep(&self, c: &Arc<CompiledTree>) {
+        let tree = load_tree(&self.db, self.input).result.clone();
+        let mut kept = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let same = kept
+            .back()
+            .is_some_and(|(t, g)| Arc::ptr_eq(t, &tree) && Arc::ptr_eq(g, c));
+        if !same {
+            kept.push_back((tree, c.clone()));
+        }
+        let n = kept.len().saturating_sub(2);
+        retire(kept.drain(..n).collect());
     }
 
     /// Bring every series' unit and fingerprints up to date on two

@@ -3,6 +3,7 @@
 //! and the assembled graph.
 
 use super::*;
+use crate::tree::Parent;
 
 /// What `meta-state/` answers the compile of a tree: for every image under
 /// `parent_policy: pinned` and each of its runtimes, the pinned parent
@@ -81,7 +82,15 @@ pub fn names(db: &dyn Db, input: TreeInput) -> Names {
 #[salsa::tracked(returns(ref))]
 pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResult {
     bump(&db.counters().drafts);
-    let Ok(tree) = &*load_tree(db, input).result else {
+    // The key brings the load up to date (and with it `Db::loaded`); the
+    // tree is then read without a dependency on the whole load.
+    (*series_key(db, input, s))?;
+    let loaded = db
+        .loaded()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()?;
+    let Ok(tree) = &*loaded else {
         return None;
     };
     let name = s.name(db);
@@ -96,6 +105,63 @@ pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResu
         }
     };
     Some(unit.map(Arc::new).map_err(|e| e.to_string()))
+}
+
+/// What a series' [`draft`] reads of the loaded tree, as a hash (None: the
+/// tree does not load, or has no such series): [`LoadedTree::globals`]
+/// (the options, every file outside `images/`), and for an image the
+/// name and the parse hash of the file declaring it, of itself and of
+/// every image of its chain (its parent, ...) up to its OS builder. A
+/// draft reads the configuration, its image and its chain's images and
+/// nothing of the other images, so an edit of one image file re-drafts
+/// the images of that file and the images whose chain passes through it
+/// alone. It reads the whole load, so it runs for every series when the
+/// tree reloads (cheap: a walk of the chain); compared by value, it is
+/// the firewall between the load and the per-series work. An image
+/// declared outside the tracked files keys on the whole tree's hash. A
+/// compile rule that starts reading another image than the chain's (its
+/// children, a sibling) must add that image's file here: the tests compare
+/// with a plain compile after every kind of edit, but only on their trees.
+#[salsa::tracked]
+pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Option<[u8; 32]> {
+    let loaded = load_tree(db, input);
+    let Ok(tree) = &*loaded.result else {
+        return None;
+    };
+    let name = s.name(db);
+    let mut h = blake3::Hasher::new();
+    h.update(b"csis-series-key-v1");
+    h.update(loaded.globals.as_bytes());
+    put(&mut h, name.as_bytes());
+    match s.kind(db) {
+        SeriesKind::Os => {
+            tree.os_builder(name).filter(|o| o.name == *name)?;
+        }
+        SeriesKind::Image => {
+            let mut cur = tree.image(name).filter(|i| i.name == *name)?;
+            for _ in 0..=tree.images.len() {
+                put(&mut h, cur.name.as_bytes());
+                match loaded.image_files.get(&cur.origin.loc.file.abs) {
+                    Some(f) => h.update(f.as_bytes()),
+                    None => h.update(loaded.hash.as_bytes()),
+                };
+                match &cur.parent {
+                    Parent::Os(o) => {
+                        put(&mut h, o.as_bytes());
+                        break;
+                    }
+                    Parent::Image(p) => match tree.image(p) {
+                        Some(next) => cur = next,
+                        None => {
+                            put(&mut h, p.as_bytes());
+                            break;
+                        }
+                    },
+                }
+            }
+        }
+    }
+    Some(*h.finalize().as_bytes())
 }
 
 /// The pins of one image, `(runtime, build, recorded fingerprint, recorded

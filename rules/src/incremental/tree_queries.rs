@@ -48,15 +48,35 @@ pub fn load_tree(db: &dyn Db, input: TreeInput) -> LoadedTree {
     // The options by content (their Debug rendering is deterministic:
     // vectors, a BTreeMap, strings and a time).
     put(&mut h, format!("{:?}", opts.0).as_bytes());
+    // What every series reads besides its own chain's image files: the
+    // options and every file outside `images/` (cfg/, groups/, ...). With
+    // overlays (whose files are not tracked) it is the whole tree's hash.
+    let mut g = h.clone();
+    let images = input.root(db).join("images");
     let mut nodes = Vec::with_capacity(input.files(db).len());
+    let mut files = HashMap::with_capacity(input.files(db).len());
     for f in input.files(db) {
         let p = parse_file(db, *f);
         h.update(p.hash.as_bytes());
+        if f.path(db).starts_with(&images) {
+            files.insert(f.path(db).clone(), p.hash);
+        } else {
+            g.update(p.hash.as_bytes());
+        }
         nodes.push((f.path(db).clone(), (*p.result).clone()));
     }
-    let result = load::load_from_nodes(input.root(db), &opts.0, nodes);
+    let result = Arc::new(load::load_from_nodes(input.root(db), &opts.0, nodes));
+    let hash = h.finalize();
+    let globals = if opts.0.overlays.is_empty() {
+        g.finalize()
+    } else {
+        hash
+    };
+    *db.loaded().lock().unwrap_or_else(|e| e.into_inner()) = Some(result.clone());
     LoadedTree {
-        hash: h.finalize(),
-        result: Arc::new(result),
+        hash,
+        globals,
+        image_files: Arc::new(files),
+        result,
     }
 }

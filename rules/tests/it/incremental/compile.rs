@@ -202,8 +202,8 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
     });
     assert_eq!((edit.parses, edit.loads), (1, 1));
     assert_eq!(
-        edit.drafts, SERIES,
-        "every series' draft runs (the firewall)"
+        edit.drafts, 2,
+        "app and tools, whose chain passes through app.yml (the firewall: series_key)"
     );
     assert_eq!(edit.compiles, 1, "only app recompiles");
     assert_eq!(edit.fingerprints, 2, "app and its follow child tools");
@@ -227,6 +227,10 @@ fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
     )
     .unwrap();
     let web = sync_and_compile(&mut inc).1;
+    assert_eq!(
+        web.drafts, 4,
+        "web and the images below it: app, tools, pinned"
+    );
     assert_eq!(web.compiles, 1, "only web recompiles");
     assert_eq!(web.fingerprints, 3, "web, app, tools");
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &pins);
@@ -564,8 +568,9 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
     let all = dir.path().join("images/all.yml");
     let text = std::fs::read_to_string(&all).unwrap();
-    // img-30 (parent img-29, follow) gains a description: its draft does
-    // not move, nothing after the drafts runs
+    // img-30 (parent img-29, follow) gains a description: the images of
+    // its file are drafted again (not the OS builders), img-30's draft
+    // does not move, nothing after the drafts runs
     let edited = text.replace(
         "  - name: img-30\n",
         "  - name: img-30\n    description: edited\n",
@@ -574,7 +579,7 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     std::fs::write(&all, edited).unwrap();
     let (r, c) = sync_and_compile(&mut inc);
     assert_eq!(r.changed, 1);
-    assert_eq!((c.parses, c.loads, c.drafts), (1, 1, series));
+    assert_eq!((c.parses, c.loads, c.drafts), (1, 1, 60));
     assert_eq!((c.compiles, c.fingerprints, c.graphs), (0, 0, 0));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
     // img-30 turns pinned (no pin yet): it recompiles, and so does its
@@ -588,7 +593,7 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     std::fs::write(&all, edited).unwrap();
     let (r, c) = sync_and_compile(&mut inc);
     assert_eq!(r.changed, 1);
-    assert_eq!((c.drafts, c.compiles, c.graphs), (series, 2, 1));
+    assert_eq!((c.drafts, c.compiles, c.graphs), (60, 2, 1));
     assert!(c.fingerprints >= 2, "{c:?}");
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
 }
@@ -608,8 +613,100 @@ fn a_tree_that_does_not_load_does_not_compile_and_recovers() {
     assert!(matches!(inc.compiled(), Err(None)));
     std::fs::write(dir.path().join("images/app.yml"), APP).unwrap();
     let c = sync_and_compile(&mut inc).1;
-    // the tree is back as it was: every series' draft equals its last
-    // value, nothing else runs but the graph
-    assert_eq!((c.drafts, c.compiles, c.fingerprints), (SERIES, 0, 0));
+    // the tree is back as it was: every series' key equals its last
+    // value, no draft runs, nothing else runs but the graph
+    assert_eq!((c.drafts, c.compiles, c.fingerprints), (0, 0, 0));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
+}
+
+/// Every kind of edit `csis watch` sees, one after the other, each compiled
+/// like a plain `compile()` of a fresh load: an image edited in a file of
+/// several, an image added to a file and in a new file, a parent changed,
+/// an image and a file removed, the configuration edited, a playbook
+/// edited, a pin set; an image edit re-drafts fewer series than the tree
+/// has.
+#[test]
+fn every_kind_of_edit_compiles_like_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_compile_tree(root);
+    let mut inc = Incremental::new(root, &opts());
+    inc.compiled().expect("compiles");
+    let web2 = "  - name: web2\n    source_image: web\n    runtimes: [{image_builder: sim-bake}]\n";
+    let extra = "images:\n  - name: extra\n    source_image: web2\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n";
+    let tools = crate::incremental::TOOLS;
+    let steps: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        (
+            "an image added to a file",
+            Box::new(move |r: &Path| {
+                std::fs::write(r.join("images/web.yml"), format!("{WEB}{web2}")).unwrap()
+            }),
+        ),
+        (
+            "an image in a new file",
+            Box::new(move |r: &Path| std::fs::write(r.join("images/extra.yml"), extra).unwrap()),
+        ),
+        (
+            "an image edited in a file of two",
+            Box::new(move |r: &Path| {
+                let t =
+                    format!("{WEB}{web2}").replace("web2\n", "web2\n    primary_disk_size: 40\n");
+                std::fs::write(r.join("images/web.yml"), t).unwrap()
+            }),
+        ),
+        (
+            "a parent changed",
+            Box::new(move |r: &Path| {
+                std::fs::write(
+                    r.join("images/more/tools.yaml"),
+                    tools.replace("source_image: app", "source_image: web2"),
+                )
+                .unwrap()
+            }),
+        ),
+        (
+            "a file removed",
+            Box::new(|r: &Path| std::fs::remove_file(r.join("images/extra.yml")).unwrap()),
+        ),
+        (
+            "the configuration edited",
+            Box::new(|r: &Path| {
+                std::fs::write(r.join("cfg/_config.yml"), "id: incremental-test-2\n").unwrap()
+            }),
+        ),
+        (
+            "a playbook edited",
+            Box::new(|r: &Path| {
+                let p = r.join("playbooks/web.yml");
+                std::fs::write(&p, "- hosts: all\n  tasks: [{debug: {msg: edited}}]\n").unwrap();
+                bump_mtime(&p, 1_000_000);
+            }),
+        ),
+        (
+            "an image removed from a file",
+            Box::new(|r: &Path| {
+                std::fs::write(r.join("images/more/tools.yaml"), crate::incremental::TOOLS)
+                    .unwrap();
+                std::fs::write(r.join("images/web.yml"), WEB).unwrap()
+            }),
+        ),
+    ];
+    for (what, edit) in steps {
+        edit(root);
+        let c = sync_and_compile(&mut inc).1;
+        let yaml = what != "a playbook edited";
+        assert_eq!(c.loads, usize::from(yaml), "{what}: {c:?}");
+        assert_compiles_like_plain(&inc, root, &opts(), &NoPins);
+        if what == "an image edited in a file of two" {
+            // web, web2 and what lies below them (app, tools, pinned,
+            // extra); not solo nor deb12
+            assert_eq!(c.drafts, 6, "{what}: {c:?}");
+        }
+    }
+    let pins = TestPins(BTreeMap::from([(
+        "pinned".to_string(),
+        ("b-web".to_string(), Some("ab".repeat(32))),
+    )]));
+    assert!(inc.set_pins(&pins));
+    assert_compiles_like_plain(&inc, root, &opts(), &pins);
 }
