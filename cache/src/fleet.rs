@@ -20,7 +20,6 @@ use crate::instance_state::{
 use crate::launch_params::{LaunchParams, LaunchRecord};
 use crate::pins::{PinMove, Pins};
 use crate::storage_state::{RecordedFacts, StorageState, StorageStates, Transition};
-use crate::{CacheError, MetaState};
 
 /// The three fleet files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -110,24 +109,6 @@ impl FleetRecords {
             launch: self.launch_record(name),
             current: self.current_generation(name),
         }
-    }
-
-    /// The three files (each empty when absent).
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        Ok(FleetRecords {
-            launch: LaunchParams::load(meta)?,
-            instances: InstanceState::load(meta)?,
-            storages: StorageStates::load(meta)?,
-        })
-    }
-
-    /// Write the three files (each atomic, each only when changed).
-    /// Returns whether any changed.
-    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        let a = self.launch.save(meta)?;
-        let b = self.instances.save(meta)?;
-        let c = self.storages.save(meta)?;
-        Ok(a || b || c)
     }
 
     /// The launch record of an instance.

@@ -12,9 +12,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::revocations::{read_meta_file, write_meta_file};
-use crate::{CacheError, MetaState};
-
 pub const INSTANCE_STATE_FILE: &str = "instance-state.yaml";
 
 /// `<name>-NNN`: the canonical hostname of generation `number` (3 digits,
@@ -189,14 +186,6 @@ impl InstanceLedger {
 }
 
 impl InstanceState {
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        read_meta_file(meta, INSTANCE_STATE_FILE)
-    }
-
-    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        write_meta_file(meta, INSTANCE_STATE_FILE, self)
-    }
-
     /// The machine of an instance standing now, as recorded.
     pub fn current(&self, name: &str) -> Option<&Generation> {
         self.instances.get(name)?.current.as_ref()

@@ -10,9 +10,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::revocations::{read_meta_file, write_meta_file};
-use crate::{CacheError, MetaState};
-
 pub const LAUNCH_PARAMS_FILE: &str = "launch-params.yaml";
 
 /// The build of a launch record not yet bound (the original's word).
@@ -120,14 +117,6 @@ impl LaunchRecord {
 }
 
 impl LaunchParams {
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        read_meta_file(meta, LAUNCH_PARAMS_FILE)
-    }
-
-    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        write_meta_file(meta, LAUNCH_PARAMS_FILE, self)
-    }
-
     /// The launch record of an instance.
     pub fn record(&self, name: &str) -> Option<&LaunchRecord> {
         self.instances.get(name)

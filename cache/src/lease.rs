@@ -112,7 +112,7 @@ fn holder_gone(doc: &LeaseDoc, this_host: &str) -> bool {
     proc.join("self").exists() && !proc.join(doc.pid.to_string()).exists()
 }
 
-/// What taking the leases said (for the user).
+/// What taking the leases met (typed: the binary words it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum LeaseEvent {
@@ -127,27 +127,6 @@ pub enum LeaseEvent {
     /// Its holder was a process of this host that is gone (a `kill -9`):
     /// taken over at once.
     TakenFromDead { key: String, holder: String },
-}
-
-impl LeaseEvent {
-    pub fn message(&self) -> String {
-        match self {
-            LeaseEvent::Waiting { key, holder } => {
-                format!("waiting for the lease of {key}, held by {holder}")
-            }
-            LeaseEvent::TakenOver {
-                key,
-                holder,
-                expired,
-            } => format!(
-                "took over the lease of {key} from {holder}: it expired {:.0} s ago (its owner stopped renewing it)",
-                (now() - expired).max(0.0)
-            ),
-            LeaseEvent::TakenFromDead { key, holder } => format!(
-                "took over the lease of {key} from {holder}: that process is gone from this host"
-            ),
-        }
-    }
 }
 
 /// Leases held by this process; renewed by a thread while alive, deleted

@@ -31,6 +31,7 @@ pub mod mod_tests;
 pub mod objstore;
 pub mod pins;
 pub mod plan;
+mod record_files;
 mod recorder;
 pub mod releases;
 // lineage operations

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::record_files::write_meta_file;
 use crate::release_rules::{ModTests, MOD_TESTS_FILE};
-use crate::revocations::write_meta_file;
 use crate::{CacheError, MetaState};
 
 /// One mod's latest test, by its content hash.

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::lineage::{BuildRecord, Lineage};
+use crate::record_files::{read_meta_file, write_meta_file};
 use crate::releases::{Release, Releases};
-use crate::revocations::{head_unrevoked, read_meta_file, Revocations};
+use crate::revocations::{head_unrevoked, Revocations};
 use crate::{CacheError, MetaState};
 
 pub const IMAGE_TESTS_FILE: &str = "image-tests.yaml";
@@ -74,7 +75,7 @@ impl ImageTests {
     }
     /// Write it atomically; false when unchanged.
     pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        crate::revocations::write_meta_file(meta, IMAGE_TESTS_FILE, self)
+        write_meta_file(meta, IMAGE_TESTS_FILE, self)
     }
     /// Record the latest post-bake result of a build (read, replace, write).
     pub fn record(

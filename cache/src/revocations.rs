@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::lineage::{BuildRecord, Lineage};
-use crate::{yamlio, CacheError, MetaState};
 
 pub const REVOCATIONS_FILE: &str = "revocations.yaml";
 
@@ -54,16 +53,6 @@ pub enum RevokeError {
 }
 
 impl Revocations {
-    /// Read `meta-state/revocations.yaml` (empty when absent).
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        read_meta_file(meta, REVOCATIONS_FILE)
-    }
-
-    /// Write it atomically; false when unchanged.
-    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        write_meta_file(meta, REVOCATIONS_FILE, self)
-    }
-
     /// Is this build revoked?
     pub fn is_revoked(&self, build_id: &str) -> bool {
         self.revocations.iter().any(|r| r.build_id == build_id)
@@ -199,40 +188,6 @@ pub fn planning_view(
     (l, pins.clone())
 }
 
-// ---- small helpers for meta-state files this crate's lineage operations own ----
-
-pub(crate) fn read_meta_file<T: serde::de::DeserializeOwned + Serialize + Default>(
-    meta: &MetaState,
-    file: &str,
-) -> Result<T, CacheError> {
-    if meta.is_remote() {
-        return meta.read(file);
-    }
-    let path = meta.dir().join(file);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => yamlio::from_text(&path.to_string_lossy(), &text)
-            .map_err(|message| CacheError::Parse { path, message }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(CacheError::io(&path, e)),
-    }
-}
-
-pub(crate) fn write_meta_file<T: Serialize>(
-    meta: &MetaState,
-    file: &str,
-    value: &T,
-) -> Result<bool, CacheError> {
-    if meta.is_remote() {
-        return meta.write(file, value);
-    }
-    let path = meta.dir().join(file);
-    let text = yamlio::to_text(value).map_err(|message| CacheError::Parse {
-        path: path.clone(),
-        message,
-    })?;
-    crate::write_atomic(&path, text.as_bytes()).map_err(|e| CacheError::io(&path, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +276,7 @@ mod tests {
 
     #[test]
     fn round_trips_through_meta_state() {
+        use crate::MetaState;
         let t = tempfile::tempdir().unwrap();
         let m = MetaState::of_tree(t.path());
         assert!(Revocations::load(&m).unwrap().revocations.is_empty());

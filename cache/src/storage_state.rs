@@ -12,9 +12,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::revocations::{read_meta_file, write_meta_file};
-use crate::{CacheError, MetaState};
-
 pub const STORAGE_STATE_FILE: &str = "storage-state.yaml";
 
 /// A storage's state (requested or recorded).
@@ -234,14 +231,6 @@ pub struct StorageEvent {
 }
 
 impl StorageStates {
-    pub fn load(meta: &MetaState) -> Result<Self, CacheError> {
-        read_meta_file(meta, STORAGE_STATE_FILE)
-    }
-
-    pub fn save(&self, meta: &MetaState) -> Result<bool, CacheError> {
-        write_meta_file(meta, STORAGE_STATE_FILE, self)
-    }
-
     /// A storage's recorded state (`None`: never applied).
     pub fn state(&self, name: &str) -> Option<StorageState> {
         self.storages.get(name).map(|r| r.state)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::revocations::{read_meta_file, write_meta_file};
+use crate::record_files::{read_meta_file, write_meta_file};
 use crate::{CacheError, MetaState};
 
 pub const VERIFICATIONS_FILE: &str = "verifications.yaml";

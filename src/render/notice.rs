@@ -1,7 +1,7 @@
 //! A build's [`Notice`]s as the lines people read (stderr, or above the
 //! progress bars; the `message` of a notice under `--json`).
 
-use csis_ops::build::Notice;
+use csis_ops::build::{LeaseTaken, Notice};
 
 /// The lines a terminal shows of a notice (a node's each after its label).
 pub fn lines(n: &Notice) -> Vec<String> {
@@ -35,7 +35,15 @@ fn line(n: &Notice) -> String {
             action,
             reason,
         } => format!("gated: {label} would {action}: {reason}"),
-        Notice::Lease { message } => message.clone(),
+        Notice::Lease { key, holder, what } => match what {
+            LeaseTaken::Waiting => format!("waiting for the lease of {key}, held by {holder}"),
+            LeaseTaken::TakenOver { ago } => format!(
+                "took over the lease of {key} from {holder}: it expired {ago:.0} s ago (its owner stopped renewing it)"
+            ),
+            LeaseTaken::TakenFromDead => format!(
+                "took over the lease of {key} from {holder}: that process is gone from this host"
+            ),
+        },
         Notice::LeaseLost { key } => format!(
             "warning: the lease {key} was taken over by another runner while this build held it (it was not renewed in time)"
         ),
@@ -86,5 +94,31 @@ mod tests {
             message: "x".into(),
         };
         assert_eq!(lines(&w), ["warning: x"]);
+    }
+
+    #[test]
+    fn a_lease_notice_says_what_became_of_the_lease() {
+        let n = |what| Notice::Lease {
+            key: "img@sim".into(),
+            holder: "run-1 (host, pid 7)".into(),
+            what,
+        };
+        assert_eq!(
+            lines(&n(LeaseTaken::Waiting)),
+            ["waiting for the lease of img@sim, held by run-1 (host, pid 7)"]
+        );
+        assert_eq!(
+            lines(&n(LeaseTaken::TakenOver { ago: 41.6 })),
+            ["took over the lease of img@sim from run-1 (host, pid 7): it expired 42 s ago (its owner stopped renewing it)"]
+        );
+        assert_eq!(
+            lines(&n(LeaseTaken::TakenFromDead)),
+            ["took over the lease of img@sim from run-1 (host, pid 7): that process is gone from this host"]
+        );
+        let v = serde_json::to_value(n(LeaseTaken::TakenOver { ago: 3.0 })).unwrap();
+        assert_eq!(v["notice"], "lease");
+        assert_eq!(v["lease"], "taken_over");
+        assert_eq!(v["key"], "img@sim");
+        assert_eq!(v["ago"], 3.0);
     }
 }

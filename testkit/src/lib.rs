@@ -119,10 +119,58 @@ impl Tree {
         self
     }
 
+    /// The tree at `root`, which this `Tree` does not own: a tree a test
+    /// lays out itself, a starter a helper copied, a fixture read in place.
+    /// Its commands are every tree's; `tmp` is a scratch directory of its
+    /// own, and `root` is left as it is when the `Tree` is dropped.
+    pub fn at(root: impl Into<PathBuf>) -> Tree {
+        Tree {
+            tmp: tempfile::tempdir().unwrap(),
+            root: root.into(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The tree's root.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
     /// `csis -C <root>`, with no injected dummy failure.
     pub fn csis(&self) -> Command {
+        self.command(&self.root)
+    }
+
+    /// [`Tree::csis`] naming a directory inside the tree (`csis -C <dir>`,
+    /// as after a `cd` into it).
+    pub fn csis_in(&self, dir: &Path) -> Command {
+        assert!(
+            dir.starts_with(&self.root),
+            "{} is not in the tree {}",
+            dir.display(),
+            self.root.display()
+        );
+        self.command(dir)
+    }
+
+    /// [`Tree::csis`] run from `cwd`, naming the tree as a person types it:
+    /// `csis -C <dir>`, `dir` relative to `cwd` (`.` inside the tree).
+    pub fn csis_from(&self, cwd: &Path, dir: &str) -> Command {
+        assert_eq!(
+            cwd.join(dir).canonicalize().unwrap(),
+            self.root.canonicalize().unwrap(),
+            "-C {dir} from {} is not the tree",
+            cwd.display()
+        );
+        let mut c = self.command(Path::new(dir));
+        c.current_dir(cwd);
+        c
+    }
+
+    /// `csis -C <dir>` with the tree's environment.
+    fn command(&self, dir: &Path) -> Command {
         let mut c = csis();
-        c.arg("-C").arg(&self.root).env_remove("CSIS_DUMMY_FAIL");
+        c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
         for (k, v) in &self.env {
             match v {
                 Some(v) => c.env(k, v),
@@ -145,8 +193,25 @@ impl Tree {
     }
 }
 
+/// A tree is its root where a path is wanted (`t.join("cfg")`, a helper
+/// taking `&Path`).
+impl std::ops::Deref for Tree {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl AsRef<Path> for Tree {
+    fn as_ref(&self) -> &Path {
+        &self.root
+    }
+}
+
 /// The `csis` binary of this build (built by cargo for the workspace's
-/// integration tests).
+/// integration tests), on no tree: `init`, `--help`, the commands that
+/// read stdin alone. A command on a tree is [`Tree::csis`]'s (the tidy rule
+/// `tests/cli/tidy/testkit.rs` holds it).
 pub fn csis() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("csis"))
 }
@@ -297,6 +362,29 @@ mod tests {
         assert!(envs.contains(&(OsStr::new("CSIS_DUMMY_FAIL"), None)));
         let args: Vec<_> = c.get_args().collect();
         assert_eq!(args, [OsStr::new("-C"), t.root.as_os_str()]);
+    }
+
+    #[test]
+    fn a_tree_names_itself_from_inside_and_from_a_working_directory() {
+        let t = Tree::copy(&fixture("ops/basic"), &[]);
+        let cfg = t.join("cfg");
+        let c = t.csis_in(&cfg);
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(args, [OsStr::new("-C"), cfg.as_os_str()]);
+        let c = t.csis_from(t.tmp.path(), "tree");
+        assert_eq!(c.get_current_dir(), Some(t.tmp.path()));
+        assert_eq!(c.get_args().nth(1), Some(OsStr::new("tree")));
+        let at = Tree::at(t.path()).env("CSIS_TESTKIT_A", "1");
+        assert_eq!(at.csis().get_args().nth(1), Some(t.root.as_os_str()));
+        drop(at);
+        assert!(t.join("cfg").is_dir(), "a tree `at` a root leaves it");
+    }
+
+    #[test]
+    #[should_panic(expected = "is not in the tree")]
+    fn a_directory_outside_the_tree_is_refused() {
+        let t = Tree::copy(&fixture("ops/basic"), &[]);
+        t.csis_in(t.tmp.path());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use build_support::*;
 #[test]
 fn changed_playbook_rebakes_image_and_follow_descendants_only() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     let web_before = lineage(d).head("web", "sim").unwrap().build_id.clone();
     let pinned_pin = pins(d).image_pin("app-pinned", "sim").unwrap().to_string();
@@ -53,7 +53,7 @@ fn changed_playbook_rebakes_image_and_follow_descendants_only() {
 #[test]
 fn parent_moved_under_follow_after_a_partial_build() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     // Force web only (its follow child is not selected: nothing selects descendants).
     let (code, _) = build(d, &["//images/web", "--force-bake", "web"]);
@@ -80,7 +80,7 @@ fn parent_moved_under_follow_after_a_partial_build() {
 #[test]
 fn an_input_changed_back_reinstates_the_builds_of_those_inputs() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     let heads = |d: &std::path::Path| {
         let l = lineage(d);
@@ -143,14 +143,15 @@ fn an_input_changed_back_reinstates_the_builds_of_those_inputs() {
 #[test]
 fn a_revoked_build_is_not_reinstated() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     let web1 = lineage(d).head("web", "sim").unwrap().build_id.clone();
     let pb = d.join("playbooks/web.yml");
     let text = std::fs::read_to_string(&pb).unwrap();
     std::fs::write(&pb, format!("{text}# a comment\n")).unwrap();
     assert_eq!(build(d, &[]).0, 0);
-    let out = csis(d)
+    let out = d
+        .csis()
         .args(["revoke", &web1, "--reason", "bad"])
         .output()
         .unwrap();

@@ -7,7 +7,7 @@ use build_support::*;
 #[test]
 fn second_build_bakes_nothing() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(due_bakes(&plan(d, &[])), ALL_BAKES.to_vec());
 
     let (code, ev) = build(d, &[]);
@@ -83,8 +83,9 @@ fn second_build_bakes_nothing() {
 #[test]
 fn plan_changes_nothing_and_dry_run_records_nothing() {
     let t = tree("basic");
-    let d = t.path();
-    csis(d).arg("plan").assert().success();
+    let d = &t;
+    let (code, out, err) = d.run(&["plan"]);
+    assert_eq!(code, 0, "csis plan failed:\n{out}\n{err}");
     assert!(!d.join("meta-state").exists());
     assert!(!d.join(".csis").exists());
     let (code, ev) = build(d, &["--dry-run"]);
@@ -107,7 +108,7 @@ fn plan_changes_nothing_and_dry_run_records_nothing() {
 #[test]
 fn force_bake_rebakes_the_series_and_its_follow_descendants() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     let before = bake_counts(d);
     let (code, ev) = build(d, &["--force-bake", "web@sim"]);
@@ -131,7 +132,7 @@ fn force_bake_rebakes_the_series_and_its_follow_descendants() {
 #[test]
 fn selecting_an_image_selects_its_ancestors_only() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let (code, ev) = build(d, &["//images/app"]);
     assert_eq!(code, 0);
     let baked = finished_bakes(&ev);
@@ -143,7 +144,7 @@ fn selecting_an_image_selects_its_ancestors_only() {
             "//os/deb12@sim:bake"
         ]
     );
-    let out = csis(d).args(["plan", "//images/nope"]).output().unwrap();
+    let out = d.csis().args(["plan", "//images/nope"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("matches nothing"));
 }
@@ -154,7 +155,7 @@ fn selecting_an_image_selects_its_ancestors_only() {
 #[test]
 fn a_declared_release_follows_the_bake() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let (code, _) = build(d, &[]);
     assert_eq!(code, 0);
     let releases = csis_cache::MetaState::of_tree(d).releases().unwrap();
@@ -186,9 +187,10 @@ fn a_declared_release_follows_the_bake() {
 #[test]
 fn a_build_constructs_each_runtime_it_asks_once() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let constructions = |extra: &[&str]| {
-        let out = csis(d)
+        let out = d
+            .csis()
             .env("CSIS_TIMING", "1")
             .arg("build")
             .arg("--json")

@@ -6,8 +6,9 @@ use build_support::*;
 #[test]
 fn failure_stops_only_descendants() {
     let t = tree("basic");
-    let d = t.path();
-    let out = csis(d)
+    let d = &t;
+    let out = d
+        .csis()
         .args(["build", "--json"])
         .env("CSIS_DUMMY_FAIL", "web")
         .output()
@@ -61,9 +62,10 @@ fn failure_stops_only_descendants() {
 #[test]
 fn fail_fast_stops_everything() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 0.3);
-    let out = csis(d)
+    let out = d
+        .csis()
         .args(["build", "--json", "--fail-fast", "-j", "1"])
         .env("CSIS_DUMMY_FAIL", "deb12")
         .output()

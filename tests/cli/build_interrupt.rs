@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 /// Start `csis build --json`, read events until `stop(events)` is true.
 fn start_until(
-    d: &std::path::Path,
+    d: &Tree,
     extra: &[&str],
     stop: impl Fn(&[serde_json::Value]) -> bool,
 ) -> (std::process::Child, Vec<serde_json::Value>) {
-    let mut child = csis_std(d)
+    let mut child = d
+        .csis()
         .args(["build", "--json"])
         .args(extra)
         .stdout(Stdio::piped())
@@ -49,7 +50,7 @@ fn finished_bakes(ev: &[serde_json::Value]) -> usize {
 #[test]
 fn kill_9_loses_no_record_and_bakes_nothing_twice() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 1.0);
     let (mut child, ev) = start_until(d, &["-j", "2"], |ev| finished_bakes(ev) >= 3);
     child.kill().unwrap(); // SIGKILL
@@ -104,7 +105,7 @@ fn kill_9_loses_no_record_and_bakes_nothing_twice() {
 #[test]
 fn ctrl_c_stops_cleanly_and_says_what_did_not_run() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 30.0);
     let (mut child, _) = start_until(d, &["-j", "2"], |ev| {
         ev.iter()
@@ -130,9 +131,10 @@ fn ctrl_c_stops_cleanly_and_says_what_did_not_run() {
 #[test]
 fn ctrl_c_summary_lists_not_run() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 30.0);
-    let child = csis_std(d)
+    let child = d
+        .csis()
         .args(["build", "--json", "-j", "2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -154,12 +156,13 @@ fn ctrl_c_summary_lists_not_run() {
 #[test]
 fn second_build_waits_or_exits_75() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 1.5);
     let (mut child, _) = start_until(d, &["-j", "1"], |ev| {
         ev.iter().any(|e| e["event"] == "started")
     });
-    let out = csis(d)
+    let out = d
+        .csis()
         .args(["build", "--json", "--no-wait"])
         .output()
         .unwrap();

@@ -31,8 +31,8 @@ fn age(dir: &Path) {
 }
 
 /// `csis build --json` with timing on: (exit code, events, took the stamp?).
-fn build_timed(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (i32, Vec<Value>, bool) {
-    let mut c = csis(dir);
+fn build_timed(dir: &Tree, extra: &[&str], env: &[(&str, &str)]) -> (i32, Vec<Value>, bool) {
+    let mut c = dir.csis();
     c.env("CSIS_TIMING", "1")
         .arg("build")
         .arg("--json")
@@ -74,9 +74,9 @@ fn comparable(ev: &[Value]) -> Vec<Value> {
 }
 
 /// Build, age the tree, then build once on the full path (which stamps).
-fn converged(name: &str) -> tempfile::TempDir {
+fn converged(name: &str) -> Tree {
     let t = tree(name);
-    let d = t.path();
+    let d = &t;
     let (code, ev, _) = build_timed(d, &[], &[]);
     assert_eq!(code, 0, "{ev:?}");
     age(d);
@@ -91,7 +91,7 @@ fn converged(name: &str) -> tempfile::TempDir {
 #[test]
 fn a_converged_build_answers_from_its_stamp_with_the_same_events() {
     let t = converged("basic");
-    let d = t.path();
+    let d = &t;
     let (_, full, _) = build_timed(d, &[], &[]);
     // Undo the stamp to get the full path's events again, for comparison.
     for s in stamps(d) {
@@ -122,7 +122,7 @@ fn a_converged_build_answers_from_its_stamp_with_the_same_events() {
 #[test]
 fn a_changed_playbook_new_image_or_record_is_seen() {
     let t = converged("basic");
-    let d = t.path();
+    let d = &t;
     assert!(build_timed(d, &[], &[]).2);
 
     // A playbook the compile hashed.
@@ -182,7 +182,7 @@ fn a_changed_playbook_new_image_or_record_is_seen() {
 #[test]
 fn a_racy_tree_is_not_stamped() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build_timed(d, &[], &[]).0, 0);
     age(d);
     // Just written: its metadata could still change unseen.
@@ -202,7 +202,7 @@ fn a_racy_tree_is_not_stamped() {
 #[test]
 fn environment_read_by_templates_is_part_of_the_stamp() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let p = d.join("images/images.yaml");
     let s = std::fs::read_to_string(&p).unwrap();
     std::fs::write(
@@ -232,7 +232,7 @@ fn environment_read_by_templates_is_part_of_the_stamp() {
 #[test]
 fn an_update_policy_bounds_the_stamp() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let p = d.join("cfg/os-builders.yml");
     let s = std::fs::read_to_string(&p).unwrap();
     std::fs::write(
@@ -267,7 +267,7 @@ fn an_update_policy_bounds_the_stamp() {
 #[test]
 fn a_fresh_checkout_with_the_cache_restored_answers_from_the_stamp() {
     let t = converged("basic");
-    let d = t.path();
+    let d = &t;
     assert!(build_timed(d, &[], &[]).2);
     // Every file of the tree and of meta-state/ written anew, same bytes
     // (new inodes and times), as a CI checkout with `.csis/cache/` restored.

@@ -13,7 +13,7 @@ fn pos(ev: &[Value], event: &str, label: &str) -> usize {
 #[test]
 fn independent_bakes_overlap_and_j1_serializes() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 0.5);
     let (code, ev) = build(d, &["-j", "4", "//os/..."]);
     assert_eq!(code, 0);
@@ -23,7 +23,7 @@ fn independent_bakes_overlap_and_j1_serializes() {
     assert!(pos(&ev, "started", b) < pos(&ev, "finished", a), "{ev:#?}");
 
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     set_bake_seconds(d, 0.2);
     let (code, ev) = build(d, &["-j", "1", "//os/..."]);
     assert_eq!(code, 0);

@@ -16,7 +16,6 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// Global options that take a value.
@@ -59,8 +58,7 @@ fn on_of(wf: &Value) -> &Value {
 }
 
 fn help(path: &[String]) -> Option<String> {
-    let out = Command::cargo_bin("csis")
-        .unwrap()
+    let out = csis_testkit::csis()
         .args(path)
         .arg("--help")
         .output()

@@ -39,12 +39,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use csis_testkit::Redact;
+use csis_testkit::{Redact, Tree};
 
 /// A case being played: its tree, what it has printed, the builds seen.
 struct Play {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+    /// The case's tree (`<tmp>/tree`), its commands run as the test user
+    /// `avery`, with no identity, no colour.
+    root: Tree,
     /// Where commands run (`cd`).
     dir: PathBuf,
     env: Vec<(String, Option<String>)>,
@@ -138,13 +139,14 @@ fn words(s: &str) -> Vec<String> {
 
 impl Play {
     fn new() -> Play {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("tree");
-        std::fs::create_dir_all(&root).unwrap();
-        let redact = Redact::new(&root);
+        let root = Tree::empty()
+            .env("NO_COLOR", "1")
+            .env("CSIS_TEST_USER", "avery")
+            .env_remove("CSIS_CONFIG_IDENTITY");
+        std::fs::create_dir_all(root.path()).unwrap();
+        let redact = Redact::new(root.path());
         Play {
-            dir: root.clone(),
-            _tmp: tmp,
+            dir: root.path().to_path_buf(),
             root,
             env: Vec::new(),
             out: String::new(),
@@ -238,14 +240,8 @@ impl Play {
 
     /// Run `csis -C <dir> ARGS`: exit code, stdout, stderr.
     fn csis(&self, args: &[String]) -> (i32, String, String) {
-        let mut c = csis_testkit::csis();
-        c.arg("-C")
-            .arg(&self.dir)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env("CSIS_TEST_USER", "avery")
-            .env_remove("CSIS_CONFIG_IDENTITY")
-            .env_remove("CSIS_DUMMY_FAIL");
+        let mut c = self.root.csis_in(&self.dir);
+        c.args(args);
         for (k, v) in &self.env {
             match v {
                 Some(v) => c.env(k, v),

@@ -32,6 +32,7 @@ fn tree_in_a_repository() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn annotations_name_files_from_the_top_of_the_repository() {
     let (_tmp, root) = tree_in_a_repository();
+    let t = Tree::at(&root);
     let expected = "::error file=infra/images/cfg/runtime-builders.yml,line=6,col=5,title=runtime_builders[0].bake_secnds::unknown field";
     for args in [
         &["validate", "--offline", "--format", "github"][..],
@@ -39,13 +40,7 @@ fn annotations_name_files_from_the_top_of_the_repository() {
     ] {
         // named from outside and from inside the tree (`-C .`)
         for (cwd, dir) in [(root.parent().unwrap(), "images"), (root.as_path(), ".")] {
-            let (code, out, err) = csis_testkit::output(
-                csis_testkit::csis()
-                    .current_dir(cwd)
-                    .arg("-C")
-                    .arg(dir)
-                    .args(args),
-            );
+            let (code, out, err) = csis_testkit::output(t.csis_from(cwd, dir).args(args));
             assert_eq!(code, 1, "{args:?}: {out}\n{err}");
             assert!(
                 out.lines().any(|l| l == expected),

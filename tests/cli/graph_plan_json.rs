@@ -21,7 +21,7 @@ fn redact(mut v: Value) -> Value {
 #[test]
 fn plan_json_snapshot() {
     let t = tree("basic");
-    let out = csis(t.path()).args(["plan", "--json"]).output().unwrap();
+    let out = t.csis().args(["plan", "--json"]).output().unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     insta::assert_json_snapshot!("plan_basic_fresh", redact(v));
@@ -30,8 +30,9 @@ fn plan_json_snapshot() {
 #[test]
 fn plan_json_after_build_and_selection() {
     let t = tree("basic");
-    assert_eq!(build(t.path(), &[]).0, 0);
-    let out = csis(t.path())
+    assert_eq!(build(&t, &[]).0, 0);
+    let out = t
+        .csis()
         .args(["plan", "--json", "//images/tools"])
         .output()
         .unwrap();

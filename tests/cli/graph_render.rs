@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-fn graph(d: &Path, args: &[&str]) -> String {
-    let out = csis(d).arg("graph").args(args).output().unwrap();
+fn graph(d: &Tree, args: &[&str]) -> String {
+    let out = d.csis().arg("graph").args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -19,8 +19,8 @@ fn graph(d: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = csis(d).args(args).output().unwrap();
+fn ok(d: &Tree, args: &[&str]) -> String {
+    let out = d.csis().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "csis {args:?}: {}{}",
@@ -42,7 +42,7 @@ fn node<'a>(v: &'a Value, id: &str) -> &'a Value {
 #[test]
 fn folded_json_dot_mermaid_mark_due_nodes_reasons_and_edge_kinds() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
     std::fs::write(d.join("scripts/app.sh"), "#!/bin/sh\necho app v2\n").unwrap();
 
@@ -229,7 +229,7 @@ fn measurements(dom: &str) -> Value {
 #[test]
 fn page_is_self_contained_and_renders_the_basic_tree() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let file = d.join("graph.html");
     ok(
         d,
@@ -346,7 +346,7 @@ fn catalogue(d: &Path) -> Vec<String> {
 }
 
 /// The head build of a series, from `csis plan --json`.
-fn head(d: &Path, series: &str) -> String {
+fn head(d: &Tree, series: &str) -> String {
     let v: Value = serde_json::from_str(&ok(d, &["plan", "--json"])).unwrap();
     let n = v["nodes"]
         .as_array()
@@ -364,7 +364,7 @@ fn head(d: &Path, series: &str) -> String {
 #[test]
 fn fifty_images_fit_1400_by_900_with_reasons_marks_and_edge_styles() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let names = catalogue(d);
     assert_eq!(names.len(), 50);
     let (code, ev) = build(d, &[]);

@@ -45,9 +45,10 @@ fn block(rx: &mpsc::Receiver<String>, wait: Duration) -> String {
 #[test]
 fn watch_reports_an_edited_playbook_and_an_edited_image() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     assert_eq!(build(d, &[]).0, 0);
-    let mut child = csis_std(d)
+    let mut child = d
+        .csis()
         .args(["watch", "--interval-ms", "100", "--exit-after", "2"])
         .env("CSIS_TIMING", "1")
         .stdout(Stdio::piped())

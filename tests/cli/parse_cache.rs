@@ -17,11 +17,8 @@ mod tree_gen;
 /// `csis plan //... --json` on `dir` with timing on: (exit code, stdout,
 /// stderr without the timing lines, the parse cache's line if any).
 fn plan(dir: &Path, env: &[(&str, &Path)]) -> (i32, String, String, Option<String>) {
-    let mut c = csis_testkit::csis();
-    c.arg("-C")
-        .arg(dir)
-        .env_remove("CSIS_DUMMY_FAIL")
-        .env_remove("CSIS_CONFIG_IDENTITY")
+    let mut c = csis_testkit::Tree::at(dir).csis();
+    c.env_remove("CSIS_CONFIG_IDENTITY")
         .env("CSIS_TIMING", "1")
         // Never a real cloud: a closed local port.
         .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")

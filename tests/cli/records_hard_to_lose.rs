@@ -3,12 +3,12 @@
 
 use crate::build_support;
 
-use build_support::{build, csis, lineage, tree};
+use build_support::{build, lineage, tree};
 
 #[test]
 fn an_adopted_build_keeps_the_run_id_of_the_run_that_baked_it() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let (code, _) = build(d, &[]);
     assert_eq!(code, 0);
     let before = lineage(d);
@@ -38,7 +38,11 @@ fn an_adopted_build_keeps_the_run_id_of_the_run_that_baked_it() {
         "the record names the run that baked it"
     );
     // So the state query sees no `changed` drift.
-    let out = csis(d).args(["state", "query", "--json"]).output().unwrap();
+    let out = d
+        .csis()
+        .args(["state", "query", "--json"])
+        .output()
+        .unwrap();
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["summary"]["changed"], 0, "{rep}");
 }
@@ -46,7 +50,7 @@ fn an_adopted_build_keeps_the_run_id_of_the_run_that_baked_it() {
 #[test]
 fn a_journal_that_cannot_be_written_stops_the_build_at_the_first_record() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     std::fs::create_dir_all(d.join(".csis/lineage.journal")).unwrap();
     let (code, ev) = build(d, &["-j", "1"]);
     assert_ne!(code, 0);
@@ -68,7 +72,7 @@ fn a_journal_that_cannot_be_written_stops_the_build_at_the_first_record() {
 #[test]
 fn a_record_written_twice_is_read_once_and_said() {
     let t = tree("basic");
-    let d = t.path();
+    let d = &t;
     let (code, _) = build(d, &[]);
     assert_eq!(code, 0);
     let path = d.join("meta-state/lineage.yaml");
@@ -85,7 +89,7 @@ fn a_record_written_twice_is_read_once_and_said() {
         text,
         "written twice"
     );
-    let out = csis(d).args(["builds", "--json"]).output().unwrap();
+    let out = d.csis().args(["builds", "--json"]).output().unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let said = format!(

@@ -7,11 +7,9 @@
 //!
 //! Needs the `age` and `age-keygen` programs (Debian package `age`).
 
-use crate::build_support;
-
 use std::path::Path;
 
-use build_support::csis;
+use csis_testkit::Tree;
 
 struct Secrets {
     key_file: std::path::PathBuf,
@@ -201,8 +199,9 @@ fn walkdir_all(dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// Run `csis <args>` on the tree with the identity and the environment
 /// value; return (exit code, stdout + stderr), checked for plaintexts.
-fn run(dir: &Path, s: &Secrets, args: &[&str]) -> (i32, String) {
-    let out = csis(dir)
+fn run(dir: &Tree, s: &Secrets, args: &[&str]) -> (i32, String) {
+    let out = dir
+        .csis()
         .env("CSIS_CONFIG_IDENTITY", &s.key_file)
         .env("CSIS_SECRET_TEST_VALUE", ENV_VALUE)
         // Never real AWS: the endpoint is a closed local port.
@@ -224,8 +223,8 @@ fn run(dir: &Path, s: &Secrets, args: &[&str]) -> (i32, String) {
 fn no_secret_is_written_or_printed_in_clear() {
     let keys = tempfile::tempdir().unwrap();
     let s = keygen(keys.path());
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
+    let t = Tree::empty();
+    let dir = &t;
     write_tree(dir, &s, MOD_CONFIG);
 
     let (code, out) = run(dir, &s, &["validate", "--offline"]);
@@ -312,8 +311,8 @@ fn no_secret_is_written_or_printed_in_clear() {
 fn a_validation_error_does_not_quote_a_decrypted_value() {
     let keys = tempfile::tempdir().unwrap();
     let s = keygen(keys.path());
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
+    let t = Tree::empty();
+    let dir = &t;
     write_tree(dir, &s, MOD_CONFIG);
     let images = std::fs::read_to_string(dir.join("images/images.yaml")).unwrap();
     std::fs::write(
@@ -515,8 +514,8 @@ fn a_docker_bake_keeps_every_secret_out_of_files_outputs_and_labels() {
     }
     let keys = tempfile::tempdir().unwrap();
     let s = keygen(keys.path());
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
+    let t = Tree::empty();
+    let dir = &t;
     let work = tempfile::tempdir().unwrap();
     let suffix = format!("{:08x}", std::process::id() ^ 0x5ec7_0000);
     let repo = format!("csis-secrets-test/r{suffix}");
@@ -527,7 +526,8 @@ fn a_docker_bake_keeps_every_secret_out_of_files_outputs_and_labels() {
     write_docker_tree(dir, &s, &repo, &base, &rt);
     let secrets = docker_plaintexts();
     let run = |args: &[&str]| -> (i32, String) {
-        let out = csis(dir)
+        let out = dir
+            .csis()
             .env("CSIS_CONFIG_IDENTITY", &s.key_file)
             .env("CSIS_SECRET_TEST_VALUE", ENV_VALUE)
             .env("CSIS_SECRET_TAG_VALUE", D_ENV_TAG)
@@ -648,8 +648,8 @@ fn a_docker_bake_keeps_every_secret_out_of_files_outputs_and_labels() {
 fn admin_keys_are_public_keys_and_a_pasted_private_key_is_not_shown() {
     let keys = tempfile::tempdir().unwrap();
     let s = keygen(keys.path());
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
+    let t = Tree::empty();
+    let dir = &t;
     write_tree(dir, &s, MOD_CONFIG);
     let body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW";
     std::fs::write(

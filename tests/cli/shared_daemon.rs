@@ -17,11 +17,11 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command as Std;
 use std::time::{Duration, Instant};
 
 use csis_cache::MetaState;
 use csis_testkit::docker::{containers, docker, import_busybox_base, label, skip, Cleanup};
+use csis_testkit::Tree;
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -70,22 +70,6 @@ fn tree(root: &Path, id: &str, repo: &str, base: &str, web_script: &str) {
     );
 }
 
-fn csis(root: &Path, args: &[&str]) -> Std {
-    let mut c = csis_testkit::csis();
-    c.arg("-C").arg(root).args(args);
-    c
-}
-
-fn run(root: &Path, args: &[&str]) -> (i32, String, String) {
-    csis_testkit::output(&mut csis(root, args))
-}
-
-fn ok(root: &Path, args: &[&str]) -> String {
-    let (code, out, err) = run(root, args);
-    assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-    out
-}
-
 fn ids(root: &Path, series: &str) -> Vec<String> {
     MetaState::of_tree(root)
         .lineage()
@@ -131,19 +115,23 @@ fn two_builds_of_one_series_on_one_daemon_at_once() {
     let (tmp, repo, base, cleanup) = setup("shared", &configs);
     // web's bake waits until the test has seen both bake containers live
     let gate = "while [ ! -e /tmp/csis-go ]; do sleep 0.2; done; echo web > /web.txt";
-    let a = tmp.path().join("a");
-    let b = tmp.path().join("b");
+    let a = Tree::at(tmp.path().join("a"));
+    let b = Tree::at(tmp.path().join("b"));
     // the same runtime name (so the same bake container prefix), each its
     // own repository (one repository shared by two trees would share the
     // final names' tags too: not what this test is about)
     tree(&a, "shared-a", &format!("{repo}-a"), &base, gate);
     tree(&b, "shared-b", &format!("{repo}-b"), &base, gate);
-    let mut pa = csis(&a, &["build", "--json"])
+    let mut pa = a
+        .csis()
+        .args(["build", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut pb = csis(&b, &["build", "--json"])
+    let mut pb = b
+        .csis()
+        .args(["build", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -207,7 +195,7 @@ fn two_builds_of_one_series_on_one_daemon_at_once() {
     assert_ne!(ids(&a, "base"), ids(&b, "base"));
     // each tree's records agree with the daemon
     for t in [&a, &b] {
-        let (code, out, err) = run(t, &["state", "query", "--strict"]);
+        let (code, out, err) = t.run(&["state", "query", "--strict"]);
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(!out.contains("foreign"), "{out}");
     }
@@ -222,12 +210,12 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
         return;
     }
     let (tmp, repo, base, cleanup) = setup("untagged", &["untagged"]);
-    let root = tmp.path().join("tree");
+    let root = Tree::at(tmp.path().join("tree"));
     tree(&root, "untagged", &repo, &base, "echo web > /web.txt");
-    ok(&root, &["build", "--json"]);
+    root.ok(&["build", "--json"]);
     let web = ids(&root, "web").pop().unwrap();
     assert_eq!(
-        run(&root, &["state", "query", "--strict"]).0,
+        root.run(&["state", "query", "--strict"]).0,
         0,
         "no drift after the build"
     );
@@ -249,24 +237,24 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
         Some("0")
     );
     // state query: foreign (it has lineage labels), and --strict fails
-    let (code, out, _) = run(&root, &["state", "query"]);
+    let (code, out, _) = root.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}");
     let foreign: Vec<&str> = out.lines().filter(|l| l.contains(": foreign")).collect();
     assert_eq!(foreign.len(), 1, "{out}");
     assert!(foreign[0].contains(&untagged), "{out}");
-    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 1);
+    assert_eq!(root.run(&["state", "query", "--strict"]).0, 1);
     // empty lists it among the leftovers
-    let (code, out, _) = run(&root, &["empty", "--runtime", "docker-shared", "--json"]);
+    let (code, out, _) = root.run(&["empty", "--runtime", "docker-shared", "--json"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&untagged), "{out}");
     // a tree with another config id does not see it at all
-    let other = tmp.path().join("other");
+    let other = Tree::at(tmp.path().join("other"));
     tree(&other, "someone-else", &repo, &base, "echo web > /web.txt");
-    let (code, out, _) = run(&other, &["state", "query", "--strict"]);
+    let (code, out, _) = other.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains(&untagged), "{out}");
     // state import adopts it; dispose removes it from the daemon
-    let out = ok(&root, &["state", "import"]);
+    let out = root.ok(&["state", "import"]);
     assert!(
         out.contains(&format!("adopted {untagged} (web on docker-shared")),
         "{out}"
@@ -285,17 +273,17 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
         Some("0"),
         "{out}"
     );
-    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
-    let out = ok(&root, &["dispose", "image", &untagged]);
+    assert_eq!(root.run(&["state", "query", "--strict"]).0, 0);
+    let out = root.ok(&["dispose", "image", &untagged]);
     assert!(out.contains(&format!("disposed {untagged}")), "{out}");
     assert!(
         docker(&["image", "inspect", &untagged]).is_none(),
         "still there"
     );
     assert!(!ids(&root, "web").contains(&untagged));
-    assert_eq!(run(&root, &["state", "query", "--strict"]).0, 0);
+    assert_eq!(root.run(&["state", "query", "--strict"]).0, 0);
     drop(cleanup);
-    let _: PathBuf = root;
+    let _: Tree = root;
 }
 
 /// A kill during `docker commit` of a bake leaves the committed image with
@@ -310,7 +298,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         return;
     }
     let (tmp, repo, base, cleanup) = setup("killcommit", &["killcommit"]);
-    let root = tmp.path().join("tree");
+    let root = Tree::at(tmp.path().join("tree"));
     tree(&root, "killcommit", &repo, &base, "echo web1 > /web.txt");
     let images = root.join("images/images.yaml");
     let mut text = std::fs::read_to_string(&images).unwrap();
@@ -318,12 +306,12 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         "  - name: app\n    source_image: web\n    parent_policy: follow\n    runtimes: [{image_builder: native}]\n    modifications:\n      - name: app-file\n        script: [\"echo app > /app.txt\"]\n",
     );
     std::fs::write(&images, &text).unwrap();
-    ok(&root, &["build", "--json"]);
+    root.ok(&["build", "--json"]);
     let w1 = ids(&root, "web").pop().unwrap();
     // web's inputs change; its bake's fingerprint, as the plan says it
     std::fs::write(&images, text.replace("echo web1", "echo web2")).unwrap();
     let plan: serde_json::Value =
-        serde_json::from_str(&ok(&root, &["plan", "--json"])).expect("plan --json");
+        serde_json::from_str(&root.ok(&["plan", "--json"])).expect("plan --json");
     let fp = plan["nodes"]
         .as_array()
         .unwrap()
@@ -368,7 +356,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         docker(&["image", "inspect", "--format", "{{len .RepoTags}}", &killed]).as_deref(),
         Some("0")
     );
-    let (code, out, err) = run(&root, &["build"]);
+    let (code, out, err) = root.run(&["build"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         docker(&["image", "inspect", &named]).is_some(),
@@ -417,7 +405,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         .find(|b| b.series == "app")
         .unwrap();
     assert_eq!(app.parent.as_deref(), Some(killed.as_str()));
-    let (code, out, err) = run(&root, &["state", "query", "--strict"]);
+    let (code, out, err) = root.run(&["state", "query", "--strict"]);
     assert_eq!(code, 0, "{out}\n{err}");
     // the image from other inputs is not adoptable: removed, and said so
     assert!(
@@ -431,7 +419,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         .any(|t| t.contains(&format!("removed {other}")) && t.contains("not adoptable"));
     assert!(said, "the bake log says it removed {other}\n{out}\n{err}");
     // a second build has nothing to do
-    let (code, out, err) = run(&root, &["build"]);
+    let (code, out, err) = root.run(&["build"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(ids(&root, "web").len(), web.len());
     drop(cleanup);
@@ -463,11 +451,11 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
         return;
     }
     let (tmp, repo, base, cleanup) = setup("onerepo", &["onerepo-a", "onerepo-b"]);
-    let a = tmp.path().join("a");
-    let b = tmp.path().join("b");
+    let a = Tree::at(tmp.path().join("a"));
+    let b = Tree::at(tmp.path().join("b"));
     tree(&a, "onerepo-a", &repo, &base, "echo a > /web.txt");
     tree(&b, "onerepo-b", &repo, &base, "echo b > /web.txt");
-    ok(&a, &["build", "--json"]);
+    a.ok(&["build", "--json"]);
     let tag_id = |series: &str| {
         docker(&[
             "image",
@@ -482,7 +470,7 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
         ids(&a, "base").pop().unwrap(),
     );
     assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()));
-    let (code, out, err) = run(&b, &["build"]);
+    let (code, out, err) = b.run(&["build"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let wb = ids(&b, "web").pop().unwrap();
     assert_ne!(wa, wb);
@@ -501,13 +489,13 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
     );
     // each tree's records still agree with the daemon
     for t in [&a, &b] {
-        let (code, out, err) = run(t, &["state", "query", "--strict"]);
+        let (code, out, err) = t.run(&["state", "query", "--strict"]);
         assert_eq!(code, 0, "{out}\n{err}");
     }
     // b's state query reports the movable tags a's builds hold: soft
     // drift of its own class, naming a's config id and the fix (issue 25
     // item 6); a's query does not (its own builds hold them)
-    let (code, out, err) = run(&b, &["state", "query", "--json"]);
+    let (code, out, err) = b.run(&["state", "query", "--json"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let held: Vec<&serde_json::Value> = v["drift"]
@@ -541,14 +529,14 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
     assert!(held
         .iter()
         .any(|d| d["detail"].as_str().unwrap().contains(&wa)));
-    let (_, text, _) = run(&b, &["state", "query"]);
+    let (_, text, _) = b.run(&["state", "query"]);
     assert!(
         text.contains(&format!(
             "tag {repo}:web@docker-shared: held: {repo}:web names {wa}"
         )),
         "{text}"
     );
-    let (_, out, _) = run(&a, &["state", "query", "--json"]);
+    let (_, out, _) = a.run(&["state", "query", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["summary"]["held"], 0, "{out}");
     assert!(
@@ -562,7 +550,7 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
     // a container of no tree on the daemon is nobody's leftover
     let c = format!("csis-ci-test-onerepo-{:08x}", std::process::id());
     assert!(docker(&["create", "--name", &c, &base, "true"]).is_some());
-    let (_, out, _) = run(&a, &["empty", "--runtime", "docker-shared", "--json"]);
+    let (_, out, _) = a.run(&["empty", "--runtime", "docker-shared", "--json"]);
     let _ = docker(&["rm", "-f", &c]);
     assert!(!out.contains(&c), "{out}");
     assert!(!out.contains(&wb), "b's build is not a's leftover: {out}");

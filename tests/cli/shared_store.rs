@@ -58,7 +58,7 @@ fn s3_env(c: &mut std::process::Command) {
 }
 
 struct Shared {
-    tree: tempfile::TempDir,
+    tree: Tree,
     url: String,
     s3: bool,
     /// For file:// stores.
@@ -97,7 +97,7 @@ fn set_runtime_seconds(dir: &Path, secs: f64) {
 impl Shared {
     fn new(s3: bool) -> Shared {
         let tree = tree("basic");
-        let d = tree.path();
+        let d = &tree;
         std::fs::write(d.join("cfg/os-builders.yml"), OS).unwrap();
         for f in ["playbooks/web.yml", "scripts/app.sh"] {
             let _ = std::fs::remove_file(d.join(f));
@@ -134,7 +134,7 @@ impl Shared {
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Command {
-        let mut c = csis_std(self.dir());
+        let mut c = self.tree.csis();
         if self.s3 {
             s3_env(&mut c);
         }
@@ -354,8 +354,8 @@ fn concurrent_builds_on_a_file_store() {
 }
 
 /// `csis -C DIR ARGS` that must succeed: its stdout as one JSON document.
-fn json_ok(dir: &Path, args: &[&str]) -> Value {
-    let out = csis(dir).args(args).output().unwrap();
+fn json_ok(dir: &Tree, args: &[&str]) -> Value {
+    let out = dir.csis().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "csis {args:?}: {}",
@@ -370,8 +370,9 @@ fn json_ok(dir: &Path, args: &[&str]) -> Value {
 #[test]
 fn state_push_and_pull() {
     let t = tree("basic");
-    let d = t.path();
-    let out = csis(d)
+    let d = &t;
+    let out = d
+        .csis()
         .args(["build", "--json", "//os/..."])
         .output()
         .unwrap();
@@ -391,10 +392,7 @@ fn state_push_and_pull() {
     assert!(due_bakes(p["nodes"].as_array().unwrap()).is_empty(), "{p}");
     // pull into a fresh copy of the tree
     let t2 = tree("basic");
-    json_ok(
-        t2.path(),
-        &["--meta-state", &url, "state", "pull", "--json"],
-    );
+    json_ok(&t2, &["--meta-state", &url, "state", "pull", "--json"]);
     let pulled = csis_cache::MetaState::at(t2.path().join("meta-state"))
         .lineage()
         .unwrap();

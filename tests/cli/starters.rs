@@ -3,17 +3,12 @@
 //! What `init` prints, and that every starter validates, is the output
 //! cases `tests/cli_cases/init-*.case`.
 
-use assert_cmd::prelude::*;
-
 #[test]
 fn the_dummy_starter_has_a_chain_on_a_dummy_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("t");
-    csis_testkit::csis()
-        .arg("init")
-        .arg(&tree)
-        .assert()
-        .success();
+    let (code, out, err) = csis_testkit::output(csis_testkit::csis().arg("init").arg(&tree));
+    assert_eq!(code, 0, "csis init failed:\n{out}\n{err}");
     let t = csis_rules::load(&tree, &csis_rules::LoadOptions::default()).unwrap();
     let rt = t.default_runtime().unwrap();
     assert_eq!(rt.type_name(), "dummy");

@@ -44,7 +44,10 @@
 //! - each package has at most one integration-test binary (its
 //!   `tests/<name>/main.rs`, each test file a module): every binary links
 //!   the workspace again, and one binary per crate is what keeps CI's
-//!   links few.
+//!   links few;
+//! - every CLI test runs csis through `csis_testkit` (a tree's command is
+//!   its `Tree`'s; only testkit depends on `assert_cmd`):
+//!   `tests/cli/tidy/testkit.rs`.
 //!
 //! Each checker is a function of its input, and the unit tests at the end
 //! show each one failing on synthetic input.
@@ -446,6 +449,8 @@ mod rust;
 mod size;
 #[path = "tidy/tags.rs"]
 mod tags;
+#[path = "tidy/testkit.rs"]
+mod testkit;
 #[path = "tidy/words.rs"]
 mod words;
 use tags::{spelled_tags, tag_names};

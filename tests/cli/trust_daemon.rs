@@ -20,9 +20,9 @@
 //! and repository; everything is named after the test and removed.
 
 use std::path::Path;
-use std::process::Command as Std;
 
 use csis_testkit::docker::{containers, docker, import_busybox_base, label, skip, Cleanup};
+use csis_testkit::Tree;
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -76,18 +76,6 @@ fn write_web(root: &Path, web_script: &str) {
     );
 }
 
-fn run(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut c: Std = csis_testkit::csis();
-    c.arg("-C").arg(root).args(args);
-    csis_testkit::output(&mut c)
-}
-
-fn ok(root: &Path, args: &[&str]) -> String {
-    let (code, out, err) = run(root, args);
-    assert_eq!(code, 0, "csis {args:?} failed:\n{out}\n{err}");
-    out
-}
-
 /// A repository, a busybox base and the clean-up of what the runtime `rt`
 /// makes for these config ids.
 fn setup(tag: &str, rt: &str, configs: &[&str]) -> (tempfile::TempDir, String, String, Cleanup) {
@@ -122,7 +110,7 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
     }
     let rt = "docker-kf";
     let (tmp, repo, base, _cleanup) = setup("keepfailed", rt, &["keep-failed"]);
-    let root = tmp.path().join("t");
+    let root = Tree::at(tmp.path().join("t"));
     tree(
         &root,
         "keep-failed",
@@ -132,7 +120,7 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
         "echo half > /half.txt; exit 1",
     );
     // without --keep-failed the failed bake's container goes
-    let (code, out, err) = run(&root, &["build"]);
+    let (code, out, err) = root.run(&["build"]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         containers(true, &[&format!("name=csis-failed-{rt}-")]).is_empty(),
@@ -140,7 +128,7 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
     );
     assert!(containers(true, &[&format!("name=csis-bake-{rt}-web")]).is_empty());
 
-    let (code, out, err) = run(&root, &["build", "--keep-failed", "--json"]);
+    let (code, out, err) = root.run(&["build", "--keep-failed", "--json"]);
     assert_eq!(code, 1, "{out}\n{err}");
     let kept = containers(true, &[&format!("name=csis-failed-{rt}-web-")]);
     assert_eq!(kept.len(), 1, "{kept:?}\n{out}\n{err}");
@@ -179,7 +167,7 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
     );
 
     // empty lists it as a kept failed bake, not as a machine left over
-    let (code, out, _) = run(&root, &["empty", "--runtime", rt, "--json"]);
+    let (code, out, _) = root.run(&["empty", "--runtime", rt, "--json"]);
     assert_eq!(code, 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let leftovers = v["leftovers"].as_array().unwrap();
@@ -197,14 +185,14 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
         "{out}"
     );
     // inventory lists it among this tree's
-    let out = ok(&root, &["inventory", "--json"]);
+    let out = root.ok(&["inventory", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         v["runtimes"][0]["kept_failed"][0]["name"],
         kept.as_str(),
         "{out}"
     );
-    let (_, text, _) = run(&root, &["empty", "--runtime", rt]);
+    let (_, text, _) = root.run(&["empty", "--runtime", rt]);
     assert!(
         text.contains(&format!(
             "leftover: kept failed bake {kept} (web in run {run_id}"
@@ -215,7 +203,7 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
     // the next build (its owner is gone) leaves it alone, and a fixed
     // tree builds
     write_web(&root, "echo fixed > /web.txt");
-    ok(&root, &["build", "--keep-failed"]);
+    root.ok(&["build", "--keep-failed"]);
     // a bake that succeeded under --keep-failed: its image carries no kept mark
     let web = last_build(&root, "web");
     let mark = docker(&[
@@ -240,13 +228,13 @@ fn keep_failed_keeps_labels_lists_and_removes_a_failed_bake() {
         "{out}"
     );
     assert!(containers(true, &[&format!("name=csis-failed-{rt}-")]).is_empty());
-    let (_, out, _) = run(&root, &["empty", "--runtime", rt, "--json"]);
+    let (_, out, _) = root.run(&["empty", "--runtime", rt, "--json"]);
     assert!(!out.contains("kept_failed_bake"), "{out}");
 }
 
 /// `csis ARGS` exiting 0 or 1 (an answer, not a failure to answer).
-fn ok_or_one(root: &Path, args: &[&str]) -> String {
-    let (code, out, err) = run(root, args);
+fn ok_or_one(root: &Tree, args: &[&str]) -> String {
+    let (code, out, err) = root.run(args);
     assert!(
         code == 0 || code == 1,
         "csis {args:?} exit {code}:\n{out}\n{err}"
@@ -273,12 +261,12 @@ fn inventory_sees_only_this_trees_things_on_a_shared_daemon() {
     }
     let rt = "docker-inv";
     let (tmp, repo, base, mut cleanup) = setup("inventory", rt, &["inv-a", "inv-b"]);
-    let a = tmp.path().join("a");
-    let b = tmp.path().join("b");
+    let a = Tree::at(tmp.path().join("a"));
+    let b = Tree::at(tmp.path().join("b"));
     tree(&a, "inv-a", rt, &repo, &base, "echo a > /web.txt");
     tree(&b, "inv-b", rt, &repo, &base, "echo b > /web.txt");
-    ok(&a, &["build"]);
-    ok(&b, &["build"]);
+    a.ok(&["build"]);
+    b.ok(&["build"]);
     let (wa, ba, wb, bb) = (
         last_build(&a, "web"),
         last_build(&a, "base"),
@@ -306,7 +294,7 @@ fn inventory_sees_only_this_trees_things_on_a_shared_daemon() {
     }
     let extra = docker(&["commit", &ca, &format!("{repo}:web-extra")]).unwrap();
 
-    let out = ok(&a, &["inventory", "--json"]);
+    let out = a.ok(&["inventory", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["config"], "inv-a");
     let r = &v["runtimes"][0];
@@ -348,7 +336,7 @@ fn inventory_sees_only_this_trees_things_on_a_shared_daemon() {
         );
     }
     // b's inventory is b's
-    let out = ok(&b, &["inventory"]);
+    let out = b.ok(&["inventory"]);
     assert!(out.contains(&format!("image web {wb}")), "{out}");
     assert!(out.contains(&format!("volume {vb}")), "{out}");
     for theirs in [&wa, &ba, &ca, &va, &extra] {
@@ -366,9 +354,9 @@ fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
     }
     let rt = "docker-reinstate";
     let (tmp, repo, base, _cleanup) = setup("reinstate", rt, &["reinstate-a"]);
-    let a = tmp.path().join("a");
+    let a = Tree::at(tmp.path().join("a"));
     tree(&a, "reinstate-a", rt, &repo, &base, "echo one > /web.txt");
-    ok(&a, &["build"]);
+    a.ok(&["build"]);
     let first = last_build(&a, "web");
     let tagged = || {
         docker(&[
@@ -384,15 +372,15 @@ fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
     };
     assert_eq!(tagged(), first);
     write_web(&a, "echo two > /web.txt");
-    ok(&a, &["build"]);
+    a.ok(&["build"]);
     let second = last_build(&a, "web");
     assert_ne!(second, first);
     assert_eq!(tagged(), second);
 
     write_web(&a, "echo one > /web.txt");
-    let plan = ok(&a, &["plan"]);
+    let plan = a.ok(&["plan"]);
     assert!(plan.contains("nothing bakes"), "{plan}");
-    let out = ok(&a, &["build", "--json"]);
+    let out = a.ok(&["build", "--json"]);
     let summary = json_lines(&out)
         .into_iter()
         .find(|e| e["event"] == "summary")
@@ -408,10 +396,10 @@ fn a_script_changed_back_moves_the_tag_back_onto_the_first_build() {
     assert_eq!(l.head("web", rt).unwrap().build_id, first);
     // both builds still stand and the next build is current
     assert!(docker(&["image", "inspect", &second]).is_some());
-    let out = ok(&a, &["build", "--json"]);
+    let out = a.ok(&["build", "--json"]);
     assert!(out.contains("\"baked\":0"), "{out}");
     // state query sees no drift: the head is tagged
-    let (code, out, err) = run(&a, &["state", "query"]);
+    let (code, out, err) = a.run(&["state", "query"]);
     assert_eq!(code, 0, "{out}\n{err}");
 }
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::prelude::*;
+use csis_testkit::Tree;
 
 fn reference() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference");
@@ -21,20 +21,13 @@ fn reference() -> Option<PathBuf> {
 }
 
 fn validate(tree: &Path, identity: Option<&Path>) -> (i32, serde_json::Value) {
-    let mut c = Command::cargo_bin("csis").unwrap();
-    c.env_remove("CSIS_CONFIG_IDENTITY");
+    let mut t = Tree::at(tree).env_remove("CSIS_CONFIG_IDENTITY");
     if let Some(i) = identity {
-        c.env("CSIS_CONFIG_IDENTITY", i);
+        t = t.env("CSIS_CONFIG_IDENTITY", i);
     }
-    let out = c
-        .arg("-C")
-        .arg(tree)
-        .args(["validate", "--offline", "--json"])
-        .output()
-        .unwrap();
-    let v = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code().unwrap_or(-1), v)
+    let (code, out, _) = t.run(&["validate", "--offline", "--json"]);
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    (code, v)
 }
 
 fn assert_only_unused_warnings(name: &str, code: i32, v: &serde_json::Value) {

@@ -46,7 +46,7 @@ pub use csis_rules::compile::NodeKind;
 pub use csis_runtime::CancellationToken;
 use logs::BakeLog;
 pub use logs::{prune_run_logs, run_log, KEPT_RUN_LOGS};
-pub use notice::Notice;
+pub use notice::{LeaseTaken, Notice};
 pub use steps::{steps, steps_of_mods};
 
 /// The node kinds a dry run runs (`--dry-run`: plan, resolve and emit);
@@ -495,9 +495,10 @@ fn lease_the_plan(
             return Ok(None);
         }
         let note = |e: &csis_cache::lease::LeaseEvent| {
-            reporter.note(&Notice::Lease {
-                message: e.message(),
-            })
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            reporter.note(&Notice::lease(e, now))
         };
         match l.acquire(&keys, &covers, !args.no_wait, &note) {
             Ok(_) => {}

@@ -18,8 +18,14 @@ pub enum Notice {
         action: String,
         reason: String,
     },
-    /// A lease of the shared store waited for or taken over.
-    Lease { message: String },
+    /// A lease of the shared store (`key`, `series@runtime`) another
+    /// runner (`holder`) holds: waited for or taken over.
+    Lease {
+        key: String,
+        holder: String,
+        #[serde(flatten)]
+        what: LeaseTaken,
+    },
     /// A lease another runner took over while this build held it.
     LeaseLost { key: String },
     /// A leftover of an interrupted bake, removed before anything bakes.
@@ -51,7 +57,47 @@ pub enum Notice {
     },
 }
 
+/// What became of a lease of the shared store another runner held.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "lease", rename_all = "snake_case")]
+pub enum LeaseTaken {
+    /// Its holder is a live runner: waiting.
+    Waiting,
+    /// Its term had passed `ago` seconds before (its owner stopped
+    /// renewing it): taken over.
+    TakenOver { ago: f64 },
+    /// Its holder was a process of this host that is gone: taken over at
+    /// once.
+    TakenFromDead,
+}
+
 impl Notice {
+    /// The notice of what taking the leases met (`now`: when it happened,
+    /// seconds since the epoch).
+    pub(crate) fn lease(e: &csis_cache::lease::LeaseEvent, now: f64) -> Notice {
+        use csis_cache::lease::LeaseEvent as E;
+        let (key, holder, what) = match e {
+            E::Waiting { key, holder } => (key, holder, LeaseTaken::Waiting),
+            E::TakenOver {
+                key,
+                holder,
+                expired,
+            } => (
+                key,
+                holder,
+                LeaseTaken::TakenOver {
+                    ago: (now - expired).max(0.0),
+                },
+            ),
+            E::TakenFromDead { key, holder } => (key, holder, LeaseTaken::TakenFromDead),
+        };
+        Notice::Lease {
+            key: key.clone(),
+            holder: holder.clone(),
+            what,
+        }
+    }
+
     /// The node a notice is about (a release or dispose node's).
     pub fn label(&self) -> Option<&str> {
         match self {

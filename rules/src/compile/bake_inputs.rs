@@ -25,13 +25,6 @@ pub fn file_hash(path: &Path) -> String {
     }
 }
 
-fn mod_operation(m: &ModInput) -> &'static str {
-    match m.kind {
-        ModKind::Ansible => "ansible",
-        ModKind::BashRemote => "bash",
-    }
-}
-
 fn mod_idempotent(m: &ModInput) -> &'static str {
     match m.kind {
         ModKind::Ansible => "ansible",
@@ -65,7 +58,7 @@ pub(super) fn mod_input_and_record(
     let input = json!({
         "name": m.name,
         "type": m.builder,
-        "operation": mod_operation(m),
+        "operation": m.kind.operation(),
         "idempotent": mod_idempotent(m),
         "config": m.config,
         "files": files,
@@ -75,7 +68,7 @@ pub(super) fn mod_input_and_record(
     let record = json!({
         "name": m.name,
         "type": m.builder,
-        "operation": mod_operation(m),
+        "operation": m.kind.operation(),
         "idempotent": mod_idempotent(m),
         "content_hash": content_hash,
     });

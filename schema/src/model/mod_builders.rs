@@ -53,6 +53,15 @@ pub enum ModKind {
 }
 
 impl ModKind {
+    /// The operation a mod of this kind records (`operation` of a bake's
+    /// inputs and of the bundle's mods): the one spelling of each.
+    pub const fn operation(self) -> &'static str {
+        match self {
+            ModKind::Ansible => "ansible",
+            ModKind::BashRemote => "bash",
+        }
+    }
+
     pub fn parse(t: &str) -> Option<Self> {
         match t {
             "ansible" => Some(ModKind::Ansible),

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 pub const REGION: &str = "us-east-2";
@@ -229,11 +228,7 @@ impl Starter {
 
     /// [`Starter::csis`] with more environment.
     pub fn csis_with(&self, args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
-        let out = Command::cargo_bin("csis")
-            .unwrap()
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
+        let mut t = csis_testkit::Tree::at(&self.root)
             .env("AWS_ENDPOINT_URL", moto_url())
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("AWS_CONFIG_FILE", self.aws.join("config"))
@@ -241,15 +236,13 @@ impl Starter {
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_ACCESS_KEY_ID")
             .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("CSIS_CONFIG_IDENTITY")
-            .envs(self.identity.iter().map(|i| ("CSIS_CONFIG_IDENTITY", i)))
-            .envs(env.iter().map(|(k, v)| (*k, v)))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .env_remove("CSIS_CONFIG_IDENTITY");
+        if let Some(i) = &self.identity {
+            t = t.env("CSIS_CONFIG_IDENTITY", i);
+        }
+        for (k, v) in env {
+            t = t.env(k, v);
+        }
+        t.run(args)
     }
 }

@@ -1,9 +1,11 @@
 //! Helpers shared by the graph_* and build_* integration tests: temp copies
-//! of the fixture trees under tests/fixtures/graph/, the real `csis` binary,
-//! JSON-lines events.
+//! of the fixture trees under tests/fixtures/graph/ (testkit's [`Tree`],
+//! which runs the real `csis` binary on them), JSON-lines events.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+
+pub use csis_testkit::Tree;
 
 use serde_json::Value;
 
@@ -12,22 +14,8 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// A temp copy of `tests/fixtures/graph/<name>`.
-pub fn tree(name: &str) -> tempfile::TempDir {
-    let t = tempfile::tempdir().unwrap();
-    csis_testkit::copy_dir(&fixtures().join(name), t.path());
-    t
-}
-
-/// The `csis` binary, working on `dir`, with no injected failures.
-pub fn csis(dir: &Path) -> assert_cmd::Command {
-    assert_cmd::Command::from_std(csis_std(dir))
-}
-
-/// The same, as a std Command (to spawn and kill).
-pub fn csis_std(dir: &Path) -> std::process::Command {
-    let mut c = csis_testkit::csis();
-    c.arg("-C").arg(dir).env_remove("CSIS_DUMMY_FAIL");
-    c
+pub fn tree(name: &str) -> Tree {
+    Tree::of(&format!("graph/{name}"))
 }
 
 /// Parse JSON lines.
@@ -73,8 +61,9 @@ pub fn finished_bakes(ev: &[Value]) -> Vec<String> {
 }
 
 /// `csis build --json` (plus `extra` args); returns (exit code, events).
-pub fn build(dir: &Path, extra: &[&str]) -> (i32, Vec<Value>) {
-    let out = csis(dir)
+pub fn build(t: &Tree, extra: &[&str]) -> (i32, Vec<Value>) {
+    let out = t
+        .csis()
         .arg("build")
         .arg("--json")
         .args(extra)
@@ -84,8 +73,9 @@ pub fn build(dir: &Path, extra: &[&str]) -> (i32, Vec<Value>) {
 }
 
 /// `csis plan --json`: label -> node.
-pub fn plan(dir: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = csis(dir)
+pub fn plan(t: &Tree, extra: &[&str]) -> Vec<Value> {
+    let out = t
+        .csis()
         .arg("plan")
         .arg("--json")
         .args(extra)

@@ -3,15 +3,14 @@
 //! speaks Terraform's external protocol.
 
 use super::{
-    csis, encrypt_keys, identity, keys_yaml, loaded_keys, text, tree, validate, with_stdin, KEY,
-    KEY2,
+    encrypt_keys, identity, keys_yaml, loaded_keys, text, tree, validate, with_stdin, KEY, KEY2,
 };
 
 #[test]
 fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     let a = identity();
     let dir = tree(&[&a]);
-    let out = encrypt_keys(dir.path());
+    let out = encrypt_keys(&dir);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -44,9 +43,9 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     }
 
     // validate opens them with the identity, and refuses them without
-    let ok = validate(dir.path(), Some(&a.secret));
+    let ok = validate(&dir, Some(&a.secret));
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
-    let no = validate(dir.path(), None);
+    let no = validate(&dir, None);
     assert_eq!(no.status.code(), Some(1));
     assert!(
         text(&no.stderr).contains("admin_public_keys[0]"),
@@ -59,7 +58,7 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     );
 
     // a second run leaves the markers as they are
-    let again = encrypt_keys(dir.path());
+    let again = encrypt_keys(&dir);
     assert_eq!(again.status.code(), Some(0));
     assert!(text(&again.stdout).contains("already encrypted"));
     assert_eq!(
@@ -69,7 +68,8 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
 
     // decrypt --file with the wrong identity writes nothing
     let b = identity();
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", "--file"])
         .arg(dir.path().join("cfg/zz-keys.yml"))
         .args(["--field", "admin_public_keys"])
@@ -83,7 +83,8 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
     );
 
     // decrypt --file is the inverse: the values come back in clear, the rest as it was
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", "--file"])
         .arg(dir.path().join("cfg/zz-keys.yml"))
         .args(["--field", "admin_public_keys"])
@@ -96,10 +97,11 @@ fn encrypt_in_place_round_trips_through_validate_and_the_loader() {
         clear,
         keys_yaml().replace(&format!("- {KEY}"), &format!("- \"{KEY}\""))
     );
-    assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
+    assert_eq!(encrypt_keys(&dir).status.code(), Some(0));
 
     // a field the file does not hold is an error, and nothing changes
-    let none = csis(dir.path())
+    let none = dir
+        .csis()
         .args(["encrypt", "--file"])
         .arg(dir.path().join("cfg/zz-keys.yml"))
         .args(["--field", "nope"])
@@ -119,7 +121,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     const VALUE: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample hunter2-long-secret";
     let a = identity();
     let dir = tree(&[&a]);
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let out = with_stdin(c, &format!("{VALUE}\n"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -142,7 +144,8 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     );
 
     // decrypt with the identity as a key string, and as a file
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", &marker])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -151,7 +154,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     assert_eq!(text(&out.stdout), format!("{VALUE}\n"));
     let idf = dir.path().join("id.age-identity");
     std::fs::write(&idf, format!("# test\n{}\n", a.secret)).unwrap();
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["decrypt", "-"]).env("CSIS_CONFIG_IDENTITY", &idf);
     let out = with_stdin(c, &format!("{marker}\n"));
     assert_eq!(
@@ -163,24 +166,23 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
 
     // the wrong identity, no identity, not a marker
     let b = identity();
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", &marker])
         .env("CSIS_CONFIG_IDENTITY", &b.secret)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
-    let out = csis(dir.path())
-        .args(["decrypt", &marker])
-        .output()
-        .unwrap();
+    let out = dir.csis().args(["decrypt", &marker]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("no identity"),
         "{}",
         text(&out.stderr)
     );
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", "plain"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -188,7 +190,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
     assert_eq!(out.status.code(), Some(2));
 
     // --json on encrypt
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "--json", "-"]);
     let out = with_stdin(c, "x-value");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -201,7 +203,7 @@ fn encrypt_a_value_from_stdin_and_decrypt_it() {
         "encryption:\n  recipients: []\n",
     )
     .unwrap();
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let out = with_stdin(c, "x");
     assert_eq!(out.status.code(), Some(1));
@@ -217,7 +219,7 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
     let a = identity();
     let dir = tree(&[&a]);
     let enc = |v: &str| {
-        let mut c = csis(dir.path());
+        let mut c = dir.csis();
         c.args(["encrypt", "-"]);
         text(&with_stdin(c, v).stdout).trim().to_string()
     };
@@ -228,7 +230,7 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
         "email": format!("blake.bravo@{m2}"),
         "plain": "passes through",
     });
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["decrypt", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret);
     let out = with_stdin(c, &query.to_string());
@@ -247,7 +249,7 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
     );
 
     // a non-string value, a marker the identity does not open: exit 1, reason on stderr, nothing on stdout
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["decrypt", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret);
     let out = with_stdin(c, r#"{"n": 3}"#);
@@ -255,7 +257,7 @@ fn decrypt_json_speaks_terraforms_external_protocol() {
     assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("`n`"), "{}", text(&out.stderr));
     let b = identity();
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["decrypt", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &b.secret);
     let out = with_stdin(c, &query.to_string());

@@ -1,15 +1,13 @@
 //! The stable interfaces of the secrets commands: completions and man pages
 //! describe them, and their `--json` documents are insta snapshots.
 
-use super::{csis, identity, keys_yaml, public_safe, text, tree};
+use super::{avery, identity, keys_yaml, public_safe, text, tree, Tree};
 
 #[test]
 fn completions_and_man_describe_the_new_commands() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = csis(dir.path())
-        .args(["completions", "bash"])
-        .output()
-        .unwrap();
+    let dir = avery(Tree::empty());
+    std::fs::create_dir(dir.path()).unwrap();
+    let out = dir.csis().args(["completions", "bash"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let s = text(&out.stdout);
     assert!(
@@ -17,7 +15,8 @@ fn completions_and_man_describe_the_new_commands() {
         "{}",
         &s[..200.min(s.len())]
     );
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["completions", "zsh", "--json"])
         .output()
         .unwrap();
@@ -25,14 +24,15 @@ fn completions_and_man_describe_the_new_commands() {
     assert_eq!(j["shell"], "zsh");
     assert!(j["script"].as_str().unwrap().contains("#compdef csis"));
 
-    let out = csis(dir.path()).arg("man").output().unwrap();
+    let out = dir.csis().arg("man").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(
         text(&out.stdout).contains(".TH csis 1"),
         "{}",
         text(&out.stdout)
     );
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["man", "--dir"])
         .arg(dir.path().join("man"))
         .output()
@@ -57,7 +57,8 @@ fn json_documents_are_stable() {
         ),
     )
     .unwrap();
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["encrypt", "--json", "--file"])
         .arg(dir.path().join("cfg/zz-keys.yml"))
         .args([
@@ -74,7 +75,8 @@ fn json_documents_are_stable() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     insta::assert_json_snapshot!("encrypt_file", v);
 
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["reencrypt", "--dry-run", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -88,7 +90,7 @@ fn json_documents_are_stable() {
     )
     .unwrap();
     std::fs::write(dir.path().join("run.tfplan"), "x").unwrap();
-    let out = public_safe(dir.path(), &["--json"], Some(&a.secret));
+    let out = public_safe(&dir, &["--json"], Some(&a.secret));
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     insta::assert_json_snapshot!("public_safe_tree", v);

@@ -1,16 +1,16 @@
 //! `csis mask` prints the CI mask lines of the decrypted values.
 
-use super::{csis, encrypt_keys, identity, text, tree, with_stdin, KEY, KEY2};
+use super::{encrypt_keys, identity, text, tree, with_stdin, KEY, KEY2};
 
 #[test]
 fn mask_prints_an_add_mask_line_per_value() {
     let a = identity();
     let dir = tree(&[&a]);
-    assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
-    let mut c = csis(dir.path());
+    assert_eq!(encrypt_keys(&dir).status.code(), Some(0));
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let short = text(&with_stdin(c, "abc").stdout).trim().to_string();
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let multi = text(&with_stdin(c, "first-line-secret\nsecond-line-50%").stdout)
         .trim()
@@ -21,7 +21,8 @@ fn mask_prints_an_add_mask_line_per_value() {
     )
     .unwrap();
 
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .arg("mask")
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -43,7 +44,8 @@ fn mask_prints_an_add_mask_line_per_value() {
         text(&out.stderr)
     );
 
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["mask", "--min", "2", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -57,7 +59,7 @@ fn mask_prints_an_add_mask_line_per_value() {
         .contains(&serde_json::json!("abc")));
 
     // no identity: an error, not an empty mask
-    let out = csis(dir.path()).arg("mask").output().unwrap();
+    let out = dir.csis().arg("mask").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
 }

@@ -13,18 +13,14 @@ mod public_safe;
 mod reencrypt;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use age::secrecy::ExposeSecret;
-use csis_testkit::{copy_dir, with_stdin};
+use csis_testkit::{with_stdin, Tree};
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyForTests admin@example";
 const KEY2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISecondKeyForTests ops@example";
-
-fn fixtures() -> PathBuf {
-    csis_testkit::fixture("config")
-}
 
 struct Id {
     secret: String,
@@ -41,12 +37,18 @@ fn identity() -> Id {
 
 /// The valid fixture, encrypting to `recipients`, with `cfg/zz-keys.yml`
 /// holding two admin keys in clear among comments and other fields.
-fn tree(recipients: &[&Id]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixtures().join("valid"), dir.path());
+fn tree(recipients: &[&Id]) -> Tree {
+    let dir = avery(Tree::of("config/valid"));
     set_recipients(dir.path(), recipients);
     std::fs::write(dir.path().join("cfg/zz-keys.yml"), keys_yaml()).unwrap();
     dir
+}
+
+/// The commands of `t` run as the test user `avery`, with no identity but
+/// the one a test gives.
+fn avery(t: Tree) -> Tree {
+    t.env_remove("CSIS_CONFIG_IDENTITY")
+        .env("CSIS_TEST_USER", "avery")
 }
 
 fn keys_yaml() -> String {
@@ -61,15 +63,6 @@ fn set_recipients(root: &Path, recipients: &[&Id]) {
         s.push_str(&format!("    - {}\n", r.public));
     }
     std::fs::write(root.join("cfg/zz-encryption.yml"), s).unwrap();
-}
-
-fn csis(root: &Path) -> Command {
-    let mut c = csis_testkit::csis();
-    c.env_remove("CSIS_CONFIG_IDENTITY")
-        .env("CSIS_TEST_USER", "avery")
-        .arg("-C")
-        .arg(root);
-    c
 }
 
 fn text(b: &[u8]) -> String {
@@ -101,8 +94,8 @@ fn loaded_keys(root: &Path, id: &Id) -> Result<Vec<String>, String> {
     })
 }
 
-fn validate(root: &Path, identity: Option<&str>) -> Output {
-    let mut c = csis(root);
+fn validate(root: &Tree, identity: Option<&str>) -> Output {
+    let mut c = root.csis();
     c.args(["validate", "--offline"]);
     if let Some(i) = identity {
         c.env("CSIS_CONFIG_IDENTITY", i);
@@ -110,8 +103,8 @@ fn validate(root: &Path, identity: Option<&str>) -> Output {
     c.output().unwrap()
 }
 
-fn encrypt_keys(root: &Path) -> Output {
-    csis(root)
+fn encrypt_keys(root: &Tree) -> Output {
+    root.csis()
         .args(["encrypt", "--file"])
         .arg(root.join("cfg/zz-keys.yml"))
         .args(["--field", "admin_public_keys"])
@@ -119,8 +112,8 @@ fn encrypt_keys(root: &Path) -> Output {
         .unwrap()
 }
 
-fn public_safe(root: &Path, extra: &[&str], identity: Option<&str>) -> Output {
-    let mut c = csis(root);
+fn public_safe(root: &Tree, extra: &[&str], identity: Option<&str>) -> Output {
+    let mut c = root.csis();
     c.arg("public-safe").args(extra);
     if let Some(i) = identity {
         c.env("CSIS_CONFIG_IDENTITY", i);

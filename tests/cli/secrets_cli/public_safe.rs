@@ -11,8 +11,8 @@ use super::{encrypt_keys, identity, public_safe, text, tree, KEY};
 fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
     let a = identity();
     let dir = tree(&[&a]);
-    assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
-    assert_eq!(public_safe(dir.path(), &[], None).status.code(), Some(0));
+    assert_eq!(encrypt_keys(&dir).status.code(), Some(0));
+    assert_eq!(public_safe(&dir, &[], None).status.code(), Some(0));
 
     let aws = "AKIAZ7Q2EXAMPLEKEY42";
     std::fs::write(
@@ -21,7 +21,7 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
     )
     .unwrap();
     std::fs::write(dir.path().join("state.tfstate"), "{}").unwrap();
-    let out = public_safe(dir.path(), &[], None);
+    let out = public_safe(&dir, &[], None);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -43,7 +43,7 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
 
     // the tree's own plaintext, in clear elsewhere, is found when the identity opens the markers
     std::fs::write(dir.path().join("NOTES.md"), format!("the key is {KEY}\n")).unwrap();
-    let out = public_safe(dir.path(), &["--json"], Some(&a.secret));
+    let out = public_safe(&dir, &["--json"], Some(&a.secret));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["ok"], false);
     assert_eq!(j["plaintexts_checked"], true);
@@ -70,7 +70,7 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
         "public_safe:\n  allow:\n    - \"@CORP.IO\"\n    - \"AKIAZ7Q2\"\n    - \"path:*.tfstate\"\n    - \"path:NOTES.md\"\n",
     )
     .unwrap();
-    let out = public_safe(dir.path(), &["--json"], Some(&a.secret));
+    let out = public_safe(&dir, &["--json"], Some(&a.secret));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["ok"], true);
@@ -79,7 +79,7 @@ fn public_safe_finds_planted_material_by_file_line_field_and_honours_allow() {
     // --config names another allow list (here an empty one): the findings return
     std::fs::write(dir.path().join("other.yml"), "public_safe:\n  allow: []\n").unwrap();
     let out = public_safe(
-        dir.path(),
+        &dir,
         &["--config", dir.path().join("other.yml").to_str().unwrap()],
         None,
     );
@@ -102,14 +102,14 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
     let a = identity();
     let dir = tree(&[&a]);
     // outside git: --staged cannot answer
-    let out = public_safe(dir.path(), &["--staged"], None);
+    let out = public_safe(&dir, &["--staged"], None);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 
     git(dir.path(), &["init", "-q"]);
     git(dir.path(), &["add", "-A"]);
     // the fixture's admin keys are in clear, but SSH public keys are no secret
     let out = public_safe(
-        dir.path(),
+        &dir,
         &["--staged", "--tree", dir.path().to_str().unwrap()],
         None,
     );
@@ -120,7 +120,7 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
         text(&out.stderr)
     );
     git(dir.path(), &["commit", "-qm", "base"]);
-    let out = public_safe(dir.path(), &["--staged"], None);
+    let out = public_safe(&dir, &["--staged"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 
     let tok = "ghp_abcdefghijklmnopqrstuvwxyzABCDEF012345";
@@ -131,18 +131,18 @@ fn public_safe_staged_scans_what_the_index_would_commit() {
     .unwrap();
     // not staged yet: the index is clean
     assert_eq!(
-        public_safe(dir.path(), &["--staged"], None).status.code(),
+        public_safe(&dir, &["--staged"], None).status.code(),
         Some(0)
     );
     git(dir.path(), &["add", "scripts/deploy.sh"]);
     // fixed in the work tree but not in the index: the index is what counts
     std::fs::write(dir.path().join("scripts/deploy.sh"), "#!/bin/sh\n").unwrap();
-    let out = public_safe(dir.path(), &["--staged"], None);
+    let out = public_safe(&dir, &["--staged"], None);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stdout),
         "scripts/deploy.sh:2:11: a GitHub token (github-token)\n"
     );
     assert!(!text(&out.stdout).contains(tok));
-    assert_eq!(public_safe(dir.path(), &[], None).status.code(), Some(0));
+    assert_eq!(public_safe(&dir, &[], None).status.code(), Some(0));
 }

@@ -1,11 +1,9 @@
 //! `csis reencrypt` rotates every marker to the new recipients, and a
 //! rotation moves no fingerprint while a new plaintext does.
 
-use csis_testkit::copy_dir;
-
 use super::{
-    csis, encrypt_keys, identity, loaded_keys, set_recipients, text, tree, validate, with_stdin,
-    Id, KEY, KEY2,
+    avery, encrypt_keys, identity, loaded_keys, set_recipients, text, tree, validate, with_stdin,
+    Id, Tree, KEY, KEY2,
 };
 
 #[test]
@@ -13,10 +11,10 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     let a = identity();
     let b = identity();
     let dir = tree(&[&a]);
-    assert_eq!(encrypt_keys(dir.path()).status.code(), Some(0));
+    assert_eq!(encrypt_keys(&dir).status.code(), Some(0));
     // a second file with a marker, in a group file the loader reads raw
     std::fs::create_dir_all(dir.path().join("overlays")).unwrap();
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let m = text(&with_stdin(c, "overlay-secret-value").stdout)
         .trim()
@@ -32,7 +30,8 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     let before = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
 
     // the wrong identity opens nothing: refused, nothing written
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .arg("reencrypt")
         .env("CSIS_CONFIG_IDENTITY", &b.secret)
         .output()
@@ -54,7 +53,8 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     );
 
     // dry run: lists, writes nothing
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["reencrypt", "--dry-run", "--json"])
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -81,7 +81,8 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     );
 
     // the rotation
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .arg("reencrypt")
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -103,7 +104,7 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
         vec![KEY.to_string(), KEY2.to_string()]
     );
     assert!(loaded_keys(dir.path(), &a).is_err());
-    assert_eq!(validate(dir.path(), Some(&b.secret)).status.code(), Some(0));
+    assert_eq!(validate(&dir, Some(&b.secret)).status.code(), Some(0));
     let after = std::fs::read_to_string(dir.path().join("cfg/zz-keys.yml")).unwrap();
     assert_ne!(after, before);
     assert!(
@@ -112,7 +113,8 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
     );
     let o = std::fs::read_to_string(dir.path().join("overlays/o.yml")).unwrap();
     assert!(o.ends_with("]  # keep\n") && !o.contains(&m), "{o}");
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["decrypt", o.split_whitespace().nth(2).unwrap()])
         .env("CSIS_CONFIG_IDENTITY", &b.secret)
         .output()
@@ -128,11 +130,11 @@ fn reencrypt_rotates_every_marker_to_the_new_recipient() {
 fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     let a = identity();
     let b = identity();
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&csis_testkit::fixture("ops/basic"), dir.path());
+    let dir = avery(Tree::of("ops/basic"));
     set_recipients(dir.path(), &[&a]);
     let plan = |id: &Id| -> Vec<(String, String)> {
-        let out = csis(dir.path())
+        let out = dir
+            .csis()
             .args(["plan", "--json"])
             .env("CSIS_CONFIG_IDENTITY", &id.secret)
             .output()
@@ -162,7 +164,8 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     assert!(t.contains("echo app-ok"));
     std::fs::write(&images, t).unwrap();
     let clear = plan(&a);
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .args(["encrypt", "--file"])
         .arg(&images)
         .args(["--field", "run"])
@@ -179,7 +182,8 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     let clear = sealed;
 
     set_recipients(dir.path(), &[&b]);
-    let out = csis(dir.path())
+    let out = dir
+        .csis()
         .arg("reencrypt")
         .env("CSIS_CONFIG_IDENTITY", &a.secret)
         .output()
@@ -188,7 +192,7 @@ fn rotating_moves_no_fingerprint_and_a_new_plaintext_does() {
     assert_eq!(plan(&b), clear);
 
     // the field does enter a fingerprint: another plaintext moves it
-    let mut c = csis(dir.path());
+    let mut c = dir.csis();
     c.args(["encrypt", "-"]);
     let m = text(&with_stdin(c, "false").stdout).trim().to_string();
     let t = std::fs::read_to_string(&images).unwrap();
