@@ -153,7 +153,7 @@ impl BuildState {
     /// A dispose node (core.md §5.3): the retention of its (series,
     /// runtime) once its bake is recorded. Never a build in use: the plan
     /// keeps releases and pinned or launched builds (as debt), the runtime
-    /// is asked for live references, and [`order_dispose_nodes`] runs this
+    /// is asked for live references, and [`order_dispose_nodes`](super::order::order_dispose_nodes) runs this
     /// node after every bake of this run that stands on a build of the
     /// series (the compiled graph puts it after the series' release).
     pub(super) async fn dispose(

@@ -8,9 +8,12 @@
 
 mod after;
 mod bake;
+mod lease;
 mod logs;
+mod node;
 pub mod noop;
 mod notice;
+mod order;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -200,7 +203,9 @@ pub(crate) fn run_in(
     let store = session.meta.store()?;
     if let Some(store) = store.as_ref().filter(|_| !args.dry_run) {
         let l = csis_cache::lease::Leases::new(store.clone(), &run_id);
-        if let Some(locked) = lease_the_plan(tree, args, &l, &mut session, &mut plan, &*reporter)? {
+        if let Some(locked) =
+            lease::lease_the_plan(tree, args, &l, &mut session, &mut plan, &*reporter)?
+        {
             return Ok(BuildOutcome::Locked(locked));
         }
         cx.hold_leases(l);
@@ -262,7 +267,7 @@ pub(crate) fn run_in(
     // only they are waited for before a root's ephemerals go.
     let running_instances = running_instances(&session, &plan);
     let state = Arc::new(BuildState {
-        session: order_tofu_nodes(order_dispose_nodes(session, &plan), &plan),
+        session: order::order_tofu_nodes(order::order_dispose_nodes(session, &plan), &plan),
         runtimes,
         recorder,
         local,
@@ -475,45 +480,6 @@ fn ran(
     }
 }
 
-/// On a shared store: take the lease of each (series, runtime) the plan
-/// bakes, releases or disposes, then plan again on the records as they are
-/// now (a runner that held one of them may have baked it meanwhile), until
-/// the plan needs no lease `l` does not hold. `Some(why)`: `--no-wait`,
-/// and another runner holds one.
-fn lease_the_plan(
-    tree: &TreeArgs,
-    args: &BuildOptions,
-    l: &csis_cache::lease::Leases,
-    session: &mut Session,
-    plan: &mut Plan,
-    reporter: &dyn Reporter,
-) -> Result<Option<String>> {
-    let force = ForceBake::parse(&args.force_bake);
-    loop {
-        let (keys, covers) = lease_keys(session, plan);
-        if keys.iter().all(|(s, r)| l.holds(s, r)) {
-            return Ok(None);
-        }
-        let note = |e: &csis_cache::lease::LeaseEvent| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            reporter.note(&Notice::lease(e, now))
-        };
-        match l.acquire(&keys, &covers, !args.no_wait, &note) {
-            Ok(_) => {}
-            Err(e @ csis_cache::CacheError::Locked { .. }) => return Ok(Some(e.to_string())),
-            Err(e) => return Err(e.into()),
-        }
-        // (the runtimes constructed so far go on with the new session)
-        let made = std::mem::take(&mut session.runtimes);
-        *session = crate::session::open(&tree.dir, &tree.load_options())?;
-        session.runtimes = made;
-        let sel = session.select(&args.patterns)?;
-        *plan = session.plan(&sel, &force)?;
-    }
-}
-
 /// The state gate: the state query (unless `--no-state-query`), a
 /// launched machine found missing relaunched by this very build; the hard
 /// drift the plan does not repair (empty: go).
@@ -587,8 +553,6 @@ async fn clean_leftovers(runtimes: &BTreeMap<String, DynRuntime>, renderer: &dyn
     }
 }
 
-/// `--keep-failed` for a due bake on a runtime that cannot keep a failed
-/// bake's machine: one line, before anything runs.
 /// Does the plan keep a launched durable machine standing: an instance
 /// node, not gated and not decommissioning, of an instance the records
 /// hold launched? A build then asks the runtime whether it still stands.
@@ -620,6 +584,8 @@ pub(crate) fn keeps_machines(session: &Session, plan: &Plan) -> bool {
         .unwrap_or(true)
 }
 
+/// `--keep-failed` for a due bake on a runtime that cannot keep a failed
+/// bake's machine: one line, before anything runs.
 fn refuse_keep_failed(
     session: &Session,
     plan: &Plan,
@@ -643,57 +609,6 @@ fn refuse_keep_failed(
         }
     }
     Ok(())
-}
-
-/// The leases a plan needs: (series, runtime) of every due bake, release
-/// and dispose node, and per key the parent builds its bake stands on.
-#[allow(clippy::type_complexity)]
-fn lease_keys(
-    session: &Session,
-    plan: &Plan,
-) -> (
-    Vec<(String, String)>,
-    BTreeMap<(String, String), Vec<String>>,
-) {
-    let c = &session.compiled;
-    let mut keys = Vec::new();
-    let mut covers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for n in plan.nodes.iter().filter(|n| n.due) {
-        match c.spec(n.id) {
-            NodeSpec::Bake(spec) => {
-                let key = (spec.series.clone(), spec.runtime.clone());
-                if let ParentSpec::Image {
-                    series,
-                    pinned_build,
-                    ..
-                } = &spec.parent
-                {
-                    let parent = pinned_build.clone().or_else(|| {
-                        session
-                            .lineage
-                            .head(series, &spec.runtime)
-                            .map(|b| b.build_id.clone())
-                    });
-                    if let Some(p) = parent {
-                        covers.entry(key.clone()).or_default().push(p);
-                    }
-                }
-                keys.push(key);
-            }
-            NodeSpec::Release { bake, .. } => {
-                if let Some(spec) = c.bake_spec(*bake) {
-                    keys.push((spec.series.clone(), spec.runtime.clone()));
-                }
-            }
-            NodeSpec::Dispose {
-                series, runtime, ..
-            } => keys.push((series.clone(), runtime.clone())),
-            _ => {}
-        }
-    }
-    keys.sort();
-    keys.dedup();
-    (keys, covers)
 }
 
 struct BuildState {
@@ -733,313 +648,6 @@ fn rt_err(e: RuntimeError) -> NodeError {
         RuntimeError::Cancelled => NodeError::cancelled(),
         e => NodeError::new(csis_schema::secret::redact_printed(&e.to_string())),
     }
-}
-
-impl BuildState {
-    fn runtime(&self, name: &str) -> Result<&DynRuntime, NodeError> {
-        self.runtimes
-            .get(name)
-            .ok_or_else(|| NodeError::new(format!("runtime {name} is not constructed")))
-    }
-
-    async fn act(self: Arc<Self>, cx: NodeContext) -> Result<NodeOutput, NodeError> {
-        let c = &self.session.compiled;
-        match c.spec(cx.id()).clone() {
-            NodeSpec::Resolve(r) => {
-                let rt = self.runtime(&r.runtime)?;
-                let req = resolve_request(&r);
-                let img = rt.resolve(&req).await.map_err(rt_err)?;
-                cx.log(format!("resolved {}", img.id));
-                let out = json!({"id": img.id});
-                self.resolved.lock().unwrap().insert(cx.id(), img);
-                Ok(NodeOutput::new(out))
-            }
-            NodeSpec::Emit { bake } => {
-                let spec = self.spec_of(bake, NodeKind::Emit)?;
-                let rt = self.runtime(&spec.runtime)?;
-                let parent = self.parent_for_emit(&spec)?;
-                let fp = self.session.fps.get(bake).to_hex();
-                let req = self.request(&spec, parent, fp, None, cx.cancel().clone());
-                let files = rt.emit(&req).await.map_err(rt_err)?;
-                Ok(NodeOutput::new(json!({"files": files})))
-            }
-            NodeSpec::Bake(spec) => self.bake(&cx, &spec).await,
-            NodeSpec::Retag { bake } => {
-                let Some(build) = self.built_by(bake) else {
-                    return Ok(NodeOutput::none());
-                };
-                let spec = self.spec_of(bake, NodeKind::Retag)?;
-                let rt = self.runtime(&spec.runtime)?;
-                let rec = self.recorder.find(&build);
-                let mut tags = BTreeMap::new();
-                if let Some(r) = rec {
-                    tags.insert(
-                        tags::PARENT.to_string(),
-                        r.parent.clone().unwrap_or_else(|| "vendor".into()),
-                    );
-                    if let Some(fp) = &r.input_fingerprint {
-                        tags.insert(tags::FINGERPRINT.to_string(), fp.chars().take(16).collect());
-                    }
-                }
-                match rt.retag_image(&build, &tags).await {
-                    Ok(()) => Ok(NodeOutput::new(json!({"build_id": build}))),
-                    Err(RuntimeError::Unsupported { .. }) => Ok(NodeOutput::none()),
-                    Err(e) => Err(rt_err(e)),
-                }
-            }
-            NodeSpec::Test { bake, tests } => self.test(&cx, bake, &tests).await,
-            NodeSpec::Release { bake, model } => self.release(&cx, bake, &model).await,
-            NodeSpec::Dispose {
-                series,
-                runtime,
-                keep,
-                ephemeral,
-            } => {
-                let keep = csis_cache::retention::keep_for(ephemeral, keep, None);
-                self.dispose(&cx, &series, &runtime, keep).await
-            }
-            NodeSpec::Storage(_) | NodeSpec::Instance(_) => self.fleet(&cx).await,
-            // mod tests have a graph of their own (crate::mod_tests)
-            NodeSpec::ModTest(_) => Err(NodeError::new("a mod test is not a node of a build")),
-        }
-    }
-
-    /// A storage or instance node (crate::fleet::apply): in parallel with
-    /// the others (the recorder orders their records; the verdict's write
-    /// takes the meta lock as the build's other writers of `meta-state/`).
-    async fn fleet(&self, cx: &NodeContext) -> Result<NodeOutput, NodeError> {
-        if self.dry_run {
-            return Ok(NodeOutput::none());
-        }
-        let c = &self.session.compiled;
-        let runtime = match c.spec(cx.id()) {
-            NodeSpec::Storage(s) => &s.runtime,
-            NodeSpec::Instance(i) => &i.runtime,
-            _ => return Err(NodeError::new("not a fleet node")),
-        };
-        let log = |line: String| cx.log(line);
-        let a = crate::fleet::apply::Apply {
-            rt: self.runtime(runtime)?,
-            recorder: &self.recorder,
-            meta: &self.session.meta,
-            tree: &self.session.tree,
-            run: &self.run_id,
-            cancel: cx.cancel().clone(),
-            log: &log,
-            meta_lock: &self.meta_lock,
-        };
-        let tree = &self.session.tree;
-        let tofu = |ty: Option<&str>| ty.is_some_and(crate::fleet::tofu::is_tofu);
-        let done = match c.spec(cx.id()) {
-            NodeSpec::Storage(s)
-                if tofu(
-                    tree.storage_builder(&s.builder)
-                        .map(|b| b.model.type_.as_str()),
-                ) =>
-            {
-                let siblings: Vec<_> = self
-                    .fleet_specs()
-                    .filter_map(|n| match n {
-                        NodeSpec::Storage(x) if x.builder == s.builder => Some(&**x),
-                        _ => None,
-                    })
-                    .collect();
-                crate::fleet::tofu::storage(&a, s, &siblings, &self.roots).await?
-            }
-            NodeSpec::Instance(i)
-                if tofu(tree.instance_builder(&i.builder).map(|b| b.type_.as_str())) =>
-            {
-                let siblings: Vec<_> = self
-                    .fleet_specs()
-                    .filter_map(|n| match n {
-                        NodeSpec::Instance(x) if x.builder == i.builder => Some(&**x),
-                        _ => None,
-                    })
-                    .collect();
-                crate::fleet::tofu::instance(&a, i, &siblings, &self.roots).await?
-            }
-            NodeSpec::Storage(s) => crate::fleet::apply::storage(&a, s).await?,
-            NodeSpec::Instance(i) => crate::fleet::apply::instance(&a, i).await?,
-            _ => unreachable!("matched above"),
-        };
-        cx.log(done.reason.clone());
-        Ok(NodeOutput::new(
-            serde_json::to_value(&done).map_err(NodeError::new)?,
-        ))
-    }
-
-    /// After the run: the ephemerals of a tofu root whose proofs the run
-    /// left unfinished (cancelled, or a due one's node skipped or failed
-    /// before its verdict) are torn down now, not left standing for the
-    /// root's next plan (`fleet::tofu::RootRuns::abandon`); what fails is
-    /// said, the machines and their records as they stand.
-    async fn abandoned_proofs(&self) {
-        for (dir, runtime) in self.roots.unfinished() {
-            let root = dir.display().to_string();
-            let say = |line: String| {
-                self.renderer.note(&Notice::EphemeralsTeardown {
-                    root: root.clone(),
-                    line,
-                })
-            };
-            let Ok(rt) = self.runtime(&runtime) else {
-                continue;
-            };
-            let a = crate::fleet::apply::Apply {
-                rt,
-                recorder: &self.recorder,
-                meta: &self.session.meta,
-                tree: &self.session.tree,
-                run: &self.run_id,
-                // the run's token may be cancelled: the teardown is the
-                // clean-up of what the run brought up
-                cancel: CancellationToken::new(),
-                log: &say,
-                meta_lock: &self.meta_lock,
-            };
-            if let Err(e) = self.roots.abandon(&a, &dir).await {
-                self.renderer.note(&Notice::Warning {
-                    message: format!(
-                        "tofu root {root}: the ephemerals' teardown failed: {}",
-                        e.message
-                    ),
-                });
-            }
-        }
-    }
-
-    /// Every storage and instance node's spec.
-    fn fleet_specs(&self) -> impl Iterator<Item = &NodeSpec> + '_ {
-        let c = &self.session.compiled;
-        c.graph
-            .ids()
-            .map(|id| c.spec(id))
-            .filter(|s| matches!(s, NodeSpec::Storage(_) | NodeSpec::Instance(_)))
-    }
-
-    /// The compiled bake that the `node` (emit, retag, test, release) of
-    /// `bake` stands on.
-    fn spec_of(&self, bake: NodeId, node: NodeKind) -> Result<BakeSpec, NodeError> {
-        self.session
-            .compiled
-            .bake_spec(bake)
-            .cloned()
-            .ok_or_else(|| NodeError::new(format!("{node} without bake")))
-    }
-
-    /// The build `bake` made in this run, if it made one.
-    fn built_by(&self, bake: NodeId) -> Option<String> {
-        self.built.lock().unwrap().get(&bake).cloned()
-    }
-}
-
-/// Ordering edges the compiled graph does not carry, for the dispose nodes
-/// that will run: a dispose node of (series, runtime) runs after
-/// every due bake on that runtime whose parent is a build of the series
-/// (`source_image` under either policy, or a fixed `image_identifier` that
-/// is one of its recorded builds): those bakes stand on a build of the
-/// series until they are recorded, and a follow child moves its pin off the
-/// old parent build only when its bake is recorded. (After the series' own
-/// release the compiled graph already orders it.)
-///
-/// Nothing depends on a dispose node, so no edge can close a cycle. The
-/// edges are `Order` (never hashed) and added after fingerprints and plan;
-/// the scheduler counts only due dependencies, so a bake that is current
-/// or not selected holds nothing up.
-fn order_dispose_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
-    let c = &session.compiled;
-    let mut disposes: HashMap<(&str, &str), NodeId> = HashMap::new();
-    for n in plan.nodes.iter().filter(|n| n.due) {
-        if let NodeSpec::Dispose {
-            series, runtime, ..
-        } = c.spec(n.id)
-        {
-            disposes.insert((series.as_str(), runtime.as_str()), n.id);
-        }
-    }
-    if disposes.is_empty() {
-        return session;
-    }
-    let mut edges = Vec::new();
-    for n in plan.nodes.iter().filter(|n| n.due) {
-        let key = match c.spec(n.id) {
-            NodeSpec::Bake(b) => match &b.parent {
-                ParentSpec::Image { series, .. } => Some((series.clone(), b.runtime.clone())),
-                ParentSpec::Fixed { id } => session
-                    .lineage
-                    .find(id)
-                    .map(|r| (r.series.clone(), b.runtime.clone())),
-                ParentSpec::Vendor { .. } => None,
-            },
-            _ => None,
-        };
-        if let Some(d) = key.and_then(|(s, r)| disposes.get(&(s.as_str(), r.as_str())).copied()) {
-            edges.push((d, n.id));
-        }
-    }
-    for (d, dep) in edges {
-        session
-            .compiled
-            .graph
-            .add_dep(d, dep, csis_engine::Dep::Order)
-            .expect("both nodes are in the graph");
-    }
-    session
-}
-
-/// Ordering edges for the nodes of a tofu root (fleet::tofu): the first of
-/// them runs the root's sequence for all, so each instance node of a
-/// tofu-typed builder runs after every due bake of an image any instance
-/// of that builder boots, and after every due storage node of a
-/// tofu-typed storage builder (the instance root reads their outputs).
-/// `Order` edges, added after the plan: nothing depends on an instance
-/// node, so no cycle.
-fn order_tofu_nodes(mut session: Session, plan: &csis_engine::Plan) -> Session {
-    let c = &session.compiled;
-    let tree = &session.tree;
-    let tofu = |ty: Option<&str>| ty.is_some_and(crate::fleet::tofu::is_tofu);
-    let due: HashSet<NodeId> = plan.nodes.iter().filter(|n| n.due).map(|n| n.id).collect();
-    let mut instances: Vec<(NodeId, &str)> = Vec::new();
-    let mut storages: Vec<NodeId> = Vec::new();
-    let mut bakes: HashMap<&str, Vec<NodeId>> = HashMap::new();
-    for id in c.graph.ids() {
-        match c.spec(id) {
-            NodeSpec::Instance(i)
-                if tofu(tree.instance_builder(&i.builder).map(|b| b.type_.as_str())) =>
-            {
-                if due.contains(&id) {
-                    instances.push((id, i.builder.as_str()));
-                }
-                if let Some(b) = i.bake.filter(|b| due.contains(b)) {
-                    bakes.entry(i.builder.as_str()).or_default().push(b);
-                }
-            }
-            NodeSpec::Storage(s)
-                if due.contains(&id)
-                    && tofu(
-                        tree.storage_builder(&s.builder)
-                            .map(|b| b.model.type_.as_str()),
-                    ) =>
-            {
-                storages.push(id)
-            }
-            _ => {}
-        }
-    }
-    let mut edges = Vec::new();
-    for (node, builder) in instances {
-        for &b in bakes.get(builder).into_iter().flatten() {
-            edges.push((node, b));
-        }
-        edges.extend(storages.iter().map(|&s| (node, s)));
-    }
-    for (n, dep) in edges {
-        let _ = session
-            .compiled
-            .graph
-            .add_dep(n, dep, csis_engine::Dep::Order);
-    }
-    session
 }
 
 #[cfg(test)]
