@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use csis_schema::model::ModKind;
 use serde::{Deserialize, Serialize};
 
 /// One modification, in declared order.
@@ -33,6 +34,16 @@ pub enum BakeStep {
         #[serde(default)]
         extra_vars: serde_json::Map<String, serde_json::Value>,
     },
+}
+
+impl BakeStep {
+    /// The mod kind it lowers (its row of `MOD_KINDS` spells its words).
+    pub fn kind(&self) -> ModKind {
+        match self {
+            BakeStep::Shell { .. } => ModKind::BashRemote,
+            BakeStep::Ansible { .. } => ModKind::Ansible,
+        }
+    }
 }
 
 /// `ensure:` of a bash item: declared, idempotent state.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use csis_runtime::recipe::{Lowered, SessionAgent, Target};
-use csis_runtime::{BakeParent, BakeRequest, BakeStep, Result, RuntimeError};
+use csis_runtime::{BakeParent, BakeRequest, Result, RuntimeError};
 use hcl::expr::{Expression, UnaryOp, UnaryOperator};
 use hcl::structure::{Block, Body};
 use hcl::Identifier;
@@ -429,12 +429,12 @@ pub fn plugins_body(req: &BakeRequest) -> Body {
         source: format!("github.com/hashicorp/{name}"),
     };
     let mut v = vec![plugin("amazon")];
-    if req
-        .steps
-        .iter()
-        .any(|s| matches!(s, BakeStep::Ansible { .. }))
-    {
-        v.push(plugin("ansible"));
+    // each plugin a step kind of the bake needs, once, in the kinds' order
+    for row in csis_schema::model::MOD_KINDS {
+        let used = req.steps.iter().any(|s| s.kind() == row.kind);
+        if let Some(p) = row.packer_plugin.filter(|_| used) {
+            v.push(plugin(p));
+        }
     }
     csis_packer::plugins_body(&v)
 }

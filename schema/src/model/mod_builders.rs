@@ -52,21 +52,72 @@ pub enum ModKind {
     BashRemote,
 }
 
+/// What is spelled for a mod kind, each in one place: a new kind is one
+/// row here and one `BakeStep` variant (whose matches the compiler checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModKindRow {
+    pub kind: ModKind,
+    /// Its `type:` in `cfg/mod-builders.yml`.
+    pub token: &'static str,
+    /// The operation its mods record (`operation` of a bake's inputs and
+    /// of the bundle's mods).
+    pub operation: &'static str,
+    /// Its word in the emitted step comments, as the original writes it
+    /// (`Modifications for NAME of type WORD`).
+    pub comment: &'static str,
+    /// The packer plugin its provisioner needs, if any (`required_plugins`).
+    pub packer_plugin: Option<&'static str>,
+}
+
+/// Every mod kind.
+pub const MOD_KINDS: &[ModKindRow] = &[
+    ModKindRow {
+        kind: ModKind::Ansible,
+        token: "ansible",
+        operation: "ansible",
+        comment: "ansible",
+        packer_plugin: Some("ansible"),
+    },
+    ModKindRow {
+        kind: ModKind::BashRemote,
+        token: "bash-remote",
+        operation: "bash",
+        comment: "bash (shell)",
+        packer_plugin: None,
+    },
+];
+
 impl ModKind {
+    /// Its row of [`MOD_KINDS`].
+    pub fn row(self) -> &'static ModKindRow {
+        MOD_KINDS
+            .iter()
+            .find(|r| r.kind == self)
+            .expect("every mod kind has its row")
+    }
+
     /// The operation a mod of this kind records (`operation` of a bake's
     /// inputs and of the bundle's mods): the one spelling of each.
-    pub const fn operation(self) -> &'static str {
-        match self {
-            ModKind::Ansible => "ansible",
-            ModKind::BashRemote => "bash",
-        }
+    pub fn operation(self) -> &'static str {
+        self.row().operation
     }
 
     pub fn parse(t: &str) -> Option<Self> {
-        match t {
-            "ansible" => Some(ModKind::Ansible),
-            "bash-remote" => Some(ModKind::BashRemote),
-            _ => None,
+        MOD_KINDS.iter().find(|r| r.token == t).map(|r| r.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mod_kind_has_one_row_and_its_token_is_its_serde_name() {
+        for k in [ModKind::Ansible, ModKind::BashRemote] {
+            assert_eq!(MOD_KINDS.iter().filter(|r| r.kind == k).count(), 1);
+            let serde = serde_json::to_value(k).unwrap();
+            assert_eq!(serde.as_str(), Some(k.row().token));
+            assert_eq!(ModKind::parse(k.row().token), Some(k));
         }
     }
 }

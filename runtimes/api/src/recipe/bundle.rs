@@ -7,7 +7,6 @@ use super::instance::ensure_lines;
 use super::shell::sq_always;
 use super::types::{BundleMod, EmittedFile, ImageRecipe, Target};
 use crate::{BakeRequest, BakeStep};
-use csis_schema::model::ModKind;
 use csis_schema::tags;
 
 /// A path relative to the tree root when it is under it, else its file name.
@@ -186,12 +185,7 @@ fn unrecorded_mod(step: &BakeStep, name: &str) -> BundleMod {
     BundleMod {
         name: name.to_string(),
         builder: String::new(),
-        operation: match step {
-            BakeStep::Ansible { .. } => ModKind::Ansible,
-            BakeStep::Shell { .. } => ModKind::BashRemote,
-        }
-        .operation()
-        .into(),
+        operation: step.kind().operation().into(),
         idempotent: "unknown".into(),
         content_hash: String::new(),
     }

@@ -468,7 +468,10 @@ fn mod_steps(
                 extra_vars,
             } => {
                 steps.push(Step {
-                    comment: format!("Modifications for {name} of type ansible"),
+                    comment: format!(
+                        "Modifications for {name} of type {}",
+                        step.kind().row().comment
+                    ),
                     kind: shell(ansible_python_lines(t, pm)),
                 });
                 let mut args = vec![
@@ -526,7 +529,10 @@ fn mod_steps(
                         list.push((rel, p.clone()));
                     }
                     steps.push(Step {
-                        comment: format!("Modifications for {name} of type bash (shell)"),
+                        comment: format!(
+                            "Modifications for {name} of type {}",
+                            step.kind().row().comment
+                        ),
                         kind: StepKind::Scripts {
                             scripts: list,
                             runner: execute_command.is_none(),
