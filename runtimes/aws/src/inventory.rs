@@ -102,6 +102,25 @@ impl AwsInventory {
     }
 }
 
+/// An EC2 instance as the inventory lists it (`tags`: its [`tag_map`]).
+pub(crate) fn instance_resource(
+    i: &aws_sdk_ec2::types::Instance,
+    tags: BTreeMap<String, String>,
+) -> AwsResource {
+    AwsResource {
+        id: i.instance_id.clone().unwrap_or_default(),
+        name: tags.get("Name").cloned(),
+        state: i
+            .state
+            .as_ref()
+            .and_then(|s| s.name.as_ref())
+            .map(|n| n.as_str().to_string()),
+        created: time(i.launch_time.as_ref()),
+        of: i.image_id.clone(),
+        tags,
+    }
+}
+
 pub(crate) fn csis_tagged(tags: &BTreeMap<String, String>) -> bool {
     tags.keys().any(|k| k.starts_with(tags::PREFIX))
 }
@@ -166,18 +185,7 @@ impl AwsRuntime {
             if !csis_tagged(&tags) && !from_ours {
                 continue;
             }
-            inv.instances.push(AwsResource {
-                id: i.instance_id.clone().unwrap_or_default(),
-                name: tags.get("Name").cloned(),
-                state: i
-                    .state
-                    .as_ref()
-                    .and_then(|s| s.name.as_ref())
-                    .map(|n| n.as_str().to_string()),
-                created: time(i.launch_time.as_ref()),
-                of: i.image_id.clone(),
-                tags,
-            });
+            inv.instances.push(instance_resource(&i, tags));
         }
         let instances: BTreeSet<String> = inv.instances.iter().map(|i| i.id.clone()).collect();
 
