@@ -286,6 +286,7 @@ pub async fn validate_dry(
 ) -> Vec<(String, Result<(), String>)> {
     let mut out = Vec::new();
     let mut validated = validated::Validated::open(cache_dir);
+    let modules = validated::modules_digest(modules);
     for root in roots {
         // not there: `validate` says so at the builder's line; the dry run
         // emits all the same
@@ -295,7 +296,7 @@ pub async fn validate_dry(
         let dir = generated.join(&root.dir);
         let name = root.dir.display().to_string();
         // as it was when its check last passed: not checked again
-        let key = validated::key(&exe, &dir, modules);
+        let key = validated::key(&exe, &dir, modules.as_ref());
         if key.as_deref().is_some_and(|k| validated.passed(&name, k)) {
             out.push((name, Ok(())));
             continue;

@@ -61,14 +61,28 @@ impl Validated {
     }
 }
 
+/// The digest of the module sources the roots call (every file under
+/// `modules`), read once per dry run; None when they are no folder here (a
+/// URL, a missing folder: the roots are then always checked) or a file
+/// cannot be read.
+pub fn modules_digest(modules: &Path) -> Option<blake3::Hash> {
+    if !modules.is_dir() {
+        return None;
+    }
+    let mut h = blake3::Hasher::new();
+    hash_files(&mut h, modules, modules, false)?;
+    Some(h.finalize())
+}
+
 /// The key of a check of the root in `dir` with `executable` (resolved):
 /// the executable's path, size, mtime and inode, every file of the root
-/// but what tofu writes there, every file under `modules` (the module
-/// sources the root calls); None when the executable changed in the last
-/// two seconds, the module sources are no folder here, or a file cannot be
-/// read (then the check runs).
-pub fn key(executable: &Path, dir: &Path, modules: &Path) -> Option<String> {
+/// but what tofu writes there, the module sources' [`modules_digest`];
+/// None when the executable changed in the last two seconds, there is no
+/// digest of the module sources, or a file cannot be read (then the check
+/// runs).
+pub fn key(executable: &Path, dir: &Path, modules: Option<&blake3::Hash>) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
+    let modules = modules?;
     let exe = std::fs::canonicalize(executable).ok()?;
     let m = std::fs::metadata(&exe).ok()?;
     let mtime = m.modified().ok()?;
@@ -84,12 +98,8 @@ pub fn key(executable: &Path, dir: &Path, modules: &Path) -> Option<String> {
         h.update(&n.to_le_bytes());
     }
     hash_files(&mut h, dir, dir, true)?;
-    // module sources elsewhere (a URL, a missing folder): always checked
-    if !modules.is_dir() {
-        return None;
-    }
     h.update(b"\0modules\0");
-    hash_files(&mut h, modules, modules, false)?;
+    h.update(modules.as_bytes());
     Some(h.finalize().to_hex().to_string())
 }
 
@@ -143,7 +153,7 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let k = || key(&exe, &root, &modules).unwrap();
+        let k = || key(&exe, &root, modules_digest(&modules).as_ref()).unwrap();
         let first = k();
         std::fs::write(root.join(".terraform/providers/x"), "downloaded").unwrap();
         std::fs::write(root.join(".terraform.lock.hcl"), "lock").unwrap();
@@ -156,19 +166,16 @@ mod tests {
         assert_ne!(k(), second, "a module source changed");
         // the executable replaced just now: no key, the check runs
         std::fs::write(&exe, "#!/bin/sh\nexit 0\n").unwrap();
-        assert_eq!(key(&exe, &root, &modules), None);
+        assert_eq!(key(&exe, &root, modules_digest(&modules).as_ref()), None);
         std::fs::File::options()
             .write(true)
             .open(&exe)
             .unwrap()
             .set_modified(old)
             .unwrap();
-        assert!(key(&exe, &root, &modules).is_some());
-        assert_eq!(
-            key(&exe, &root, &t.path().join("git::https")),
-            None,
-            "remote modules"
-        );
+        assert!(key(&exe, &root, modules_digest(&modules).as_ref()).is_some());
+        let remote = modules_digest(&t.path().join("git::https"));
+        assert_eq!(key(&exe, &root, remote.as_ref()), None, "remote modules");
 
         let mut v = Validated::open(t.path());
         assert!(!v.passed("storage/x", "k"));
