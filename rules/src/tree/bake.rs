@@ -130,38 +130,42 @@ impl Tree {
         image: &Image,
         entry: &ImageRuntime,
     ) -> indexmap::IndexMap<String, String> {
+        self.bake_tags(
+            entry.runtime.as_deref(),
+            entry.image_builder.as_deref(),
+            [&image.model.tags, &entry.entry.tags],
+        )
+    }
+
+    /// A bake's tags: its runtime's, its image builder's, then `own` in
+    /// order (the series', its runtime entry's), later keys winning; secret
+    /// values as their tokens.
+    fn bake_tags(
+        &self,
+        runtime: Option<&str>,
+        image_builder: Option<&str>,
+        own: [&indexmap::IndexMap<String, String>; 2],
+    ) -> indexmap::IndexMap<String, String> {
         let mut t = indexmap::IndexMap::new();
-        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
+        if let Some(rt) = runtime.and_then(|r| self.runtime(r)) {
             t.extend(rt.common.tags.clone());
         }
-        if let Some(ib) = entry
-            .image_builder
-            .as_deref()
-            .and_then(|b| self.image_builder(b))
-        {
+        if let Some(ib) = image_builder.and_then(|b| self.image_builder(b)) {
             t.extend(ib.model.tags.clone());
         }
-        t.extend(image.model.tags.clone());
-        t.extend(entry.entry.tags.clone());
+        for o in own {
+            t.extend(o.clone());
+        }
         secret_tags_as_tokens(t)
     }
 
     /// The tags of a base bake (runtime, builder, OS, entry).
     pub fn os_tags(&self, os: &OsBuilder, entry: &OsRuntime) -> indexmap::IndexMap<String, String> {
-        let mut t = indexmap::IndexMap::new();
-        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
-            t.extend(rt.common.tags.clone());
-        }
-        if let Some(ib) = entry
-            .image_builder
-            .as_deref()
-            .and_then(|b| self.image_builder(b))
-        {
-            t.extend(ib.model.tags.clone());
-        }
-        t.extend(os.model.tags.clone());
-        t.extend(entry.entry.tags.clone());
-        secret_tags_as_tokens(t)
+        self.bake_tags(
+            entry.runtime.as_deref(),
+            entry.image_builder.as_deref(),
+            [&os.model.tags, &entry.entry.tags],
+        )
     }
 
     /// The vendor-image owners of a base entry: OS owners, the runtime's
