@@ -324,7 +324,7 @@ fn compared(tree: &Path) -> BTreeSet<String> {
 
 /// csis's dry build of `starter` against the original's emission: every
 /// difference not listed as deliberate fails the test.
-fn compare(starter: &str, least: usize, open_expected: &[&str]) {
+fn compare(starter: &str, least: usize) {
     let Some(reference) = reference() else {
         eprintln!("\n*** SKIPPED: ../shared/reference is not there ***\n");
         return;
@@ -390,7 +390,7 @@ fn compare(starter: &str, least: usize, open_expected: &[&str]) {
     }
     let unexplained: Vec<String> = diffs
         .iter()
-        .filter(|d| deliberate(d).is_none() && open(d).is_none())
+        .filter(|d| deliberate(d).is_none())
         .map(|d| {
             format!(
                 "{}: {}\n  mine:   {}\n  theirs: {}",
@@ -403,13 +403,6 @@ fn compare(starter: &str, least: usize, open_expected: &[&str]) {
         "{starter}: {} differences from the original's tofu roots that ARCHITECTURE.md does not list:\n{}",
         unexplained.len(),
         unexplained.join("\n")
-    );
-    // an open difference listed must still be there: its fix removes it here
-    let still: BTreeSet<&str> = diffs.iter().filter_map(open).collect();
-    assert_eq!(
-        still,
-        open_expected.iter().copied().collect(),
-        "{starter}: open differences"
     );
 }
 
@@ -444,22 +437,15 @@ fn deliberate(d: &Diff) -> Option<&'static str> {
     None
 }
 
-/// Differences that are csis bugs this test found and that are not fixed
-/// yet (each in the report of issue 22): tolerated by name, and each must
-/// still occur, so that its fix removes it here.
-fn open(_d: &Diff) -> Option<&'static str> {
-    None
-}
-
 /// What a file of the original holds that is only a comment (a tombstone).
 const COMMENT_ONLY: &str = "written, a comment only";
 
 #[test]
 fn dry_run_of_the_posix_starter_writes_the_originals_tofu_roots() {
-    compare("standard-aws-posix", 5, &[]);
+    compare("standard-aws-posix", 5);
 }
 
 #[test]
 fn dry_run_of_the_complete_starter_writes_the_originals_tofu_roots() {
-    compare("complete", 30, &[]);
+    compare("complete", 30);
 }
