@@ -15,7 +15,7 @@ use csis_rules::compile::StorageSpec;
 use csis_runtime::ArchiveRequest;
 
 use super::super::apply::Apply;
-use super::super::plan::{decide_storage, Action, FleetView, StorageCase};
+use super::super::plan::{Action, FleetView};
 use crate::tofu_roots::archive_name;
 
 /// How long an archive may take to complete (a snapshot of a large volume
@@ -42,28 +42,23 @@ pub struct ArchiveOutcome {
 }
 
 impl Archives {
-    /// The archives of the storages of one root (`siblings`: its storage
-    /// nodes), by each one's transition now.
-    pub(super) fn of(a: &Apply<'_>, v: &FleetView, siblings: &[&StorageSpec]) -> Archives {
-        let mut out = Archives::default();
-        for s in siblings {
-            let d = decide_storage(v, &StorageCase::of_spec(a.tree, s));
-            let was_archived = v.records.storage_state(&s.name) == Some(StorageState::Archived);
-            let display = s.declared.as_ref().map_or(s.name.as_str(), |d| &d.display);
-            let req = ArchiveRequest {
-                storage: display.to_string(),
-                archive: archive_name(display),
-                config: a.tree.config.id.clone(),
-                timeout_s: ARCHIVE_TIMEOUT_S,
-            };
-            match d.action {
-                Action::Archive => out.take.push((s.name.clone(), req)),
-                Action::Restore => out.drop.push((s.name.clone(), req)),
-                Action::Destroy if was_archived => out.drop.push((s.name.clone(), req)),
-                _ => {}
-            }
+    /// What storage `s` of the root needs of archives, by its transition
+    /// now (`action`, decided over `v`).
+    pub(super) fn note(&mut self, a: &Apply<'_>, v: &FleetView, s: &StorageSpec, action: Action) {
+        let was_archived = v.records.storage_state(&s.name) == Some(StorageState::Archived);
+        let display = s.declared.as_ref().map_or(s.name.as_str(), |d| &d.display);
+        let req = ArchiveRequest {
+            storage: display.to_string(),
+            archive: archive_name(display),
+            config: a.tree.config.id.clone(),
+            timeout_s: ARCHIVE_TIMEOUT_S,
+        };
+        match action {
+            Action::Archive => self.take.push((s.name.clone(), req)),
+            Action::Restore => self.drop.push((s.name.clone(), req)),
+            Action::Destroy if was_archived => self.drop.push((s.name.clone(), req)),
+            _ => {}
         }
-        out
     }
 
     /// Before the plan: every archive taken (or found complete). An error

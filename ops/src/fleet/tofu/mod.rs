@@ -651,13 +651,16 @@ pub async fn storage(
         allowed: Vec::new(),
         images: Vec::new(),
         ephemeral: None,
-        archives: Archives::of(a, &v, siblings),
+        archives: Archives::default(),
     };
+    // each storage of the root by its transition now: the destroys the
+    // gate allows, the archives taken before and deleted after
     for s in siblings {
         let sd = decide_storage(&v, &StorageCase::of_spec(a.tree, s));
         if matches!(sd.action, Action::Destroy | Action::Archive) {
             ask.allowed.push(module("storage", &s.name));
         }
+        ask.archives.note(a, &v, s, sd.action);
     }
     let run = roots.run(a, ask, Proofs::default()).await?;
     if !applied(&run, &mut out)? {
