@@ -6,7 +6,7 @@
 //! stamp (what a pinned child inherits) and a base's vendor image (a moved
 //! docker tag makes it due); of the pins, only
 //! the image pins. Parsing the full YAML (every record carries its canonical
-//! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact JSON
+//! `inputs`) dominates a no-op build, so [`load_for_planning`] reads a compact
 //! index instead, derived from the YAML and keyed by the blake3 of the YAML
 //! file's bytes:
 //!
@@ -36,41 +36,33 @@ use crate::store::{LINEAGE_FILE, PINS_FILE};
 use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 
 /// Version of the index format; an index of another recipe is rebuilt.
-const RECIPE: &str = "csis-heads-v6";
-const LINEAGE_INDEX: &str = "lineage-heads.json";
-const PINS_INDEX: &str = "pin-images.json";
+const RECIPE: &str = "csis-heads-v7";
+const LINEAGE_INDEX: &str = "lineage-heads.bin";
+const PINS_INDEX: &str = "pin-images.bin";
 
-/// The identity fields of one record (short keys: the index of 20,000
-/// records stays a few MB).
+/// The identity fields of one record, in the index's binary form
+/// (postcard: fields in order, no names; a base's vendor image, whose
+/// unknown fields are kept as read, as its JSON text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Head {
-    #[serde(rename = "b")]
     build_id: String,
-    #[serde(rename = "s")]
     series: String,
-    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
     runtime: Option<String>,
-    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
     parent: Option<String>,
-    #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
     fingerprint: Option<String>,
-    #[serde(rename = "u", default, skip_serializing_if = "Option::is_none")]
     run: Option<String>,
     /// Adopted from tags (`imported: true`).
-    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
     imported: Option<bool>,
     /// The bake's seconds (the scheduler's cost of the next bake).
-    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
     bake_seconds: Option<f64>,
     /// The capability stamp (a pinned child inherits its parent build's).
-    #[serde(rename = "c", default, skip_serializing_if = "Capabilities::is_empty")]
-    capabilities: Capabilities,
+    identity_types: Vec<String>,
+    storage_types: Vec<String>,
     /// The run that reinstated it as the head (orders it).
-    #[serde(rename = "ru", default, skip_serializing_if = "Option::is_none")]
     reinstated_by_run: Option<String>,
-    /// A base image's vendor image (a moved docker tag makes it due).
-    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
-    vendor_image: Option<VendorImage>,
+    /// A base image's vendor image (a moved docker tag makes it due), as
+    /// JSON.
+    vendor_image: Option<String>,
 }
 
 impl Head {
@@ -84,13 +76,19 @@ impl Head {
             run: b.run.clone(),
             imported: b.imported,
             bake_seconds: b.bake_seconds,
-            capabilities: b.capabilities.clone(),
+            identity_types: b.capabilities.identity_types.clone(),
+            storage_types: b.capabilities.storage_types.clone(),
             reinstated_by_run: b.reinstated_by_run.clone(),
-            vendor_image: b.vendor_image.clone(),
+            vendor_image: b
+                .vendor_image
+                .as_ref()
+                .and_then(|v| serde_json::to_string(v).ok()),
         }
     }
 
-    fn into_record(self) -> BuildRecord {
+    /// The record (None when its vendor image does not read back: the
+    /// index is then not trusted).
+    fn into_record(self) -> Option<BuildRecord> {
         let mut r = BuildRecord::new(self.build_id, self.series, String::new());
         r.runtime = self.runtime;
         r.parent = self.parent;
@@ -98,10 +96,16 @@ impl Head {
         r.run = self.run;
         r.imported = self.imported;
         r.bake_seconds = self.bake_seconds;
-        r.capabilities = self.capabilities;
+        r.capabilities = Capabilities {
+            identity_types: self.identity_types,
+            storage_types: self.storage_types,
+        };
         r.reinstated_by_run = self.reinstated_by_run;
-        r.vendor_image = self.vendor_image;
-        r
+        r.vendor_image = match self.vendor_image {
+            Some(v) => Some(serde_json::from_str::<VendorImage>(&v).ok()?),
+            None => None,
+        };
+        Some(r)
     }
 }
 
@@ -143,7 +147,7 @@ fn source_hash(bytes: &[u8]) -> String {
 /// The index `name` if it was derived from bytes hashing to `source`.
 fn read_index<T: DeserializeOwned>(local: &Path, name: &str, source: &str) -> Option<T> {
     let text = std::fs::read(cache_dir(local).join(name)).ok()?;
-    let i: Index<T> = serde_json::from_slice(&text).ok()?;
+    let i: Index<T> = postcard::from_bytes(&text).ok()?;
     (i.recipe == RECIPE && i.source == source).then_some(i.data)
 }
 
@@ -158,16 +162,37 @@ fn write_index<T: Serialize>(local: &Path, name: &str, source: String, data: &T)
         source,
         data,
     };
-    if let Ok(text) = serde_json::to_vec(&i) {
-        let _ = write_atomic(&cache_dir(local).join(name), &text);
+    if let Ok(text) = postcard::to_stdvec(&i) {
+        let path = cache_dir(local).join(name);
+        let _ = write_atomic(&path, &text);
+        // the index's JSON form, before csis-heads-v7: nothing reads it
+        let _ = std::fs::remove_file(path.with_extension("json"));
     }
 }
 
-fn light_lineage(heads: Vec<Head>) -> Lineage {
-    Lineage {
-        builds: heads.into_iter().map(Head::into_record).collect(),
+fn light_lineage(heads: Vec<Head>) -> Option<Lineage> {
+    Some(Lineage {
+        builds: heads
+            .into_iter()
+            .map(Head::into_record)
+            .collect::<Option<_>>()?,
         extra: BTreeMap::new(),
-    }
+    })
+}
+
+/// A record as the index keeps it (its identity fields only).
+fn light(b: &BuildRecord) -> BuildRecord {
+    let mut r = BuildRecord::new(b.build_id.clone(), b.series.clone(), String::new());
+    r.runtime = b.runtime.clone();
+    r.parent = b.parent.clone();
+    r.input_fingerprint = b.input_fingerprint.clone();
+    r.run = b.run.clone();
+    r.imported = b.imported;
+    r.bake_seconds = b.bake_seconds;
+    r.capabilities = b.capabilities.clone();
+    r.reinstated_by_run = b.reinstated_by_run.clone();
+    r.vendor_image = b.vendor_image.clone();
+    r
 }
 
 fn light_pins(images: BTreeMap<String, String>) -> Pins {
@@ -200,8 +225,8 @@ pub fn load_for_planning(
         None => Lineage::default(),
         Some(bytes) => {
             let source = source_hash(&bytes);
-            match read_index::<Vec<Head>>(dir, LINEAGE_INDEX, &source) {
-                Some(heads) => light_lineage(heads),
+            match read_index::<Vec<Head>>(dir, LINEAGE_INDEX, &source).and_then(light_lineage) {
+                Some(lineage) => lineage,
                 None => {
                     let full: Lineage =
                         yamlio::from_text(&lpath.to_string_lossy(), as_text(&lpath, &bytes)?)
@@ -211,7 +236,10 @@ pub fn load_for_planning(
                             })?;
                     let heads: Vec<Head> = full.builds.iter().map(Head::of).collect();
                     write_index(dir, LINEAGE_INDEX, source, &heads);
-                    light_lineage(heads)
+                    Lineage {
+                        builds: full.builds.iter().map(light).collect(),
+                        extra: BTreeMap::new(),
+                    }
                 }
             }
         }
@@ -243,7 +271,7 @@ pub fn load_for_planning(
     if replay_journal(&local.journal(), &mut lineage, &mut pins) > 0 {
         // Journal records are whole: keep the view uniform.
         for b in &mut lineage.builds[before..] {
-            *b = Head::of(b).into_record();
+            *b = light(b);
         }
     }
     for line in pins.restore_from_lineage(&lineage) {
@@ -281,7 +309,7 @@ mod tests {
     }
 
     fn light(l: &Lineage) -> Lineage {
-        light_lineage(l.builds.iter().map(Head::of).collect())
+        light_lineage(l.builds.iter().map(Head::of).collect()).unwrap()
     }
 
     fn setup() -> (tempfile::TempDir, MetaState, LocalDir) {
@@ -301,6 +329,11 @@ mod tests {
             movable: true,
             extra: Default::default(),
         });
+        b1.capabilities = Capabilities {
+            identity_types: vec!["posix".into()],
+            storage_types: vec!["nfs".into(), "ebs".into()],
+        };
+        b1.bake_seconds = Some(41.5);
         l.add_build(b1);
         l.add_build(rec("w1", "web", Some("rt"), "b1", "f2"));
         l.add_build(rec("old", "web", None, "b1", "f3"));
@@ -384,7 +417,7 @@ mod tests {
         let psrc = source_hash(&std::fs::read(m.dir().join(PINS_FILE)).unwrap());
         let heads: Vec<Head> = read_index(local.dir(), LINEAGE_INDEX, &lsrc).unwrap();
         let images: BTreeMap<String, String> = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
-        assert_eq!(light_lineage(heads), light(&m.lineage().unwrap()));
+        assert_eq!(light_lineage(heads).unwrap(), light(&m.lineage().unwrap()));
         assert_eq!(images, m.pins().unwrap().images);
         assert_eq!(images.get("web@rt").map(String::as_str), Some("b1"));
     }

@@ -34,6 +34,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::tree::Tree;
 
@@ -67,51 +68,77 @@ pub use vocabulary::{
 /// Compile the tree into the graph. `pins` answers pinned parents; the
 /// playbook and script files are hashed from disk ([`file_hash`], each file
 /// once per compile); every bake costs [`DEFAULT_BAKE_COST`].
-pub fn compile(tree: &Tree, pins: &dyn PinSource) -> Result<Compiled, CompileError> {
+pub fn compile(tree: &Tree, pins: &(dyn PinSource + Sync)) -> Result<Compiled, CompileError> {
     compile_with_costs(tree, pins, &DefaultCost)
 }
 
 /// [`compile`] with the scheduler's cost of each bake answered by `costs`
 /// (what the runtime types say, `csis_ops::wiring`).
+///
+/// The compile is per series: [`os_unit`] for each OS builder,
+/// [`image_draft`] + [`finish_image`] for each image, and an [`Assembler`]
+/// that adds the units to the graph (OS builders, then images parents
+/// first, [`image_order`]) and links each image to its parent's bake. An
+/// image's unit reads the tree, its files and its pins and nothing of
+/// another unit, so the images' units are made on one thread per core
+/// ([`csis_schema::yaml::par_map`]) and assembled in order on this one:
+/// the graph, its warnings and the first error are those of a compile on
+/// one thread.
 pub fn compile_with_costs(
     tree: &Tree,
-    pins: &dyn PinSource,
+    pins: &(dyn PinSource + Sync),
     costs: &dyn BakeCost,
 ) -> Result<Compiled, CompileError> {
-    let mut seen: HashMap<PathBuf, String> = HashMap::new();
-    compile_with(tree, pins, costs, &mut |p: &Path| {
-        if let Some(h) = seen.get(p) {
-            return h.clone();
-        }
-        let h = file_hash(p);
-        seen.insert(p.to_path_buf(), h.clone());
-        h
-    })
+    let hashes = FileHashes::default();
+    compile_with(tree, pins, costs, &|p: &Path| hashes.get(p))
 }
 
 /// [`compile_with_costs`] with the content hash of every playbook and
-/// script file answered by `hash` (blake3 hex, or `missing`).
-///
-/// The compile is per series: [`os_unit`] for each OS builder,
-/// [`image_draft`] + [`finish_image`] for each image (parents first), and
-/// an [`Assembler`] that adds the units to the graph and links each image
-/// to its parent's bake.
+/// script file answered by `hash` (blake3 hex, or `missing`), from any of
+/// the compile's threads.
 fn compile_with(
     tree: &Tree,
-    pins: &dyn PinSource,
+    pins: &(dyn PinSource + Sync),
     costs: &dyn BakeCost,
-    hash: &mut dyn FnMut(&Path) -> String,
+    hash: &(dyn Fn(&Path) -> String + Sync),
 ) -> Result<Compiled, CompileError> {
     let mut a = Assembler::default();
     for os in &tree.os_builders {
         a.add(os_unit(tree, os, costs)?)?;
     }
-    for idx in image_order(tree) {
+    let order = image_order(tree);
+    let units = csis_schema::yaml::par_map(&order, |&idx| {
         let draft = image_draft(tree, &tree.images[idx], costs)?;
-        a.add(finish_image(draft, hash, pins))?;
+        Ok::<_, CompileError>(finish_image(draft, &mut |p: &Path| hash(p), pins))
+    });
+    for unit in units {
+        a.add(unit?)?;
     }
     a.add_fleet(tree, &pins.fleet())?;
     Ok(a.finish())
+}
+
+/// The content hash of each playbook and script, each file read once per
+/// compile whatever thread asks first (two threads asking at once may both
+/// read it: the same bytes, the same hash).
+#[derive(Default)]
+struct FileHashes(Mutex<HashMap<PathBuf, String>>);
+
+impl FileHashes {
+    fn get(&self, p: &Path) -> String {
+        let seen = |m: &Mutex<HashMap<PathBuf, String>>| {
+            m.lock().unwrap_or_else(|e| e.into_inner()).get(p).cloned()
+        };
+        if let Some(h) = seen(&self.0) {
+            return h;
+        }
+        let h = file_hash(p);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.to_path_buf(), h.clone());
+        h
+    }
 }
 
 /// The files a tree's compile read besides the YAML (playbooks, scripts),

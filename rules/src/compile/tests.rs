@@ -142,12 +142,13 @@ fn force_bake_and_refresh() {
 #[test]
 fn compile_with_takes_file_hashes_from_the_hook() {
     let t = tree();
-    let mut asked: Vec<PathBuf> = Vec::new();
-    let c = compile_with(&t, &NoPins, &DefaultCost, &mut |p: &Path| {
-        asked.push(p.to_path_buf());
+    let asked: std::sync::Mutex<Vec<PathBuf>> = Default::default();
+    let c = compile_with(&t, &NoPins, &DefaultCost, &|p: &Path| {
+        asked.lock().unwrap().push(p.to_path_buf());
         "cafe".to_string()
     })
     .unwrap();
+    let asked = asked.into_inner().unwrap();
     let fps = c.graph.fingerprints().unwrap();
     let web = c.bake_of("web", "sim").unwrap();
     assert_eq!(
@@ -163,7 +164,7 @@ fn compile_with_takes_file_hashes_from_the_hook() {
     assert_eq!(names, ["app.sh", "web.yml"]);
     // the plain compile is compile_with over the files on disk
     let plain = compile(&t, &NoPins).unwrap();
-    let disk = compile_with(&t, &NoPins, &DefaultCost, &mut |p: &Path| file_hash(p)).unwrap();
+    let disk = compile_with(&t, &NoPins, &DefaultCost, &|p: &Path| file_hash(p)).unwrap();
     let (f1, f2) = (
         plain.graph.fingerprints().unwrap(),
         disk.graph.fingerprints().unwrap(),
@@ -269,4 +270,47 @@ fn a_pinned_child_keeps_its_parent_builds_capabilities_when_the_base_gains_one()
         c.bake_spec(id).unwrap().capabilities["storage_types"],
         serde_json::json!(["ebs"])
     );
+}
+
+/// The images' units are made on one thread per core; assembled in order,
+/// they make the graph a compile on one thread makes: the same nodes in
+/// the same order, edges, fingerprints, specs and warnings.
+#[test]
+fn units_made_on_many_threads_assemble_as_on_one() {
+    let t = tree();
+    let web_fp = compile(&t, &NoPins).unwrap();
+    let web_fp = web_fp
+        .graph
+        .fingerprints()
+        .unwrap()
+        .get(web_fp.bake_of("web", "sim").unwrap());
+    let pins = Pinned("b-web".into(), web_fp.to_hex());
+    assert!(t.images.len() >= 4, "par_map runs one thread below 4 items");
+    let many = compile(&t, &pins).unwrap();
+    // one thread: the units in the same order, on this thread
+    let mut a = Assembler::default();
+    for os in &t.os_builders {
+        a.add(os_unit(&t, os, &DefaultCost).unwrap()).unwrap();
+    }
+    for idx in image_order(&t) {
+        let draft = image_draft(&t, &t.images[idx], &DefaultCost).unwrap();
+        a.add(finish_image(draft, &mut |p: &Path| file_hash(p), &pins))
+            .unwrap();
+    }
+    a.add_fleet(&t, &pins.fleet()).unwrap();
+    let one = a.finish();
+    let (f1, f2) = (
+        one.graph.fingerprints().unwrap(),
+        many.graph.fingerprints().unwrap(),
+    );
+    assert_eq!(one.graph.len(), many.graph.len());
+    for id in one.graph.ids() {
+        assert_eq!(one.graph.node(id).label(), many.graph.node(id).label());
+        assert_eq!(f1.get(id), f2.get(id), "{}", one.graph.node(id).label());
+        let deps = |c: &Compiled| format!("{:?}", c.graph.deps(id).collect::<Vec<_>>());
+        assert_eq!(deps(&one), deps(&many));
+        assert_eq!(one.bake_spec(id), many.bake_spec(id));
+        assert_eq!(format!("{:?}", one.spec(id)), format!("{:?}", many.spec(id)));
+    }
+    assert_eq!(one.warnings, many.warnings);
 }
