@@ -12,7 +12,8 @@
 //!
 //! - `.csis/cache/lineage-heads.json`: `{recipe, source, data: [record...]}`
 //!   with the identity fields of every record, in append order;
-//! - `.csis/cache/pin-images.json`: the `images:` map of `pins.yaml`.
+//! - `.csis/cache/pins.bin`: the `images:`, `instances:` and
+//!   `pending_replacements:` maps of `pins.yaml` (not its journal of moves).
 //!
 //! The cache is a pure accelerator: an index whose `source` is not the hash
 //! of the file as it is now (edited by hand, by another command, by git) is
@@ -38,7 +39,7 @@ use crate::{write_atomic, yamlio, CacheError, LocalDir, MetaState};
 /// Version of the index format; an index of another recipe is rebuilt.
 const RECIPE: &str = "csis-heads-v7";
 const LINEAGE_INDEX: &str = "lineage-heads.bin";
-const PINS_INDEX: &str = "pin-images.bin";
+const PINS_INDEX: &str = "pins.bin";
 
 /// The identity fields of one record, in the index's binary form
 /// (postcard: fields in order, no names; a base's vendor image, whose
@@ -166,7 +167,8 @@ fn write_index<T: Serialize>(local: &Path, name: &str, source: String, data: &T)
         let path = cache_dir(local).join(name);
         let _ = write_atomic(&path, &text);
         // the index's JSON form, before csis-heads-v7: nothing reads it
-        let _ = std::fs::remove_file(path.with_extension("json"));
+        let legacy = if name == PINS_INDEX { "pin-images.json" } else { "lineage-heads.json" };
+        let _ = std::fs::remove_file(cache_dir(local).join(legacy));
     }
 }
 
@@ -195,10 +197,32 @@ fn light(b: &BuildRecord) -> BuildRecord {
     r
 }
 
-fn light_pins(images: BTreeMap<String, String>) -> Pins {
-    Pins {
-        images,
-        ..Pins::default()
+/// What the plan reads of `pins.yaml`: the image pins, and for the fleet
+/// the instance pins and the pending replacements (not the journal of
+/// moves).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct PinsView {
+    images: BTreeMap<String, String>,
+    instances: BTreeMap<String, String>,
+    pending_replacements: BTreeMap<String, String>,
+}
+
+impl PinsView {
+    fn of(p: &Pins) -> Self {
+        PinsView {
+            images: p.images.clone(),
+            instances: p.instances.clone(),
+            pending_replacements: p.pending_replacements.clone(),
+        }
+    }
+
+    fn into_pins(self) -> Pins {
+        Pins {
+            images: self.images,
+            instances: self.instances,
+            pending_replacements: self.pending_replacements,
+            ..Pins::default()
+        }
     }
 }
 
@@ -210,7 +234,8 @@ fn light_pins(images: BTreeMap<String, String>) -> Pins {
 /// The records hold only `build_id`, `series`, `runtime`, `parent`,
 /// `input_fingerprint`, `run`, `imported`, `bake_seconds`, `capabilities`
 /// and `vendor_image` (no `inputs`, mods, chain...; records from
-/// the journal are whole); the pins hold only `images`. Use
+/// the journal are whole); the pins hold `images`, `instances` and
+/// `pending_replacements` (not `upgrades`). Use
 /// [`MetaState::load_with_journal`] for anything else.
 pub fn load_for_planning(
     meta: &MetaState,
@@ -252,8 +277,8 @@ pub fn load_for_planning(
         None => Pins::default(),
         Some(bytes) => {
             let source = source_hash(&bytes);
-            match read_index::<BTreeMap<String, String>>(dir, PINS_INDEX, &source) {
-                Some(images) => light_pins(images),
+            match read_index::<PinsView>(dir, PINS_INDEX, &source) {
+                Some(view) => view.into_pins(),
                 None => {
                     let full: Pins =
                         yamlio::from_text(&ppath.to_string_lossy(), as_text(&ppath, &bytes)?)
@@ -261,8 +286,9 @@ pub fn load_for_planning(
                                 path: ppath.clone(),
                                 message,
                             })?;
-                    write_index(dir, PINS_INDEX, source, &full.images);
-                    light_pins(full.images)
+                    let view = PinsView::of(&full);
+                    write_index(dir, PINS_INDEX, source, &view);
+                    view.into_pins()
                 }
             }
         }
@@ -290,7 +316,7 @@ pub(crate) fn store_lineage_index(local: &Path, text: &[u8], lineage: &Lineage) 
 
 /// Record the index of `pins.yaml` whose text was just written.
 pub(crate) fn store_pins_index(local: &Path, text: &[u8], pins: &Pins) {
-    write_index(local, PINS_INDEX, source_hash(text), &pins.images);
+    write_index(local, PINS_INDEX, source_hash(text), &PinsView::of(pins));
 }
 
 #[cfg(test)]
@@ -364,7 +390,9 @@ mod tests {
         assert_eq!(l1, light(&l));
         assert_eq!(l1.builds[0].vendor_image, l.builds[0].vendor_image);
         assert_eq!(p1.images, p.images);
-        assert!(p1.instances.is_empty());
+        // the fleet's part of the pins is kept, the journal of moves is not
+        assert_eq!(p1.instances, p.instances);
+        assert!(!p.upgrades.is_empty() && p1.upgrades.is_empty());
         assert!(!local.dir().join("cache").exists());
         // with .csis/: the first read writes the index, the second uses it
         local.ensure().unwrap();
@@ -416,10 +444,10 @@ mod tests {
         let lsrc = source_hash(&std::fs::read(m.dir().join(LINEAGE_FILE)).unwrap());
         let psrc = source_hash(&std::fs::read(m.dir().join(PINS_FILE)).unwrap());
         let heads: Vec<Head> = read_index(local.dir(), LINEAGE_INDEX, &lsrc).unwrap();
-        let images: BTreeMap<String, String> = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
+        let view: PinsView = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
         assert_eq!(light_lineage(heads).unwrap(), light(&m.lineage().unwrap()));
-        assert_eq!(images, m.pins().unwrap().images);
-        assert_eq!(images.get("web@rt").map(String::as_str), Some("b1"));
+        assert_eq!(view, PinsView::of(&m.pins().unwrap()));
+        assert_eq!(view.images.get("web@rt").map(String::as_str), Some("b1"));
     }
 
     #[test]

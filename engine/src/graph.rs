@@ -152,11 +152,16 @@ impl Node {
     }
     /// An opaque attribute copied to the plan (`series`, `runtime`). Never hashed.
     pub fn with_attr(mut self, key: &str, value: &str) -> Self {
+        self.set_attr(key, value);
+        self
+    }
+
+    /// Set an attribute in place (see [`Node::with_attr`]).
+    pub fn set_attr(&mut self, key: &str, value: &str) {
         match self.attrs.binary_search_by(|(k, _)| (**k).cmp(key)) {
             Ok(i) => self.attrs[i].1 = value.into(),
             Err(i) => self.attrs.insert(i, (key.into(), value.into())),
         }
-        self
     }
 
     /// The label, with the kind: `//images/dask@aws-east2:bake`.

@@ -81,16 +81,19 @@ pub(crate) fn bad_char(c: char) -> bool {
 }
 
 pub(crate) fn check_word(input: &str, what: &str, word: &str) -> Result<(), LabelError> {
+    match word_problem(what, word) {
+        Some(reason) => Err(LabelError::new(input, reason)),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with a segment, runtime or kind (`what`), if anything.
+fn word_problem(what: &str, word: &str) -> Option<String> {
     if word.is_empty() {
-        return Err(LabelError::new(input, format!("empty {what}")));
+        return Some(format!("empty {what}"));
     }
-    if let Some(c) = word.chars().find(|c| bad_char(*c)) {
-        return Err(LabelError::new(
-            input,
-            format!("{what} `{word}` contains {c:?}"),
-        ));
-    }
-    Ok(())
+    let c = word.chars().find(|c| bad_char(*c))?;
+    Some(format!("{what} `{word}` contains {c:?}"))
 }
 
 /// Split `text` (without the leading `//`) into (path, runtime, kind).
@@ -110,19 +113,19 @@ pub(crate) fn split_parts(text: &str) -> (&str, Option<&str>, Option<&str>) {
 impl Label {
     /// Build a label from parts. `path` is e.g. `images/dask` (no leading `//`).
     pub fn new(path: &str, runtime: Option<&str>, kind: Option<&str>) -> Result<Label, LabelError> {
-        let shown = format!(
-            "//{path}{}{}",
-            runtime.map(|r| format!("@{r}")).unwrap_or_default(),
-            kind.map(|k| format!(":{k}")).unwrap_or_default()
-        );
-        for seg in path.split('/') {
-            check_word(&shown, "path segment", seg)?;
-        }
-        if let Some(r) = runtime {
-            check_word(&shown, "runtime", r)?;
-        }
-        if let Some(k) = kind {
-            check_word(&shown, "kind", k)?;
+        // (the label as given is written only for an error)
+        let problem = path
+            .split('/')
+            .find_map(|seg| word_problem("path segment", seg))
+            .or_else(|| runtime.and_then(|r| word_problem("runtime", r)))
+            .or_else(|| kind.and_then(|k| word_problem("kind", k)));
+        if let Some(reason) = problem {
+            let shown = format!(
+                "//{path}{}{}",
+                runtime.map(|r| format!("@{r}")).unwrap_or_default(),
+                kind.map(|k| format!(":{k}")).unwrap_or_default()
+            );
+            return Err(LabelError::new(&shown, reason));
         }
         Ok(Label::from_parts(path, runtime, kind))
     }
@@ -207,13 +210,17 @@ impl Label {
 
     /// The same label with `kind` (replacing any kind it had).
     pub fn with_kind(&self, kind: &str) -> Result<Label, LabelError> {
-        check_word(&self.to_string(), "kind", kind)?;
+        if let Some(reason) = word_problem("kind", kind) {
+            return Err(LabelError::new(&self.text, reason));
+        }
         Ok(Label::from_parts(self.path(), self.runtime(), Some(kind)))
     }
 
     /// The same label with `runtime` (replacing any runtime it had).
     pub fn with_runtime(&self, runtime: &str) -> Result<Label, LabelError> {
-        check_word(&self.to_string(), "runtime", runtime)?;
+        if let Some(reason) = word_problem("runtime", runtime) {
+            return Err(LabelError::new(&self.text, reason));
+        }
         Ok(Label::from_parts(self.path(), Some(runtime), self.kind()))
     }
 

@@ -115,18 +115,14 @@ fn recorded_fleet(
     tree: &Tree,
 ) -> Result<RecordedFleet> {
     // With the journal of an interrupted build merged in, as the fleet
-    // view of the plan (`FleetView::load`). The planning view's pins hold
-    // only `images`: the instance pins and pending replacements are read
-    // whole (as the fleet's records are).
+    // view of the plan (`FleetView::load`); else the planning view's pins
+    // (their instance pins and pending replacements).
     let journal = LocalDir::of_tree(tree.root()).journal();
     let whole;
     let (records, pins) = if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
         let (p, r) = meta.fleet_with_journal(&journal)?;
         whole = p;
         (r, &whole)
-    } else if pins.instances.is_empty() && pins.pending_replacements.is_empty() {
-        whole = meta.pins()?;
-        (csis_cache::fleet::FleetRecords::load(meta)?, &whole)
     } else {
         (csis_cache::fleet::FleetRecords::load(meta)?, pins)
     };

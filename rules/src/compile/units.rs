@@ -540,11 +540,22 @@ pub fn finish_image(
             )
         })
         .unzip();
-    for e in &mut draft.entries {
+    let (mut mod_inputs, mut mod_records) = (Some(mod_inputs), Some(mod_records));
+    let last = draft.entries.len() - 1;
+    for (i, e) in draft.entries.iter_mut().enumerate() {
+        // the last entry takes them, the others a copy
+        let take = |v: &mut Option<Vec<Value>>| {
+            if i == last {
+                v.take().unwrap_or_default()
+            } else {
+                v.clone().unwrap_or_default()
+            }
+        };
+        let (inputs, records) = (take(&mut mod_inputs), take(&mut mod_records));
         if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
-            m.insert("mods".to_string(), Value::Array(mod_inputs.clone()));
+            m.insert("mods".to_string(), Value::Array(inputs));
         }
-        Arc::make_mut(&mut e.spec).mod_records = mod_records.clone();
+        Arc::make_mut(&mut e.spec).mod_records = records;
         if let ParentLink::Series {
             policy: ParentPolicy::Pinned,
             pinned_build,
@@ -556,8 +567,7 @@ pub fn finish_image(
             // For the planner's "parent pin moved" (attributes never
             // enter a fingerprint).
             if let Some(b) = pinned_build.as_deref() {
-                let n = Arc::make_mut(&mut e.bake);
-                *n = n.clone().with_attr(PINNED_PARENT_ATTR, b);
+                Arc::make_mut(&mut e.bake).set_attr(PINNED_PARENT_ATTR, b);
             }
             *pinned_fp = pinned_build
                 .as_deref()

@@ -85,7 +85,7 @@ fn assert_compiles_like_plain(
     inc: &Incremental,
     root: &Path,
     o: &LoadOptions,
-    pins: &dyn PinSource,
+    pins: &(dyn PinSource + Sync),
 ) {
     // The incremental load leaves a missing mod file to the content hash
     // (`missing`), as `load_from_nodes` does; `load` refuses such a tree.
