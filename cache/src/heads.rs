@@ -306,6 +306,23 @@ pub fn load_for_planning(
     Ok((lineage, pins))
 }
 
+/// The files a plan's reading of the records depends on
+/// ([`load_for_planning`] and `Revocations::load`): `lineage.yaml`,
+/// `pins.yaml`, `revocations.yaml` and the build journal (the index under
+/// `.csis/cache/` only follows them). None for records on a store, which
+/// only a read tells.
+pub fn planning_sources(meta: &MetaState, local: &LocalDir) -> Option<Vec<PathBuf>> {
+    if meta.is_remote() {
+        return None;
+    }
+    Some(vec![
+        meta.dir().join(LINEAGE_FILE),
+        meta.dir().join(PINS_FILE),
+        meta.dir().join(crate::revocations::REVOCATIONS_FILE),
+        local.journal(),
+    ])
+}
+
 /// Record the index of `lineage.yaml` whose text was just written (by the
 /// [`crate::Recorder`]), so the next plan need not parse it. `local` is
 /// `.csis/`.

@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 
 pub use atomic::write_atomic;
 pub use fleet::{EphemeralVerdict, FleetRecords, InstanceOp, InstanceView, Machine};
-pub use heads::load_for_planning;
+pub use heads::{load_for_planning, planning_sources};
 pub use instance_state::{canonical_hostname, InstanceState, INSTANCE_STATE_FILE};
 pub use journal::{replay_fleet_journal, replay_journal, PinBinding};
 pub use launch_params::{LaunchParams, LaunchRecord, MountRecord, LAUNCH_PARAMS_FILE};

@@ -75,7 +75,10 @@ impl FileStat {
         }
     }
 
-    fn is_racy(&self, since: SystemTime) -> bool {
+    /// Changed within [`RACY_WINDOW`] of `since` (or later): a change in
+    /// the same clock tick could leave the same metadata, so it proves
+    /// nothing.
+    pub fn is_racy(&self, since: SystemTime) -> bool {
         let since = since
             .checked_sub(RACY_WINDOW)
             .unwrap_or(UNIX_EPOCH)

@@ -11,7 +11,9 @@
 //! gives none, e.g. past its watch limit) and [`Watcher::changed`] then
 //! compares file metadata (mtime + size), which stays the truth; [`Watcher::replan`] re-reads the YAML files and
 //! re-hashes the playbooks and scripts whose metadata moved, sets only the
-//! inputs that changed, reads `meta-state/` as `csis plan` does and sets
+//! inputs that changed, reads `meta-state/` as `csis plan` does when its
+//! files moved since the last plan (their metadata, with the stamp's racy
+//! rule: a read of a file changed in the last second is not kept) and sets
 //! the pins, and asks for the graph: an edit of one image file re-parses
 //! that file and recompiles that image alone (only the series whose chain
 //! passes through that file are drafted again, `series_key`, and compared),
@@ -29,7 +31,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Result};
-use csis_cache::MetaPins;
+use csis_cache::stamp::FileStat;
+use csis_cache::{Lineage, LocalDir, MetaPins, MetaState, Pins, Revocations};
 use csis_engine::Plan;
 use csis_rules::compile::{ForceBake, NodeKind};
 use csis_rules::incremental::{Counts, Incremental};
@@ -157,6 +160,26 @@ pub struct Watcher {
     inc: Incremental,
     last: Option<Plan>,
     events: Option<Events>,
+    records: Option<Records>,
+}
+
+/// `meta-state/` as the last plan read it ([`crate::session::read_meta`]),
+/// and the metadata of the files it came from then
+/// ([`csis_cache::planning_sources`]): while none of them moved, the next
+/// plan reads it no more (an edit of the tree leaves the records alone).
+struct Records {
+    stats: Vec<FileStat>,
+    read: (MetaState, Lineage, Pins, Revocations),
+}
+
+impl Records {
+    /// The metadata of the files the records are read from, now (None:
+    /// records on a store, read every time).
+    fn stats(root: &Path) -> Option<Vec<FileStat>> {
+        let meta = MetaState::of_tree(root);
+        let paths = csis_cache::planning_sources(&meta, &LocalDir::of_tree(root))?;
+        Some(paths.iter().map(|p| FileStat::of(p)).collect())
+    }
 }
 
 /// The OS's file events under the tree, when it gives them.
@@ -217,6 +240,7 @@ impl Watcher {
             inc,
             last: None,
             events: None,
+            records: None,
         };
         w.events = Events::open(&w.root);
         let first = w.current_plan(t0, Counts::default()).map(|p| {
@@ -294,11 +318,41 @@ impl Watcher {
             }
             .into());
         }
-        let (meta, lineage, pins, revs) = crate::session::read_meta(&self.root)?;
-        self.inc.set_pins(&RecordedPins(
-            MetaPins::new(&pins, &lineage),
-            Default::default(),
-        ));
+        let started = SystemTime::now();
+        let stats = Records::stats(&self.root);
+        let kept = match (&self.records, &stats) {
+            (Some(r), Some(s)) => r.stats == *s,
+            _ => false,
+        };
+        if !kept {
+            let read = crate::session::read_meta(&self.root)?;
+            self.inc.set_pins(&RecordedPins(
+                MetaPins::new(&read.2, &read.1),
+                Default::default(),
+            ));
+            // kept for the next plan unless a file changed in the last
+            // second (the same metadata could then hide another change)
+            match stats.filter(|s| !s.iter().any(|st| st.is_racy(started))) {
+                Some(stats) => self.records = Some(Records { stats, read }),
+                None => {
+                    self.records = None;
+                    return self.plan_on(t0, before, &read);
+                }
+            }
+        }
+        let read = self.records.take().expect("kept or just read");
+        let plan = self.plan_on(t0, before, &read.read);
+        self.records = Some(read);
+        plan
+    }
+
+    /// The plan on the database's graph, against the records `read`.
+    fn plan_on(
+        &mut self,
+        t0: Instant,
+        before: Counts,
+        (meta, lineage, _, revs): &(MetaState, Lineage, Pins, Revocations),
+    ) -> Result<Plan> {
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),
@@ -321,9 +375,9 @@ impl Watcher {
         let graph = &c.compiled.graph;
         let sel = crate::session::select(graph, &self.patterns)?;
         crate::session::plan(
-            &meta,
-            &lineage,
-            &revs,
+            meta,
+            lineage,
+            revs,
             graph,
             &c.fps,
             &sel,
@@ -380,5 +434,54 @@ mod tests {
             .downcast_ref::<NotLoaded>()
             .expect("a tree that does not load");
         assert!(!nl.diagnostics.is_empty());
+    }
+
+    /// The watcher reads `meta-state/` again only when one of its files
+    /// moved, and never keeps what it read from a file changed in the last
+    /// second: a build recorded behind it (another terminal) shows at the
+    /// next plan.
+    #[test]
+    fn the_records_are_read_again_when_their_files_move() {
+        let (_t, tree) = ops_basic();
+        let (mut w, first) = Watcher::open(&tree, Vec::new());
+        assert_eq!(first.unwrap().due, 4);
+        let kept = |w: &Watcher| w.records.as_ref().map(|r| r.read.1.builds.len());
+        assert_eq!(kept(&w), Some(0), "no records yet: their absence is kept");
+
+        // every bake recorded as built from today's inputs, behind the watcher
+        let session = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
+        let meta = MetaState::of_tree(&tree.dir);
+        let mut lineage = Lineage::default();
+        for (i, ((series, rt), (fp, _))) in session.bake_fingerprints().into_iter().enumerate() {
+            let mut b = csis_cache::BuildRecord::new(format!("b{i}"), series, rt);
+            b.input_fingerprint = Some(fp);
+            b.run = Some(format!("2026_12_04t00_00_0{i}_000000"));
+            lineage.add_build(b);
+        }
+        let n = lineage.builds.len();
+        meta.save_lineage(&lineage).unwrap();
+        let path = meta.dir().join(csis_cache::LINEAGE_FILE);
+        let age = |secs: u64| {
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(secs)).unwrap();
+        };
+
+        // just written: read, and not kept (racy)
+        w.replan().unwrap();
+        assert_eq!(kept(&w), None);
+        let due = |w: &Watcher| w.last.as_ref().unwrap().due_count(NodeKind::Bake.as_str());
+        assert!(due(&w) < 4, "the recorded bakes count: {}", due(&w));
+        // older than a second: kept
+        age(30);
+        w.replan().unwrap();
+        assert_eq!(kept(&w), Some(n));
+
+        // the records emptied again (older still: not racy); the kept
+        // read is not used, the bakes are due again
+        meta.save_lineage(&Lineage::default()).unwrap();
+        age(20);
+        w.replan().unwrap();
+        assert_eq!(kept(&w), Some(0));
+        assert_eq!(due(&w), 4);
     }
 }

@@ -111,6 +111,18 @@ fn main() {
     let fps_only = time(runs_plain, || {
         std::hint::black_box(c.graph.fingerprints().unwrap());
     });
+    // A deep copy of the compile's result (every node, every bake spec):
+    // what reading it from any cache would at least allocate and write,
+    // before the graph is assembled again. The bound on what a cache of
+    // per-series compile results could save (BENCHMARKS.md).
+    let copy_only = time(runs_plain, || {
+        let copy: Vec<_> = c
+            .graph
+            .ids()
+            .map(|id| (c.graph.node(id).clone(), c.bake_spec(id).cloned()))
+            .collect();
+        std::hint::black_box(copy);
+    });
     let nodes = c.graph.len();
     drop(c);
 
@@ -190,6 +202,7 @@ fn main() {
     println!("  load                                        {load_only}");
     println!("  compile()                                   {compile_only}");
     println!("  Graph::fingerprints                         {fps_only}");
+    println!("  a deep copy of compile()'s nodes and specs  {copy_only}");
     println!(
         "watch: first sync + compiled                  {:.1} ms",
         first_time.as_secs_f64() * 1e3
