@@ -161,6 +161,11 @@ pub struct Watcher {
     last: Option<Plan>,
     events: Option<Events>,
     records: Option<Records>,
+    /// How many plans it made.
+    plans: usize,
+    /// The last plan failed (the tree did not load, the records did not
+    /// read): the next replan plans again, whatever moved.
+    failed: bool,
 }
 
 /// `meta-state/` as the last plan read it ([`crate::session::read_meta`]),
@@ -241,6 +246,8 @@ impl Watcher {
             last: None,
             events: None,
             records: None,
+            plans: 0,
+            failed: false,
         };
         w.events = Events::open(&w.root);
         let first = w.current_plan(t0, Counts::default()).map(|p| {
@@ -301,11 +308,27 @@ impl Watcher {
     /// or fingerprint moved since the last plan that succeeded.
     pub fn replan(&mut self) -> Result<Vec<PlanChange>> {
         let (t0, before) = (Instant::now(), self.inc.counts());
-        self.inc.sync();
-        let p = self.current_plan(t0, before)?;
+        let synced = self.inc.sync();
+        // A file that is not the tree's moved (an editor's temporary file,
+        // written before it is renamed over the one edited): nothing the
+        // plan reads moved, so neither did the plan.
+        if synced.is_empty() && !self.failed && self.last.is_some() && self.records_current() {
+            return Ok(Vec::new());
+        }
+        let p = self.current_plan(t0, before);
+        self.failed = p.is_err();
+        let p = p?;
         let changes = diff_plans(self.last.as_ref(), &p);
         self.last = Some(p);
         Ok(changes)
+    }
+
+    /// Whether the records the last plan read are kept and their files
+    /// have not moved since.
+    fn records_current(&self) -> bool {
+        self.records
+            .as_ref()
+            .is_some_and(|r| Records::stats(&self.root).is_some_and(|s| s == r.stats))
     }
 
     /// The plan of the tree as the database holds it now, on its graph
@@ -318,6 +341,7 @@ impl Watcher {
             }
             .into());
         }
+        self.plans += 1;
         let started = SystemTime::now();
         let stats = Records::stats(&self.root);
         let kept = match (&self.records, &stats) {
@@ -404,6 +428,12 @@ mod tests {
             w.replan().unwrap().is_empty(),
             "the same tree plans the same"
         );
+        // an editor's temporary file beside the tree's: seen, not planned
+        let plans = w.plans;
+        std::fs::write(tree.dir.join("images/.images.yaml.swp"), "x").unwrap();
+        assert!(w.changed());
+        assert!(w.replan().unwrap().is_empty());
+        assert_eq!(w.plans, plans, "nothing the plan reads moved");
 
         let im = tree.dir.join("images/images.yaml");
         let text = std::fs::read_to_string(&im).unwrap();
@@ -434,6 +464,10 @@ mod tests {
             .downcast_ref::<NotLoaded>()
             .expect("a tree that does not load");
         assert!(!nl.diagnostics.is_empty());
+        // still broken: said again, not taken for the last good plan
+        std::fs::write(tree.dir.join("images/.images.yaml.swp"), "y").unwrap();
+        assert!(w.changed());
+        assert!(w.replan().is_err());
     }
 
     /// The watcher reads `meta-state/` again only when one of its files
