@@ -402,7 +402,7 @@ fn image_drift(
     for rec in l.builds.iter().filter(|b| b.runtime.as_deref() == Some(rt)) {
         match present.get(rec.build_id.as_str()) {
             None => {
-                let mut by = needed_by(&records, &rec.build_id);
+                let mut by = needed_by(records, &rec.build_id);
                 let head = l
                     .head(&rec.series, rt)
                     .is_some_and(|h| h.build_id == rec.build_id);

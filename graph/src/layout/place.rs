@@ -225,15 +225,15 @@ impl Grid {
             }
         }
         for _ in 0..4 {
-            for l in 1..nl {
-                self.sweep(p, &order[l], l, &mut cy, true, opt);
+            for (l, layer) in order.iter().enumerate().take(nl).skip(1) {
+                self.sweep(p, layer, l, &mut cy, true, opt);
             }
             for l in (0..nl.saturating_sub(1)).rev() {
                 self.sweep(p, &order[l], l, &mut cy, false, opt);
             }
         }
-        for l in 1..nl {
-            self.sweep(p, &order[l], l, &mut cy, true, opt);
+        for (l, layer) in order.iter().enumerate().take(nl).skip(1) {
+            self.sweep(p, layer, l, &mut cy, true, opt);
         }
         // Normalise to a top at 0.
         let top = (0..nv)

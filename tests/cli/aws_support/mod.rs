@@ -130,7 +130,7 @@ pub fn moto_with_fixtures(ami: &str) -> bool {
             "moto is not answering on {} or python3 lacks boto3; start it with runtimes/aws/tests/moto.sh",
             moto_url()
         )),
-        Some(n) if n != Value::from(1) => skip(&format!(
+        Some(n) if n != 1 => skip(&format!(
             "moto runs without this tree's runtimes/aws/tests/fixtures/amis.json ({ami} is not there; restart it with moto.sh)"
         )),
         Some(_) => return true,

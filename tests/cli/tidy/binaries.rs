@@ -46,7 +46,7 @@ fn test_sets_the_environment(path: &str, text: &str) -> Vec<String> {
     let calls = |l: &str| {
         ["env::set_var(", "env::remove_var("].iter().any(|p| {
             l.match_indices(p)
-                .any(|(i, _)| l[..i].matches('"').count() % 2 == 0)
+                .any(|(i, _)| l[..i].matches('"').count().is_multiple_of(2))
         })
     };
     text.lines()

@@ -635,7 +635,8 @@ fn every_kind_of_edit_compiles_like_plain() {
     let web2 = "  - name: web2\n    source_image: web\n    runtimes: [{image_builder: sim-bake}]\n";
     let extra = "images:\n  - name: extra\n    source_image: web2\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n";
     let tools = crate::incremental::TOOLS;
-    let steps: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+    type Edit = Box<dyn Fn(&Path)>;
+    let steps: Vec<(&str, Edit)> = vec![
         (
             "an image added to a file",
             Box::new(move |r: &Path| {

@@ -193,7 +193,7 @@ fn bundle_steps(
     files: &mut Vec<EmittedFile>,
 ) -> std::io::Result<()> {
     let image = &req.series;
-    let (bundle, private) = bundle_files(t, req, &img)?;
+    let (bundle, private) = bundle_files(t, req, img)?;
     files.extend(bundle);
     steps.push(Step {
         comment: format!(
