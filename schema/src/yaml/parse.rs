@@ -660,10 +660,12 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
             })
             .collect();
         for h in handles {
-            for (i, r) in h.join().expect("parser thread") {
+            // a thread's panic is the caller's, with its own message
+            let done = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            for (i, r) in done {
                 slots[i] = Some(r);
             }
         }
     });
-    slots.into_iter().map(|r| r.expect("parsed")).collect()
+    slots.into_iter().map(|r| r.expect("every item mapped")).collect()
 }
