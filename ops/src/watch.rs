@@ -305,22 +305,23 @@ impl Watcher {
     }
 
     /// Bring the tree up to date and plan again: the bakes whose decision
-    /// or fingerprint moved since the last plan that succeeded.
-    pub fn replan(&mut self) -> Result<Vec<PlanChange>> {
+    /// or fingerprint moved since the last plan that succeeded; None when
+    /// nothing the plan reads moved (no plan made).
+    pub fn replan(&mut self) -> Result<Option<Vec<PlanChange>>> {
         let (t0, before) = (Instant::now(), self.inc.counts());
         let synced = self.inc.sync();
         // A file that is not the tree's moved (an editor's temporary file,
         // written before it is renamed over the one edited): nothing the
         // plan reads moved, so neither did the plan.
         if synced.is_empty() && !self.failed && self.last.is_some() && self.records_current() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let p = self.current_plan(t0, before);
         self.failed = p.is_err();
         let p = p?;
         let changes = diff_plans(self.last.as_ref(), &p);
         self.last = Some(p);
-        Ok(changes)
+        Ok(Some(changes))
     }
 
     /// Whether the records the last plan read are kept and their files
@@ -424,19 +425,22 @@ mod tests {
         assert_eq!(first.total, 4, "{first:?}");
         assert_eq!(first.due, 4, "nothing is built yet: {first:?}");
         assert!(!w.changed(), "nothing was edited");
-        assert!(
-            w.replan().unwrap().is_empty(),
-            "the same tree plans the same"
-        );
         // an editor's temporary file beside the tree's: seen, not planned
         let plans = w.plans;
         std::fs::write(tree.dir.join("images/.images.yaml.swp"), "x").unwrap();
         assert!(w.changed());
-        assert!(w.replan().unwrap().is_empty());
-        assert_eq!(w.plans, plans, "nothing the plan reads moved");
-
+        assert!(w.replan().unwrap().is_none(), "nothing the plan reads moved");
+        assert_eq!(w.plans, plans);
+        // a comment: the tree's text moved, planned, the plan is the same
         let im = tree.dir.join("images/images.yaml");
         let text = std::fs::read_to_string(&im).unwrap();
+        std::fs::write(&im, format!("{text}# a comment\n")).unwrap();
+        assert!(w.changed());
+        assert_eq!(w.replan().unwrap(), Some(Vec::new()));
+        assert_eq!(w.plans, plans + 1);
+        std::fs::write(&im, &text).unwrap();
+        assert_eq!(w.replan().unwrap(), Some(Vec::new()));
+
         let edited = text.replace(
             "  - name: tools\n",
             "  - name: tools\n    primary_disk_size: 30\n",
@@ -444,7 +448,7 @@ mod tests {
         assert_ne!(edited, text);
         std::fs::write(&im, edited).unwrap();
         assert!(w.changed());
-        let changes = w.replan().unwrap();
+        let changes = w.replan().unwrap().expect("planned");
         let labels: Vec<&str> = changes
             .iter()
             .map(|c| match c {

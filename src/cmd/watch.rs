@@ -71,8 +71,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         match w.replan() {
-            Ok(lines) if lines.is_empty() => println!("changed: the plan is the same"),
-            Ok(lines) => {
+            // only a file the tree is not read from moved (an editor's
+            // temporary file): nothing to say
+            Ok(None) => continue,
+            Ok(Some(lines)) if lines.is_empty() => println!("changed: the plan is the same"),
+            Ok(Some(lines)) => {
                 println!("changed:");
                 for l in &lines {
                     println!("  {}", line(l));
