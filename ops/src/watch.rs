@@ -351,10 +351,6 @@ impl Watcher {
         };
         if !kept {
             let read = crate::session::read_meta(&self.root)?;
-            self.inc.set_pins(&RecordedPins(
-                MetaPins::new(&read.2, &read.1),
-                Default::default(),
-            ));
             // kept for the next plan unless a file changed in the last
             // second (the same metadata could then hide another change)
             match stats.filter(|s| !s.iter().any(|st| st.is_racy(started))) {
@@ -376,8 +372,15 @@ impl Watcher {
         &mut self,
         t0: Instant,
         before: Counts,
-        (meta, lineage, _, revs): &(MetaState, Lineage, Pins, Revocations),
+        (meta, lineage, pins, revs): &(MetaState, Lineage, Pins, Revocations),
     ) -> Result<Plan> {
+        // what the records answer for the pinned images of the tree as it
+        // loads now (an image that became pinned asks for its pin even
+        // though the records did not move; only a changed answer is set)
+        self.inc.set_pins(&RecordedPins(
+            MetaPins::new(pins, lineage),
+            Default::default(),
+        ));
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),
@@ -521,5 +524,53 @@ mod tests {
         w.replan().unwrap();
         assert_eq!(kept(&w), Some(0));
         assert_eq!(due(&w), 4);
+    }
+
+    /// An image made pinned by an edit, while the records do not move, is
+    /// compiled with its pin (and its recorded fingerprint) as `csis plan`
+    /// compiles it.
+    #[test]
+    fn an_image_made_pinned_finds_its_pin_in_kept_records() {
+        let (_t, tree) = ops_basic();
+        let meta = MetaState::of_tree(&tree.dir);
+        // web's build b-web, recorded with a fingerprint that is not today's
+        let mut lineage = Lineage::default();
+        let mut b = csis_cache::BuildRecord::new("b-web", "web", "sim");
+        b.input_fingerprint = Some("ab".repeat(32));
+        b.run = Some("2026_12_04t00_00_00_000000".into());
+        lineage.add_build(b);
+        meta.save_lineage(&lineage).unwrap();
+        let mut pins = Pins::default();
+        pins.images.insert(csis_cache::image_key("app", "sim"), "b-web".into());
+        meta.save_pins(&pins).unwrap();
+        for f in [csis_cache::LINEAGE_FILE, csis_cache::PINS_FILE] {
+            let f = std::fs::File::options().write(true).open(meta.dir().join(f)).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(30)).unwrap();
+        }
+        let (mut w, first) = Watcher::open(&tree, Vec::new());
+        first.unwrap();
+        assert!(w.records.is_some(), "old enough to be kept");
+
+        // app (follow) becomes pinned: its pin is b-web
+        let im = tree.dir.join("images/images.yaml");
+        let text = std::fs::read_to_string(&im).unwrap();
+        let edited = text.replace(
+            "    source_image: web\n    parent_policy: follow\n",
+            "    source_image: web\n    parent_policy: pinned\n",
+        );
+        assert_ne!(edited, text);
+        std::fs::write(&im, edited).unwrap();
+        w.replan().unwrap().expect("planned");
+        assert!(w.records.is_some(), "the records did not move");
+        let plain = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
+        let want = plain.plan(&plain.select(&[]).unwrap(), &ForceBake::default()).unwrap();
+        let fp = |p: &Plan| {
+            p.nodes
+                .iter()
+                .find(|n| n.label.to_string() == "//images/app@sim:bake")
+                .map(|n| n.fingerprint)
+                .unwrap()
+        };
+        assert_eq!(fp(w.last.as_ref().unwrap()), fp(&want));
     }
 }
