@@ -306,21 +306,22 @@ pub fn load_for_planning(
     Ok((lineage, pins))
 }
 
-/// The files a plan's reading of the records depends on
-/// ([`load_for_planning`] and `Revocations::load`): `lineage.yaml`,
-/// `pins.yaml`, `revocations.yaml` and the build journal (the index under
-/// `.csis/cache/` only follows them). None for records on a store, which
-/// only a read tells.
+/// The files a plan reads of the records: every file of `meta-state/`
+/// (lineage, pins and revocations through [`load_for_planning`], and what
+/// the plan reads beside them: releases, the fleet's records, test
+/// results), and the build journal. The index under `.csis/cache/` only
+/// follows them.
+/// None for records on a store, which only a read tells.
 pub fn planning_sources(meta: &MetaState, local: &LocalDir) -> Option<Vec<PathBuf>> {
     if meta.is_remote() {
         return None;
     }
-    Some(vec![
-        meta.dir().join(LINEAGE_FILE),
-        meta.dir().join(PINS_FILE),
-        meta.dir().join(crate::revocations::REVOCATIONS_FILE),
-        local.journal(),
-    ])
+    let mut files: Vec<PathBuf> = std::fs::read_dir(meta.dir())
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files.push(local.journal());
+    Some(files)
 }
 
 /// Record the index of `lineage.yaml` whose text was just written (by the

@@ -173,17 +173,25 @@ pub struct Watcher {
 /// ([`csis_cache::planning_sources`]): while none of them moved, the next
 /// plan reads it no more (an edit of the tree leaves the records alone).
 struct Records {
-    stats: Vec<FileStat>,
+    stats: Vec<(PathBuf, FileStat)>,
     read: (MetaState, Lineage, Pins, Revocations),
 }
 
 impl Records {
     /// The metadata of the files the records are read from, now (None:
     /// records on a store, read every time).
-    fn stats(root: &Path) -> Option<Vec<FileStat>> {
+    fn stats(root: &Path) -> Option<Vec<(PathBuf, FileStat)>> {
         let meta = MetaState::of_tree(root);
         let paths = csis_cache::planning_sources(&meta, &LocalDir::of_tree(root))?;
-        Some(paths.iter().map(|p| FileStat::of(p)).collect())
+        Some(
+            paths
+                .into_iter()
+                .map(|p| {
+                    let st = FileStat::of(&p);
+                    (p, st)
+                })
+                .collect(),
+        )
     }
 }
 
@@ -353,7 +361,7 @@ impl Watcher {
             let read = crate::session::read_meta(&self.root)?;
             // kept for the next plan unless a file changed in the last
             // second (the same metadata could then hide another change)
-            match stats.filter(|s| !s.iter().any(|st| st.is_racy(started))) {
+            match stats.filter(|s| !s.iter().any(|(_, st)| st.is_racy(started))) {
                 Some(stats) => self.records = Some(Records { stats, read }),
                 None => {
                     self.records = None;
@@ -524,6 +532,13 @@ mod tests {
         w.replan().unwrap();
         assert_eq!(kept(&w), Some(0));
         assert_eq!(due(&w), 4);
+
+        // another record file appears (a fleet record the plan reads
+        // beside the lineage): planned again, not taken for nothing
+        let plans = w.plans;
+        std::fs::write(meta.dir().join("launch-params.yaml"), "instances: {}\n").unwrap();
+        assert!(w.replan().unwrap().is_some());
+        assert_eq!(w.plans, plans + 1);
     }
 
     /// An image made pinned by an edit, while the records do not move, is
