@@ -167,7 +167,11 @@ fn write_index<T: Serialize>(local: &Path, name: &str, source: String, data: &T)
         let path = cache_dir(local).join(name);
         let _ = write_atomic(&path, &text);
         // the index's JSON form, before csis-heads-v7: nothing reads it
-        let legacy = if name == PINS_INDEX { "pin-images.json" } else { "lineage-heads.json" };
+        let legacy = if name == PINS_INDEX {
+            "pin-images.json"
+        } else {
+            "lineage-heads.json"
+        };
         let _ = std::fs::remove_file(cache_dir(local).join(legacy));
     }
 }

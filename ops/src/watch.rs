@@ -440,7 +440,10 @@ mod tests {
         let plans = w.plans;
         std::fs::write(tree.dir.join("images/.images.yaml.swp"), "x").unwrap();
         assert!(w.changed());
-        assert!(w.replan().unwrap().is_none(), "nothing the plan reads moved");
+        assert!(
+            w.replan().unwrap().is_none(),
+            "nothing the plan reads moved"
+        );
         assert_eq!(w.plans, plans);
         // a comment: the tree's text moved, planned, the plan is the same
         let im = tree.dir.join("images/images.yaml");
@@ -512,7 +515,8 @@ mod tests {
         let path = meta.dir().join(csis_cache::LINEAGE_FILE);
         let age = |secs: u64| {
             let f = std::fs::File::options().write(true).open(&path).unwrap();
-            f.set_modified(SystemTime::now() - Duration::from_secs(secs)).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+                .unwrap();
         };
 
         // just written: read, and not kept (racy)
@@ -556,11 +560,16 @@ mod tests {
         lineage.add_build(b);
         meta.save_lineage(&lineage).unwrap();
         let mut pins = Pins::default();
-        pins.images.insert(csis_cache::image_key("app", "sim"), "b-web".into());
+        pins.images
+            .insert(csis_cache::image_key("app", "sim"), "b-web".into());
         meta.save_pins(&pins).unwrap();
         for f in [csis_cache::LINEAGE_FILE, csis_cache::PINS_FILE] {
-            let f = std::fs::File::options().write(true).open(meta.dir().join(f)).unwrap();
-            f.set_modified(SystemTime::now() - Duration::from_secs(30)).unwrap();
+            let f = std::fs::File::options()
+                .write(true)
+                .open(meta.dir().join(f))
+                .unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(30))
+                .unwrap();
         }
         let (mut w, first) = Watcher::open(&tree, Vec::new());
         first.unwrap();
@@ -578,7 +587,9 @@ mod tests {
         w.replan().unwrap().expect("planned");
         assert!(w.records.is_some(), "the records did not move");
         let plain = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
-        let want = plain.plan(&plain.select(&[]).unwrap(), &ForceBake::default()).unwrap();
+        let want = plain
+            .plan(&plain.select(&[]).unwrap(), &ForceBake::default())
+            .unwrap();
         let fp = |p: &Plan| {
             p.nodes
                 .iter()

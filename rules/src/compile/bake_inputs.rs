@@ -51,7 +51,12 @@ pub(super) fn mod_input_and_record(
             .collect(),
     );
     let builder = Value::String(m.builder.clone());
-    let config = Value::Object(m.config.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+    let config = Value::Object(
+        m.config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
     let script = json!(m.inline);
     let ensure = json!(m.ensure);
     let content = json!({

@@ -310,7 +310,10 @@ fn units_made_on_many_threads_assemble_as_on_one() {
         let deps = |c: &Compiled| format!("{:?}", c.graph.deps(id).collect::<Vec<_>>());
         assert_eq!(deps(&one), deps(&many));
         assert_eq!(one.bake_spec(id), many.bake_spec(id));
-        assert_eq!(format!("{:?}", one.spec(id)), format!("{:?}", many.spec(id)));
+        assert_eq!(
+            format!("{:?}", one.spec(id)),
+            format!("{:?}", many.spec(id))
+        );
     }
     assert_eq!(one.warnings, many.warnings);
 }

@@ -667,5 +667,8 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
             }
         }
     });
-    slots.into_iter().map(|r| r.expect("every item mapped")).collect()
+    slots
+        .into_iter()
+        .map(|r| r.expect("every item mapped"))
+        .collect()
 }
