@@ -188,17 +188,9 @@ fn light_lineage(heads: Vec<Head>) -> Option<Lineage> {
 
 /// A record as the index keeps it (its identity fields only).
 fn light(b: &BuildRecord) -> BuildRecord {
-    let mut r = BuildRecord::new(b.build_id.clone(), b.series.clone(), String::new());
-    r.runtime = b.runtime.clone();
-    r.parent = b.parent.clone();
-    r.input_fingerprint = b.input_fingerprint.clone();
-    r.run = b.run.clone();
-    r.imported = b.imported;
-    r.bake_seconds = b.bake_seconds;
-    r.capabilities = b.capabilities.clone();
-    r.reinstated_by_run = b.reinstated_by_run.clone();
-    r.vendor_image = b.vendor_image.clone();
-    r
+    Head::of(b)
+        .into_record()
+        .expect("a vendor image reads back the JSON written of it")
 }
 
 /// What the plan reads of `pins.yaml`: the image pins, and for the fleet
@@ -265,10 +257,7 @@ pub fn load_for_planning(
                             })?;
                     let heads: Vec<Head> = full.builds.iter().map(Head::of).collect();
                     write_index(dir, LINEAGE_INDEX, source, &heads);
-                    Lineage {
-                        builds: full.builds.iter().map(light).collect(),
-                        extra: BTreeMap::new(),
-                    }
+                    light_lineage(heads).expect("a vendor image reads back the JSON written of it")
                 }
             }
         }
@@ -356,7 +345,8 @@ mod tests {
         r
     }
 
-    fn light(l: &Lineage) -> Lineage {
+    /// The planning view of `l`, through the index's form.
+    fn indexed(l: &Lineage) -> Lineage {
         light_lineage(l.builds.iter().map(Head::of).collect()).unwrap()
     }
 
@@ -409,7 +399,7 @@ mod tests {
         // no .csis/ (as after a clone): read from the YAML, no index written
         let _ = std::fs::remove_dir_all(local.dir());
         let (l1, p1) = load_for_planning(&m, &local).unwrap();
-        assert_eq!(l1, light(&l));
+        assert_eq!(l1, indexed(&l));
         assert_eq!(l1.builds[0].vendor_image, l.builds[0].vendor_image);
         assert_eq!(p1.images, p.images);
         // the fleet's part of the pins is kept, the journal of moves is not
@@ -439,11 +429,11 @@ mod tests {
         l.add_build(rec("w2", "web", Some("rt"), "b1", "f9"));
         m.save_lineage(&l).unwrap();
         let (l2, _) = load_for_planning(&m, &local).unwrap();
-        assert_eq!(l2, light(&l));
+        assert_eq!(l2, indexed(&l));
         assert_eq!(l2.head("web", "rt").unwrap().build_id, "w2");
         // a corrupt index is ignored
         std::fs::write(local.dir().join("cache").join(LINEAGE_INDEX), b"{not json").unwrap();
-        assert_eq!(load_for_planning(&m, &local).unwrap().0, light(&l));
+        assert_eq!(load_for_planning(&m, &local).unwrap().0, indexed(&l));
     }
 
     #[test]
@@ -467,7 +457,7 @@ mod tests {
         let psrc = source_hash(&std::fs::read(m.dir().join(PINS_FILE)).unwrap());
         let heads: Vec<Head> = read_index(local.dir(), LINEAGE_INDEX, &lsrc).unwrap();
         let view: PinsView = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
-        assert_eq!(light_lineage(heads).unwrap(), light(&m.lineage().unwrap()));
+        assert_eq!(light_lineage(heads).unwrap(), indexed(&m.lineage().unwrap()));
         assert_eq!(view, PinsView::of(&m.pins().unwrap()));
         assert_eq!(view.images.get("web@rt").map(String::as_str), Some("b1"));
     }
@@ -489,7 +479,7 @@ mod tests {
         std::fs::write(local.journal(), format!("{line}\n")).unwrap();
         let (full_l, full_p) = m.load_with_journal(&local.journal()).unwrap();
         let (l2, p2) = load_for_planning(&m, &local).unwrap();
-        assert_eq!(l2, light(&full_l));
+        assert_eq!(l2, indexed(&full_l));
         assert_eq!(p2.images, full_p.images);
         assert_eq!(l2.head("web", "rt").unwrap().build_id, "w3");
         assert_eq!(p2.image_pin("web", "rt"), Some("b2"));

@@ -81,7 +81,7 @@ pub fn compile(tree: &Tree, pins: &(dyn PinSource + Sync)) -> Result<Compiled, C
 /// first, [`image_order`]) and links each image to its parent's bake. An
 /// image's unit reads the tree, its files and its pins and nothing of
 /// another unit, so the images' units are made on one thread per core
-/// ([`csis_schema::yaml::par_map`]) and assembled in order on this one:
+/// ([`csis_schema::par_map`]) and assembled in order on this one:
 /// the graph, its warnings and the first error are those of a compile on
 /// one thread.
 pub fn compile_with_costs(
@@ -107,7 +107,7 @@ fn compile_with(
         a.add(os_unit(tree, os, costs)?)?;
     }
     let order = image_order(tree);
-    let units = csis_schema::yaml::par_map(&order, |&idx| {
+    let units = csis_schema::par_map(&order, |&idx| {
         let draft = image_draft(tree, &tree.images[idx], costs)?;
         Ok::<_, CompileError>(finish_image(draft, &mut |p: &Path| hash(p), pins))
     });

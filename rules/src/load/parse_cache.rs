@@ -130,7 +130,7 @@ impl ParseCache {
         root: &Path,
     ) -> Vec<Result<Node, Diagnostic>> {
         let old = &self.old;
-        let done = yaml::par_map(paths, |p| parse_one(old, p, root));
+        let done = csis_schema::par_map(paths, |p| parse_one(old, p, root));
         let mut out = Vec::with_capacity(done.len());
         for (p, (result, kept)) in paths.iter().zip(done) {
             match kept {
