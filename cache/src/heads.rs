@@ -457,7 +457,10 @@ mod tests {
         let psrc = source_hash(&std::fs::read(m.dir().join(PINS_FILE)).unwrap());
         let heads: Vec<Head> = read_index(local.dir(), LINEAGE_INDEX, &lsrc).unwrap();
         let view: PinsView = read_index(local.dir(), PINS_INDEX, &psrc).unwrap();
-        assert_eq!(light_lineage(heads).unwrap(), indexed(&m.lineage().unwrap()));
+        assert_eq!(
+            light_lineage(heads).unwrap(),
+            indexed(&m.lineage().unwrap())
+        );
         assert_eq!(view, PinsView::of(&m.pins().unwrap()));
         assert_eq!(view.images.get("web@rt").map(String::as_str), Some("b1"));
     }
