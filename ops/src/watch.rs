@@ -258,7 +258,8 @@ impl Watcher {
             failed: false,
         };
         w.events = Events::open(&w.root);
-        let first = w.current_plan(t0, Counts::default()).map(|p| {
+        let stats = Records::stats(&w.root);
+        let first = w.current_plan(t0, Counts::default(), stats).map(|p| {
             let watching = Watching {
                 due: p.due_count(NodeKind::Bake.as_str()),
                 total: p.nodes.iter().filter(|n| n.kind == NodeKind::Bake).count(),
@@ -318,13 +319,14 @@ impl Watcher {
     pub fn replan(&mut self) -> Result<Option<Vec<PlanChange>>> {
         let (t0, before) = (Instant::now(), self.inc.counts());
         let synced = self.inc.sync();
+        let stats = Records::stats(&self.root);
         // A file that is not the tree's moved (an editor's temporary file,
         // written before it is renamed over the one edited): nothing the
         // plan reads moved, so neither did the plan.
-        if synced.is_empty() && !self.failed && self.last.is_some() && self.records_current() {
+        if synced.is_empty() && !self.failed && self.last.is_some() && self.kept(&stats) {
             return Ok(None);
         }
-        let p = self.current_plan(t0, before);
+        let p = self.current_plan(t0, before, stats);
         self.failed = p.is_err();
         let p = p?;
         let changes = diff_plans(self.last.as_ref(), &p);
@@ -333,17 +335,21 @@ impl Watcher {
     }
 
     /// Whether the records the last plan read are kept and their files
-    /// have not moved since.
-    fn records_current(&self) -> bool {
-        self.records
-            .as_ref()
-            .is_some_and(|r| Records::stats(&self.root).is_some_and(|s| s == r.stats))
+    /// look as `stats` ([`Records::stats`], now) says.
+    fn kept(&self, stats: &Option<Vec<(PathBuf, FileStat)>>) -> bool {
+        matches!((&self.records, stats), (Some(r), Some(s)) if r.stats == *s)
     }
 
     /// The plan of the tree as the database holds it now, on its graph
     /// (nothing is copied). `t0`, `before`: when the change was seen, and
-    /// the counts then (for `CSIS_TIMING`).
-    fn current_plan(&mut self, t0: Instant, before: Counts) -> Result<Plan> {
+    /// the counts then (for `CSIS_TIMING`); `stats`: the records' files
+    /// then.
+    fn current_plan(
+        &mut self,
+        t0: Instant,
+        before: Counts,
+        stats: Option<Vec<(PathBuf, FileStat)>>,
+    ) -> Result<Plan> {
         if let Err(diags) = self.inc.tree() {
             return Err(NotLoaded {
                 diagnostics: diags.clone(),
@@ -351,13 +357,8 @@ impl Watcher {
             .into());
         }
         self.plans += 1;
-        let started = SystemTime::now();
-        let stats = Records::stats(&self.root);
-        let kept = match (&self.records, &stats) {
-            (Some(r), Some(s)) => r.stats == *s,
-            _ => false,
-        };
-        if !kept {
+        if !self.kept(&stats) {
+            let started = SystemTime::now();
             let read = crate::session::read_meta(&self.root)?;
             // kept for the next plan unless a file changed in the last
             // second (the same metadata could then hide another change)
