@@ -290,3 +290,40 @@ impl StorageStates {
         *rec != before
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use StorageState::*;
+
+    fn facts(id: Option<&str>, archive: Option<&str>) -> RecordedFacts {
+        RecordedFacts {
+            builder: "b".into(),
+            id: id.map(str::to_string),
+            archive: archive.map(|a| Value::String(a.into())),
+            ..RecordedFacts::default()
+        }
+    }
+
+    /// An archive taken in place of the live resource (a snapshot, the
+    /// volume gone) leaves no id; an archive in place (no archive fact)
+    /// keeps the recorded id, as does a step that names none.
+    #[test]
+    fn an_archive_that_replaces_the_resource_drops_its_id_else_the_id_is_kept() {
+        let create = transition(None, Active, false, true).unwrap();
+        let archive = transition(Some(Active), Archived, false, true).unwrap();
+        let mut s = StorageStates::default();
+        assert!(s.apply("data", &create, facts(Some("vol-1"), None), "r1"));
+        let mut kept = s.clone();
+        assert!(s.apply("data", &archive, facts(None, Some("snap-1")), "r2"));
+        let rec = &s.storages["data"];
+        assert_eq!((rec.state, rec.facts.id.as_deref()), (Archived, None));
+        assert_eq!(rec.facts.archive, Some(Value::String("snap-1".into())));
+        assert!(kept.apply("data", &archive, facts(None, None), "r2"));
+        let rec = &kept.storages["data"];
+        assert_eq!(
+            (rec.state, rec.facts.id.as_deref()),
+            (Archived, Some("vol-1"))
+        );
+    }
+}
