@@ -83,6 +83,12 @@ elif cmd == 'stale_archive':
     s = ec2.create_snapshot(VolumeId=v, TagSpecifications=[{'ResourceType': 'snapshot', 'Tags': tags}])['SnapshotId']
     ec2.delete_volume(VolumeId=v)
     print(json.dumps(s))
+elif cmd == 'old_archive':
+    # a completed archive of the volume, older than its data (taken for a
+    # plan that was then refused; the volume written since)
+    tags = [{'Key': 'Name', 'Value': 'csis-data-archive'}, {'Key': 'csis_config', 'Value': config}]
+    s = ec2.create_snapshot(VolumeId=sys.argv[5], TagSpecifications=[{'ResourceType': 'snapshot', 'Tags': tags}])['SnapshotId']
+    print(json.dumps(s))
 elif cmd == 'delete_volume':
     ec2.delete_volume(VolumeId=sys.argv[5])
     print(json.dumps(True))
@@ -270,16 +276,20 @@ fn an_ebs_storage_is_archived_before_its_volume_goes_and_restored_from_its_archi
     assert_eq!(facts.id.as_deref(), vols[0]["id"].as_str());
     assert_eq!(facts.archive, None);
 
-    // 5. archived again, an archive of another volume left behind: not
-    // this volume's data, a new archive is taken; then destroyed: every
-    // archive goes with it
+    // 5. archived again, an archive of another volume left behind and an
+    // older archive of this one: neither is this volume's data now, a new
+    // archive is taken; then destroyed: every archive goes with it
     let stale = moto.ask(&["stale_archive"]);
+    let old = moto.ask(&["old_archive", vols[0]["id"].as_str().unwrap()]);
     set_state(&t, "active", "archived");
     let (code, said) = build("archive again");
     assert_eq!(code, 0, "{said}");
     let snaps = moto.snapshots();
-    assert_eq!(snaps.len(), 2, "{said}");
-    let fresh = snaps.iter().find(|s| s["id"] != stale).unwrap();
+    assert_eq!(snaps.len(), 3, "{said}");
+    let fresh = snaps
+        .iter()
+        .find(|s| s["id"] != stale && s["id"] != old)
+        .unwrap();
     assert_eq!(
         fresh["volume"], vols[0]["id"],
         "the archive is of this volume"

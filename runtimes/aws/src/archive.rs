@@ -33,7 +33,9 @@ fn of_tree(tags: &[Tag], config: &str) -> bool {
 }
 
 impl AwsRuntime {
-    /// This account's snapshots named `req.archive`, but another tree's.
+    /// This account's snapshots named `req.archive`, but another tree's or
+    /// another storage's (two storage names can make one archive name:
+    /// `data_1` and `data-1`).
     async fn archives(&self, req: &ArchiveRequest) -> Result<Vec<Snapshot>> {
         let ec2 = self.clients.ec2().await;
         let out = ec2
@@ -45,15 +47,24 @@ impl AwsRuntime {
             .map_err(|e| self.sdk_err("describe_snapshots: ", &e))?;
         let mut ours = out.snapshots.unwrap_or_default();
         ours.retain(|s| of_tree(s.tags(), &req.config));
+        ours.retain(|s| {
+            s.tags()
+                .iter()
+                .find(|t| t.key() == Some(tags::STORAGE))
+                .and_then(|t| t.value())
+                .is_none_or(|v| v == req.storage)
+        });
         Ok(ours)
     }
 
     /// Snapshot the volume of `req.storage` as `req.archive`, or answer the
-    /// archive of that volume already there (a run stopped after taking
-    /// it); wait until it is complete. An archive of another volume (an
-    /// earlier one's, left behind) is not this volume's data: a new one is
-    /// taken (a restore reads the newest). With no volume, an archive already
-    /// there is the data (a run stopped after the apply).
+    /// archive of that volume still being taken (a run stopped while it
+    /// waited); wait until it is complete. A completed archive of the
+    /// volume may be older than its data (taken for a plan that was then
+    /// refused, the volume written since), and an archive of another volume
+    /// (an earlier one's, left behind) is not this volume's data: a new one
+    /// is taken (a restore reads the newest). With no volume, an archive
+    /// already there is the data (a run stopped after the apply).
     pub(crate) async fn archive(&self, req: &ArchiveRequest) -> Result<String> {
         let mut existing = self.archives(req).await?;
         existing.sort_by_key(|s| s.start_time().map(|t| (t.secs(), t.subsec_nanos())));
@@ -61,7 +72,10 @@ impl AwsRuntime {
             Some(vol) => match existing
                 .iter()
                 .rev()
-                .find(|s| s.volume_id() == Some(vol.as_str()))
+                .find(|s| {
+                    s.volume_id() == Some(vol.as_str())
+                        && s.state() == Some(&SnapshotState::Pending)
+                })
                 .and_then(|s| s.snapshot_id.clone())
             {
                 Some(id) => id,

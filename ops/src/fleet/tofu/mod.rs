@@ -99,7 +99,6 @@ pub struct RootRuns {
 }
 
 /// One root's sequence: what to plan and what the gate allows.
-#[derive(Default)]
 struct Ask {
     lifecycle: &'static str,
     builder: String,
@@ -691,15 +690,16 @@ pub async fn storage(
     Ok(out)
 }
 
-/// The volume of `spec` as an apply made it: named by its `Name` tag, of
-/// this tree.
+/// The volume of `spec` as an apply made it: named by its `Name` tag (the
+/// module's `name`, the storage as declared), of this tree.
 async fn made_volume(a: &Apply<'_>, spec: &StorageSpec) -> Result<Option<String>, NodeError> {
     let inv =
         a.rt.inventory()
             .await
             .map_err(|e| NodeError::new(e.to_string()))?;
+    let name = spec.declared.as_ref().map_or(&spec.name, |d| &d.display);
     let ours = |v: &&csis_runtime::VolumeFacts| {
-        v.labels.get("Name") == Some(&spec.name)
+        v.labels.get("Name") == Some(name)
             && v.config
                 .as_deref()
                 .is_some_and(|c| csis_schema::tags::is_config_of(c, &a.tree.config.id))
