@@ -283,7 +283,6 @@ fn an_untagged_build_left_by_a_kill_is_foreign_adoptable_and_disposable() {
     assert!(!ids(&root, "web").contains(&untagged));
     assert_eq!(root.run(&["state", "query", "--strict"]).0, 0);
     drop(cleanup);
-    let _: Tree = root;
 }
 
 /// A kill during `docker commit` of a bake leaves the committed image with

@@ -74,11 +74,11 @@ pub fn names(db: &dyn Db, input: TreeInput) -> Names {
 
 /// A series' unit as far as the tree alone decides it: an OS builder's
 /// whole unit ([`compile::os_unit`]), an image's draft
-/// ([`compile::image_draft`]: no file hashes, no pins). It reads the
-/// loaded tree, so every series' draft runs again when the tree reloads;
-/// it is compared by value, so an unchanged series is backdated and
-/// nothing after it runs again (the firewall between the whole tree and
-/// the per-series work).
+/// ([`compile::image_draft`]: no file hashes, no pins). It depends on
+/// its [`series_key`] alone and reads the loaded tree without a
+/// dependency on the load ([`Db::loaded`]), so it runs again only when
+/// that key moves; it is compared by value, so an unchanged unit is
+/// backdated and nothing after it runs again.
 #[salsa::tracked(returns(ref))]
 pub fn draft<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> UnitResult {
     bump(&db.counters().drafts);

@@ -21,7 +21,6 @@ use csis_schema::diag::Diagnostic;
 use csis_schema::model::*;
 
 pub use csis_schema::entry::{ExecutableEntry, ImageBuilder, Origin, RuntimeEntry};
-// The loader's own name for a runtime entry.
 
 /// Normalize a name as the original does: trimmed, lower-cased, spaces and
 /// `:` become `_`.

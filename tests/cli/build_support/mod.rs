@@ -3,15 +3,11 @@
 //! which runs the real `csis` binary on them), JSON-lines events.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use csis_testkit::Tree;
 
 use serde_json::Value;
-
-pub fn fixtures() -> PathBuf {
-    csis_testkit::fixture("graph")
-}
 
 /// A temp copy of `tests/fixtures/graph/<name>`.
 pub fn tree(name: &str) -> Tree {
