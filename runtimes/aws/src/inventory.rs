@@ -24,7 +24,7 @@ use crate::{AwsPowerState, AwsRuntime};
 use csis_schema::tags;
 
 /// One EC2 resource of the inventory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AwsResource {
     /// `ami-…`, `i-…`, `vol-…`, `snap-…`.
     pub id: String,
@@ -49,12 +49,15 @@ pub struct AwsInventory {
 }
 
 impl AwsInventory {
-    /// Snapshots behind no listed image (leftovers of a disposal).
+    /// Snapshots behind no listed image (leftovers of a disposal). A
+    /// storage's archive (tagged with its storage) is no leftover: it holds
+    /// an archived storage's data.
     pub fn orphan_snapshots(&self) -> impl Iterator<Item = &AwsResource> {
         let images: BTreeSet<&str> = self.images.iter().map(|i| i.id.as_str()).collect();
         self.snapshots
             .iter()
             .filter(move |s| s.of.as_deref().is_none_or(|a| !images.contains(a)))
+            .filter(|s| !s.tags.contains_key(tags::STORAGE))
     }
 
     /// Onto the hook surface: instances with their power state and
@@ -258,6 +261,33 @@ impl AwsRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_storage_archive_is_no_orphan_snapshot() {
+        let snap = |id: &str, of: Option<&str>, storage: Option<&str>| AwsResource {
+            id: id.into(),
+            of: of.map(str::to_string),
+            tags: storage
+                .map(|s| (tags::STORAGE.to_string(), s.to_string()))
+                .into_iter()
+                .collect(),
+            ..AwsResource::default()
+        };
+        let inv = AwsInventory {
+            images: vec![AwsResource {
+                id: "ami-1".into(),
+                ..AwsResource::default()
+            }],
+            snapshots: vec![
+                snap("snap-img", Some("ami-1"), None),
+                snap("snap-left", Some("ami-gone"), None),
+                snap("snap-archive", None, Some("data")),
+            ],
+            ..AwsInventory::default()
+        };
+        let ids: Vec<&str> = inv.orphan_snapshots().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["snap-left"]);
+    }
 
     #[test]
     fn the_ami_a_create_image_snapshot_names() {
