@@ -88,7 +88,9 @@ impl FileStat {
         self.kind != 0 && self.mtime_ns >= since
     }
 
-    fn encode(&self, out: &mut String) {
+    /// Its text (kind, size, mtime, ctime, inode, device), as a stamp
+    /// keeps it.
+    pub fn encode(&self, out: &mut String) {
         let _ = write!(
             out,
             "{} {} {} {} {} {}",

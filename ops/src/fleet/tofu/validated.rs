@@ -8,14 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
+
+use csis_cache::stamp::FileStat;
 
 /// The record, under the tree's `.csis/cache/`.
 pub const FILE: &str = "tofu-validated.json";
-
-/// An executable modified this recently is not trusted to stay as it is
-/// (the racy-file rule, as the version probes keep it).
-const RACY: Duration = Duration::from_secs(2);
 
 /// What `init` and `validate` write in a root: not part of its input.
 const WRITTEN_BY_TOFU: &[&str] = &[".terraform", ".terraform.lock.hcl", "tfplan"];
@@ -75,28 +73,25 @@ pub fn modules_digest(modules: &Path) -> Option<blake3::Hash> {
 }
 
 /// The key of a check of the root in `dir` with `executable` (resolved):
-/// the executable's path, size, mtime and inode, every file of the root
+/// the executable's path and identity (as the no-op stamp keeps a file:
+/// size, times, inode, device), every file of the root
 /// but what tofu writes there, the module sources' [`modules_digest`];
-/// None when the executable changed in the last two seconds, there is no
+/// None when the executable changed in the last second, there is no
 /// digest of the module sources, or a file cannot be read (then the check
 /// runs).
 pub fn key(executable: &Path, dir: &Path, modules: Option<&blake3::Hash>) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
     let modules = modules?;
     let exe = std::fs::canonicalize(executable).ok()?;
-    let m = std::fs::metadata(&exe).ok()?;
-    let mtime = m.modified().ok()?;
-    if SystemTime::now()
-        .duration_since(mtime)
-        .map_or(true, |age| age < RACY)
-    {
+    // the no-op stamp's identity of a file, and its racy rule
+    let stat = FileStat::of(&exe);
+    if stat.is_racy(SystemTime::now()) {
         return None;
     }
+    let mut text = String::new();
+    stat.encode(&mut text);
     let mut h = blake3::Hasher::new();
     h.update(exe.as_os_str().as_encoded_bytes());
-    for n in [m.len(), m.ino(), m.mtime() as u64, m.mtime_nsec() as u64] {
-        h.update(&n.to_le_bytes());
-    }
+    h.update(text.as_bytes());
     hash_files(&mut h, dir, dir, true)?;
     h.update(b"\0modules\0");
     h.update(modules.as_bytes());
@@ -146,7 +141,7 @@ mod tests {
         // an executable old enough to be trusted
         let exe = t.path().join("tofu");
         std::fs::write(&exe, "#!/bin/sh\n").unwrap();
-        let old = SystemTime::now() - Duration::from_secs(60);
+        let old = SystemTime::now() - std::time::Duration::from_secs(60);
         std::fs::File::options()
             .write(true)
             .open(&exe)
