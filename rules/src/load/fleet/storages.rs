@@ -33,8 +33,44 @@ impl Loader<'_> {
                 }
             }
         }
+        self.refuse_one_label(&keep);
         t.storages_by_name = self.quiet_index_of(&keep);
         t.storages = keep;
+    }
+
+    /// Two storages whose names differ only by `-`, `.` or `_` make one
+    /// tofu module label (`data_1`) in their builder's root, and one
+    /// archive name (`csis-data-1-archive`): a restore of one would read
+    /// the other's snapshot. Refused at the second one's name, for two of
+    /// one builder or two whose builders archive.
+    fn refuse_one_label(&mut self, storages: &[Storage]) {
+        let key = |s: &Storage| normalize_name(&s.display).replace(['-', '.'], "_");
+        let mut seen: Vec<(String, &Storage)> = Vec::new();
+        for s in storages {
+            let k = key(s);
+            let other = seen.iter().find(|(ok, o)| {
+                *ok == k && (o.builder == s.builder || (o.supports_archive && s.supports_archive))
+            });
+            if let Some((_, o)) = other {
+                let o_loc = o.origin.field("name");
+                self.d.error_hint(
+                    s.origin.field("name"),
+                    &join_path(&s.origin.path, "name"),
+                    format!(
+                        "storage `{}` makes the same tofu label and archive name as storage `{}` ({}:{}): `{}` and `csis-{}-archive`",
+                        s.display,
+                        o.display,
+                        o_loc.file.path,
+                        o_loc.line,
+                        k,
+                        k.replace('_', "-")
+                    ),
+                    "names that differ only by `-`, `.` or `_` are one storage to tofu and to an archive: rename one",
+                );
+            } else {
+                seen.push((k, s));
+            }
+        }
     }
 
     /// Fill in a storage from its builder; Ok(false): its builder keeps it

@@ -614,3 +614,27 @@ fn a_docker_runtime_refuses_teardown_after() {
         "`teardown_after` has no effect on a docker runtime",
     );
 }
+
+#[test]
+fn storages_of_one_label_and_archive_name_are_refused() {
+    // `data_1` and `data.1` make one module label (`data_1`) and one
+    // archive name (`csis-data-1-archive`): a restore of one would read the
+    // other's snapshot.
+    one_error(
+        aws(&[(
+            "storages/storages.yaml",
+            "storages:\n  - name: data_1\n    groups: [ops]\n  - name: data.1\n    groups: [ops]\n",
+        )]),
+        "storages/storages.yaml",
+        4,
+        "storages[1].name",
+        "makes the same tofu label and archive name as storage `data_1` (storages/storages.yaml:2): `data_1` and `csis-data-1-archive`",
+    );
+    // names that differ otherwise load
+    let t = aws(&[(
+        "storages/storages.yaml",
+        "storages:\n  - name: data-1\n    groups: [ops]\n  - name: data-2\n    groups: [ops]\n",
+    )])
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(t.storages.len(), 2);
+}
