@@ -8,6 +8,8 @@ use crate::model::{
     AwsFields, DockerFields, DummyFields, Executable, ImageBuilderKind, ImageBuilderModel,
     RuntimeCommon, RuntimeKind,
 };
+use std::sync::Arc;
+
 use crate::span::Loc;
 use crate::yaml::Node;
 
@@ -18,10 +20,11 @@ pub struct Origin {
     pub loc: Loc,
     pub path: String,
     /// Where each top-level field's value is (for errors about one field).
-    pub fields: Vec<(String, Loc)>,
+    /// Shared: an origin is copied with every entry that holds it.
+    pub fields: Arc<[(String, Loc)]>,
     /// Where each element of a top-level list field is (for errors about
     /// one element: `storage_types[1]`).
-    pub items: Vec<(String, Vec<Loc>)>,
+    pub items: Arc<[(String, Vec<Loc>)]>,
 }
 
 impl Origin {

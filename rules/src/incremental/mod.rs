@@ -117,6 +117,8 @@ pub use tree_queries::*;
 pub struct Counters {
     parses: AtomicUsize,
     loads: AtomicUsize,
+    pub(crate) image_files_kept: AtomicUsize,
+    pub(crate) image_files_loaded: AtomicUsize,
     drafts: AtomicUsize,
     compiles: AtomicUsize,
     hashes: AtomicUsize,
@@ -132,6 +134,10 @@ pub struct Counts {
     pub parses: usize,
     /// Executions of [`load_tree`].
     pub loads: usize,
+    /// Files of `images/` whose images a load took from the last one
+    /// ([`load::ImageMemo`]), and those it loaded anew.
+    pub image_files_kept: usize,
+    pub image_files_loaded: usize,
     /// Executions of [`draft`] (one per series whose [`series_key`] moved).
     pub drafts: usize,
     /// Executions of [`nodes`] (a series compiled: files hashed in, pins).
@@ -152,6 +158,8 @@ impl std::ops::Sub for Counts {
         Counts {
             parses: self.parses - o.parses,
             loads: self.loads - o.loads,
+            image_files_kept: self.image_files_kept - o.image_files_kept,
+            image_files_loaded: self.image_files_loaded - o.image_files_loaded,
             drafts: self.drafts - o.drafts,
             compiles: self.compiles - o.compiles,
             hashes: self.hashes - o.hashes,
@@ -168,6 +176,8 @@ impl Counters {
         Counts {
             parses: g(&self.parses),
             loads: g(&self.loads),
+            image_files_kept: g(&self.image_files_kept),
+            image_files_loaded: g(&self.image_files_loaded),
             drafts: g(&self.drafts),
             compiles: g(&self.compiles),
             hashes: g(&self.hashes),
@@ -201,6 +211,10 @@ pub trait Db: salsa::Database {
     /// [`draft`] without a dependency: a draft depends on its
     /// [`series_key`] instead, which covers what it reads of the tree).
     fn loaded(&self) -> &Mutex<Option<LoadResult>>;
+    /// The loaded images of each file of `images/`, kept by [`load_tree`]
+    /// from one load to the next ([`load::ImageMemo`]: a cache of
+    /// copies, never read as a value by a query).
+    fn image_memo(&self) -> &Mutex<load::ImageMemo>;
 }
 
 /// What a load answers: the tree, or every diagnostic.
@@ -226,6 +240,7 @@ pub struct CompileDb {
     linked: Arc<Mutex<LinkedSpecs>>,
     costs: Arc<dyn BakeCost>,
     loaded: Arc<Mutex<Option<LoadResult>>>,
+    memo: Arc<Mutex<load::ImageMemo>>,
 }
 
 impl Default for CompileDb {
@@ -244,6 +259,7 @@ impl Default for CompileDb {
             linked: Arc::default(),
             costs: Arc::new(DefaultCost),
             loaded: Arc::default(),
+            memo: Arc::default(),
         }
     }
 }
@@ -279,6 +295,10 @@ impl Db for CompileDb {
 
     fn loaded(&self) -> &Mutex<Option<LoadResult>> {
         &self.loaded
+    }
+
+    fn image_memo(&self) -> &Mutex<load::ImageMemo> {
+        &self.memo
     }
 }
 

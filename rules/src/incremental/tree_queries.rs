@@ -63,9 +63,18 @@ pub fn load_tree(db: &dyn Db, input: TreeInput) -> LoadedTree {
         } else {
             g.update(p.hash.as_bytes());
         }
-        nodes.push((f.path(db).clone(), (*p.result).clone()));
+        nodes.push((f.path(db).clone(), p.hash, p.result.clone()));
     }
-    let result = Arc::new(load::load_from_nodes(input.root(db), &opts.0, nodes));
+    let result = {
+        let mut memo = db.image_memo().lock().unwrap_or_else(|e| e.into_inner());
+        let r = load::load_from_parses(input.root(db), &opts.0, nodes, &mut memo);
+        let c = db.counters();
+        c.image_files_kept.fetch_add(memo.last.0, Ordering::Relaxed);
+        c.image_files_loaded
+            .fetch_add(memo.last.1, Ordering::Relaxed);
+        r
+    };
+    let result = Arc::new(result);
     let hash = h.finalize();
     let globals = if opts.0.overlays.is_empty() {
         g.finalize()

@@ -39,57 +39,69 @@ impl Loader<'_> {
         }
         if path.is_dir() {
             for parsed in self.parsed_files(&path, true) {
-                let node = match parsed {
-                    Ok(n) => n,
-                    Err(d) => {
-                        self.d.push(d);
-                        continue;
-                    }
-                };
-                let Value::Map(entries) = node.value else {
-                    if !node.is_null() {
-                        self.d.error(
-                            &node.loc,
-                            "",
-                            format!(
-                                "a {dir}/ file must hold a mapping, found {}",
-                                node.kind_name()
-                            ),
-                        );
-                    }
-                    continue;
-                };
-                for e in entries {
-                    let Some(slot) = out.iter_mut().find(|(k, _)| *k == e.key) else {
-                        self.d.error_hint(
-                            &e.key_loc,
-                            &e.key,
-                            format!("unexpected key in a {dir}/ file"),
-                            format!("a {dir}/ file holds {}", keys.join(" / ")),
-                        );
-                        continue;
-                    };
-                    match e.value.value {
-                        Value::Seq(items) => {
-                            for (i, n) in items.into_iter().enumerate() {
-                                slot.1.push(Item {
-                                    node: n,
-                                    path: format!("{}[{i}]", e.key),
-                                });
-                            }
-                        }
-                        Value::Null => {}
-                        _ => self.d.error(
-                            &e.value.loc,
-                            &e.key,
-                            format!("expected a list, found {}", e.value.kind_name()),
-                        ),
-                    }
-                }
+                self.file_items(dir, keys, parsed, &mut out);
             }
         }
         self.apply_overlays(&mut out, overlays);
         self.apply_undeclares(&mut out, keys);
         out
+    }
+
+    /// The items of one parsed file of a collection directory, per key
+    /// into `out` (which holds a slot per key of `keys`).
+    pub(super) fn file_items(
+        &mut self,
+        dir: &str,
+        keys: &[&str],
+        parsed: Result<Node, Diagnostic>,
+        out: &mut [(String, Vec<Item>)],
+    ) {
+        let node = match parsed {
+            Ok(n) => n,
+            Err(d) => {
+                self.d.push(d);
+                return;
+            }
+        };
+        let Value::Map(entries) = node.value else {
+            if !node.is_null() {
+                self.d.error(
+                    &node.loc,
+                    "",
+                    format!(
+                        "a {dir}/ file must hold a mapping, found {}",
+                        node.kind_name()
+                    ),
+                );
+            }
+            return;
+        };
+        for e in entries {
+            let Some(slot) = out.iter_mut().find(|(k, _)| *k == e.key) else {
+                self.d.error_hint(
+                    &e.key_loc,
+                    &e.key,
+                    format!("unexpected key in a {dir}/ file"),
+                    format!("a {dir}/ file holds {}", keys.join(" / ")),
+                );
+                continue;
+            };
+            match e.value.value {
+                Value::Seq(items) => {
+                    for (i, n) in items.into_iter().enumerate() {
+                        slot.1.push(Item {
+                            node: n,
+                            path: format!("{}[{i}]", e.key),
+                        });
+                    }
+                }
+                Value::Null => {}
+                _ => self.d.error(
+                    &e.value.loc,
+                    &e.key,
+                    format!("expected a list, found {}", e.value.kind_name()),
+                ),
+            }
+        }
     }
 }

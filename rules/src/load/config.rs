@@ -80,8 +80,8 @@ impl Loader<'_> {
                 .map(|e| e.key_loc.clone())
                 .unwrap_or(first_loc),
             path: String::new(),
-            fields: Vec::new(),
-            items: Vec::new(),
+            fields: Default::default(),
+            items: Default::default(),
         };
         (cfg, Some(origin))
     }

@@ -6,9 +6,10 @@
 //! caller's parses.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::parse_cache::ParseCache;
-use super::Loader;
+use super::{Loader, Pre};
 use csis_schema::diag::Diagnostic;
 use csis_schema::yaml::{self, Node};
 
@@ -20,22 +21,12 @@ impl Loader<'_> {
         dir: &Path,
         recursive: bool,
     ) -> Vec<Result<Node, Diagnostic>> {
-        if let Some(pre) = self.pre.as_mut() {
-            // A BTreeMap of paths iterates component by component, which is
-            // walkdir's `sort_by_file_name` depth-first order.
-            let keys: Vec<PathBuf> = pre
-                .keys()
-                .filter(|p| {
-                    let inside = if recursive {
-                        p.starts_with(dir)
-                    } else {
-                        p.parent() == Some(dir)
-                    };
-                    inside && p.extension().is_some_and(|x| x == "yml" || x == "yaml")
-                })
-                .cloned()
+        if self.pre.is_some() {
+            return self
+                .pre_paths(dir, recursive)
+                .iter()
+                .filter_map(|k| self.take_pre(k).map(|p| Arc::unwrap_or_clone(p.parse)))
                 .collect();
-            return keys.iter().filter_map(|k| pre.remove(k)).collect();
         }
         let (files, unreadable) = yaml_files_checked(dir, recursive, &self.root);
         self.d.items.extend(unreadable);
@@ -51,6 +42,31 @@ impl Loader<'_> {
             out.push(yaml::parse_file(f, &self.root));
         }
         out
+    }
+
+    /// The paths of the caller's parses in `dir` (recursively or not), in
+    /// the loader's order: a BTreeMap of paths iterates component by
+    /// component, which is walkdir's `sort_by_file_name` depth-first order.
+    pub(super) fn pre_paths(&self, dir: &Path, recursive: bool) -> Vec<PathBuf> {
+        let Some(pre) = &self.pre else {
+            return Vec::new();
+        };
+        pre.keys()
+            .filter(|p| {
+                let inside = if recursive {
+                    p.starts_with(dir)
+                } else {
+                    p.parent() == Some(dir)
+                };
+                inside && p.extension().is_some_and(|x| x == "yml" || x == "yaml")
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The caller's parse of `path`, taken (each is read once).
+    pub(super) fn take_pre(&mut self, path: &Path) -> Option<Pre> {
+        self.pre.as_mut()?.remove(path)
     }
 }
 

@@ -2,12 +2,94 @@
 //! the strict model, its runtime entries and modifications as the
 //! resolution fills them in.
 
-use super::{Item, Loader};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{Item, Loader, MemoFile};
 use crate::tree::*;
 use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
+    /// The images of `images/` from the caller's parses, each file's from
+    /// the memo when its parse is the one the memo holds (under the same
+    /// key), else loaded and kept there ([`super::ImageMemo`]).
+    pub(super) fn load_images_memo(&mut self) -> Vec<Image> {
+        let Some(memo) = self.memo.take() else {
+            return Vec::new();
+        };
+        let key = self.memo_key();
+        if memo.key != Some(key) {
+            memo.files.clear();
+            memo.key = Some(key);
+        }
+        memo.last = (0, 0);
+        let dir = self.root.join("images");
+        let mut images = Vec::new();
+        let mut seen = HashSet::new();
+        for path in self.pre_paths(&dir, true) {
+            let Some(pre) = self.take_pre(&path) else {
+                continue;
+            };
+            let kept = pre
+                .hash
+                .and_then(|h| memo.files.get(&path).filter(|m| m.hash == h));
+            if let Some(m) = kept {
+                images.extend(m.images.iter().cloned());
+                self.d.items.extend(m.diags.iter().cloned());
+                self.renderer.add_reads(&m.reads);
+                memo.last.0 += 1;
+                seen.insert(path);
+                continue;
+            }
+            memo.last.1 += 1;
+            // the file's own template reads, kept with its images
+            let own = self.renderer.fork();
+            let whole = std::mem::replace(&mut self.renderer, own);
+            let before = self.d.items.len();
+            let mut out = vec![("images".to_string(), Vec::new())];
+            self.file_items(
+                "images",
+                &["images"],
+                Arc::unwrap_or_clone(pre.parse),
+                &mut out,
+            );
+            let mut loaded = Vec::new();
+            for it in out.into_iter().flat_map(|(_, v)| v) {
+                loaded.extend(self.load_image(it));
+            }
+            let reads = std::mem::replace(&mut self.renderer, whole).reads();
+            self.renderer.add_reads(&reads);
+            if let Some(hash) = pre.hash {
+                let diags = self.d.items[before..].to_vec();
+                memo.files.insert(
+                    path.clone(),
+                    MemoFile {
+                        hash,
+                        images: loaded.clone(),
+                        diags,
+                        reads,
+                    },
+                );
+                seen.insert(path);
+            }
+            images.extend(loaded);
+        }
+        memo.files.retain(|p, _| seen.contains(p));
+        self.memo = Some(memo);
+        images
+    }
+
+    /// What an image's load reads besides its file: the options (the
+    /// environment, the identity setting, the load's time) and the
+    /// `execution.*` values.
+    fn memo_key(&self) -> blake3::Hash {
+        let mut h = blake3::Hasher::new();
+        h.update(b"csis-image-memo-v1\0");
+        h.update(format!("{:?}\0{:?}\0{:?}", self.opts, self.env, self.execution).as_bytes());
+        h.finalize()
+    }
+
     pub(super) fn load_image(&mut self, mut it: Item) -> Option<Image> {
         let (name, _) = self.head(&it.node, &it.path, false)?;
         self.decrypt(&mut it.node, &it.path, &["name", "type"]);
@@ -79,7 +161,7 @@ impl Loader<'_> {
         Some(Image {
             name: normalize_name(&name),
             display: name,
-            model,
+            model: Arc::new(model),
             parent: Parent::Os(String::new()),
             primary_builder: None,
             runtimes,

@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::crypt::Identities;
 use crate::template::Renderer;
@@ -95,6 +96,38 @@ struct Item {
     path: String,
 }
 
+/// A file the caller parsed: its parse, shared (taken without a copy when
+/// the loader holds the last reference), and the parse's content hash when
+/// the caller has one (then the file's images may come from an
+/// [`ImageMemo`]).
+struct Pre {
+    hash: Option<blake3::Hash>,
+    parse: Arc<Result<Node, Diagnostic>>,
+}
+
+/// The loaded images of each file of `images/`, kept between the loads of
+/// one process by the incremental load ([`crate::incremental`]): a file
+/// whose parse did not change gives the images (before resolution), the
+/// diagnostics and the template reads of the load before, without its
+/// templates, decryption and typed model done again. Valid for one key
+/// (the options, and the `execution.*` values the templates see); emptied
+/// when the key moves. Not used with overlays or `--undeclare` (which
+/// change items across files). Never written anywhere: it lives in memory.
+#[derive(Default)]
+pub struct ImageMemo {
+    key: Option<blake3::Hash>,
+    files: HashMap<PathBuf, MemoFile>,
+    /// The last load's files of `images/`: (from the memo, loaded anew).
+    pub last: (usize, usize),
+}
+
+struct MemoFile {
+    hash: blake3::Hash,
+    images: Vec<Image>,
+    diags: Vec<Diagnostic>,
+    reads: crate::template::TemplateReads,
+}
+
 struct Loader<'o> {
     root: PathBuf,
     opts: &'o LoadOptions,
@@ -111,7 +144,9 @@ struct Loader<'o> {
     unused_backends: HashSet<String>,
     /// Files parsed by the caller ([`load_from_nodes`]), by path: read
     /// instead of the disk. None = parse the files on disk.
-    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+    pre: Option<BTreeMap<PathBuf, Pre>>,
+    /// The images of the loads before ([`load_from_parses`]).
+    memo: Option<&'o mut ImageMemo>,
     /// The parse cache, once the first files are parsed from disk.
     parse_cache: Option<parse_cache::ParseCache>,
 }
@@ -128,7 +163,7 @@ struct Loader<'o> {
 /// content hashes, and a bake checks its own image again
 /// ([`missing_files_of`]).
 pub fn load(root: &Path, opts: &LoadOptions) -> Result<Tree, Vec<Diagnostic>> {
-    let tree = load_with(root, opts, None)?;
+    let tree = load_with(root, opts, None, None)?;
     let missing = missing_files(&tree);
     if !missing.is_empty() {
         let mut all = tree.warnings.clone();
@@ -214,13 +249,42 @@ pub fn load_from_nodes(
     opts: &LoadOptions,
     files: Vec<(PathBuf, Result<Node, Diagnostic>)>,
 ) -> Result<Tree, Vec<Diagnostic>> {
-    load_with(root, opts, Some(files.into_iter().collect()))
+    let pre = files
+        .into_iter()
+        .map(|(p, parse)| {
+            let parse = Arc::new(parse);
+            (p, Pre { hash: None, parse })
+        })
+        .collect();
+    load_with(root, opts, Some(pre), None)
 }
 
-fn load_with(
+/// [`load_from_nodes`] from shared parses with their content hashes, the
+/// images of each file of `images/` whose parse is the one `memo` holds
+/// taken from it (and the memo brought up to date): the incremental
+/// load's, which loads again only the images of the files that moved.
+/// Answers as [`load_from_nodes`] does.
+pub fn load_from_parses(
     root: &Path,
     opts: &LoadOptions,
-    pre: Option<BTreeMap<PathBuf, Result<Node, Diagnostic>>>,
+    files: Vec<(PathBuf, blake3::Hash, Arc<Result<Node, Diagnostic>>)>,
+    memo: &mut ImageMemo,
+) -> Result<Tree, Vec<Diagnostic>> {
+    let pre = files
+        .into_iter()
+        .map(|(p, hash, parse)| {
+            let hash = Some(hash);
+            (p, Pre { hash, parse })
+        })
+        .collect();
+    load_with(root, opts, Some(pre), Some(memo))
+}
+
+fn load_with<'o>(
+    root: &Path,
+    opts: &'o LoadOptions,
+    pre: Option<BTreeMap<PathBuf, Pre>>,
+    memo: Option<&'o mut ImageMemo>,
 ) -> Result<Tree, Vec<Diagnostic>> {
     let env: BTreeMap<String, String> = opts
         .env
@@ -251,6 +315,7 @@ fn load_with(
         unused_image_builders: HashSet::new(),
         unused_backends: HashSet::new(),
         pre,
+        memo,
         parse_cache: None,
     };
     let tree = l.run(now);
@@ -436,13 +501,22 @@ impl Loader<'_> {
         overlays: &[Node],
         fleet: &mut fleet::Fleet,
     ) -> (Vec<Image>, Vec<crate::groups::Group>) {
-        let image_items = self.read_collection("images", &["images"], overlays);
-        let mut images = Vec::new();
-        for it in image_items.into_iter().flat_map(|(_, v)| v) {
-            if let Some(i) = self.load_image(it) {
-                images.push(i);
+        let images = if self.memo.is_some()
+            && overlays.is_empty()
+            && self.opts.overlays.is_empty()
+            && self.opts.undeclares.is_empty()
+        {
+            self.load_images_memo()
+        } else {
+            let image_items = self.read_collection("images", &["images"], overlays);
+            let mut images = Vec::new();
+            for it in image_items.into_iter().flat_map(|(_, v)| v) {
+                if let Some(i) = self.load_image(it) {
+                    images.push(i);
+                }
             }
-        }
+            images
+        };
         let mut groups = Vec::new();
         for (dir, keys) in [
             ("groups", &["groups", "users"][..]),

@@ -12,6 +12,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -153,7 +154,8 @@ pub struct ResolvedMod {
 pub struct Image {
     pub name: String,
     pub display: String,
-    pub model: ImageModel,
+    /// Shared: the incremental load copies the images of unmoved files.
+    pub model: Arc<ImageModel>,
     pub parent: Parent,
     /// The primary image builder (`type`), canonical, if csis implements it.
     pub primary_builder: Option<String>,

@@ -228,3 +228,100 @@ fn new_options_reload_without_reparsing() {
     let fresh = load(dir.path(), &o).expect("loads");
     assert_eq!(graph_view(inc.tree().as_ref().unwrap()), graph_view(&fresh));
 }
+
+/// A file whose parse did not move gives the images, the template reads and
+/// the errors of the load before (`ImageMemo`); the load answers what a fresh
+/// load does after every edit, and a new environment loads every file again.
+#[test]
+fn an_unmoved_image_file_is_not_loaded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_tree(root);
+    std::fs::write(
+        root.join("images/env.yml"),
+        "images:\n  - name: envy\n    source_image: deb12\n    tags: {owner: \"{{ ENV.CSIS_MEMO_X }}\"}\n    runtimes: [{image_builder: sim-bake}]\n",
+    )
+    .unwrap();
+    let with_x = |v: &str| LoadOptions {
+        env: Some(BTreeMap::from([("CSIS_MEMO_X".to_string(), v.to_string())])),
+        ..opts()
+    };
+    let o = with_x("v1");
+    let same_as_fresh = |inc: &Incremental, o: &LoadOptions| match (inc.tree(), load(root, o)) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(graph_view(a), graph_view(&b));
+            assert_eq!(a.template_reads, b.template_reads);
+            assert!(a.template_reads.env_keys.contains("CSIS_MEMO_X"));
+            a.image("envy").unwrap().model.tags["owner"].clone()
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(diag_strings(a), diag_strings(&b));
+            String::new()
+        }
+        (a, b) => panic!(
+            "incremental and fresh loads disagree: {:?} vs {:?}",
+            a.is_ok(),
+            b.is_ok()
+        ),
+    };
+    let mut inc = Incremental::new(root, &o);
+    let first = during(&mut inc, |i| {
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!((first.image_files_kept, first.image_files_loaded), (0, 4));
+    assert_eq!(same_as_fresh(&inc, &o), "v1");
+
+    // one file edited: its images loaded again, the other three kept, and
+    // envy's template reads still count
+    std::fs::write(root.join("images/app.yml"), format!("# edited\n{APP}")).unwrap();
+    let edit = during(&mut inc, |i| {
+        i.sync();
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(
+        (edit.loads, edit.image_files_kept, edit.image_files_loaded),
+        (1, 3, 1)
+    );
+    assert_eq!(same_as_fresh(&inc, &o), "v1");
+
+    // an image refused in one file: its error comes again while another
+    // file is edited
+    std::fs::write(
+        root.join("images/bad.yml"),
+        "images:\n  - name: bad\n    source_image: deb12\n    parent_policy: sometimes\n    runtimes: [{image_builder: sim-bake}]\n",
+    )
+    .unwrap();
+    inc.sync();
+    let errs = inc.tree().as_ref().expect_err("refused");
+    assert!(
+        diag_strings(errs).iter().any(|d| d.contains("sometimes")),
+        "{errs:?}"
+    );
+    same_as_fresh(&inc, &o);
+    std::fs::write(root.join("images/app.yml"), APP).unwrap();
+    let again = during(&mut inc, |i| {
+        i.sync();
+        let errs = i.tree().as_ref().expect_err("still refused");
+        assert!(
+            diag_strings(errs).iter().any(|d| d.contains("sometimes")),
+            "{errs:?}"
+        );
+    });
+    assert_eq!((again.image_files_kept, again.image_files_loaded), (4, 1));
+    same_as_fresh(&inc, &o);
+    std::fs::remove_file(root.join("images/bad.yml")).unwrap();
+    inc.sync();
+    same_as_fresh(&inc, &o);
+
+    // a new environment: every file loaded again, with the new value
+    let o2 = with_x("v2");
+    let renewed = during(&mut inc, |i| {
+        i.set_options(&o2);
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!(
+        (renewed.image_files_kept, renewed.image_files_loaded),
+        (0, 4)
+    );
+    assert_eq!(same_as_fresh(&inc, &o2), "v2");
+}
