@@ -20,6 +20,7 @@ use fixedbitset::FixedBitSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction::{Incoming, Outgoing};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -231,7 +232,9 @@ pub enum GraphError {
 #[derive(Clone, Default)]
 pub struct Graph {
     g: DiGraph<Arc<Node>, Dep, u32>,
-    by_label: HashMap<Label, NodeId>,
+    /// Labels are the tree's own names (not a peer's input), so FxHash's
+    /// weaker resistance to crafted collisions costs nothing.
+    by_label: FxHashMap<Label, NodeId>,
 }
 
 impl fmt::Debug for Graph {
@@ -320,7 +323,7 @@ impl Graph {
     pub fn with_capacity(nodes: usize, edges: usize) -> Graph {
         Graph {
             g: DiGraph::with_capacity(nodes, edges),
-            by_label: HashMap::with_capacity(nodes),
+            by_label: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
         }
     }
 
@@ -333,13 +336,15 @@ impl Graph {
     /// keeps its memoized nodes and the graph points at them). Labels are
     /// unique.
     pub fn add_node_arc(&mut self, node: Arc<Node>) -> Result<NodeId, GraphError> {
-        if self.by_label.contains_key(&node.label) {
-            return Err(GraphError::DuplicateLabel(node.label.clone()));
+        use std::collections::hash_map::Entry;
+        match self.by_label.entry(node.label.clone()) {
+            Entry::Occupied(_) => Err(GraphError::DuplicateLabel(node.label.clone())),
+            Entry::Vacant(slot) => {
+                let id = NodeId::from_ix(self.g.add_node(node));
+                slot.insert(id);
+                Ok(id)
+            }
         }
-        let label = node.label.clone();
-        let id = NodeId::from_ix(self.g.add_node(node));
-        self.by_label.insert(label, id);
-        Ok(id)
     }
 
     /// Declare that `node` depends on `dep` (so `dep` runs first).
