@@ -399,11 +399,14 @@ impl Watcher {
             let n = self.inc.counts() - before;
             log::info!(
                 target: "csis::timing",
-                "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s), \
-                 {} series recompiled, {} file(s) hashed, {} series fingerprinted)",
+                "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s) \
+                 ({} image file(s) loaded, {} kept), {} series recompiled, {} file(s) hashed, \
+                 {} series fingerprinted)",
                 t0.elapsed().as_secs_f64() * 1000.0,
                 n.parses,
                 n.loads,
+                n.image_files_loaded,
+                n.image_files_kept,
                 n.compiles,
                 n.hashes,
                 n.fingerprints
