@@ -6,7 +6,7 @@
 
 use super::{is_absent, known, Loader};
 use crate::tree::*;
-use csis_schema::yaml::{join_path, Loc};
+use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
     pub(super) fn resolve(&mut self, t: &mut Tree) {
@@ -38,9 +38,15 @@ impl Loader<'_> {
         &mut self,
         t: &Tree,
         name: &str,
-        loc: &Loc,
-        path: &str,
+        at: &Origin,
     ) -> (Option<String>, Option<String>) {
+        // where an error is: the entry's `image_builder` (made only then)
+        let field = || {
+            (
+                at.field("image_builder"),
+                join_path(&at.path, "image_builder"),
+            )
+        };
         match t.image_builders_by_name.get(name) {
             Some(b) => {
                 let ib = &t.image_builders[b];
@@ -49,18 +55,20 @@ impl Loader<'_> {
             }
             None if self.unused_image_builders.contains(&normalize_name(name)) => (None, None),
             None if is_absent(name) => {
+                let (loc, path) = field();
                 self.d.error_hint(
                     loc,
-                    path,
+                    &path,
                     "`image_builder: default` but no image builder has is_default: true",
                     "name the image builder, or mark one is_default: true",
                 );
                 (None, None)
             }
             None => {
+                let (loc, path) = field();
                 self.d.error_hint(
                     loc,
-                    path,
+                    &path,
                     format!("image builder `{name}` is not declared"),
                     known(
                         "image builders",

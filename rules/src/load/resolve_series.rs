@@ -23,12 +23,7 @@ impl Loader<'_> {
                 let path = e.origin.path.clone();
                 let o = e.origin.clone();
                 let ibn = e.entry.image_builder.clone();
-                let (ib, rt) = self.resolve_builder_ref(
-                    t,
-                    &ibn,
-                    o.field("image_builder"),
-                    &join_path(&path, "image_builder"),
-                );
+                let (ib, rt) = self.resolve_builder_ref(t, &ibn, &o);
                 if let Some(b) = &ib {
                     if let Some(prev) = seen_ib.insert(b.clone(), j) {
                         self.d.error(o.field("image_builder"), &join_path(&path, "image_builder"), format!("image builder `{ibn}` appears twice in runtimes (also runtimes[{prev}])"));
@@ -140,12 +135,7 @@ impl Loader<'_> {
             let mut resolved_rt = Vec::new();
             let mut seen: HashMap<String, usize> = HashMap::new();
             for (j, e) in img.runtimes.iter().enumerate() {
-                let (ib, rt) = self.resolve_builder_ref(
-                    t,
-                    &e.entry.image_builder,
-                    e.origin.field("image_builder"),
-                    &join_path(&e.origin.path, "image_builder"),
-                );
+                let (ib, rt) = self.resolve_builder_ref(t, &e.entry.image_builder, &e.origin);
                 if let Some(b) = &ib {
                     if let Some(prev) = seen.insert(b.clone(), j) {
                         self.d.error(e.origin.field("image_builder"), &join_path(&e.origin.path, "image_builder"), format!("image builder `{}` appears twice in runtimes (also runtimes[{prev}])", e.entry.image_builder));
