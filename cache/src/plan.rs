@@ -5,7 +5,7 @@
 //! this crate needs no loader).
 
 use std::collections::HashMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use csis_engine::{Fingerprint, Node, Record, Records};
 
@@ -15,14 +15,39 @@ use crate::runid::parse_run_id;
 
 /// The engine's view of a head record.
 pub fn engine_record(b: &BuildRecord, now: SystemTime) -> Record {
+    with_canonical(b, age(b.run.as_deref(), now))
+}
+
+fn with_canonical(b: &BuildRecord, age: Option<Duration>) -> Record {
     Record {
         canonical: b.inputs.clone(),
-        ..lean_record(b, now)
+        ..lean_record(b, age)
+    }
+}
+
+/// How long ago run `run` began (by its id), as of `now`.
+fn age(run: Option<&str>, now: SystemTime) -> Option<Duration> {
+    run.and_then(parse_run_id)
+        .map(|t| now.duration_since(t).unwrap_or_default())
+}
+
+/// The ages of the runs of one lineage, each run id parsed once (the
+/// records of one build share their run).
+struct Ages<'a> {
+    now: SystemTime,
+    seen: HashMap<&'a str, Option<Duration>>,
+}
+
+impl<'a> Ages<'a> {
+    fn of(&mut self, b: &'a BuildRecord) -> Option<Duration> {
+        let run = b.run.as_deref()?;
+        let now = self.now;
+        *self.seen.entry(run).or_insert_with(|| age(Some(run), now))
     }
 }
 
 /// [`engine_record`] without the canonical document (an earlier record).
-fn lean_record(b: &BuildRecord, now: SystemTime) -> Record {
+fn lean_record(b: &BuildRecord, age: Option<Duration>) -> Record {
     let mut deps = std::collections::BTreeMap::new();
     if let Some(p) = &b.parent {
         if p != "vendor" {
@@ -36,11 +61,7 @@ fn lean_record(b: &BuildRecord, now: SystemTime) -> Record {
             .and_then(|h| Fingerprint::from_hex(h).ok()),
         canonical: None,
         build: Some(b.build_id.clone()),
-        age: b
-            .run
-            .as_deref()
-            .and_then(parse_run_id)
-            .map(|t| now.duration_since(t).unwrap_or_default()),
+        age,
         deps,
         earlier: Vec::new(),
     }
@@ -49,7 +70,8 @@ fn lean_record(b: &BuildRecord, now: SystemTime) -> Record {
 /// Heads of every (series, runtime), for the planner. Only `bake` nodes
 /// have records.
 pub struct LineageRecords {
-    heads: HashMap<(String, String), Record>,
+    /// Per series, per runtime (a few): looked up without a key made.
+    heads: HashMap<String, Vec<(String, Record)>>,
 }
 
 impl LineageRecords {
@@ -70,23 +92,27 @@ impl LineageRecords {
                     .push(b);
             }
         }
-        let heads = all
-            .into_iter()
-            .map(|((s, r), mut bs)| {
-                // Newest first: by run, then the later in the file.
-                bs.reverse();
-                bs.sort_by(|a, b| crate::lineage::run_order(b, a));
-                let head = bs[0];
-                let mut rec = engine_record(head, now);
-                rec.earlier = bs
-                    .iter()
-                    .filter(|b| !std::ptr::eq(**b, head) && b.input_fingerprint.is_some())
-                    .filter(|b| !excluded(&b.build_id))
-                    .map(|b| lean_record(b, now))
-                    .collect();
-                ((s.to_string(), r.to_string()), rec)
-            })
-            .collect();
+        let mut ages = Ages {
+            now,
+            seen: HashMap::new(),
+        };
+        let mut me = LineageRecords {
+            heads: HashMap::with_capacity(all.len()),
+        };
+        for ((s, r), mut bs) in all {
+            // Newest first: by run, then the later in the file.
+            bs.reverse();
+            bs.sort_by(|a, b| crate::lineage::run_order(b, a));
+            let head = bs[0];
+            let mut rec = with_canonical(head, ages.of(head));
+            rec.earlier = bs
+                .iter()
+                .filter(|b| !std::ptr::eq(**b, head) && b.input_fingerprint.is_some())
+                .filter(|b| !excluded(&b.build_id))
+                .map(|b| lean_record(b, ages.of(b)))
+                .collect();
+            me.insert(s, r, rec);
+        }
         // Records without a runtime count on any runtime, unless a later
         // record with a runtime exists: handled at lookup.
         let anyrt: Vec<&BuildRecord> = lineage
@@ -94,26 +120,38 @@ impl LineageRecords {
             .iter()
             .filter(|b| b.runtime.is_none())
             .collect();
-        let mut me = LineageRecords { heads };
         if !anyrt.is_empty() {
             // Resolve exactly with Lineage::head for the (rare) runtime-less records.
-            let mut pairs: Vec<(String, String)> = me.heads.keys().cloned().collect();
+            let mut pairs: Vec<(String, String)> = me
+                .heads
+                .iter()
+                .flat_map(|(s, rts)| rts.iter().map(|(r, _)| (s.clone(), r.clone())))
+                .collect();
             for b in &anyrt {
                 pairs.push((b.series.clone(), String::new()));
             }
             for (s, r) in pairs {
                 if let Some(h) = lineage.head(&s, &r) {
-                    me.heads.insert((s, r), engine_record(h, now));
+                    me.insert(&s, &r, engine_record(h, now));
                 }
             }
         }
         me
     }
 
+    /// Set the record of (series, runtime).
+    fn insert(&mut self, series: &str, runtime: &str, rec: Record) {
+        let rts = self.heads.entry(series.to_string()).or_default();
+        match rts.iter_mut().find(|(r, _)| r == runtime) {
+            Some((_, old)) => *old = rec,
+            None => rts.push((runtime.to_string(), rec)),
+        }
+    }
+
     fn get(&self, series: &str, runtime: &str) -> Option<&Record> {
-        self.heads
-            .get(&(series.to_string(), runtime.to_string()))
-            .or_else(|| self.heads.get(&(series.to_string(), String::new())))
+        let rts = self.heads.get(series)?;
+        let on = |rt: &str| rts.iter().find(|(r, _)| r == rt).map(|(_, rec)| rec);
+        on(runtime).or_else(|| on(""))
     }
 }
 

@@ -87,13 +87,14 @@
 //! polling does not see it).
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use csis_engine::{Fingerprint, Fingerprints};
+use rustc_hash::FxHashMap;
 use salsa::Setter;
 
 use crate::compile::{
@@ -376,8 +377,10 @@ pub struct LoadedTree {
     /// whole tree's hash when overlays are set: their files are not
     /// tracked).
     pub globals: blake3::Hash,
-    /// The parse hash of each file under `images/`, by path.
-    pub image_files: Arc<HashMap<PathBuf, blake3::Hash>>,
+    /// The parse hash of each file under `images/`, by its path's bytes
+    /// ([`path_key`]: a `Path` hashes and compares component by component,
+    /// and every series looks up each image of its chain here).
+    pub image_files: Arc<FxHashMap<Box<[u8]>, blake3::Hash>>,
     pub result: Arc<Result<Tree, Vec<Diagnostic>>>,
 }
 
@@ -387,6 +390,12 @@ impl PartialEq for LoadedTree {
     }
 }
 impl Eq for LoadedTree {}
+
+/// A path as the key of [`LoadedTree::image_files`]: its bytes (the paths
+/// of one load's files and of their parses are the same `PathBuf`s).
+pub fn path_key(p: &Path) -> Box<[u8]> {
+    p.as_os_str().as_encoded_bytes().into()
+}
 
 fn put(h: &mut blake3::Hasher, bytes: &[u8]) {
     h.update(&(bytes.len() as u64).to_le_bytes());

@@ -141,7 +141,10 @@ pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Opt
             let mut cur = tree.image(name).filter(|i| i.name == *name)?;
             for _ in 0..=tree.images.len() {
                 put(&mut h, cur.name.as_bytes());
-                match loaded.image_files.get(&cur.origin.loc.file.abs) {
+                match loaded
+                    .image_files
+                    .get(cur.origin.loc.file.abs.as_os_str().as_encoded_bytes())
+                {
                     Some(f) => h.update(f.as_bytes()),
                     None => h.update(loaded.hash.as_bytes()),
                 };

@@ -54,12 +54,12 @@ pub fn load_tree(db: &dyn Db, input: TreeInput) -> LoadedTree {
     let mut g = h.clone();
     let images = input.root(db).join("images");
     let mut nodes = Vec::with_capacity(input.files(db).len());
-    let mut files = HashMap::with_capacity(input.files(db).len());
+    let mut files = FxHashMap::with_capacity_and_hasher(input.files(db).len(), Default::default());
     for f in input.files(db) {
         let p = parse_file(db, *f);
         h.update(p.hash.as_bytes());
         if f.path(db).starts_with(&images) {
-            files.insert(f.path(db).clone(), p.hash);
+            files.insert(path_key(f.path(db)), p.hash);
         } else {
             g.update(p.hash.as_bytes());
         }
