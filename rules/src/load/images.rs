@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{Item, Loader, MemoFile};
+use super::{first_marker, Item, Loader, MemoFile};
 use crate::tree::*;
 use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
@@ -43,6 +43,10 @@ impl Loader<'_> {
                 continue;
             }
             memo.last.1 += 1;
+            // A file holding a marker is loaded anew every time: what its
+            // markers open to depends on the identities, whose files the
+            // key does not cover.
+            let sealed = matches!(&*pre.parse, Ok(n) if first_marker(n).is_some());
             // the file's own template reads, kept with its images
             let own = self.renderer.fork();
             let whole = std::mem::replace(&mut self.renderer, own);
@@ -60,7 +64,7 @@ impl Loader<'_> {
             }
             let reads = std::mem::replace(&mut self.renderer, whole).reads();
             self.renderer.add_reads(&reads);
-            if let Some(hash) = pre.hash {
+            if let Some(hash) = pre.hash.filter(|_| !sealed) {
                 let diags = self.d.items[before..].to_vec();
                 memo.files.insert(
                     path.clone(),

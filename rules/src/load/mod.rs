@@ -102,8 +102,11 @@ struct Item {
 /// [`ImageMemo`]).
 struct Pre {
     hash: Option<blake3::Hash>,
-    parse: Arc<Result<Node, Diagnostic>>,
+    parse: SharedParse,
 }
+
+/// A file's parse (or why it does not parse), shared.
+pub type SharedParse = Arc<Result<Node, Diagnostic>>;
 
 /// The loaded images of each file of `images/`, kept between the loads of
 /// one process by the incremental load ([`crate::incremental`]): a file
@@ -112,7 +115,9 @@ struct Pre {
 /// templates, decryption and typed model done again. Valid for one key
 /// (the options, and the `execution.*` values the templates see); emptied
 /// when the key moves. Not used with overlays or `--undeclare` (which
-/// change items across files). Never written anywhere: it lives in memory.
+/// change items across files); a file holding an `ENC[age:...]` marker is
+/// never kept (what it opens to depends on the identity files, which the
+/// key does not cover). Never written anywhere: it lives in memory.
 #[derive(Default)]
 pub struct ImageMemo {
     key: Option<blake3::Hash>,
@@ -267,7 +272,7 @@ pub fn load_from_nodes(
 pub fn load_from_parses(
     root: &Path,
     opts: &LoadOptions,
-    files: Vec<(PathBuf, blake3::Hash, Arc<Result<Node, Diagnostic>>)>,
+    files: Vec<(PathBuf, blake3::Hash, SharedParse)>,
     memo: &mut ImageMemo,
 ) -> Result<Tree, Vec<Diagnostic>> {
     let pre = files

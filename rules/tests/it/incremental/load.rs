@@ -325,3 +325,61 @@ fn an_unmoved_image_file_is_not_loaded_again() {
     );
     assert_eq!(same_as_fresh(&inc, &o2), "v2");
 }
+
+/// A file holding an `ENC[age:...]` marker is loaded anew at every load:
+/// what it opens to depends on the identity file, which may change while
+/// the options do not.
+#[test]
+fn a_file_with_a_marker_is_loaded_again_with_the_identity_of_now() {
+    use age::secrecy::ExposeSecret;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_tree(root);
+    let id = age::x25519::Identity::generate();
+    let marker = csis_rules::secrets::Recipients::parse(&[id.to_public().to_string()])
+        .unwrap()
+        .encrypt("opened")
+        .unwrap();
+    std::fs::write(
+        root.join("images/sealed.yml"),
+        format!("images:\n  - name: sealed\n    source_image: deb12\n    tags: {{token: \"{marker}\"}}\n    runtimes: [{{image_builder: sim-bake}}]\n"),
+    )
+    .unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let id_file = keys.path().join("tree.age-identity");
+    std::fs::write(&id_file, id.to_string().expose_secret()).unwrap();
+    let o = LoadOptions {
+        identity: Some(id_file.display().to_string()),
+        ..opts()
+    };
+    let mut inc = Incremental::new(root, &o);
+    let first = during(&mut inc, |i| {
+        let t = i.tree().as_ref().expect("loads");
+        assert_eq!(t.image("sealed").unwrap().model.tags["token"], "opened");
+    });
+    assert_eq!((first.image_files_kept, first.image_files_loaded), (0, 4));
+
+    // another file edited: the sealed file is loaded again with the others kept
+    std::fs::write(root.join("images/app.yml"), format!("# edited\n{APP}")).unwrap();
+    let edit = during(&mut inc, |i| {
+        i.sync();
+        i.tree().as_ref().expect("loads");
+    });
+    assert_eq!((edit.image_files_kept, edit.image_files_loaded), (2, 2));
+
+    // the identity file now holds another key: the next load cannot open
+    // the marker, as a fresh load cannot
+    let other = age::x25519::Identity::generate();
+    std::fs::write(&id_file, other.to_string().expose_secret()).unwrap();
+    std::fs::write(root.join("images/app.yml"), APP).unwrap();
+    inc.sync();
+    let errs = inc.tree().as_ref().expect_err("the marker does not open");
+    let fresh = load(root, &o).expect_err("nor in a fresh load");
+    assert_eq!(diag_strings(errs), diag_strings(&fresh));
+    assert!(
+        diag_strings(errs)
+            .iter()
+            .any(|d| d.contains("cannot decrypt")),
+        "{errs:?}"
+    );
+}
