@@ -44,7 +44,9 @@ impl Loader<'_> {
     /// the other's snapshot. Refused at the second one's name, for two of
     /// one builder or two whose builders archive.
     fn refuse_one_label(&mut self, storages: &[Storage]) {
-        let key = |s: &Storage| normalize_name(&s.display).replace(['-', '.'], "_");
+        // the module label (`csis_tofu::hv::label`), which the archive
+        // name is made of (`ops`'s `archive_name`)
+        let key = |s: &Storage| s.display.replace(['-', '.'], "_");
         let mut seen: Vec<(String, &Storage)> = Vec::new();
         for s in storages {
             let k = key(s);
