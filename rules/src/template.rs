@@ -119,8 +119,6 @@ pub struct Renderer {
     env: Environment<'static>,
     base: BTreeMap<String, JValue>,
     reads: Arc<Mutex<TemplateReads>>,
-    /// The values of `ENV` and `execution` (for [`Renderer::fork`]).
-    scopes: [BTreeMap<String, JValue>; 2],
 }
 
 impl Renderer {
@@ -141,10 +139,19 @@ impl Renderer {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Lenient);
         env.set_fuel(Some(TEMPLATE_FUEL));
+        let mut base = BTreeMap::new();
         let vars = env_vars
             .iter()
             .map(|(k, v)| (k.clone(), JValue::from(v.as_str())))
             .collect();
+        base.insert(
+            "ENV".to_string(),
+            JValue::from_object(Probe {
+                values: vars,
+                reads: reads.clone(),
+                env: true,
+            }),
+        );
         let exec = [
             ("timestamp", &execution.timestamp),
             ("date", &execution.date),
@@ -153,39 +160,15 @@ impl Renderer {
         .into_iter()
         .map(|(k, v)| (k.to_string(), JValue::from(v.as_str())))
         .collect();
-        Self::of_scopes(env, [vars, exec], reads)
-    }
-
-    fn of_scopes(
-        env: Environment<'static>,
-        scopes: [BTreeMap<String, JValue>; 2],
-        reads: Arc<Mutex<TemplateReads>>,
-    ) -> Renderer {
-        let mut base = BTreeMap::new();
-        for (name, values, is_env) in [("ENV", &scopes[0], true), ("execution", &scopes[1], false)]
-        {
-            base.insert(
-                name.to_string(),
-                JValue::from_object(Probe {
-                    values: values.clone(),
-                    reads: reads.clone(),
-                    env: is_env,
-                }),
-            );
-        }
-        Renderer {
-            env,
-            base,
-            reads,
-            scopes,
-        }
-    }
-
-    /// A renderer of the same scopes whose [`TemplateReads`] start empty
-    /// and are its own (what one file's templates read: the incremental
-    /// load keeps them with the file's images).
-    pub fn fork(&self) -> Renderer {
-        Self::of_scopes(self.env.clone(), self.scopes.clone(), Default::default())
+        base.insert(
+            "execution".to_string(),
+            JValue::from_object(Probe {
+                values: exec,
+                reads: reads.clone(),
+                env: false,
+            }),
+        );
+        Renderer { env, base, reads }
     }
 
     /// Count `reads` as this renderer's own (a file's, kept from a load

@@ -118,8 +118,8 @@ pub use tree_queries::*;
 pub struct Counters {
     parses: AtomicUsize,
     loads: AtomicUsize,
-    pub(crate) image_files_kept: AtomicUsize,
-    pub(crate) image_files_loaded: AtomicUsize,
+    image_files_kept: AtomicUsize,
+    image_files_loaded: AtomicUsize,
     drafts: AtomicUsize,
     compiles: AtomicUsize,
     hashes: AtomicUsize,

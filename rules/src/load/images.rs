@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{first_marker, Item, Loader, MemoFile};
+use crate::template::Renderer;
 use crate::tree::*;
 use csis_schema::model::*;
 use csis_schema::yaml::{join_path, Node};
@@ -48,7 +49,7 @@ impl Loader<'_> {
             // key does not cover.
             let sealed = matches!(&*pre.parse, Ok(n) if first_marker(n).is_some());
             // the file's own template reads, kept with its images
-            let own = self.renderer.fork();
+            let own = Renderer::new(&self.env, &self.execution);
             let whole = std::mem::replace(&mut self.renderer, own);
             let before = self.d.items.len();
             let mut out = vec![("images".to_string(), Vec::new())];

@@ -507,7 +507,6 @@ impl Loader<'_> {
         fleet: &mut fleet::Fleet,
     ) -> (Vec<Image>, Vec<crate::groups::Group>) {
         let images = if self.memo.is_some()
-            && overlays.is_empty()
             && self.opts.overlays.is_empty()
             && self.opts.undeclares.is_empty()
         {
