@@ -163,6 +163,8 @@ pub struct Watcher {
     records: Option<Records>,
     /// How many plans it made.
     plans: usize,
+    /// How many times it looked at the tree's files ([`Watcher::changed`]).
+    looks: usize,
     /// The last plan failed (the tree did not load, the records did not
     /// read): the next replan plans again, whatever moved.
     failed: bool,
@@ -221,9 +223,15 @@ impl Events {
     }
 
     /// Does the event touch a file the tree is read from (not `.csis/`,
-    /// `generated/`, ...)? An error of the OS's watch counts: look.
+    /// `generated/`, ...)? An error of the OS's watch counts: look. An
+    /// access (a file or directory opened, or closed unwritten) moves
+    /// nothing: inotify reports every open, the watcher's own reads of the
+    /// tree among them, which would wake it again and again.
     fn relevant(&self, e: &notify::Result<notify::Event>) -> bool {
         let Ok(e) = e else { return true };
+        if matches!(e.kind, notify::EventKind::Access(_)) {
+            return false;
+        }
         e.paths.iter().any(|p| {
             p.strip_prefix(&self.root).map_or(true, |rel| {
                 !rel.components()
@@ -255,6 +263,7 @@ impl Watcher {
             events: None,
             records: None,
             plans: 0,
+            looks: 0,
             failed: false,
         };
         w.events = Events::open(&w.root);
@@ -305,6 +314,7 @@ impl Watcher {
     /// Whether a file under the tree changed (mtime or size) since the last
     /// call (or [`Watcher::open`]).
     pub fn changed(&mut self) -> bool {
+        self.looks += 1;
         let now = snapshot(&self.root);
         if now == self.snap {
             return false;
@@ -490,6 +500,41 @@ mod tests {
         std::fs::write(tree.dir.join("images/.images.yaml.swp"), "y").unwrap();
         assert!(w.changed());
         assert!(w.replan().is_err());
+    }
+
+    /// Reading the tree's files (as the watcher itself does at every look
+    /// and plan) wakes it for nothing: inotify reports every open, and a
+    /// watcher that looked at the tree for each would look for ever.
+    #[test]
+    fn a_file_opened_and_not_written_does_not_wake_the_watcher() {
+        let (_t, tree) = ops_basic();
+        let (mut w, first) = Watcher::open(&tree, Vec::new());
+        first.unwrap();
+        if w.events.is_none() {
+            eprintln!("skipped: the OS gives no file events here");
+            return;
+        }
+        let im = tree.dir.join("images/images.yaml");
+        // what the open and the first plan read may still be queued
+        while w.wait(Duration::from_millis(200)) {}
+        let looks = w.looks;
+        std::fs::read_to_string(&im).unwrap();
+        std::fs::read_dir(tree.dir.join("images"))
+            .unwrap()
+            .for_each(drop);
+        assert!(!w.wait(Duration::from_secs(30)), "nothing changed");
+        assert_eq!(w.looks, looks, "an open is not a change: no look taken");
+        // a write still wakes it, and is seen
+        std::fs::write(&im, std::fs::read_to_string(&im).unwrap() + "# c\n").unwrap();
+        let mut seen = false;
+        for _ in 0..20 {
+            if w.wait(Duration::from_secs(30)) {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "the write is seen");
+        assert!(w.looks > looks);
     }
 
     /// The watcher reads `meta-state/` again only when one of its files
