@@ -27,22 +27,25 @@ fn with_canonical(b: &BuildRecord, age: Option<Duration>) -> Record {
 
 /// How long ago run `run` began (by its id), as of `now`.
 fn age(run: Option<&str>, now: SystemTime) -> Option<Duration> {
-    run.and_then(parse_run_id)
-        .map(|t| now.duration_since(t).unwrap_or_default())
+    since(run.and_then(parse_run_id), now)
 }
 
-/// The ages of the runs of one lineage, each run id parsed once (the
+/// How long before `now` `born` was.
+fn since(born: Option<SystemTime>, now: SystemTime) -> Option<Duration> {
+    born.map(|t| now.duration_since(t).unwrap_or_default())
+}
+
+/// When the runs of one lineage began, each run id parsed once (the
 /// records of one build share their run).
-struct Ages<'a> {
-    now: SystemTime,
-    seen: HashMap<&'a str, Option<Duration>>,
+#[derive(Default)]
+struct Births<'a> {
+    seen: HashMap<&'a str, Option<SystemTime>>,
 }
 
-impl<'a> Ages<'a> {
-    fn of(&mut self, b: &'a BuildRecord) -> Option<Duration> {
+impl<'a> Births<'a> {
+    fn of(&mut self, b: &'a BuildRecord) -> Option<SystemTime> {
         let run = b.run.as_deref()?;
-        let now = self.now;
-        *self.seen.entry(run).or_insert_with(|| age(Some(run), now))
+        *self.seen.entry(run).or_insert_with(|| parse_run_id(run))
     }
 }
 
@@ -71,7 +74,16 @@ fn lean_record(b: &BuildRecord, age: Option<Duration>) -> Record {
 /// have records.
 pub struct LineageRecords {
     /// Per series, per runtime (a few): looked up without a key made.
-    heads: HashMap<String, Vec<(String, Record)>>,
+    heads: HashMap<String, Vec<Head>>,
+}
+
+/// The record of one (series, runtime) and when its runs began (the head's
+/// first, then its earlier records'), so that [`LineageRecords::at`] ages
+/// them without reading the lineage again.
+struct Head {
+    runtime: String,
+    record: Record,
+    born: Vec<Option<SystemTime>>,
 }
 
 impl LineageRecords {
@@ -92,10 +104,7 @@ impl LineageRecords {
                     .push(b);
             }
         }
-        let mut ages = Ages {
-            now,
-            seen: HashMap::new(),
-        };
+        let mut births = Births::default();
         let mut me = LineageRecords {
             heads: HashMap::with_capacity(all.len()),
         };
@@ -104,14 +113,20 @@ impl LineageRecords {
             bs.reverse();
             bs.sort_by(|a, b| crate::lineage::run_order(b, a));
             let head = bs[0];
-            let mut rec = with_canonical(head, ages.of(head));
-            rec.earlier = bs
+            let head_born = births.of(head);
+            let mut born = vec![head_born];
+            let mut record = with_canonical(head, since(head_born, now));
+            record.earlier = bs
                 .iter()
                 .filter(|b| !std::ptr::eq(**b, head) && b.input_fingerprint.is_some())
                 .filter(|b| !excluded(&b.build_id))
-                .map(|b| lean_record(b, ages.of(b)))
+                .map(|b| {
+                    let at = births.of(b);
+                    born.push(at);
+                    lean_record(b, since(at, now))
+                })
                 .collect();
-            me.insert(s, r, rec);
+            me.insert(s, r, record, born);
         }
         // Records without a runtime count on any runtime, unless a later
         // record with a runtime exists: handled at lookup.
@@ -125,32 +140,58 @@ impl LineageRecords {
             let mut pairs: Vec<(String, String)> = me
                 .heads
                 .iter()
-                .flat_map(|(s, rts)| rts.iter().map(|(r, _)| (s.clone(), r.clone())))
+                .flat_map(|(s, rts)| rts.iter().map(|h| (s.clone(), h.runtime.clone())))
                 .collect();
             for b in &anyrt {
                 pairs.push((b.series.clone(), String::new()));
             }
             for (s, r) in pairs {
                 if let Some(h) = lineage.head(&s, &r) {
-                    me.insert(&s, &r, engine_record(h, now));
+                    let born = births.of(h);
+                    me.insert(&s, &r, with_canonical(h, since(born, now)), vec![born]);
                 }
             }
         }
         me
     }
 
+    /// The same records aged as of `now` (a watch keeps its records while
+    /// their files do not move, and plans again later).
+    pub fn at(&mut self, now: SystemTime) {
+        for h in self.heads.values_mut().flatten() {
+            let mut born = h.born.iter().copied();
+            h.record.age = since(born.next().flatten(), now);
+            for (e, b) in h.record.earlier.iter_mut().zip(born) {
+                e.age = since(b, now);
+            }
+        }
+    }
+
     /// Set the record of (series, runtime).
-    fn insert(&mut self, series: &str, runtime: &str, rec: Record) {
+    fn insert(
+        &mut self,
+        series: &str,
+        runtime: &str,
+        record: Record,
+        born: Vec<Option<SystemTime>>,
+    ) {
         let rts = self.heads.entry(series.to_string()).or_default();
-        match rts.iter_mut().find(|(r, _)| r == runtime) {
-            Some((_, old)) => *old = rec,
-            None => rts.push((runtime.to_string(), rec)),
+        match rts.iter_mut().find(|h| h.runtime == runtime) {
+            Some(old) => {
+                old.record = record;
+                old.born = born;
+            }
+            None => rts.push(Head {
+                runtime: runtime.to_string(),
+                record,
+                born,
+            }),
         }
     }
 
     fn get(&self, series: &str, runtime: &str) -> Option<&Record> {
         let rts = self.heads.get(series)?;
-        let on = |rt: &str| rts.iter().find(|(r, _)| r == rt).map(|(_, rec)| rec);
+        let on = |rt: &str| rts.iter().find(|h| h.runtime == rt).map(|h| &h.record);
         on(runtime).or_else(|| on(""))
     }
 }
@@ -203,5 +244,51 @@ impl<'a> MetaPins<'a> {
         self.by_id
             .get(build_id)
             .and_then(|b| serde_json::to_value(&b.capabilities).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csis_engine::{Label, Node};
+
+    /// Records kept and aged again read as records made at that time: the
+    /// head's age and each earlier record's, on every runtime.
+    #[test]
+    fn records_aged_again_are_the_records_of_then() {
+        let mut lineage = Lineage::default();
+        for (i, (series, rt, run)) in [
+            ("web", "aws", "2026_12_01t00_00_00_000000"),
+            ("web", "aws", "2026_12_03t00_00_00_000000"),
+            ("web", "docker", "2026_11_20t10_00_00_000000"),
+            ("db", "aws", "2026_10_01t00_00_00_000000"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut b = BuildRecord::new(format!("b{i}"), series, rt);
+            b.input_fingerprint = Some(format!("{i:02}").repeat(32));
+            b.run = Some(run.into());
+            lineage.add_build(b);
+        }
+        let t0 = parse_run_id("2026_12_04t00_00_00_000000").unwrap();
+        let later = t0 + Duration::from_secs(40 * 86400 + 7);
+        let mut kept = LineageRecords::new(&lineage, t0);
+        kept.at(later);
+        let fresh = LineageRecords::new(&lineage, later);
+        let mut seen = 0;
+        for (series, rt) in [("web", "aws"), ("web", "docker"), ("db", "aws")] {
+            let label = Label::parse(&format!("//images/{series}@{rt}:bake")).unwrap();
+            let node = Node::new(label, "bake")
+                .with_attr("series", series)
+                .with_attr("runtime", rt);
+            let (a, b) = (kept.record(&node).unwrap(), fresh.record(&node).unwrap());
+            assert_eq!(a.age, b.age, "{series} on {rt}");
+            assert!(a.age.unwrap() >= Duration::from_secs(40 * 86400));
+            let ages = |r: &Record| r.earlier.iter().map(|e| e.age).collect::<Vec<_>>();
+            assert_eq!(ages(a), ages(b), "{series} on {rt}");
+            seen += a.earlier.len();
+        }
+        assert_eq!(seen, 1, "web on aws has one earlier record");
     }
 }

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::{Fingerprints, Graph, Pattern, Plan, Records, RunPolicy, Selection};
+use csis_engine::{Fingerprints, Graph, Pattern, Plan, Planner, Records, RunPolicy, Selection};
 /// `--force-bake` as the planner reads it.
 pub use csis_rules::compile::ForceBake;
 use csis_rules::compile::{
@@ -403,20 +403,47 @@ pub enum Explain {
 }
 
 /// [`Session::plan`] on a graph and its fingerprints, with the records of
-/// [`read_meta`] (`csis watch` plans on the incremental compile's graph).
+/// [`read_meta`] and their planning view `records`, aged as of `now`
+/// (`csis watch` plans on the incremental compile's graph, and keeps
+/// `records` while the records' files do not move).
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     meta: &MetaState,
     lineage: &Lineage,
     revs: &Revocations,
+    records: &LineageRecords,
+    now: SystemTime,
     graph: &Graph,
     fps: &Fingerprints,
     sel: &Selection,
     force: &ForceBake,
-    explain: Explain,
 ) -> Result<Plan> {
     let none = VendorMoves::new();
-    plan_with_vendor(meta, lineage, revs, graph, fps, sel, force, explain, &none)
+    let planner = planner_with(force, &none);
+    let on = Recorded {
+        meta,
+        lineage,
+        revs,
+        records,
+        now,
+    };
+    plan_on(&on, &planner, graph, fps, sel, Explain::No)
+}
+
+/// The records a plan reads, and when it plans.
+struct Recorded<'a> {
+    meta: &'a MetaState,
+    lineage: &'a Lineage,
+    revs: &'a Revocations,
+    /// The lineage's planning view for the engine, aged as of `now`.
+    records: &'a LineageRecords,
+    now: SystemTime,
+}
+
+/// The planning view of `lineage` for the engine, without the builds
+/// `revs` revoked as earlier records, aged as of `now`.
+pub fn planning_records(lineage: &Lineage, revs: &Revocations, now: SystemTime) -> LineageRecords {
+    LineageRecords::excluding(lineage, now, |b| revs.is_revoked(b))
 }
 
 /// [`plan`] with the vendor tags that moved ([`crate::vendor::read`]).
@@ -432,12 +459,37 @@ pub fn plan_with_vendor(
     explain: Explain,
     vendor: &VendorMoves,
 ) -> Result<Plan> {
-    let t0 = std::time::Instant::now();
     let now = SystemTime::now();
     let planner = planner_with(force, vendor);
+    let records = planning_records(lineage, revs, now);
+    let on = Recorded {
+        meta,
+        lineage,
+        revs,
+        records: &records,
+        now,
+    };
+    plan_on(&on, &planner, graph, fps, sel, explain)
+}
+
+fn plan_on(
+    on: &Recorded,
+    planner: &Planner,
+    graph: &Graph,
+    fps: &Fingerprints,
+    sel: &Selection,
+    explain: Explain,
+) -> Result<Plan> {
+    let t0 = std::time::Instant::now();
+    let Recorded {
+        meta,
+        lineage,
+        revs,
+        records,
+        now,
+    } = *on;
     let revoked = |b: &str| revs.is_revoked(b);
-    let records = LineageRecords::excluding(lineage, now, revoked);
-    let mut plan = planner.plan(graph, sel, fps, &records)?;
+    let mut plan = planner.plan(graph, sel, fps, records)?;
     // The planning view holds no canonical inputs: when a due node's
     // fingerprint differs from its head's, plan again with the whole
     // records, so the plan says which inputs changed (`--explain`).

@@ -26,16 +26,17 @@
 //! ([`PlanChange`]). `CSIS_TIMING=1` prints, per change, what ran (parses,
 //! loads, recompiled series, re-hashed files, re-fingerprinted series).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Result};
 use csis_cache::stamp::FileStat;
-use csis_cache::{Lineage, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::Plan;
+use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
+use csis_engine::{Label, Plan, PlannedNode};
 use csis_rules::compile::{ForceBake, NodeKind};
 use csis_rules::incremental::{Counts, Incremental};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::session::RecordedPins;
@@ -94,39 +95,30 @@ pub enum PlanChange {
     Removed { label: String },
 }
 
-/// The bakes whose decision or fingerprint differs from `old` to `new`.
+/// The bakes whose decision or fingerprint differs from `old` to `new`
+/// (labels compared as labels: nothing is formatted but what changed).
 pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
-    let old_map: BTreeMap<String, (&str, bool, String)> = old
-        .map(|p| {
-            p.nodes
-                .iter()
-                .filter(|n| n.kind == NodeKind::Bake)
-                .map(|n| {
-                    (
-                        n.label.to_string(),
-                        (n.reason.as_str(), n.due, n.fingerprint.prefix(12)),
-                    )
-                })
-                .collect()
-        })
+    fn bakes(p: &Plan) -> impl Iterator<Item = &PlannedNode> {
+        p.nodes.iter().filter(|n| n.kind == NodeKind::Bake)
+    }
+    let old_map: FxHashMap<&Label, &PlannedNode> = old
+        .map(|p| bakes(p).map(|n| (&n.label, n)).collect())
         .unwrap_or_default();
     let mut out = Vec::new();
-    for n in new.nodes.iter().filter(|n| n.kind == NodeKind::Bake) {
-        let label = n.label.to_string();
-        let fingerprint = n.fingerprint.prefix(12);
-        match old_map.get(&label) {
+    for n in bakes(new) {
+        match old_map.get(&n.label) {
             None => out.push(PlanChange::Added {
-                label,
-                fingerprint,
+                label: n.label.to_string(),
+                fingerprint: n.fingerprint.prefix(12),
                 reason: n.reason.clone(),
             }),
-            Some((r, due, ofp)) => {
-                if *r != n.reason || *due != n.due || *ofp != fingerprint {
+            Some(o) => {
+                if o.reason != n.reason || o.due != n.due || o.fingerprint != n.fingerprint {
                     out.push(PlanChange::Changed {
-                        label,
+                        label: n.label.to_string(),
                         due: n.due,
-                        old_fingerprint: ofp.clone(),
-                        fingerprint,
+                        old_fingerprint: o.fingerprint.prefix(12),
+                        fingerprint: n.fingerprint.prefix(12),
                         reason: n.reason.clone(),
                     });
                 }
@@ -134,11 +126,12 @@ pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
         }
     }
     if let Some(p) = old {
-        let now: BTreeSet<String> = new.nodes.iter().map(|n| n.label.to_string()).collect();
-        for n in p.nodes.iter().filter(|n| n.kind == NodeKind::Bake) {
-            let label = n.label.to_string();
-            if !now.contains(&label) {
-                out.push(PlanChange::Removed { label });
+        let now: FxHashSet<&Label> = bakes(new).map(|n| &n.label).collect();
+        for n in bakes(p) {
+            if !now.contains(&n.label) {
+                out.push(PlanChange::Removed {
+                    label: n.label.to_string(),
+                });
             }
         }
     }
@@ -177,6 +170,9 @@ pub struct Watcher {
 struct Records {
     stats: Vec<(PathBuf, FileStat)>,
     read: (MetaState, Lineage, Pins, Revocations),
+    /// The lineage's planning view for the engine, made once per read and
+    /// aged again at each plan.
+    planning: LineageRecords,
 }
 
 impl Records {
@@ -370,29 +366,37 @@ impl Watcher {
         if !self.kept(&stats) {
             let started = SystemTime::now();
             let read = crate::session::read_meta(&self.root)?;
+            let planning = crate::session::planning_records(&read.1, &read.3, started);
             // kept for the next plan unless a file changed in the last
             // second (the same metadata could then hide another change)
             match stats.filter(|s| !s.iter().any(|(_, st)| st.is_racy(started))) {
-                Some(stats) => self.records = Some(Records { stats, read }),
+                Some(stats) => {
+                    self.records = Some(Records {
+                        stats,
+                        read,
+                        planning,
+                    })
+                }
                 None => {
                     self.records = None;
-                    return self.plan_on(t0, before, &read);
+                    let mut once = Records {
+                        stats: Vec::new(),
+                        read,
+                        planning,
+                    };
+                    return self.plan_on(t0, before, &mut once);
                 }
             }
         }
-        let read = self.records.take().expect("kept or just read");
-        let plan = self.plan_on(t0, before, &read.read);
+        let mut read = self.records.take().expect("kept or just read");
+        let plan = self.plan_on(t0, before, &mut read);
         self.records = Some(read);
         plan
     }
 
-    /// The plan on the database's graph, against the records `read`.
-    fn plan_on(
-        &mut self,
-        t0: Instant,
-        before: Counts,
-        (meta, lineage, pins, revs): &(MetaState, Lineage, Pins, Revocations),
-    ) -> Result<Plan> {
+    /// The plan on the database's graph, against the records `r`.
+    fn plan_on(&mut self, t0: Instant, before: Counts, r: &mut Records) -> Result<Plan> {
+        let (meta, lineage, pins, revs) = &r.read;
         // what the records answer for the pinned images of the tree as it
         // loads now (an image that became pinned asks for its pin even
         // though the records did not move; only a changed answer is set)
@@ -424,15 +428,18 @@ impl Watcher {
         }
         let graph = &c.compiled.graph;
         let sel = crate::session::select(graph, &self.patterns)?;
+        let now = SystemTime::now();
+        r.planning.at(now);
         crate::session::plan(
             meta,
             lineage,
             revs,
+            &r.planning,
+            now,
             graph,
             &c.fps,
             &sel,
             &ForceBake::default(),
-            crate::session::Explain::No,
         )
     }
 }
