@@ -37,6 +37,11 @@ impl NodeId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
+    /// The id of the node at `index` in insertion order (what [`NodeId::index`]
+    /// returns); a graph refuses an id past its nodes.
+    pub fn from_index(index: usize) -> NodeId {
+        NodeId(u32::try_from(index).expect("fewer than 2^32 nodes"))
+    }
     fn ix(self) -> NodeIndex<u32> {
         NodeIndex::new(self.0 as usize)
     }
@@ -224,6 +229,8 @@ pub enum GraphError {
     SelfDependency(Label),
     #[error("node id {0:?} is not in this graph")]
     UnknownNode(NodeId),
+    #[error("node {was} cannot be replaced by a node of another label ({by})")]
+    Replaced { was: Label, by: Label },
     #[error(transparent)]
     Cycle(#[from] CycleError),
 }
@@ -296,6 +303,21 @@ impl Fingerprints {
         })
     }
 
+    /// New fingerprints `fps` (indexed by [`NodeId::index`]) of a graph of
+    /// the same shape as these were computed for (the same nodes and
+    /// edges, some nodes' contents replaced, [`Graph::replace_node`]): the
+    /// topological order is kept. The caller vouches for both.
+    ///
+    /// # Panics
+    /// If `fps` does not hold one fingerprint per node.
+    pub fn with_values(&self, fps: Vec<Fingerprint>) -> Fingerprints {
+        assert_eq!(fps.len(), self.fps.len(), "one fingerprint per node");
+        Fingerprints {
+            fps,
+            order: self.order.clone(),
+        }
+    }
+
     /// The fingerprint of `id`.
     pub fn get(&self, id: NodeId) -> Fingerprint {
         self.fps[id.index()]
@@ -345,6 +367,22 @@ impl Graph {
                 Ok(id)
             }
         }
+    }
+
+    /// Put `node` in the place of node `id`, whose label it must have: its
+    /// edges and its place in every order stay (an incremental compile
+    /// patches a graph whose shape did not move).
+    pub fn replace_node(&mut self, id: NodeId, node: Arc<Node>) -> Result<(), GraphError> {
+        self.check(id)?;
+        let slot = &mut self.g[id.ix()];
+        if slot.label != node.label {
+            return Err(GraphError::Replaced {
+                was: slot.label.clone(),
+                by: node.label.clone(),
+            });
+        }
+        *slot = node;
+        Ok(())
     }
 
     /// Declare that `node` depends on `dep` (so `dep` runs first).

@@ -415,7 +415,7 @@ impl Watcher {
                 target: "csis::timing",
                 "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s) \
                  ({} image file(s) loaded, {} kept), {} series recompiled, {} file(s) hashed, \
-                 {} series fingerprinted)",
+                 {} series fingerprinted, {} graph(s) assembled, {} patched)",
                 t0.elapsed().as_secs_f64() * 1000.0,
                 n.parses,
                 n.loads,
@@ -423,7 +423,9 @@ impl Watcher {
                 n.image_files_kept,
                 n.compiles,
                 n.hashes,
-                n.fingerprints
+                n.fingerprints,
+                n.graphs - n.graphs_patched,
+                n.graphs_patched
             );
         }
         let graph = &c.compiled.graph;

@@ -97,7 +97,9 @@ fn watch_reports_an_edited_playbook_and_an_edited_image() {
     // series; the playbook edit re-hashes one file, parses and loads
     // nothing, recompiles web and re-fingerprints web, app, tools; the
     // image edit parses and loads its file again (the tree's one image
-    // file), recompiles and re-fingerprints worker alone
+    // file), recompiles and re-fingerprints worker alone (its in-bake
+    // test, an input of its bake); neither moves a node, so both patch
+    // the graph in place
     let timing: Vec<String> = err
         .iter()
         .filter(|l| l.contains("incremental load and compile"))
@@ -105,19 +107,19 @@ fn watch_reports_an_edited_playbook_and_an_edited_image() {
     assert_eq!(timing.len(), 3, "{timing:?}");
     assert!(
         timing[0].contains(
-            "1 load(s) (1 image file(s) loaded, 0 kept), 7 series recompiled, 2 file(s) hashed, 7 series fingerprinted"
+            "1 load(s) (1 image file(s) loaded, 0 kept), 7 series recompiled, 2 file(s) hashed, 7 series fingerprinted, 1 graph(s) assembled, 0 patched)"
         ),
         "{timing:?}"
     );
     assert!(
         timing[1].contains(
-            "(0 file(s) parsed, 0 load(s) (0 image file(s) loaded, 0 kept), 1 series recompiled, 1 file(s) hashed, 3 series fingerprinted)"
+            "(0 file(s) parsed, 0 load(s) (0 image file(s) loaded, 0 kept), 1 series recompiled, 1 file(s) hashed, 3 series fingerprinted, 0 graph(s) assembled, 1 patched)"
         ),
         "{timing:?}"
     );
     assert!(
         timing[2].contains(
-            "(1 file(s) parsed, 1 load(s) (1 image file(s) loaded, 0 kept), 1 series recompiled, 0 file(s) hashed, 1 series fingerprinted)"
+            "(1 file(s) parsed, 1 load(s) (1 image file(s) loaded, 0 kept), 1 series recompiled, 0 file(s) hashed, 1 series fingerprinted, 0 graph(s) assembled, 1 patched)"
         ),
         "{timing:?}"
     );

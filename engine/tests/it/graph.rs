@@ -173,3 +173,36 @@ fn a_two_node_cycle() {
     let e = g.check_acyclic().unwrap_err();
     assert_eq!(e.cycle.len(), 3);
 }
+
+/// A node replaced by one of its label keeps its place, its edges and the
+/// topological order; its new inputs are what the graph fingerprints. A
+/// node of another label is refused, and the graph is left as it was.
+#[test]
+fn a_node_is_replaced_in_place_by_one_of_its_label() {
+    let mut g = tree();
+    let id = g.find(&l("//images/base@aws-east2:bake")).unwrap();
+    let (order, before) = (g.topo_order().unwrap(), g.fingerprints().unwrap());
+    let deps = |g: &Graph| g.deps(id).map(|(d, _)| d).collect::<Vec<_>>();
+    let (old_deps, old_dependents) = (deps(&g), g.dependents(id).collect::<Vec<_>>());
+    let node = Node::new(l("//images/base@aws-east2"), "bake").with_inputs(json!({"name": "b2"}));
+    g.replace_node(id, std::sync::Arc::new(node)).unwrap();
+    assert_eq!(g.node(id).inputs(), &json!({"name": "b2"}));
+    assert_eq!(g.topo_order().unwrap(), order);
+    assert_eq!(
+        (deps(&g), g.dependents(id).collect::<Vec<_>>()),
+        (old_deps, old_dependents)
+    );
+    let after = g.fingerprints().unwrap();
+    assert_ne!(after.get(id), before.get(id), "the new inputs are hashed");
+    // the same order, new values
+    let kept = before.with_values(g.ids().map(|i| after.get(i)).collect());
+    assert_eq!(kept.topo_order(), after.topo_order());
+
+    let other = Node::new(l("//images/dask@aws-east2"), "bake");
+    let err = g.replace_node(id, std::sync::Arc::new(other)).unwrap_err();
+    assert!(matches!(err, GraphError::Replaced { .. }), "{err}");
+    assert_eq!(g.node(id).inputs(), &json!({"name": "b2"}));
+    assert!(g
+        .replace_node(NodeId::from_index(g.len()), g.node_arc(id).clone())
+        .is_err());
+}

@@ -3,6 +3,7 @@
 //! to its parent's on the same runtime.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use csis_engine::{Dep, Graph, Node, NodeId};
@@ -93,9 +94,10 @@ impl Assembler {
         linked
     }
 
-    /// Add a unit; per entry, whether it entered the graph (its nodes are
-    /// the next ones, in [`Entry::fingerprints`](crate::compile::Entry::fingerprints) order).
-    pub fn add(&mut self, unit: Unit) -> Result<Vec<bool>, CompileError> {
+    /// Add a unit; per entry, the ids (indices) of its nodes when it
+    /// entered the graph (consecutive, in [`Entry::fingerprints`](crate::compile::Entry::fingerprints) order),
+    /// None when it did not.
+    pub fn add(&mut self, unit: Unit) -> Result<Vec<Option<Range<usize>>>, CompileError> {
         let what = match unit.kind {
             SeriesKind::Os => "os builder",
             SeriesKind::Image => "image",
@@ -109,9 +111,10 @@ impl Assembler {
                     "{what} {}: a second runtimes[] entry bakes on {rt}; only the first is used",
                     unit.series
                 ));
-                added.push(false);
+                added.push(None);
                 continue;
             }
+            let first = self.g.len();
             let (parent, parent_dep) = match e.parent {
                 ParentLink::Vendor => (None, None),
                 ParentLink::Fixed(id) => (Some(ParentSpec::Fixed { id }), None),
@@ -126,7 +129,7 @@ impl Assembler {
                             "image {} on {rt}: its parent {series} does not bake on {rt}; skipped",
                             unit.series
                         ));
-                        added.push(false);
+                        added.push(None);
                         continue;
                     };
                     let dep = match pinned_fp {
@@ -198,7 +201,7 @@ impl Assembler {
                 )?;
                 self.g.add_dep(d, before_dispose, Dep::Order)?;
             }
-            added.push(true);
+            added.push(Some(first..self.g.len()));
         }
         Ok(added)
     }
@@ -224,6 +227,92 @@ impl Assembler {
             linked,
         )
     }
+}
+
+/// Put `new`, a unit of the same shape as `old` ([`Unit::same_shape`]), in
+/// the place of `old` in `compiled`, which an [`Assembler`] made with `old`
+/// and whose entries entered the graph at `ids` (what [`Assembler::add`]
+/// returned): its nodes replace `old`'s, its specs theirs (a bake's with
+/// the parent `old`'s had), and the graph's edges, order, bakes and
+/// warnings stay, as an assembly with `new` would have made them. False,
+/// and nothing changed, when the shapes differ or `ids` do not fit.
+pub fn patch_unit(
+    compiled: &mut Compiled,
+    ids: &[Option<Range<usize>>],
+    old: &Unit,
+    new: &Unit,
+) -> bool {
+    if !old.same_shape(new) || ids.len() != new.entries.len() {
+        return false;
+    }
+    let fits = new.entries.iter().zip(ids).all(|(e, r)| {
+        r.as_ref().is_none_or(|r| {
+            r.len() == e.node_count()
+                && r.end <= compiled.graph.len()
+                && matches!(
+                    compiled
+                        .specs
+                        .get(r.start + usize::from(e.resolve.is_some())),
+                    Some(NodeSpec::Bake(_))
+                )
+        })
+    });
+    if !fits {
+        return false;
+    }
+    for (e, r) in new.entries.iter().zip(ids) {
+        let Some(r) = r else { continue };
+        let at = r.start + usize::from(e.resolve.is_some());
+        let bake = NodeId::from_index(at);
+        let parent = match &compiled.specs[at] {
+            NodeSpec::Bake(was) => was.parent.clone(),
+            _ => unreachable!("checked above"),
+        };
+        let spec = if e.spec.parent == parent {
+            e.spec.clone()
+        } else {
+            let mut copy = (*e.spec).clone();
+            copy.parent = parent;
+            Arc::new(copy)
+        };
+        // the entry's nodes in the order they entered the graph, each with
+        // its new spec (None: it names only the bake, which stays)
+        let mut put: Vec<(&Arc<Node>, Option<NodeSpec>)> = Vec::with_capacity(r.len());
+        if let Some((node, spec)) = &e.resolve {
+            put.push((node, Some(NodeSpec::Resolve(spec.clone()))));
+        }
+        put.push((&e.bake, Some(NodeSpec::Bake(spec))));
+        put.push((&e.emit, None));
+        put.push((&e.retag, None));
+        if let Some((node, tests)) = &e.test {
+            let tests = tests.clone();
+            put.push((node, Some(NodeSpec::Test { bake, tests })));
+        }
+        if let Some((node, model)) = &e.release {
+            let model = model.clone();
+            put.push((node, Some(NodeSpec::Release { bake, model })));
+        }
+        if let Some((node, keep, ephemeral)) = &e.dispose {
+            let spec = NodeSpec::Dispose {
+                series: new.series.clone(),
+                runtime: e.runtime.clone(),
+                keep: *keep,
+                ephemeral: *ephemeral,
+            };
+            put.push((node, Some(spec)));
+        }
+        debug_assert_eq!(put.len(), r.len());
+        for (i, (node, spec)) in r.clone().zip(put) {
+            compiled
+                .graph
+                .replace_node(NodeId::from_index(i), node.clone())
+                .expect("the same shape: the same labels");
+            if let Some(spec) = spec {
+                compiled.specs[i] = spec;
+            }
+        }
+    }
+    true
 }
 
 /// What follows a bake that an instance of its series waits for and reads.

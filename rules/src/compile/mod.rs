@@ -46,7 +46,7 @@ mod policy;
 mod units;
 mod vocabulary;
 
-pub use assemble::{image_order, Assembler, LinkedSpecs};
+pub use assemble::{image_order, patch_unit, Assembler, LinkedSpecs};
 pub use bake_inputs::{file_hash, BAKE_RECIPE};
 pub use fleet::{
     gate, instance_label, launch_params, storage_inputs, storage_label, will_boot,

@@ -122,7 +122,50 @@ pub(super) enum ParentLink {
     },
 }
 
+impl Unit {
+    /// Whether an [`Assembler`](crate::compile::Assembler) lays out `other`
+    /// as it lays out this unit: the same series and entries, each on the
+    /// same runtime from the same parent link, with nodes of the same
+    /// labels in the same places, the same post-bake tests and release
+    /// model (what the fleet reads of an image). Their nodes' inputs and
+    /// specs may differ: an incremental compile then patches the graph in
+    /// place ([`patch_unit`](crate::compile::patch_unit)).
+    pub fn same_shape(&self, other: &Unit) -> bool {
+        fn label(n: &Arc<Node>) -> &csis_engine::Label {
+            n.label()
+        }
+        self.kind == other.kind
+            && self.series == other.series
+            && self.entries.len() == other.entries.len()
+            && self.entries.iter().zip(&other.entries).all(|(a, b)| {
+                a.runtime == b.runtime
+                    && a.parent == b.parent
+                    && a.resolve.as_ref().map(|r| label(&r.0))
+                        == b.resolve.as_ref().map(|r| label(&r.0))
+                    && label(&a.bake) == label(&b.bake)
+                    && label(&a.emit) == label(&b.emit)
+                    && label(&a.retag) == label(&b.retag)
+                    && a.test.as_ref().map(|(n, t)| (label(n), t))
+                        == b.test.as_ref().map(|(n, t)| (label(n), t))
+                    && a.release.as_ref().map(|(n, m)| (label(n), m))
+                        == b.release.as_ref().map(|(n, m)| (label(n), m))
+                    && a.dispose.as_ref().map(|d| label(&d.0))
+                        == b.dispose.as_ref().map(|d| label(&d.0))
+            })
+    }
+}
+
 impl Entry {
+    /// How many nodes the entry adds to a graph (what
+    /// [`Entry::fingerprints`] returns one of each for).
+    pub fn node_count(&self) -> usize {
+        // bake, emit, retag, and those the entry has of the others
+        3 + usize::from(self.resolve.is_some())
+            + usize::from(self.test.is_some())
+            + usize::from(self.release.is_some())
+            + usize::from(self.dispose.is_some())
+    }
+
     /// The series this entry's bake hashes as its `parent` (follow, and
     /// pinned while no recorded fingerprint is known), and the series whose
     /// bake must exist on the runtime for the entry to enter the graph.

@@ -125,6 +125,7 @@ pub struct Counters {
     hashes: AtomicUsize,
     fingerprints: AtomicUsize,
     graphs: AtomicUsize,
+    graphs_patched: AtomicUsize,
     executions: AtomicUsize,
 }
 
@@ -149,6 +150,9 @@ pub struct Counts {
     pub fingerprints: usize,
     /// Executions of [`graph`] (the graph assembled from the series).
     pub graphs: usize,
+    /// Of those, the graphs made by patching the last one in place (every
+    /// series of the same shape, [`compile::Unit::same_shape`]).
+    pub graphs_patched: usize,
     /// Every query execution salsa reported (`EventKind::WillExecute`).
     pub executions: usize,
 }
@@ -166,6 +170,7 @@ impl std::ops::Sub for Counts {
             hashes: self.hashes - o.hashes,
             fingerprints: self.fingerprints - o.fingerprints,
             graphs: self.graphs - o.graphs,
+            graphs_patched: self.graphs_patched - o.graphs_patched,
             executions: self.executions - o.executions,
         }
     }
@@ -184,6 +189,7 @@ impl Counters {
             hashes: g(&self.hashes),
             fingerprints: g(&self.fingerprints),
             graphs: g(&self.graphs),
+            graphs_patched: g(&self.graphs_patched),
             executions: g(&self.executions),
         }
     }
@@ -206,6 +212,10 @@ pub trait Db: salsa::Database {
     /// [`Assembler::with_specs`]: a cache of copies, never read as a
     /// value by a query).
     fn linked_specs(&self) -> &Mutex<LinkedSpecs>;
+    /// The graph the last [`graph`] made and what it was made of, for the
+    /// next one to patch in place ([`LastGraph`]: never read as a value by
+    /// a query).
+    fn last_graph(&self) -> &Mutex<Option<LastGraph>>;
     /// The scheduler's cost of each bake (fixed for the database's life).
     fn bake_costs(&self) -> &dyn BakeCost;
     /// The tree [`load_tree`] loaded last (written by it, read by
@@ -239,6 +249,7 @@ pub struct CompileDb {
     /// Every content file asked for so far, with the stamp it was read at.
     contents: Arc<Mutex<BTreeMap<PathBuf, (ContentFile, Stamp)>>>,
     linked: Arc<Mutex<LinkedSpecs>>,
+    last_graph: Arc<Mutex<Option<LastGraph>>>,
     costs: Arc<dyn BakeCost>,
     loaded: Arc<Mutex<Option<LoadResult>>>,
     memo: Arc<Mutex<load::ImageMemo>>,
@@ -258,6 +269,7 @@ impl Default for CompileDb {
             counters,
             contents: Arc::default(),
             linked: Arc::default(),
+            last_graph: Arc::default(),
             costs: Arc::new(DefaultCost),
             loaded: Arc::default(),
             memo: Arc::default(),
@@ -288,6 +300,10 @@ impl Db for CompileDb {
 
     fn linked_specs(&self) -> &Mutex<LinkedSpecs> {
         &self.linked
+    }
+
+    fn last_graph(&self) -> &Mutex<Option<LastGraph>> {
+        &self.last_graph
     }
 
     fn bake_costs(&self) -> &dyn BakeCost {

@@ -413,40 +413,67 @@ pub fn series_order(db: &dyn Db, input: TreeInput) -> Option<Vec<(SeriesKind, St
 /// builders, then images parents first) by the same [`Assembler`] as
 /// [`compile::compile`], with the fingerprints of the series' entries
 /// (None: the tree does not load). Runs when the order, a unit or a
-/// fingerprint changed; not compared (nothing depends on it).
+/// fingerprint changed; not compared (nothing depends on it). When every
+/// series has the shape it had in the last graph ([`Unit::same_shape`]:
+/// an edit moved inputs, not nodes) and the tree declares no fleet, the
+/// last graph is patched instead ([`patched`]): the units that moved put
+/// their nodes and specs in the places of the old ones, and the
+/// fingerprints are laid out in the same order.
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, String>> {
     bump(&db.counters().graphs);
     let order = series_order(db, input).as_ref()?;
+    let fleet = fleet_part(db, input);
+    let last = db
+        .last_graph()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(last) = last.filter(|l| fleet.is_none() && l.order == *order) {
+        if let Some(next) = patched(db, input, last) {
+            bump(&db.counters().graphs_patched);
+            let c = next.compiled.clone();
+            *db.last_graph().lock().unwrap_or_else(|e| e.into_inner()) = Some(next);
+            return Some(Ok(c));
+        }
+    }
     let previous =
         std::mem::take(&mut *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()));
     let mut a = Assembler::with_specs(previous);
     let mut fps: Vec<Fingerprint> = Vec::new();
     let mut memo_ok = true;
+    let mut units = Vec::with_capacity(order.len());
+    let mut ids = Vec::with_capacity(order.len());
     for (kind, name) in order {
         let s = Series::new(db, *kind, name.clone());
         let unit = match nodes(db, input, s) {
             Some(Ok(u)) => u,
             Some(Err(e)) => return Some(Err(e.clone())),
-            None => continue,
+            None => {
+                units.push(None);
+                ids.push(Vec::new());
+                continue;
+            }
         };
         let added = match a.add((**unit).clone()) {
             Ok(added) => added,
             Err(e) => return Some(Err(e.to_string())),
         };
         let f = fingerprints(db, input, s);
-        for (i, added) in added.into_iter().enumerate() {
+        for (i, added) in added.iter().enumerate() {
             match (added, f.get(i).and_then(|x| x.as_ref())) {
-                (true, Some(e)) => fps.extend_from_slice(&e.nodes),
-                (false, None) => {}
+                (Some(_), Some(e)) => fps.extend_from_slice(&e.nodes),
+                (None, None) => {}
                 _ => memo_ok = false,
             }
         }
+        units.push(Some(unit.clone()));
+        ids.push(added);
     }
     // The fleet's nodes come last; their fingerprints are their own
     // inputs (every fleet edge is an ordering edge). The incremental
     // compile reads no fleet records: declared storages and instances only.
-    if let Some(part) = fleet_part(db, input) {
+    if let Some(part) = fleet {
         if let Ok(tree) = &*part.tree {
             if let Err(e) = a.add_fleet(tree, &compile::RecordedFleet::default()) {
                 return Some(Err(e.to_string()));
@@ -469,8 +496,83 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
         compiled.graph.fingerprints()
     };
     Some(match fps {
-        Ok(fps) => Ok(Arc::new(CompiledTree { compiled, fps })),
+        Ok(fps) => {
+            let c = Arc::new(CompiledTree { compiled, fps });
+            if memo_ok && fleet.is_none() {
+                *db.last_graph().lock().unwrap_or_else(|e| e.into_inner()) = Some(LastGraph {
+                    order: order.clone(),
+                    units,
+                    ids,
+                    compiled: c.clone(),
+                });
+            }
+            Ok(c)
+        }
         Err(e) => Err(e.to_string()),
+    })
+}
+
+/// The graph [`graph`] made last, and what it was made of: the series'
+/// order, each series' unit (None: it had none) and where each entry of
+/// it entered the graph ([`Assembler::add`]).
+pub struct LastGraph {
+    order: Vec<(SeriesKind, String)>,
+    units: Vec<Option<Arc<Unit>>>,
+    ids: Vec<Vec<Option<std::ops::Range<usize>>>>,
+    compiled: Arc<CompiledTree>,
+}
+
+/// `last`'s graph with the units of now put in place of those that moved
+/// ([`compile::patch_unit`]) and the fingerprints of now, when every
+/// series has the shape it had (None: assemble it again). The topological
+/// order is `last`'s (the same nodes and edges).
+fn patched(db: &dyn Db, input: TreeInput, last: LastGraph) -> Option<LastGraph> {
+    let old = &last.compiled;
+    let mut compiled: Option<Compiled> = None;
+    let mut fps = vec![Fingerprint::default(); old.compiled.graph.len()];
+    let mut units = Vec::with_capacity(last.units.len());
+    for (((kind, name), was), ids) in last.order.iter().zip(&last.units).zip(&last.ids) {
+        let s = Series::new(db, *kind, name.clone());
+        let unit = match (nodes(db, input, s), was) {
+            (None, None) => {
+                units.push(None);
+                continue;
+            }
+            (Some(Ok(u)), Some(was)) => {
+                if !Arc::ptr_eq(u, was) {
+                    let c = compiled.get_or_insert_with(|| old.compiled.clone());
+                    if !compile::patch_unit(c, ids, was, u) {
+                        return None;
+                    }
+                }
+                u
+            }
+            // a series appeared, went or does not compile: assemble again
+            // (which says the error as a plain compile does)
+            _ => return None,
+        };
+        let f = fingerprints(db, input, s);
+        if f.len() != ids.len() {
+            return None;
+        }
+        for (r, e) in ids.iter().zip(f) {
+            match (r, e) {
+                (Some(r), Some(e)) if r.len() == e.nodes.len() => {
+                    fps[r.clone()].copy_from_slice(&e.nodes)
+                }
+                (None, None) => {}
+                _ => return None,
+            }
+        }
+        units.push(Some(unit.clone()));
+    }
+    let compiled = compiled.unwrap_or_else(|| old.compiled.clone());
+    let fps = old.fps.with_values(fps);
+    Some(LastGraph {
+        order: last.order,
+        units,
+        ids: last.ids,
+        compiled: Arc::new(CompiledTree { compiled, fps }),
     })
 }
 
