@@ -72,35 +72,36 @@ impl Loader<'_> {
     /// and its modifications (their mod builder, checked against its kind).
     pub(super) fn resolve_images(&mut self, t: &mut Tree) {
         for i in 0..t.images.len() {
+            // borrowed, not copied: every image is resolved at every load
             let img = &t.images[i];
-            let path = img.origin.path.clone();
-            let o = img.origin.clone();
-            let src = img.model.source_image.clone();
-            let parent = if is_absent(&src) {
+            let path = &img.origin.path;
+            let o = &img.origin;
+            let src = &img.model.source_image;
+            let parent = if is_absent(src) {
                 match t.os_builders_by_name.default {
                     Some(o) => Some(Parent::Os(t.os_builders[o].name.clone())),
                     None => {
                         self.d.error_hint(
                             o.field("source_image"),
-                            &join_path(&path, "source_image"),
+                            &join_path(path, "source_image"),
                             "`source_image: default` but no OS builder has is_default: true",
                             "name the OS builder or image this image is built from",
                         );
                         None
                     }
                 }
-            } else if let Some(j) = t.images_by_name.get(&src) {
+            } else if let Some(j) = t.images_by_name.get(src) {
                 if j == i {
                     self.d.error(
                         o.field("source_image"),
-                        &join_path(&path, "source_image"),
+                        &join_path(path, "source_image"),
                         format!("image `{}` is its own source_image", img.display),
                     );
                     None
                 } else {
                     Some(Parent::Image(t.images[j].name.clone()))
                 }
-            } else if let Some(o) = t.os_builders_by_name.get(&src) {
+            } else if let Some(o) = t.os_builders_by_name.get(src) {
                 Some(Parent::Os(t.os_builders[o].name.clone()))
             } else {
                 let mut names: Vec<&str> =
@@ -108,21 +109,21 @@ impl Loader<'_> {
                 names.extend(t.images.iter().take(20).map(|i| i.display.as_str()));
                 self.d.error_hint(
                     o.field("source_image"),
-                    &join_path(&path, "source_image"),
+                    &join_path(path, "source_image"),
                     format!("source_image `{src}` names no OS builder or image"),
                     known("OS builders and images", names.into_iter()),
                 );
                 None
             };
-            let ty = img.model.type_.clone();
-            let primary = match t.image_builders_by_name.get(&ty) {
+            let ty = &img.model.type_;
+            let primary = match t.image_builders_by_name.get(ty) {
                 Some(b) => Some(t.image_builders[b].name.clone()),
-                None if self.unused_image_builders.contains(&normalize_name(&ty)) => None,
-                None if is_absent(&ty) => None,
+                None if self.unused_image_builders.contains(&normalize_name(ty)) => None,
+                None if is_absent(ty) => None,
                 None => {
                     self.d.error_hint(
                         o.field("type"),
-                        &join_path(&path, "type"),
+                        &join_path(path, "type"),
                         format!("image builder `{ty}` is not declared"),
                         known(
                             "image builders",
@@ -132,25 +133,31 @@ impl Loader<'_> {
                     None
                 }
             };
-            let mut resolved_rt = Vec::new();
-            let mut seen: HashMap<String, usize> = HashMap::new();
-            for (j, e) in img.runtimes.iter().enumerate() {
+            // a few runtimes and mods per image: their duplicates found by
+            // a scan of those before
+            let mut resolved_rt: Vec<(Option<String>, Option<String>)> =
+                Vec::with_capacity(img.runtimes.len());
+            for e in &img.runtimes {
                 let (ib, rt) = self.resolve_builder_ref(t, &e.entry.image_builder, &e.origin);
                 if let Some(b) = &ib {
-                    if let Some(prev) = seen.insert(b.clone(), j) {
+                    if let Some(prev) = resolved_rt.iter().rposition(|(x, _)| x.as_ref() == Some(b))
+                    {
                         self.d.error(e.origin.field("image_builder"), &join_path(&e.origin.path, "image_builder"), format!("image builder `{}` appears twice in runtimes (also runtimes[{prev}])", e.entry.image_builder));
                     }
                 }
                 resolved_rt.push((ib, rt));
             }
-            let mut resolved_mods = Vec::new();
-            let mut mod_names: HashMap<String, usize> = HashMap::new();
-            for (j, m) in img.mods.iter().enumerate() {
-                let mp = m.origin.path.clone();
-                if let Some(prev) = mod_names.insert(normalize_name(&m.item.name), j) {
+            let mut resolved_mods = Vec::with_capacity(img.mods.len());
+            let mut mod_names: Vec<String> = Vec::with_capacity(img.mods.len());
+            for m in &img.mods {
+                let mp = &m.origin.path;
+                let name = normalize_name(&m.item.name);
+                let dup = mod_names.iter().rposition(|n| *n == name);
+                mod_names.push(name);
+                if let Some(prev) = dup {
                     self.d.error(
                         m.origin.field("name"),
-                        &join_path(&mp, "name"),
+                        &join_path(mp, "name"),
                         format!(
                             "duplicate modification name `{}` (also modifications[{prev}])",
                             m.item.name
@@ -161,11 +168,11 @@ impl Loader<'_> {
                     Some(b) => Some((t.mod_builders[b].name.clone(), t.mod_builders[b].kind)),
                     None => {
                         if is_absent(&m.item.type_) {
-                            self.d.error_hint(m.origin.field("type"), &join_path(&mp, "type"), "this modification names no type and no mod builder has is_default: true", "name the mod builder (`type: <name>`), or mark one is_default: true");
+                            self.d.error_hint(m.origin.field("type"), &join_path(mp, "type"), "this modification names no type and no mod builder has is_default: true", "name the mod builder (`type: <name>`), or mark one is_default: true");
                         } else {
                             self.d.error_hint(
                                 m.origin.field("type"),
-                                &join_path(&mp, "type"),
+                                &join_path(mp, "type"),
                                 format!("mod builder `{}` is not declared", m.item.type_),
                                 known(
                                     "mod builders",
@@ -177,8 +184,7 @@ impl Loader<'_> {
                     }
                 };
                 if let Some((_, kind)) = &r {
-                    let origin = m.origin.clone();
-                    self.check_mod(&m.item, *kind, &origin, &mp);
+                    self.check_mod(&m.item, *kind, &m.origin, mp);
                 }
                 resolved_mods.push(r);
             }
