@@ -554,6 +554,9 @@ fn retention_due(
             idle.insert((series, rt), (i, keep));
         }
     }
+    if idle.is_empty() {
+        return Ok(());
+    }
     // Only where a (series, runtime) holds more builds than it keeps.
     let mut count: std::collections::HashMap<(&str, &str), u32> = Default::default();
     for b in &lineage.builds {
