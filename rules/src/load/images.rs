@@ -154,7 +154,7 @@ impl Loader<'_> {
             .iter()
             .enumerate()
             .map(|(i, m)| ResolvedMod {
-                item: m.clone(),
+                item: Arc::new(m.clone()),
                 builder: String::new(),
                 kind: ModKind::Ansible,
                 origin: Origin::of(

@@ -142,7 +142,8 @@ pub struct ImageRuntime {
 /// A modification item with its builder resolved.
 #[derive(Debug, Clone)]
 pub struct ResolvedMod {
-    pub item: ModItem,
+    /// Shared: the incremental load copies the images of unmoved files.
+    pub item: Arc<ModItem>,
     /// Canonical mod builder.
     pub builder: String,
     pub kind: ModKind,
