@@ -5,6 +5,7 @@
 
 mod compile;
 mod load;
+mod patch;
 
 use std::collections::BTreeMap;
 use std::path::Path;
