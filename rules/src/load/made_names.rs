@@ -24,16 +24,24 @@ impl Tree {
 }
 
 /// `parts` joined by `-` and made tag-safe ([`tag_safe`] of the joined
-/// text, written at once: every image's name is made at every load).
+/// text, written at once, byte by byte: every image's name is made at
+/// every load). A character outside ASCII is one `-`, as in [`tag_safe`]:
+/// its first byte writes it, its continuation bytes nothing.
 fn made_name(parts: [&str; 3]) -> String {
-    let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for (i, p) in parts.into_iter().enumerate() {
         if i > 0 {
-            out.push('-');
+            out.push(b'-');
         }
-        out.extend(p.chars().map(safe_char));
+        for &b in p.as_bytes() {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-' {
+                out.push(b);
+            } else if b & 0xC0 != 0x80 {
+                out.push(b'-');
+            }
+        }
     }
-    out
+    String::from_utf8(out).expect("ASCII only")
 }
 
 fn safe_char(c: char) -> char {
@@ -60,6 +68,7 @@ mod tests {
             ["web", "aws-bake", "2026_12_05t00_00_00_000000"],
             ["wéb app/1", "b:1", "t+z"],
             ["", "", ""],
+            ["日本", "ü-ß", "€ 😀 x"],
         ] {
             assert_eq!(made_name(parts), tag_safe(&parts.join("-")), "{parts:?}");
         }

@@ -123,7 +123,7 @@ impl Loader<'_> {
                 let series = MadeSeries {
                     class: "image",
                     made_name: t.image_final_name(img, e),
-                    tag_keys: t.image_tags(img, e).keys().cloned().collect(),
+                    tag_keys: t.image_tag_keys(img, e),
                 };
                 for p in (checks.series)(&series) {
                     let field = p.at.as_deref().unwrap_or(&p.path);

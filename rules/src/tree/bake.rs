@@ -137,6 +137,34 @@ impl Tree {
         )
     }
 
+    /// The keys of [`Tree::image_tags`], in its order, without making
+    /// the values (the offline checks of every image read the keys alone).
+    pub fn image_tag_keys(&self, image: &Image, entry: &ImageRuntime) -> Vec<String> {
+        let mut keys: indexmap::IndexSet<&str> = indexmap::IndexSet::new();
+        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
+            keys.extend(rt.common.tags.keys().map(String::as_str));
+        }
+        if let Some(ib) = entry
+            .image_builder
+            .as_deref()
+            .and_then(|b| self.image_builder(b))
+        {
+            keys.extend(ib.model.tags.keys().map(String::as_str));
+        }
+        keys.extend(image.model.tags.keys().map(String::as_str));
+        keys.extend(entry.entry.tags.keys().map(String::as_str));
+        if !csis_schema::secret::any() {
+            return keys.into_iter().map(str::to_string).collect();
+        }
+        // as secret_tags_as_tokens: each key as its token, the first of
+        // equal tokens keeping its place
+        let tokens: indexmap::IndexSet<String> = keys
+            .into_iter()
+            .map(|k| csis_schema::secret::redact(k).into_owned())
+            .collect();
+        tokens.into_iter().collect()
+    }
+
     /// A bake's tags: its runtime's, its image builder's, then `own` in
     /// order (the series', its runtime entry's), later keys winning; secret
     /// values as their tokens.

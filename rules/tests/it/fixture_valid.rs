@@ -174,3 +174,49 @@ fn chains_and_effective_values() {
         vec!["/mnt/data".to_string()]
     );
 }
+
+/// The offline checks read an image's tag keys without its tags: the same
+/// keys in the same order (runtime, image builder, image, entry; a later
+/// level's key keeps the first one's place).
+#[test]
+fn image_tag_keys_are_the_keys_of_image_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    csis_testkit::copy_dir_with(
+        &fixture(),
+        dir.path(),
+        &[
+            (
+                "  - name: base\n",
+                "  - name: base\n    tags: {team: mine, own: x}\n",
+            ),
+            (
+                "      - image_builder: sim-builder\n",
+                "      - image_builder: sim-builder\n        tags: {entry: y, own: z}\n",
+            ),
+        ],
+    );
+    let opts = LoadOptions {
+        env: Some(env()),
+        ..Default::default()
+    };
+    let t = load(dir.path(), &opts).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut seen = Vec::new();
+    for img in &t.images {
+        for e in &img.runtimes {
+            let want: Vec<String> = t.image_tags(img, e).keys().cloned().collect();
+            assert_eq!(
+                t.image_tag_keys(img, e),
+                want,
+                "{} on {:?}",
+                img.name,
+                e.runtime
+            );
+            seen.push(want);
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|k| k.len() >= 3 && k.contains(&"entry".to_string())),
+        "some entry has tags of several levels: {seen:?}"
+    );
+}
