@@ -129,10 +129,12 @@ pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Opt
         return None;
     };
     let name = s.name(db);
-    let mut h = blake3::Hasher::new();
-    h.update(b"csis-series-key-v1");
-    h.update(loaded.globals.as_bytes());
-    put(&mut h, name.as_bytes());
+    // the bytes gathered, then hashed at once: a series' key has some
+    // twenty pieces, and 5,000 keys are made at every load
+    let mut h: Vec<u8> = Vec::with_capacity(256);
+    h.extend_from_slice(b"csis-series-key-v1");
+    h.extend_from_slice(loaded.globals.as_bytes());
+    put_bytes(&mut h, name.as_bytes());
     match s.kind(db) {
         SeriesKind::Os => {
             tree.os_builder(name).filter(|o| o.name == *name)?;
@@ -140,23 +142,23 @@ pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Opt
         SeriesKind::Image => {
             let mut cur = tree.image(name).filter(|i| i.name == *name)?;
             for _ in 0..=tree.images.len() {
-                put(&mut h, cur.name.as_bytes());
+                put_bytes(&mut h, cur.name.as_bytes());
                 match loaded
                     .image_files
                     .get(cur.origin.loc.file.abs.as_os_str().as_encoded_bytes())
                 {
-                    Some(f) => h.update(f.as_bytes()),
-                    None => h.update(loaded.hash.as_bytes()),
+                    Some(f) => h.extend_from_slice(f.as_bytes()),
+                    None => h.extend_from_slice(loaded.hash.as_bytes()),
                 };
                 match &cur.parent {
                     Parent::Os(o) => {
-                        put(&mut h, o.as_bytes());
+                        put_bytes(&mut h, o.as_bytes());
                         break;
                     }
                     Parent::Image(p) => match tree.image(p) {
                         Some(next) => cur = next,
                         None => {
-                            put(&mut h, p.as_bytes());
+                            put_bytes(&mut h, p.as_bytes());
                             break;
                         }
                     },
@@ -164,7 +166,13 @@ pub fn series_key<'db>(db: &'db dyn Db, input: TreeInput, s: Series<'db>) -> Opt
             }
         }
     }
-    Some(*h.finalize().as_bytes())
+    Some(*blake3::hash(&h).as_bytes())
+}
+
+/// [`put`] into a buffer hashed later: the same bytes.
+fn put_bytes(b: &mut Vec<u8>, bytes: &[u8]) {
+    b.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    b.extend_from_slice(bytes);
 }
 
 /// The pins of one image, `(runtime, build, recorded fingerprint, recorded
