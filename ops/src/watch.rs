@@ -220,13 +220,18 @@ impl Events {
 
     /// Does the event touch a file the tree is read from (not `.csis/`,
     /// `generated/`, ...)? An error of the OS's watch counts: look. An
-    /// access (a file or directory opened, or closed unwritten) moves
-    /// nothing: inotify reports every open, the watcher's own reads of the
-    /// tree among them, which would wake it again and again.
+    /// access (a file or directory opened, read, or closed unwritten)
+    /// moves nothing: inotify reports every open, the watcher's own reads
+    /// of the tree among them, which would wake it again and again. A
+    /// close after a write counts (a write through a mapping reports no
+    /// modification before it).
     fn relevant(&self, e: &notify::Result<notify::Event>) -> bool {
+        use notify::event::{AccessKind, AccessMode};
         let Ok(e) = e else { return true };
-        if matches!(e.kind, notify::EventKind::Access(_)) {
-            return false;
+        if let notify::EventKind::Access(a) = e.kind {
+            if a != AccessKind::Close(AccessMode::Write) {
+                return false;
+            }
         }
         e.paths.iter().any(|p| {
             p.strip_prefix(&self.root).map_or(true, |rel| {

@@ -246,70 +246,63 @@ pub fn patch_unit(
         return false;
     }
     let fits = new.entries.iter().zip(ids).all(|(e, r)| {
-        r.as_ref().is_none_or(|r| {
-            r.len() == e.node_count()
-                && r.end <= compiled.graph.len()
-                && matches!(
-                    compiled
-                        .specs
-                        .get(r.start + usize::from(e.resolve.is_some())),
-                    Some(NodeSpec::Bake(_))
-                )
-        })
+        r.as_ref()
+            .is_none_or(|r| r.len() == e.graph_nodes().count() && r.end <= compiled.graph.len())
     });
     if !fits {
         return false;
     }
     for (e, r) in new.entries.iter().zip(ids) {
         let Some(r) = r else { continue };
-        let at = r.start + usize::from(e.resolve.is_some());
-        let bake = NodeId::from_index(at);
-        let parent = match &compiled.specs[at] {
-            NodeSpec::Bake(was) => was.parent.clone(),
-            _ => unreachable!("checked above"),
-        };
-        let spec = if e.spec.parent == parent {
-            e.spec.clone()
-        } else {
-            let mut copy = (*e.spec).clone();
-            copy.parent = parent;
-            Arc::new(copy)
-        };
-        // the entry's nodes in the order they entered the graph, each with
-        // its new spec (None: it names only the bake, which stays)
-        let mut put: Vec<(&Arc<Node>, Option<NodeSpec>)> = Vec::with_capacity(r.len());
-        if let Some((node, spec)) = &e.resolve {
-            put.push((node, Some(NodeSpec::Resolve(spec.clone()))));
-        }
-        put.push((&e.bake, Some(NodeSpec::Bake(spec))));
-        put.push((&e.emit, None));
-        put.push((&e.retag, None));
-        if let Some((node, tests)) = &e.test {
-            let tests = tests.clone();
-            put.push((node, Some(NodeSpec::Test { bake, tests })));
-        }
-        if let Some((node, model)) = &e.release {
-            let model = model.clone();
-            put.push((node, Some(NodeSpec::Release { bake, model })));
-        }
-        if let Some((node, keep, ephemeral)) = &e.dispose {
-            let spec = NodeSpec::Dispose {
-                series: new.series.clone(),
-                runtime: e.runtime.clone(),
-                keep: *keep,
-                ephemeral: *ephemeral,
-            };
-            put.push((node, Some(spec)));
-        }
-        debug_assert_eq!(put.len(), r.len());
-        for (i, (node, spec)) in r.clone().zip(put) {
+        for (i, node) in r.clone().zip(e.graph_nodes()) {
             compiled
                 .graph
                 .replace_node(NodeId::from_index(i), node.clone())
                 .expect("the same shape: the same labels");
-            if let Some(spec) = spec {
-                compiled.specs[i] = spec;
-            }
+            // each node's spec as the assembly makes it from `new`, in the
+            // place the old one has (its ids of other nodes stay)
+            let spec = match &compiled.specs[i] {
+                NodeSpec::Resolve(_) => match &e.resolve {
+                    Some((_, spec)) => NodeSpec::Resolve(spec.clone()),
+                    None => unreachable!("the same shape: a resolve node"),
+                },
+                NodeSpec::Bake(was) if e.spec.parent == was.parent => {
+                    NodeSpec::Bake(e.spec.clone())
+                }
+                NodeSpec::Bake(was) => {
+                    let mut copy = (*e.spec).clone();
+                    copy.parent = was.parent.clone();
+                    NodeSpec::Bake(Arc::new(copy))
+                }
+                NodeSpec::Test { bake, .. } => match &e.test {
+                    Some((_, tests)) => NodeSpec::Test {
+                        bake: *bake,
+                        tests: tests.clone(),
+                    },
+                    None => unreachable!("the same shape: a test node"),
+                },
+                NodeSpec::Release { bake, .. } => match &e.release {
+                    Some((_, model)) => NodeSpec::Release {
+                        bake: *bake,
+                        model: model.clone(),
+                    },
+                    None => unreachable!("the same shape: a release node"),
+                },
+                NodeSpec::Dispose {
+                    series, runtime, ..
+                } => match &e.dispose {
+                    Some((_, keep, ephemeral)) => NodeSpec::Dispose {
+                        series: series.clone(),
+                        runtime: runtime.clone(),
+                        keep: *keep,
+                        ephemeral: *ephemeral,
+                    },
+                    None => unreachable!("the same shape: a dispose node"),
+                },
+                // emit and retag name the bake alone, which stays
+                other => other.clone(),
+            };
+            compiled.specs[i] = spec;
         }
     }
     true

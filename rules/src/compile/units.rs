@@ -156,14 +156,21 @@ impl Unit {
 }
 
 impl Entry {
-    /// How many nodes the entry adds to a graph (what
-    /// [`Entry::fingerprints`] returns one of each for).
-    pub fn node_count(&self) -> usize {
-        // bake, emit, retag, and those the entry has of the others
-        3 + usize::from(self.resolve.is_some())
-            + usize::from(self.test.is_some())
-            + usize::from(self.release.is_some())
-            + usize::from(self.dispose.is_some())
+    /// The entry's nodes in the order they enter a graph (what
+    /// [`Entry::fingerprints`] returns one fingerprint of each for): its
+    /// resolve node, bake, emit, retag, test, release and dispose, those it
+    /// has.
+    pub fn graph_nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        let resolve = self.resolve.as_ref().map(|(n, _)| n);
+        let test = self.test.as_ref().map(|(n, _)| n);
+        let release = self.release.as_ref().map(|(n, _)| n);
+        let dispose = self.dispose.as_ref().map(|(n, ..)| n);
+        resolve
+            .into_iter()
+            .chain([&self.bake, &self.emit, &self.retag])
+            .chain(test)
+            .chain(release)
+            .chain(dispose)
     }
 
     /// The series this entry's bake hashes as its `parent` (follow, and

@@ -24,44 +24,44 @@ impl Tree {
 }
 
 /// `parts` joined by `-` and made tag-safe ([`tag_safe`] of the joined
-/// text, written at once, byte by byte: every image's name is made at
-/// every load). A character outside ASCII is one `-`, as in [`tag_safe`]:
-/// its first byte writes it, its continuation bytes nothing.
+/// text, written at once: every image's name is made at every load).
 fn made_name(parts: [&str; 3]) -> String {
     let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for (i, p) in parts.into_iter().enumerate() {
         if i > 0 {
             out.push(b'-');
         }
-        for &b in p.as_bytes() {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-' {
-                out.push(b);
-            } else if b & 0xC0 != 0x80 {
-                out.push(b'-');
-            }
-        }
+        push_tag_safe(&mut out, p);
     }
     String::from_utf8(out).expect("ASCII only")
 }
 
-fn safe_char(c: char) -> char {
-    if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
-        c
-    } else {
-        '-'
-    }
-}
-
 /// Replace what a docker tag cannot carry with `-`.
 pub fn tag_safe(s: &str) -> String {
-    s.chars().map(safe_char).collect()
+    let mut out = Vec::with_capacity(s.len());
+    push_tag_safe(&mut out, s);
+    String::from_utf8(out).expect("ASCII only")
+}
+
+/// `s` made tag-safe onto `out`, byte by byte: what a tag can carry is
+/// ASCII, and a character outside ASCII is one `-` (its first byte writes
+/// it, its continuation bytes nothing).
+fn push_tag_safe(out: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-' {
+            out.push(b);
+        } else if b & 0xC0 != 0x80 {
+            out.push(b'-');
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A name written at once is the joined text made tag-safe.
+    /// A name written at once is the joined text made tag-safe, a
+    /// character a tag cannot carry (ASCII or not) one `-`.
     #[test]
     fn a_made_name_is_the_joined_text_made_tag_safe() {
         for parts in [
@@ -70,7 +70,20 @@ mod tests {
             ["", "", ""],
             ["日本", "ü-ß", "€ 😀 x"],
         ] {
-            assert_eq!(made_name(parts), tag_safe(&parts.join("-")), "{parts:?}");
+            let joined = parts.join("-");
+            assert_eq!(made_name(parts), tag_safe(&joined), "{parts:?}");
+            // one `-` per character a tag cannot carry
+            let by_char: String = joined
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            assert_eq!(tag_safe(&joined), by_char, "{parts:?}");
         }
         assert_eq!(made_name(["wéb app", "b", "t"]), "w-b-app-b-t");
     }

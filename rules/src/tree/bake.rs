@@ -141,18 +141,13 @@ impl Tree {
     /// the values (the offline checks of every image read the keys alone).
     pub fn image_tag_keys(&self, image: &Image, entry: &ImageRuntime) -> Vec<String> {
         let mut keys: indexmap::IndexSet<&str> = indexmap::IndexSet::new();
-        if let Some(rt) = entry.runtime.as_deref().and_then(|r| self.runtime(r)) {
-            keys.extend(rt.common.tags.keys().map(String::as_str));
+        for level in self.tag_levels(
+            entry.runtime.as_deref(),
+            entry.image_builder.as_deref(),
+            [&image.model.tags, &entry.entry.tags],
+        ) {
+            keys.extend(level.keys().map(String::as_str));
         }
-        if let Some(ib) = entry
-            .image_builder
-            .as_deref()
-            .and_then(|b| self.image_builder(b))
-        {
-            keys.extend(ib.model.tags.keys().map(String::as_str));
-        }
-        keys.extend(image.model.tags.keys().map(String::as_str));
-        keys.extend(entry.entry.tags.keys().map(String::as_str));
         if !csis_schema::secret::any() {
             return keys.into_iter().map(str::to_string).collect();
         }
@@ -165,8 +160,25 @@ impl Tree {
         tokens.into_iter().collect()
     }
 
-    /// A bake's tags: its runtime's, its image builder's, then `own` in
-    /// order (the series', its runtime entry's), later keys winning; secret
+    /// Where a bake's tags come from, in order (later keys win): its
+    /// runtime's, its image builder's, then `own` (the series', its runtime
+    /// entry's).
+    fn tag_levels<'a>(
+        &'a self,
+        runtime: Option<&str>,
+        image_builder: Option<&str>,
+        own: [&'a indexmap::IndexMap<String, String>; 2],
+    ) -> impl Iterator<Item = &'a indexmap::IndexMap<String, String>> {
+        let rt = runtime
+            .and_then(|r| self.runtime(r))
+            .map(|r| &r.common.tags);
+        let ib = image_builder
+            .and_then(|b| self.image_builder(b))
+            .map(|b| &b.model.tags);
+        rt.into_iter().chain(ib).chain(own)
+    }
+
+    /// A bake's tags ([`Tree::tag_levels`], later keys winning); secret
     /// values as their tokens.
     fn bake_tags(
         &self,
@@ -175,14 +187,8 @@ impl Tree {
         own: [&indexmap::IndexMap<String, String>; 2],
     ) -> indexmap::IndexMap<String, String> {
         let mut t = indexmap::IndexMap::new();
-        if let Some(rt) = runtime.and_then(|r| self.runtime(r)) {
-            t.extend(rt.common.tags.clone());
-        }
-        if let Some(ib) = image_builder.and_then(|b| self.image_builder(b)) {
-            t.extend(ib.model.tags.clone());
-        }
-        for o in own {
-            t.extend(o.clone());
+        for level in self.tag_levels(runtime, image_builder, own) {
+            t.extend(level.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         secret_tags_as_tokens(t)
     }
