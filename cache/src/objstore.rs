@@ -103,6 +103,7 @@ impl Store {
                 (Backend::Dir(PathBuf::from(path)), String::new())
             }
             MetaStateSpec::S3 { bucket, prefix } => {
+                tls_provider();
                 let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
                 let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
                     .iter()
@@ -134,6 +135,7 @@ impl Store {
                 (object(Arc::new(s3))?, prefix.clone())
             }
             MetaStateSpec::Gs { bucket, prefix } => {
+                tls_provider();
                 let gs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_bucket_name(bucket)
                     .build()
@@ -520,4 +522,12 @@ fn dir_put(d: &Path, key: &str, bytes: &[u8], cond: &Cond) -> Result<Version, St
     };
     let _ = std::fs::remove_file(&tmp);
     out
+}
+
+/// The TLS of the S3 and GCS clients: rustls on ring, installed as the
+/// process's provider unless one is already (reqwest is built without
+/// one of its own: its default, aws-lc-rs, is a long C build).
+fn tls_provider() {
+    // a provider already installed (by this or another crate) is kept
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -45,6 +45,8 @@
 //!   `tests/<name>/main.rs`, each test file a module): every binary links
 //!   the workspace again, and one binary per crate is what keeps CI's
 //!   links few;
+//! - a docker-only build (the quick start's) compiles no AWS SDK crate and
+//!   no `aws-lc-sys`: `tests/cli/tidy/install.rs`;
 //! - every CLI test runs csis through `csis_testkit` (a tree's command is
 //!   its `Tree`'s; only testkit depends on `assert_cmd`):
 //!   `tests/cli/tidy/testkit.rs`.
@@ -435,6 +437,8 @@ mod binaries;
 mod binary;
 #[path = "tidy/commands.rs"]
 mod commands;
+#[path = "tidy/install.rs"]
+mod install;
 #[path = "tidy/layout.rs"]
 mod layout;
 #[path = "tidy/loops.rs"]

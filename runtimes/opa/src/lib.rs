@@ -64,6 +64,9 @@ pub async fn group_gids(
     creds: &Credentials,
 ) -> Result<BTreeMap<String, u64>, Error> {
     let base = base_url(api_host)?;
+    // rustls on ring (the workspace builds reqwest without a provider);
+    // a provider already installed is kept
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
         .timeout(TIMEOUT)
         .build()
