@@ -242,6 +242,15 @@ pub struct Graph {
     /// Labels are the tree's own names (not a peer's input), so FxHash's
     /// weaker resistance to crafted collisions costs nothing.
     by_label: FxHashMap<Label, NodeId>,
+    /// Which nodes and edges the graph has ([`Graph::shape`]).
+    shape: u64,
+}
+
+/// The last shape given ([`Graph::shape`]): unique in the process.
+static SHAPES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn new_shape() -> u64 {
+    SHAPES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 impl fmt::Debug for Graph {
@@ -346,6 +355,7 @@ impl Graph {
         Graph {
             g: DiGraph::with_capacity(nodes, edges),
             by_label: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
+            shape: 0,
         }
     }
 
@@ -364,6 +374,7 @@ impl Graph {
             Entry::Vacant(slot) => {
                 let id = NodeId::from_ix(self.g.add_node(node));
                 slot.insert(id);
+                self.shape = new_shape();
                 Ok(id)
             }
         }
@@ -393,6 +404,7 @@ impl Graph {
             return Err(GraphError::SelfDependency(self.node(node).label.clone()));
         }
         self.g.add_edge(dep.ix(), node.ix(), kind);
+        self.shape = new_shape();
         Ok(())
     }
 
@@ -402,6 +414,17 @@ impl Graph {
         } else {
             Err(GraphError::UnknownNode(id))
         }
+    }
+
+    /// An id of the graph's nodes (their labels, in their places) and
+    /// edges: a copy of the graph keeps it, and so does a node replaced in
+    /// place ([`Graph::replace_node`], which keeps its label); adding a node
+    /// or an edge gives a new one, never given before in the process. Two
+    /// graphs of one shape have the same labels at the same ids and the same
+    /// edges (a plan made on one can carry its nodes to the other,
+    /// [`crate::Planner::plan_after`]).
+    pub fn shape(&self) -> u64 {
+        self.shape
     }
 
     /// Number of nodes.

@@ -107,7 +107,7 @@ pub use label::{Label, LabelError};
 pub use pattern::{Pattern, PatternError, SelectError};
 pub use plan::{
     rules, Decision, MemoryRecords, Plan, PlanError, PlannedNode, Planner, Reason, Record, Records,
-    Rule, RuleCx,
+    Replan, Rule, RuleCx,
 };
 pub use schedule::{
     run, DepInfo, NodeContext, NodeError, NodeOutcome, NodeOutput, RunOptions, RunReport,

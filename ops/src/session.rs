@@ -8,7 +8,9 @@ use std::time::SystemTime;
 
 use anyhow::{anyhow, Result};
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::{Fingerprints, Graph, Pattern, Plan, Planner, Records, RunPolicy, Selection};
+use csis_engine::{
+    Fingerprints, Graph, Pattern, Plan, Planner, Records, Replan, RunPolicy, Selection,
+};
 /// `--force-bake` as the planner reads it.
 pub use csis_rules::compile::ForceBake;
 use csis_rules::compile::{
@@ -405,9 +407,10 @@ pub enum Explain {
 /// [`Session::plan`] on a graph and its fingerprints, with the records of
 /// [`read_meta`] and their planning view `records`, aged as of `now`
 /// (`csis watch` plans on the incremental compile's graph, and keeps
-/// `records` while the records' files do not move).
+/// `records` while the records' files do not move), carrying over from
+/// `last` the nodes that did not move ([`Planner::plan_after`]).
 #[allow(clippy::too_many_arguments)]
-pub fn plan(
+pub fn plan_after(
     meta: &MetaState,
     lineage: &Lineage,
     revs: &Revocations,
@@ -417,7 +420,8 @@ pub fn plan(
     fps: &Fingerprints,
     sel: &Selection,
     force: &ForceBake,
-) -> Result<Plan> {
+    last: Option<Plan>,
+) -> Result<Replan> {
     let none = VendorMoves::new();
     let planner = planner_with(force, &none);
     let on = Recorded {
@@ -427,7 +431,7 @@ pub fn plan(
         records,
         now,
     };
-    plan_on(&on, &planner, graph, fps, sel, Explain::No)
+    plan_on(&on, &planner, graph, fps, sel, Explain::No, last)
 }
 
 /// The records a plan reads, and when it plans.
@@ -469,9 +473,11 @@ pub fn plan_with_vendor(
         records: &records,
         now,
     };
-    plan_on(&on, &planner, graph, fps, sel, explain)
+    Ok(plan_on(&on, &planner, graph, fps, sel, explain, None)?.plan)
 }
 
+/// The plan, carrying nodes over from `last` (not with `explain`, which
+/// may plan twice).
 fn plan_on(
     on: &Recorded,
     planner: &Planner,
@@ -479,7 +485,8 @@ fn plan_on(
     fps: &Fingerprints,
     sel: &Selection,
     explain: Explain,
-) -> Result<Plan> {
+    last: Option<Plan>,
+) -> Result<Replan> {
     let t0 = std::time::Instant::now();
     let Recorded {
         meta,
@@ -489,7 +496,9 @@ fn plan_on(
         now,
     } = *on;
     let revoked = |b: &str| revs.is_revoked(b);
-    let mut plan = planner.plan(graph, sel, fps, records)?;
+    let last = last.filter(|_| explain == Explain::No);
+    let mut replan = planner.plan_after(graph, sel, fps, records, last)?;
+    let plan = &mut replan.plan;
     // The planning view holds no canonical inputs: when a due node's
     // fingerprint differs from its head's, plan again with the whole
     // records, so the plan says which inputs changed (`--explain`).
@@ -508,14 +517,16 @@ fn plan_on(
         let (lineage, pins) = meta.load_with_journal(&LocalDir::of_tree(root).journal())?;
         let (lineage, _) = planning_view(revs, lineage, pins);
         let records = LineageRecords::excluding(&lineage, now, revoked);
-        plan = planner.plan(graph, sel, fps, &records)?;
+        *plan = planner.plan(graph, sel, fps, &records)?;
+        replan.made = plan.nodes.iter().map(|n| n.id).collect();
     }
-    name_revoked_heads(revs, &mut plan);
-    retention_due(meta, lineage, revs, graph, &mut plan, now)?;
-    hold_revoked_pins(revs, graph, &mut plan);
-    crate::fleet::apply_fleet_plan(meta, lineage, graph, &mut plan)?;
+    let plan = &mut replan.plan;
+    name_revoked_heads(revs, plan);
+    retention_due(meta, lineage, revs, graph, plan, now)?;
+    hold_revoked_pins(revs, graph, plan);
+    crate::fleet::apply_fleet_plan(meta, lineage, graph, plan)?;
     timing("plan", t0);
-    Ok(plan)
+    Ok(replan)
 }
 
 /// The plan's code for a dispose node due for its retention alone.

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Result};
 use csis_cache::stamp::FileStat;
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::{Label, Plan, PlannedNode};
+use csis_engine::{Fingerprint, Label, Plan, PlannedNode, Replan};
 use csis_rules::compile::{ForceBake, NodeKind};
 use csis_rules::incremental::{Counts, Incremental};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -95,47 +95,98 @@ pub enum PlanChange {
     Removed { label: String },
 }
 
-/// The bakes whose decision or fingerprint differs from `old` to `new`
-/// (labels compared as labels: nothing is formatted but what changed).
-pub fn diff_plans(old: Option<&Plan>, new: &Plan) -> Vec<PlanChange> {
-    fn bakes(p: &Plan) -> impl Iterator<Item = &PlannedNode> {
-        p.nodes.iter().filter(|n| n.kind == NodeKind::Bake)
+/// What a plan said of one bake: due, the reason, the fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BakeSaid {
+    due: bool,
+    reason: String,
+    fingerprint: Fingerprint,
+}
+
+impl BakeSaid {
+    fn of(n: &PlannedNode) -> BakeSaid {
+        BakeSaid {
+            due: n.due,
+            reason: n.reason.clone(),
+            fingerprint: n.fingerprint,
+        }
     }
-    let old_map: FxHashMap<&Label, &PlannedNode> = old
-        .map(|p| bakes(p).map(|n| (&n.label, n)).collect())
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    for n in bakes(new) {
-        match old_map.get(&n.label) {
-            None => out.push(PlanChange::Added {
-                label: n.label.to_string(),
-                fingerprint: n.fingerprint.prefix(12),
-                reason: n.reason.clone(),
-            }),
-            Some(o) => {
-                if o.reason != n.reason || o.due != n.due || o.fingerprint != n.fingerprint {
-                    out.push(PlanChange::Changed {
+}
+
+/// What the last plan said of each of its bakes, by label.
+#[derive(Debug, Default)]
+pub struct BakeView(FxHashMap<Label, BakeSaid>);
+
+impl BakeView {
+    /// The bakes of `plan`.
+    pub fn of(plan: &Plan) -> BakeView {
+        BakeView(
+            plan.nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Bake)
+                .map(|n| (n.label.clone(), BakeSaid::of(n)))
+                .collect(),
+        )
+    }
+
+    /// The bakes whose decision or fingerprint moved from what the view
+    /// holds to the plan `r` (only the nodes `r` made anew are looked at:
+    /// one it carried over did not move, and a plan that carried a node
+    /// is of the last plan's graph shape, so no bake came or went), and
+    /// the view brought up to date.
+    pub fn diff(&mut self, r: &Replan) -> Vec<PlanChange> {
+        let mut out = Vec::new();
+        for &id in &r.made {
+            let Some(n) = r.plan.node(id).filter(|n| n.kind == NodeKind::Bake) else {
+                continue;
+            };
+            match self.0.get_mut(&n.label) {
+                None => {
+                    out.push(PlanChange::Added {
                         label: n.label.to_string(),
-                        due: n.due,
-                        old_fingerprint: o.fingerprint.prefix(12),
                         fingerprint: n.fingerprint.prefix(12),
                         reason: n.reason.clone(),
                     });
+                    self.0.insert(n.label.clone(), BakeSaid::of(n));
+                }
+                Some(o) => {
+                    if o.reason != n.reason || o.due != n.due || o.fingerprint != n.fingerprint {
+                        out.push(PlanChange::Changed {
+                            label: n.label.to_string(),
+                            due: n.due,
+                            old_fingerprint: o.fingerprint.prefix(12),
+                            fingerprint: n.fingerprint.prefix(12),
+                            reason: n.reason.clone(),
+                        });
+                        *o = BakeSaid::of(n);
+                    }
                 }
             }
         }
-    }
-    if let Some(p) = old {
-        let now: FxHashSet<&Label> = bakes(new).map(|n| &n.label).collect();
-        for n in bakes(p) {
-            if !now.contains(&n.label) {
+        if r.carried() == 0 {
+            let now: FxHashSet<&Label> = r
+                .plan
+                .nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Bake)
+                .map(|n| &n.label)
+                .collect();
+            let mut gone: Vec<Label> = self
+                .0
+                .keys()
+                .filter(|l| !now.contains(l))
+                .cloned()
+                .collect();
+            gone.sort();
+            for l in gone {
+                self.0.remove(&l);
                 out.push(PlanChange::Removed {
-                    label: n.label.to_string(),
+                    label: l.to_string(),
                 });
             }
         }
+        out
     }
-    out
 }
 
 /// The first plan of a watch: how many bakes are due of how many.
@@ -151,13 +202,20 @@ pub struct Watcher {
     patterns: Vec<String>,
     snap: Snapshot,
     inc: Incremental,
+    /// The last plan, whose unmoved nodes the next one carries over (None
+    /// after a plan that failed: the next is made whole).
     last: Option<Plan>,
+    /// What the last plan that succeeded said of each bake (the diff's
+    /// side: kept when a plan fails).
+    bakes: Option<BakeView>,
     events: Option<Events>,
     records: Option<Records>,
     /// How many plans it made.
     plans: usize,
     /// How many times it looked at the tree's files ([`Watcher::changed`]).
     looks: usize,
+    /// How many nodes the last plan carried over from the one before.
+    carried: usize,
     /// The last plan failed (the tree did not load, the records did not
     /// read): the next replan plans again, whatever moved.
     failed: bool,
@@ -173,6 +231,9 @@ struct Records {
     /// The lineage's planning view for the engine, made once per read and
     /// aged again at each plan.
     planning: LineageRecords,
+    /// Which read this is (the plan that read it): the pins the compile
+    /// asked of one read are not asked again ([`Incremental::set_pins_kept`]).
+    generation: u64,
 }
 
 impl Records {
@@ -261,20 +322,28 @@ impl Watcher {
             snap,
             inc,
             last: None,
+            bakes: None,
             events: None,
             records: None,
             plans: 0,
             looks: 0,
+            carried: 0,
             failed: false,
         };
         w.events = Events::open(&w.root);
         let stats = Records::stats(&w.root);
-        let first = w.current_plan(t0, Counts::default(), stats).map(|p| {
+        let first = w.current_plan(t0, Counts::default(), stats).map(|r| {
             let watching = Watching {
-                due: p.due_count(NodeKind::Bake.as_str()),
-                total: p.nodes.iter().filter(|n| n.kind == NodeKind::Bake).count(),
+                due: r.plan.due_count(NodeKind::Bake.as_str()),
+                total: r
+                    .plan
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::Bake)
+                    .count(),
             };
-            w.last = Some(p);
+            w.bakes = Some(BakeView::of(&r.plan));
+            w.last = Some(r.plan);
             watching
         });
         (w, first)
@@ -337,11 +406,11 @@ impl Watcher {
         if synced.is_empty() && !self.failed && self.last.is_some() && self.kept(&stats) {
             return Ok(None);
         }
-        let p = self.current_plan(t0, before, stats);
-        self.failed = p.is_err();
-        let p = p?;
-        let changes = diff_plans(self.last.as_ref(), &p);
-        self.last = Some(p);
+        let r = self.current_plan(t0, before, stats);
+        self.failed = r.is_err();
+        let r = r?;
+        let changes = self.bakes.get_or_insert_with(BakeView::default).diff(&r);
+        self.last = Some(r.plan);
         Ok(Some(changes))
     }
 
@@ -360,7 +429,7 @@ impl Watcher {
         t0: Instant,
         before: Counts,
         stats: Option<Vec<(PathBuf, FileStat)>>,
-    ) -> Result<Plan> {
+    ) -> Result<Replan> {
         if let Err(diags) = self.inc.tree() {
             return Err(NotLoaded {
                 diagnostics: diags.clone(),
@@ -380,6 +449,7 @@ impl Watcher {
                         stats,
                         read,
                         planning,
+                        generation: self.plans as u64,
                     })
                 }
                 None => {
@@ -388,6 +458,7 @@ impl Watcher {
                         stats: Vec::new(),
                         read,
                         planning,
+                        generation: self.plans as u64,
                     };
                     return self.plan_on(t0, before, &mut once);
                 }
@@ -400,15 +471,15 @@ impl Watcher {
     }
 
     /// The plan on the database's graph, against the records `r`.
-    fn plan_on(&mut self, t0: Instant, before: Counts, r: &mut Records) -> Result<Plan> {
+    fn plan_on(&mut self, t0: Instant, before: Counts, r: &mut Records) -> Result<Replan> {
         let (meta, lineage, pins, revs) = &r.read;
         // what the records answer for the pinned images of the tree as it
         // loads now (an image that became pinned asks for its pin even
         // though the records did not move; only a changed answer is set)
-        self.inc.set_pins(&RecordedPins(
-            MetaPins::new(pins, lineage),
-            Default::default(),
-        ));
+        self.inc.set_pins_kept(
+            r.generation,
+            &RecordedPins(MetaPins::new(pins, lineage), Default::default()),
+        );
         let c = match self.inc.compiled() {
             Ok(c) => c,
             Err(Some(e)) => bail!("{e}"),
@@ -437,7 +508,7 @@ impl Watcher {
         let sel = crate::session::select(graph, &self.patterns)?;
         let now = SystemTime::now();
         r.planning.at(now);
-        crate::session::plan(
+        let replan = crate::session::plan_after(
             meta,
             lineage,
             revs,
@@ -447,219 +518,20 @@ impl Watcher {
             &c.fps,
             &sel,
             &ForceBake::default(),
-        )
+            self.last.take(),
+        )?;
+        self.carried = replan.carried();
+        if std::env::var_os("CSIS_TIMING").is_some() {
+            log::info!(
+                target: "csis::timing",
+                "timing: {} node(s) planned anew, {} carried over from the last plan",
+                replan.made.len(),
+                self.carried
+            );
+        }
+        Ok(replan)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::test_tree::ops_basic;
-
-    #[test]
-    fn an_edited_image_moves_its_bake_alone_and_a_broken_file_is_refused() {
-        let (_t, tree) = ops_basic();
-        let (mut w, first) = Watcher::open(&tree, Vec::new());
-        let first = first.unwrap();
-        assert_eq!(first.total, 4, "{first:?}");
-        assert_eq!(first.due, 4, "nothing is built yet: {first:?}");
-        assert!(!w.changed(), "nothing was edited");
-        // an editor's temporary file beside the tree's: seen, not planned
-        let plans = w.plans;
-        std::fs::write(tree.dir.join("images/.images.yaml.swp"), "x").unwrap();
-        assert!(w.changed());
-        assert!(
-            w.replan().unwrap().is_none(),
-            "nothing the plan reads moved"
-        );
-        assert_eq!(w.plans, plans);
-        // a comment: the tree's text moved, planned, the plan is the same
-        let im = tree.dir.join("images/images.yaml");
-        let text = std::fs::read_to_string(&im).unwrap();
-        std::fs::write(&im, format!("{text}# a comment\n")).unwrap();
-        assert!(w.changed());
-        assert_eq!(w.replan().unwrap(), Some(Vec::new()));
-        assert_eq!(w.plans, plans + 1);
-        std::fs::write(&im, &text).unwrap();
-        assert_eq!(w.replan().unwrap(), Some(Vec::new()));
-
-        let edited = text.replace(
-            "  - name: tools\n",
-            "  - name: tools\n    primary_disk_size: 30\n",
-        );
-        assert_ne!(edited, text);
-        std::fs::write(&im, edited).unwrap();
-        assert!(w.changed());
-        let changes = w.replan().unwrap().expect("planned");
-        let labels: Vec<&str> = changes
-            .iter()
-            .map(|c| match c {
-                PlanChange::Changed { label, due, .. } => {
-                    assert!(due, "{c:?}");
-                    label.as_str()
-                }
-                other => panic!("only changed bakes: {other:?}"),
-            })
-            .collect();
-        assert_eq!(labels, ["//images/tools@sim:bake"], "{changes:?}");
-
-        std::fs::write(&im, "images: [").unwrap();
-        assert!(w.changed());
-        let e = w.replan().unwrap_err();
-        let nl = e
-            .downcast_ref::<NotLoaded>()
-            .expect("a tree that does not load");
-        assert!(!nl.diagnostics.is_empty());
-        // still broken: said again, not taken for the last good plan
-        std::fs::write(tree.dir.join("images/.images.yaml.swp"), "y").unwrap();
-        assert!(w.changed());
-        assert!(w.replan().is_err());
-    }
-
-    /// Reading the tree's files (as the watcher itself does at every look
-    /// and plan) wakes it for nothing: inotify reports every open, and a
-    /// watcher that looked at the tree for each would look for ever.
-    #[test]
-    fn a_file_opened_and_not_written_does_not_wake_the_watcher() {
-        let (_t, tree) = ops_basic();
-        let (mut w, first) = Watcher::open(&tree, Vec::new());
-        first.unwrap();
-        if w.events.is_none() {
-            eprintln!("skipped: the OS gives no file events here");
-            return;
-        }
-        let im = tree.dir.join("images/images.yaml");
-        // what the open and the first plan read may still be queued
-        while w.wait(Duration::from_millis(200)) {}
-        let looks = w.looks;
-        std::fs::read_to_string(&im).unwrap();
-        std::fs::read_dir(tree.dir.join("images"))
-            .unwrap()
-            .for_each(drop);
-        assert!(!w.wait(Duration::from_secs(30)), "nothing changed");
-        assert_eq!(w.looks, looks, "an open is not a change: no look taken");
-        // a write still wakes it, and is seen
-        std::fs::write(&im, std::fs::read_to_string(&im).unwrap() + "# c\n").unwrap();
-        let mut seen = false;
-        for _ in 0..20 {
-            if w.wait(Duration::from_secs(30)) {
-                seen = true;
-                break;
-            }
-        }
-        assert!(seen, "the write is seen");
-        assert!(w.looks > looks);
-    }
-
-    /// The watcher reads `meta-state/` again only when one of its files
-    /// moved, and never keeps what it read from a file changed in the last
-    /// second: a build recorded behind it (another terminal) shows at the
-    /// next plan.
-    #[test]
-    fn the_records_are_read_again_when_their_files_move() {
-        let (_t, tree) = ops_basic();
-        let (mut w, first) = Watcher::open(&tree, Vec::new());
-        assert_eq!(first.unwrap().due, 4);
-        let kept = |w: &Watcher| w.records.as_ref().map(|r| r.read.1.builds.len());
-        assert_eq!(kept(&w), Some(0), "no records yet: their absence is kept");
-
-        // every bake recorded as built from today's inputs, behind the watcher
-        let session = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
-        let meta = MetaState::of_tree(&tree.dir);
-        let mut lineage = Lineage::default();
-        for (i, ((series, rt), (fp, _))) in session.bake_fingerprints().into_iter().enumerate() {
-            let mut b = csis_cache::BuildRecord::new(format!("b{i}"), series, rt);
-            b.input_fingerprint = Some(fp);
-            b.run = Some(format!("2026_12_04t00_00_0{i}_000000"));
-            lineage.add_build(b);
-        }
-        let n = lineage.builds.len();
-        meta.save_lineage(&lineage).unwrap();
-        let path = meta.dir().join(csis_cache::LINEAGE_FILE);
-        let age = |secs: u64| {
-            let f = std::fs::File::options().write(true).open(&path).unwrap();
-            f.set_modified(SystemTime::now() - Duration::from_secs(secs))
-                .unwrap();
-        };
-
-        // just written: read, and not kept (racy)
-        w.replan().unwrap();
-        assert_eq!(kept(&w), None);
-        let due = |w: &Watcher| w.last.as_ref().unwrap().due_count(NodeKind::Bake.as_str());
-        assert!(due(&w) < 4, "the recorded bakes count: {}", due(&w));
-        // older than a second: kept
-        age(30);
-        w.replan().unwrap();
-        assert_eq!(kept(&w), Some(n));
-
-        // the records emptied again (older still: not racy); the kept
-        // read is not used, the bakes are due again
-        meta.save_lineage(&Lineage::default()).unwrap();
-        age(20);
-        w.replan().unwrap();
-        assert_eq!(kept(&w), Some(0));
-        assert_eq!(due(&w), 4);
-
-        // another record file appears (a fleet record the plan reads
-        // beside the lineage): planned again, not taken for nothing
-        let plans = w.plans;
-        std::fs::write(meta.dir().join("launch-params.yaml"), "instances: {}\n").unwrap();
-        assert!(w.replan().unwrap().is_some());
-        assert_eq!(w.plans, plans + 1);
-    }
-
-    /// An image made pinned by an edit, while the records do not move, is
-    /// compiled with its pin (and its recorded fingerprint) as `csis plan`
-    /// compiles it.
-    #[test]
-    fn an_image_made_pinned_finds_its_pin_in_kept_records() {
-        let (_t, tree) = ops_basic();
-        let meta = MetaState::of_tree(&tree.dir);
-        // web's build b-web, recorded with a fingerprint that is not today's
-        let mut lineage = Lineage::default();
-        let mut b = csis_cache::BuildRecord::new("b-web", "web", "sim");
-        b.input_fingerprint = Some("ab".repeat(32));
-        b.run = Some("2026_12_04t00_00_00_000000".into());
-        lineage.add_build(b);
-        meta.save_lineage(&lineage).unwrap();
-        let mut pins = Pins::default();
-        pins.images
-            .insert(csis_cache::image_key("app", "sim"), "b-web".into());
-        meta.save_pins(&pins).unwrap();
-        for f in [csis_cache::LINEAGE_FILE, csis_cache::PINS_FILE] {
-            let f = std::fs::File::options()
-                .write(true)
-                .open(meta.dir().join(f))
-                .unwrap();
-            f.set_modified(SystemTime::now() - Duration::from_secs(30))
-                .unwrap();
-        }
-        let (mut w, first) = Watcher::open(&tree, Vec::new());
-        first.unwrap();
-        assert!(w.records.is_some(), "old enough to be kept");
-
-        // app (follow) becomes pinned: its pin is b-web
-        let im = tree.dir.join("images/images.yaml");
-        let text = std::fs::read_to_string(&im).unwrap();
-        let edited = text.replace(
-            "    source_image: web\n    parent_policy: follow\n",
-            "    source_image: web\n    parent_policy: pinned\n",
-        );
-        assert_ne!(edited, text);
-        std::fs::write(&im, edited).unwrap();
-        w.replan().unwrap().expect("planned");
-        assert!(w.records.is_some(), "the records did not move");
-        let plain = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
-        let want = plain
-            .plan(&plain.select(&[]).unwrap(), &ForceBake::default())
-            .unwrap();
-        let fp = |p: &Plan| {
-            p.nodes
-                .iter()
-                .find(|n| n.label.to_string() == "//images/app@sim:bake")
-                .map(|n| n.fingerprint)
-                .unwrap()
-        };
-        assert_eq!(fp(w.last.as_ref().unwrap()), fp(&want));
-    }
-}
+mod tests;

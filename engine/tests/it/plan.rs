@@ -359,3 +359,100 @@ fn plan_json_shape() {
     assert_eq!(base["deps"], json!(["//images/base@rt:emit"]));
     assert_eq!(base["fingerprint"].as_str().unwrap().len(), 64);
 }
+
+/// Every planned node as JSON, with its full decision and id.
+fn plan_view(p: &Plan) -> Vec<(NodeId, Value, Decision)> {
+    p.nodes
+        .iter()
+        .map(|n| (n.id, serde_json::to_value(n).unwrap(), n.decision.clone()))
+        .collect()
+}
+
+#[test]
+fn a_plan_after_carries_the_unchanged_nodes_and_equals_a_fresh_plan() {
+    let t = tree("v1", None);
+    // records as the planning view has them: no canonical documents
+    let mut r = converged(&t.g);
+    for rec in r.map.values_mut() {
+        rec.canonical = None;
+    }
+    let planner = Planner::standard();
+    let sel = t.g.select_all();
+    let first = planner
+        .plan_after(&t.g, &sel, &t.g.fingerprints().unwrap(), &r, None)
+        .unwrap();
+    assert_eq!(first.carried(), 0);
+    assert_eq!(first.made.len(), t.g.len());
+    assert_eq!(first.plan.due().count(), 0);
+
+    // base's inputs edited in place: the same shape
+    let mut g = t.g.clone();
+    let label = |n: &str| l(&format!("//images/{n}@rt"));
+    g.replace_node(
+        t.base,
+        std::sync::Arc::new(
+            Node::new(label("base"), "bake")
+                .with_inputs(json!({"series": "base", "mods": [{"name": "m", "content": "v2"}]}))
+                .with_attr("series", "base"),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        g.shape(),
+        t.g.shape(),
+        "a node replaced in place keeps the shape"
+    );
+    let fps = g.fingerprints().unwrap();
+    let fresh = planner.plan(&g, &sel, &fps, &r).unwrap();
+    let again = planner
+        .plan_after(&g, &sel, &fps, &r, Some(first.plan))
+        .unwrap();
+    assert_eq!(plan_view(&again.plan), plan_view(&fresh));
+    // base re-bakes, its follow descendants with it, its support nodes
+    // and retag run; the pinned child and its child are carried
+    let mut moved = vec![
+        t.base,
+        t.follow,
+        t.follow_child,
+        t.base_emit,
+        t.base_resolve,
+        t.base_retag,
+    ];
+    moved.sort();
+    assert_eq!(again.carried(), 2);
+    let mut made = again.made.clone();
+    made.sort();
+    assert_eq!(made, moved, "made anew: the nodes replaced");
+    assert!(!again.plan.node(t.pinned).unwrap().due);
+    assert!(!again.plan.node(t.pinned_child).unwrap().due);
+
+    // a node a caller edited after planning is not carried
+    let mut edited = again.plan;
+    let i = edited.nodes.iter().position(|n| n.id == t.pinned).unwrap();
+    edited.nodes[i].reason = "held: pinned to a revoked build".into();
+    edited.nodes[i].code = "pin-revoked".into();
+    let third = planner
+        .plan_after(&g, &sel, &fps, &r, Some(edited))
+        .unwrap();
+    assert_eq!(plan_view(&third.plan), plan_view(&fresh));
+    assert_eq!(third.carried(), t.g.len() - 1);
+    assert_eq!(third.made, [t.pinned]);
+
+    // a graph of another shape: nothing is carried
+    let mut bigger = g.clone();
+    bigger
+        .add_node(Node::new(label("other"), "bake").with_attr("series", "other"))
+        .unwrap();
+    assert_ne!(bigger.shape(), g.shape());
+    let sel = bigger.select_all();
+    let fps = bigger.fingerprints().unwrap();
+    let fourth = planner
+        .plan_after(&bigger, &sel, &fps, &r, Some(third.plan))
+        .unwrap();
+    assert_eq!(fourth.carried(), 0);
+    assert_eq!(fourth.made.len(), bigger.len());
+    assert_eq!(
+        plan_view(&fourth.plan),
+        plan_view(&planner.plan(&bigger, &sel, &fps, &r).unwrap())
+    );
+}

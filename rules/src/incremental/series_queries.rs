@@ -23,20 +23,38 @@ impl PinTable {
     /// Ask `source` every pin the compile of `tree` can ask.
     pub fn of(tree: &Tree, source: &dyn PinSource) -> PinTable {
         let mut pins = BTreeMap::new();
-        for image in &tree.images {
-            if image.model.parent_policy != ParentPolicy::Pinned {
-                continue;
-            }
-            for entry in image.active_runtimes() {
-                let Some(rt) = &entry.runtime else { continue };
-                if let Some(build) = source.image_pin(&image.name, rt) {
-                    let fp = source.build_fingerprint(&build);
-                    let caps = source.build_capabilities(&build);
-                    pins.insert((image.name.clone(), rt.clone()), (build, fp, caps));
-                }
+        for (image, rt) in Self::pins_of(tree) {
+            if let Some(build) = source.image_pin(image, rt) {
+                let fp = source.build_fingerprint(&build);
+                let caps = source.build_capabilities(&build);
+                pins.insert((image.to_string(), rt.to_string()), (build, fp, caps));
             }
         }
         PinTable { pins }
+    }
+
+    /// Which pins the compile of `tree` can ask, as a hash: equal for two
+    /// trees that ask a source the same questions.
+    pub fn asked(tree: &Tree) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(b"csis-pins-asked-v1");
+        for (image, rt) in Self::pins_of(tree) {
+            put(&mut h, image.as_bytes());
+            put(&mut h, rt.as_bytes());
+        }
+        *h.finalize().as_bytes()
+    }
+
+    /// `(image, runtime)` of each pin the compile of `tree` can ask: every
+    /// image under `parent_policy: pinned`, on each of its runtimes.
+    fn pins_of(tree: &Tree) -> impl Iterator<Item = (&str, &str)> {
+        tree.images
+            .iter()
+            .filter(|i| i.model.parent_policy == ParentPolicy::Pinned)
+            .flat_map(|i| {
+                i.active_runtimes()
+                    .filter_map(move |e| Some((i.name.as_str(), e.runtime.as_deref()?)))
+            })
     }
 }
 

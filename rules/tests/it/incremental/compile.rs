@@ -395,6 +395,63 @@ fn pins_recompile_only_the_pinned_image() {
     assert!(!inc.set_pins(&more));
 }
 
+/// A [`PinSource`] that counts the pins asked of it.
+struct Counted<'a>(&'a TestPins, std::cell::Cell<usize>);
+
+impl PinSource for Counted<'_> {
+    fn image_pin(&self, image: &str, runtime: &str) -> Option<String> {
+        self.1.set(self.1.get() + 1);
+        self.0.image_pin(image, runtime)
+    }
+    fn build_fingerprint(&self, build_id: &str) -> Option<String> {
+        self.0.build_fingerprint(build_id)
+    }
+}
+
+#[test]
+fn kept_pins_are_asked_again_only_for_a_new_read_or_a_new_question() {
+    let dir = tempfile::tempdir().unwrap();
+    write_compile_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    let pins = TestPins(BTreeMap::from([(
+        "pinned".to_string(),
+        ("b-old".to_string(), Some("cd".repeat(32))),
+    )]));
+    let src = Counted(&pins, Default::default());
+    assert!(inc.set_pins_kept(1, &src));
+    // one question per pinned image (the default policy is pinned) and runtime
+    let asked = src.1.get();
+    assert!(asked >= 1, "pinned is asked");
+    inc.compiled().expect("compiles");
+
+    // an edit that asks the same pins, of the same read: not asked
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        APP.replace("app-setup", "app-2"),
+    )
+    .unwrap();
+    inc.sync();
+    assert!(!inc.set_pins_kept(1, &src));
+    assert_eq!(src.1.get(), asked);
+
+    // a new read of the records: asked again (the same answers: unchanged)
+    assert!(!inc.set_pins_kept(2, &src));
+    assert_eq!(src.1.get(), 2 * asked);
+
+    // app becomes pinned: a new question, asked, and its answer set
+    let app_pinned = APP.replace("parent_policy: follow", "parent_policy: pinned");
+    assert_ne!(app_pinned, APP, "the edit applies");
+    std::fs::write(dir.path().join("images/app.yml"), app_pinned).unwrap();
+    inc.sync();
+    let mut more = TestPins(pins.0.clone());
+    more.0
+        .insert("app".into(), ("b-web".into(), Some("ef".repeat(32))));
+    let src2 = Counted(&more, Default::default());
+    assert!(inc.set_pins_kept(2, &src2), "app's pin is new");
+    assert_eq!(src2.1.get(), asked + 1);
+    assert_compiles_like_plain(&inc, dir.path(), &opts(), &more);
+}
+
 /// A tree with the compile's corner cases: an image whose parent does not
 /// bake on its runtime (and that image's child), two entries on one
 /// runtime, a fixed parent image (and its child on both runtimes).
