@@ -64,8 +64,9 @@
 //!   the previous graph frees little.
 //!
 //! [`Incremental`] wraps the database for a tree on disk:
-//! [`Incremental::sync`] re-reads the YAML files and sets only the inputs
-//! whose text changed, and re-hashes the content files whose mtime or size
+//! [`Incremental::sync`] re-reads the YAML files whose metadata moved since
+//! their last read (or whose read was racy) and sets only the inputs whose
+//! text changed, and re-hashes the content files whose mtime or size
 //! moved (setting only the hashes that changed); [`Incremental::set_pins`]
 //! sets the pins `meta-state/` answers now ([`PinTable`]);
 //! [`Incremental::tree`] and [`Incremental::compiled`] answer the loaded
@@ -468,6 +469,23 @@ pub struct Incremental {
     /// The generation of the source [`Incremental::set_pins_kept`] asked
     /// last, and the pins the tree asked of it then ([`PinTable::asked`]).
     pins_asked: Option<(u64, [u8; 32])>,
+    /// Each YAML file's metadata when [`Incremental::sync`] last read it,
+    /// and when it read it: a file whose metadata did not move since a
+    /// read that was not racy is not read again.
+    stamps: BTreeMap<PathBuf, (Stamp, SystemTime)>,
+    /// YAML files [`Incremental::sync`] read, in all.
+    files_read: usize,
+}
+
+/// Whether a read at `read_at` of a file of this `stamp` may miss a later
+/// write of the same size within the file system's mtime granularity: its
+/// mtime is less than a second before the read (or unknown). The no-op
+/// stamp's rule.
+fn racy(stamp: Stamp, read_at: SystemTime) -> bool {
+    match stamp {
+        Some((Some(mtime), _)) => mtime + std::time::Duration::from_secs(1) >= read_at,
+        _ => true,
+    }
 }
 
 /// A loaded tree and its graph, kept to be dropped off the caller's thread.
@@ -520,12 +538,16 @@ impl Incremental {
             dirty: std::sync::atomic::AtomicBool::new(true),
             retired: Mutex::default(),
             pins_asked: None,
+            stamps: BTreeMap::new(),
+            files_read: 0,
         };
         inc.sync();
         inc
     }
 
-    /// Re-read the tree's YAML files: set the text of the files that
+    /// Re-read the tree's YAML files whose metadata (mtime, size) moved
+    /// since they were read, or whose read was racy (their mtime within a
+    /// second of it): set the text of the files that
     /// changed (only those), add and remove files; re-hash the playbooks
     /// and scripts the compile hashed whose mtime or size changed, and set
     /// the hash of those whose content changed. Nothing is recomputed
@@ -535,7 +557,19 @@ impl Incremental {
         let listed = load::tree_files(&self.root);
         let mut order = Vec::with_capacity(listed.len());
         let mut seen = BTreeMap::new();
+        let mut stamps = BTreeMap::new();
         for p in listed {
+            let stamp = stamp_of(&p);
+            if let (Some(&f), Some(&(was, read_at))) = (self.files.get(&p), self.stamps.get(&p)) {
+                if stamp.is_some() && was == stamp && !racy(stamp, read_at) {
+                    stamps.insert(p.clone(), (was, read_at));
+                    seen.insert(p, f);
+                    order.push(f);
+                    continue;
+                }
+            }
+            stamps.insert(p.clone(), (stamp, SystemTime::now()));
+            self.files_read += 1;
             let text = read_text(&p);
             let file = match self.files.get(&p) {
                 Some(&f) => {
@@ -560,6 +594,7 @@ impl Incremental {
             self.input.set_files(&mut self.db).to(order);
         }
         self.files = seen;
+        self.stamps = stamps;
         report.contents = self.sync_contents();
         if !report.is_empty() {
             self.dirty.store(true, Ordering::Relaxed);
@@ -571,6 +606,12 @@ impl Incremental {
             retire(kept.drain(..n).collect());
         }
         report
+    }
+
+    /// How many YAML files [`Incremental::sync`] has read (each sync reads
+    /// the files whose metadata moved, and those read racily).
+    pub fn files_read(&self) -> usize {
+        self.files_read
     }
 
     /// Re-hash the content files whose stamp moved; set the changed hashes.
@@ -681,24 +722,25 @@ impl Incremental {
     /// trees of [`PREFETCH_SERIES`] series or more, on a machine with two
     /// cores or more.
     fn prefetch(&self) {
-        let Some(order) = series_order(&self.db, self.input) else {
+        let Some(series) = series_ids(&self.db, self.input) else {
             return;
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if order.len() < PREFETCH_SERIES || cores < 2 {
+        if series.len() < PREFETCH_SERIES || cores < 2 {
             return;
         }
         let input = self.input;
-        let fetch = |db: &CompileDb, part: &[(SeriesKind, String)]| {
-            for (kind, name) in part {
-                fingerprints(db, input, Series::new(db, *kind, name.clone()));
-            }
-        };
-        let (first, second) = order.split_at(order.len() / 2);
+        let (first, second) = series.split_at(series.len() / 2);
         let other = self.db.clone();
         std::thread::scope(|sc| {
-            sc.spawn(move || fetch(&other, second));
-            fetch(&self.db, first);
+            sc.spawn(move || {
+                for &s in second {
+                    fingerprints(&other, input, s);
+                }
+            });
+            for &s in first {
+                fingerprints(&self.db, input, s);
+            }
         });
     }
 

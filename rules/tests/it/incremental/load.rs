@@ -383,3 +383,60 @@ fn a_file_with_a_marker_is_loaded_again_with_the_identity_of_now() {
         "{errs:?}"
     );
 }
+
+/// Set the mtime of every file under `dir` `secs` seconds back.
+fn age_files(dir: &Path, secs: u64) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+    for e in walk(dir) {
+        std::fs::File::options()
+            .write(true)
+            .open(&e)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_sync_reads_only_the_files_whose_metadata_moved_or_were_read_racily() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let mut inc = Incremental::new(dir.path(), &opts());
+    assert_eq!(inc.files_read(), TREE_FILES);
+    // just written: their reads were racy, read again
+    inc.sync();
+    assert_eq!(inc.files_read(), 2 * TREE_FILES);
+    // aged: their metadata moved, read once more, then no more
+    age_files(dir.path(), 30);
+    inc.sync();
+    assert_eq!(inc.files_read(), 3 * TREE_FILES);
+    assert!(inc.sync().is_empty());
+    assert_eq!(
+        inc.files_read(),
+        3 * TREE_FILES,
+        "nothing moved: nothing read"
+    );
+
+    // one file edited: that file alone is read, and the edit is seen
+    std::fs::write(
+        dir.path().join("images/app.yml"),
+        APP.replace("app-setup", "app-setup-2"),
+    )
+    .unwrap();
+    assert_eq!(inc.sync().changed, 1);
+    assert_eq!(inc.files_read(), 3 * TREE_FILES + 1);
+    assert_same_as_fresh(&inc, dir.path());
+}
