@@ -722,25 +722,24 @@ impl Incremental {
     /// trees of [`PREFETCH_SERIES`] series or more, on a machine with two
     /// cores or more.
     fn prefetch(&self) {
-        let Some(series) = series_ids(&self.db, self.input) else {
+        let Some(order) = series_order(&self.db, self.input) else {
             return;
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if series.len() < PREFETCH_SERIES || cores < 2 {
+        if order.len() < PREFETCH_SERIES || cores < 2 {
             return;
         }
         let input = self.input;
-        let (first, second) = series.split_at(series.len() / 2);
+        let fetch = |db: &CompileDb, part: &[(SeriesKind, String)]| {
+            for (kind, name) in part {
+                fingerprints(db, input, Series::new(db, *kind, name.clone()));
+            }
+        };
+        let (first, second) = order.split_at(order.len() / 2);
         let other = self.db.clone();
         std::thread::scope(|sc| {
-            sc.spawn(move || {
-                for &s in second {
-                    fingerprints(&other, input, s);
-                }
-            });
-            for &s in first {
-                fingerprints(&self.db, input, s);
-            }
+            sc.spawn(move || fetch(&other, second));
+            fetch(&self.db, first);
         });
     }
 

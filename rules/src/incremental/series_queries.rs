@@ -435,20 +435,6 @@ pub fn series_order(db: &dyn Db, input: TreeInput) -> Option<Vec<(SeriesKind, St
     )
 }
 
-/// The series of [`series_order`], interned: run only when the order
-/// moved, so that an edit which moves no series interns no name (5,000
-/// lookups of a name per edit otherwise, twice).
-#[salsa::tracked(returns(ref))]
-pub fn series_ids<'db>(db: &'db dyn Db, input: TreeInput) -> Option<Vec<Series<'db>>> {
-    let order = series_order(db, input).as_ref()?;
-    Some(
-        order
-            .iter()
-            .map(|(kind, name)| Series::new(db, *kind, name.clone()))
-            .collect(),
-    )
-}
-
 /// The graph assembled from the series' units in the compile's order (OS
 /// builders, then images parents first) by the same [`Assembler`] as
 /// [`compile::compile`], with the fingerprints of the series' entries
@@ -484,8 +470,8 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
     let mut memo_ok = true;
     let mut units = Vec::with_capacity(order.len());
     let mut ids = Vec::with_capacity(order.len());
-    let series = series_ids(db, input).as_ref()?;
-    for &s in series {
+    for (kind, name) in order {
+        let s = Series::new(db, *kind, name.clone());
         let unit = match nodes(db, input, s) {
             Some(Ok(u)) => u,
             Some(Err(e)) => return Some(Err(e.clone())),
@@ -571,9 +557,8 @@ fn patched(db: &dyn Db, input: TreeInput, last: LastGraph) -> Option<LastGraph> 
     let mut compiled: Option<Compiled> = None;
     let mut fps = vec![Fingerprint::default(); old.compiled.graph.len()];
     let mut units = Vec::with_capacity(last.units.len());
-    // the order is last's ([`graph`] patches only then)
-    let series = series_ids(db, input).as_ref()?;
-    for ((&s, was), ids) in series.iter().zip(&last.units).zip(&last.ids) {
+    for (((kind, name), was), ids) in last.order.iter().zip(&last.units).zip(&last.ids) {
+        let s = Series::new(db, *kind, name.clone());
         let unit = match (nodes(db, input, s), was) {
             (None, None) => {
                 units.push(None);
