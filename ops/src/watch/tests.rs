@@ -211,6 +211,17 @@ fn an_image_made_pinned_finds_its_pin_in_kept_records() {
     assert_eq!(fp(w.last.as_ref().unwrap()), fp(&want));
 }
 
+/// Each change as `+label`, `~label` or `-label`.
+fn labels(c: &[PlanChange]) -> Vec<String> {
+    c.iter()
+        .map(|c| match c {
+            PlanChange::Added { label, .. } => format!("+{label}"),
+            PlanChange::Changed { label, .. } => format!("~{label}"),
+            PlanChange::Removed { label } => format!("-{label}"),
+        })
+        .collect()
+}
+
 /// Each node of a plan: label, due, reason, code, fingerprint, decision.
 fn plan_view(p: &Plan) -> Vec<String> {
     let mut v: Vec<String> = p
@@ -243,15 +254,6 @@ fn every_watched_plan_is_the_plain_plan() {
         assert_eq!(plan_view(w.last.as_ref().unwrap()), plan_view(&want));
     };
     plain(&w);
-    let labels = |c: &[PlanChange]| -> Vec<String> {
-        c.iter()
-            .map(|c| match c {
-                PlanChange::Added { label, .. } => format!("+{label}"),
-                PlanChange::Changed { label, .. } => format!("~{label}"),
-                PlanChange::Removed { label } => format!("-{label}"),
-            })
-            .collect()
-    };
     let im = tree.dir.join("images/images.yaml");
     let text = std::fs::read_to_string(&im).unwrap();
 
@@ -326,4 +328,49 @@ fn every_watched_plan_is_the_plain_plan() {
     let c = w.replan().unwrap().expect("planned");
     assert_eq!(labels(&c), ["~//images/tools@sim:bake"]);
     plain(&w);
+}
+
+/// Records that move no decision but what the plan says of a bake (its
+/// only build revoked: still due for want of a build, and now saying which
+/// was revoked) are said, though the planner carried the bake over.
+#[test]
+fn a_bake_the_records_rename_is_said_though_its_decision_holds() {
+    let (_t, tree) = ops_basic();
+    let (mut w, first) = Watcher::open(&tree, Vec::new());
+    assert_eq!(first.unwrap().due, 4);
+    let meta = MetaState::of_tree(&tree.dir);
+    let mut lineage = Lineage::default();
+    let mut b = csis_cache::BuildRecord::new("b-tools", "tools", "sim");
+    b.input_fingerprint = Some("ab".repeat(32));
+    b.run = Some("2026_12_04t00_00_00_000000".into());
+    lineage.add_build(b);
+    meta.save_lineage(&lineage).unwrap();
+    let revs = Revocations {
+        revocations: vec![csis_cache::revocations::Revocation {
+            build_id: "b-tools".into(),
+            series: Some("tools".into()),
+            runtime: Some("sim".into()),
+            reason: Some("a bad disk".into()),
+            run: None,
+            via: None,
+            extra: Default::default(),
+        }],
+        extra: Default::default(),
+    };
+    revs.save(&meta).unwrap();
+    let c = w.replan().unwrap().expect("planned");
+    assert!(w.carried > 0, "tools' decision holds: carried over");
+    assert_eq!(labels(&c), ["~//images/tools@sim:bake"], "{c:?}");
+    match &c[0] {
+        PlanChange::Changed { reason, due, .. } => {
+            assert!(due);
+            assert!(reason.contains("b-tools revoked"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
+    let want = s
+        .plan(&s.select(&[]).unwrap(), &ForceBake::default())
+        .unwrap();
+    assert_eq!(plan_view(w.last.as_ref().unwrap()), plan_view(&want));
 }

@@ -130,16 +130,14 @@ impl BakeView {
     }
 
     /// The bakes whose decision or fingerprint moved from what the view
-    /// holds to the plan `r` (only the nodes `r` made anew are looked at:
-    /// one it carried over did not move, and a plan that carried a node
-    /// is of the last plan's graph shape, so no bake came or went), and
-    /// the view brought up to date.
+    /// holds to the plan `r`, and the view brought up to date. Every bake
+    /// is looked at (a lookup each): one the planner carried over may have
+    /// been edited after planning, by records that moved (a revoked head
+    /// named, a pin held). Bakes went away only when `r` carried nothing:
+    /// a plan that carried a node is of the last plan's graph shape.
     pub fn diff(&mut self, r: &Replan) -> Vec<PlanChange> {
         let mut out = Vec::new();
-        for &id in &r.made {
-            let Some(n) = r.plan.node(id).filter(|n| n.kind == NodeKind::Bake) else {
-                continue;
-            };
+        for n in r.plan.nodes.iter().filter(|n| n.kind == NodeKind::Bake) {
             match self.0.get_mut(&n.label) {
                 None => {
                     out.push(PlanChange::Added {
