@@ -34,6 +34,22 @@ pub fn fixture(rel: &str) -> PathBuf {
     workspace().join("tests/fixtures").join(rel)
 }
 
+/// Every file under `dir`, at any depth (none where `dir` does not read).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Copy the tree at `from` to `to` (created), files and directories; the
 /// copies are writable whatever the originals are (the shared reference
 /// trees are read-only).

@@ -16,7 +16,7 @@
 //! import` (no registry); everything is named after this test and removed.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use csis_cache::MetaState;
@@ -361,7 +361,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         docker(&["image", "inspect", &named]).is_some(),
         "an unadoptable commit a release names is kept"
     );
-    let kept = walk(&root.join(".csis"))
+    let kept = csis_testkit::files_under(&root.join(".csis"))
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .any(|t| t.contains(&format!("kept {named}")) && t.contains("released"));
@@ -412,7 +412,7 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
         "the unadoptable commit is removed"
     );
     let logs = root.join(".csis");
-    let said = walk(&logs)
+    let said = csis_testkit::files_under(&logs)
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .any(|t| t.contains(&format!("removed {other}")) && t.contains("not adoptable"));
@@ -422,21 +422,6 @@ fn a_build_committed_and_never_tagged_is_adopted_tagged_and_converges() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(ids(&root, "web").len(), web.len());
     drop(cleanup);
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 /// Two trees with one repository on one daemon: the first tree's builds
@@ -476,7 +461,7 @@ fn two_trees_on_one_repository_keep_their_own_movable_tags() {
     // a's builds keep the movable tags; b's bake says so
     assert_eq!(tag_id("web").as_deref(), Some(wa.as_str()), "{out}\n{err}");
     assert_eq!(tag_id("base").as_deref(), Some(ba.as_str()));
-    let logs: Vec<String> = walk(&b.join(".csis"))
+    let logs: Vec<String> = csis_testkit::files_under(&b.join(".csis"))
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .collect();

@@ -112,15 +112,8 @@ fn the_records_are_read_again_when_their_files_move() {
     assert_eq!(kept(&w), Some(0), "no records yet: their absence is kept");
 
     // every bake recorded as built from today's inputs, behind the watcher
-    let session = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
     let meta = MetaState::of_tree(&tree.dir);
-    let mut lineage = Lineage::default();
-    for (i, ((series, rt), (fp, _))) in session.bake_fingerprints().into_iter().enumerate() {
-        let mut b = csis_cache::BuildRecord::new(format!("b{i}"), series, rt);
-        b.input_fingerprint = Some(fp);
-        b.run = Some(format!("2026_12_04t00_00_0{i}_000000"));
-        lineage.add_build(b);
-    }
+    let lineage = every_bake_built(&tree);
     let n = lineage.builds.len();
     meta.save_lineage(&lineage).unwrap();
     let path = meta.dir().join(csis_cache::LINEAGE_FILE);
@@ -211,6 +204,19 @@ fn an_image_made_pinned_finds_its_pin_in_kept_records() {
     assert_eq!(fp(w.last.as_ref().unwrap()), fp(&want));
 }
 
+/// Records of a build of every bake of the tree, from today's inputs.
+fn every_bake_built(tree: &TreeArgs) -> Lineage {
+    let session = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
+    let mut lineage = Lineage::default();
+    for (i, ((series, rt), (fp, _))) in session.bake_fingerprints().into_iter().enumerate() {
+        let mut b = csis_cache::BuildRecord::new(format!("b{i}"), series, rt);
+        b.input_fingerprint = Some(fp);
+        b.run = Some(format!("2026_12_04t00_00_0{i}_000000"));
+        lineage.add_build(b);
+    }
+    lineage
+}
+
 /// Each change as `+label`, `~label` or `-label`.
 fn labels(c: &[PlanChange]) -> Vec<String> {
     c.iter()
@@ -258,15 +264,8 @@ fn every_watched_plan_is_the_plain_plan() {
     let text = std::fs::read_to_string(&im).unwrap();
 
     // every bake recorded as built from today's inputs (old enough to be kept)
-    let session = crate::session::open(&tree.dir, &tree.load_options()).unwrap();
     let meta = MetaState::of_tree(&tree.dir);
-    let mut lineage = Lineage::default();
-    for (i, ((series, rt), (fp, _))) in session.bake_fingerprints().into_iter().enumerate() {
-        let mut b = csis_cache::BuildRecord::new(format!("b{i}"), series, rt);
-        b.input_fingerprint = Some(fp);
-        b.run = Some(format!("2026_12_04t00_00_0{i}_000000"));
-        lineage.add_build(b);
-    }
+    let lineage = every_bake_built(&tree);
     meta.save_lineage(&lineage).unwrap();
     std::fs::File::options()
         .write(true)

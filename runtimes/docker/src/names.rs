@@ -346,7 +346,9 @@ pub fn tag_in_repository<'a>(repo_tag: &'a str, repository: &str) -> Option<&'a 
 /// (without a run id, `csis-bake-<runtime>-<image>`), made a valid
 /// container name (`[a-zA-Z0-9][a-zA-Z0-9_.-]+`). Per run, so that two
 /// builds of one series on one daemon (two checkouts, two CI jobs) never
-/// share a container.
+/// share a container; two runs started in the same microsecond (one run
+/// id) are told apart when the second creates its container: it takes
+/// `<name>-<pid>` (`create_bake_container`).
 pub fn bake_container_name(runtime: &str, image: &str, run: Option<&str>) -> String {
     let clean = |s: &str| -> String {
         s.chars()

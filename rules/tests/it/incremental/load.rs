@@ -387,7 +387,7 @@ fn a_file_with_a_marker_is_loaded_again_with_the_identity_of_now() {
 /// Set the mtime of every file under `dir` `secs` seconds back.
 fn age_files(dir: &Path, secs: u64) {
     let then = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
-    for e in walk(dir) {
+    for e in csis_testkit::files_under(dir) {
         std::fs::File::options()
             .write(true)
             .open(&e)
@@ -395,19 +395,6 @@ fn age_files(dir: &Path, secs: u64) {
             .set_modified(then)
             .unwrap();
     }
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]

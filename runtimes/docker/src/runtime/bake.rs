@@ -309,13 +309,18 @@ impl DockerRuntime {
         Ok(())
     }
 
+    /// Create and start the bake container `name`, and answer the name it
+    /// has: `name`, or `name-<pid>` when another csis holds `name` (two
+    /// processes can start one series' bake in the same microsecond, the
+    /// run id's grain: two trees or two checkouts on one daemon). A
+    /// container that does not start is removed.
     pub(crate) async fn create_bake_container(
         &self,
         name: &str,
         parent: &str,
         req: &BakeRequest,
         storage_size: Option<&str>,
-    ) -> Result<()> {
+    ) -> Result<String> {
         let d = self.docker().await?;
         let mut host = HostConfig {
             init: Some(true),
@@ -339,17 +344,37 @@ impl DockerRuntime {
             host_config: Some(host),
             ..Default::default()
         };
-        let opts = CreateContainerOptionsBuilder::default().name(name).build();
-        d.create_container(Some(opts), body)
+        let create = |name: &str| {
+            let opts = CreateContainerOptionsBuilder::default().name(name).build();
+            d.create_container(Some(opts), body.clone())
+        };
+        let name = match create(name).await {
+            Ok(_) => name.to_string(),
+            Err(e) if crate::daemon::is_conflict(&e) => {
+                let own = format!("{name}-{}", std::process::id());
+                req.log.line(&format!(
+                    "==> bake container {name} is another csis's (the same run id): {own}"
+                ));
+                create(&own).await.map_err(|e| {
+                    self.map_err(&format!("create bake container {own} from {parent}"), e)
+                })?;
+                own
+            }
+            Err(e) => {
+                return Err(self.map_err(&format!("create bake container {name} from {parent}"), e))
+            }
+        };
+        if let Err(e) = d
+            .start_container(
+                &name,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
             .await
-            .map_err(|e| self.map_err(&format!("create bake container {name} from {parent}"), e))?;
-        d.start_container(
-            name,
-            None::<bollard::query_parameters::StartContainerOptions>,
-        )
-        .await
-        .map_err(|e| self.map_err(&format!("start bake container {name}"), e))?;
-        Ok(())
+        {
+            let _ = crate::daemon::remove_container_forced(d, &name).await;
+            return Err(self.map_err(&format!("start bake container {name}"), e));
+        }
+        Ok(name)
     }
 
     pub(crate) async fn commit_and_tag(
@@ -602,12 +627,11 @@ impl DockerRuntime {
         let storage_size = self
             .bake_disk_limit(req.disk_size_gb, &parent_id, req.log.as_ref())
             .await?;
+        let container = self
+            .create_bake_container(&container, &parent_id, req, storage_size.as_deref())
+            .await?;
         let guard = ContainerGuard::new(d.clone(), container.clone());
-        let work = async {
-            self.create_bake_container(&container, &parent_id, req, storage_size.as_deref())
-                .await?;
-            self.run_steps(&container, req).await
-        };
+        let work = self.run_steps(&container, req);
         let result = tokio::select! {
             r = work => r,
             _ = req.cancel.cancelled() => Err(RuntimeError::Cancelled),

@@ -161,6 +161,9 @@ impl DockerRuntime {
             Ok(_) => {}
             Err(e) => return Err(RuntimeError::Failed(format!("{}: {e}", req.label))),
         }
+        let container = self
+            .create_bake_container(&container, &image_id, &run, None)
+            .await?;
         req.log.line(&format!(
             "==> mod test container {container} from {}",
             img.id
@@ -168,8 +171,6 @@ impl DockerRuntime {
         let guard = ContainerGuard::new(d, container.clone());
         let (settle, mods) = lowered.steps.split_at(1.min(lowered.steps.len()));
         let work = async {
-            self.create_bake_container(&container, &image_id, &run, None)
-                .await?;
             self.exec_steps(&container, &run, "0", settle, 0).await?;
             req.log.line("==> first apply");
             let first = self

@@ -206,3 +206,42 @@ async fn clean_stale_bakes_removes_leftovers_of_a_killed_csis() {
         .await
         .is_empty());
 }
+
+/// Two bakes of one series with one run id at once (two csis processes
+/// started in the same microsecond, the run id's grain, on one daemon):
+/// the second takes a container name of its own, both bake, and neither
+/// container is left.
+#[tokio::test]
+async fn two_bakes_of_one_run_id_take_two_containers() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, cleanup) = runtime("samerun");
+    let log = Arc::new(Lines::default());
+    let mk = |n: &str| {
+        let mut r = request(
+            &rt,
+            "same",
+            vendor(&base_img),
+            vec![shell("wait", &["sleep 2", &format!("echo {n} > /which")])],
+            vec![test_cmd("cat /which", Some(n))],
+            log.clone(),
+        );
+        r.final_name = format!("same-native-20260101T000000-{n}");
+        r
+    };
+    let (a, mut b) = (mk("one"), mk("two"));
+    b.tags = a.tags.clone();
+    let (ra, rb) = tokio::join!(rt.bake(&a), rt.bake(&b));
+    ra.unwrap_or_else(|e| panic!("{e}"));
+    rb.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.all()
+            .iter()
+            .any(|l| l.contains("is another csis's (the same run id)")),
+        "{:?}",
+        log.all()
+    );
+    assert!(containers_named(&d, &cleanup.container_prefix)
+        .await
+        .is_empty());
+}
