@@ -54,6 +54,8 @@ pub(crate) struct ContainerGuard {
     docker: Docker,
     name: String,
     armed: bool,
+    /// A bake container: removed only when no other csis owns it.
+    bake: bool,
 }
 
 impl ContainerGuard {
@@ -62,6 +64,20 @@ impl ContainerGuard {
             docker,
             name,
             armed: true,
+            bake: false,
+        }
+    }
+
+    /// The guard of a bake container, which removes it only when its
+    /// owner mark is this process's (or it has none): another csis whose
+    /// run has the same run id (the same microsecond) may hold a container
+    /// of that name, and its bake goes on ([`remove_own_container`]).
+    pub(crate) fn bake(docker: Docker, name: String) -> Self {
+        ContainerGuard {
+            docker,
+            name,
+            armed: true,
+            bake: true,
         }
     }
 
@@ -72,10 +88,37 @@ impl ContainerGuard {
 
     pub(crate) async fn remove(mut self) -> std::result::Result<(), String> {
         self.armed = false;
-        remove_container_forced(&self.docker, &self.name)
-            .await
-            .map(drop)
+        if self.bake {
+            remove_own_container(&self.docker, &self.name).await
+        } else {
+            remove_container_forced(&self.docker, &self.name).await
+        }
+        .map(drop)
     }
+}
+
+/// Remove the bake container `name` unless another process's owner mark
+/// is on it; `true` when there was one to remove.
+pub(crate) async fn remove_own_container(
+    docker: &Docker,
+    name: &str,
+) -> std::result::Result<bool, String> {
+    let c = match docker
+        .inspect_container(
+            name,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(e) if is_not_found(&e) => return Ok(false),
+        Err(e) => return Err(api_message(&e)),
+    };
+    let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+    if crate::labels::bake_owner(&labels).is_some_and(|o| *o != csis_runtime::owner::bake_owner()) {
+        return Ok(false);
+    }
+    remove_container_forced(docker, name).await
 }
 
 impl Drop for ContainerGuard {
@@ -84,8 +127,13 @@ impl Drop for ContainerGuard {
             if let Ok(h) = tokio::runtime::Handle::try_current() {
                 let docker = self.docker.clone();
                 let name = self.name.clone();
+                let bake = self.bake;
                 h.spawn(async move {
-                    let _ = remove_container_forced(&docker, &name).await;
+                    let _ = if bake {
+                        remove_own_container(&docker, &name).await
+                    } else {
+                        remove_container_forced(&docker, &name).await
+                    };
                 });
             }
         }

@@ -11,7 +11,7 @@ use bollard::query_parameters::{CommitContainerOptionsBuilder, CreateContainerOp
 use csis_runtime::recipe::{self, StepKind};
 use csis_runtime::{BakeOutcome, BakeParent, BakeRequest, LogSink, Result, RuntimeError};
 
-use super::containers::ContainerGuard;
+use super::containers::{ContainerGuard, Held};
 
 /// The extra var every ansible step of a native bake gets: the original's
 /// `image_version`, from `BASE_IMAGE_VERSION` (empty when it is not set).
@@ -615,11 +615,13 @@ impl DockerRuntime {
         };
         let parent_id = parent_img.id.clone().unwrap_or(parent.clone());
         // A container of this run's name is a leftover only when its owner is gone.
-        match self.remove_left_behind(&container).await {
-            Ok(true) => req.log.line(&format!(
+        match self.clear_bake_name(&container).await {
+            Ok(Held::Removed) => req.log.line(&format!(
                 "==> removing stale bake container {container} (left by an interrupted csis)"
             )),
-            Ok(false) => {}
+            // another csis's run of the same run id: this bake takes
+            // another name when it creates its container
+            Ok(Held::Free | Held::Live(_)) => {}
             Err(e) => return Err(RuntimeError::Failed(format!("{}: {e}", req.label))),
         }
         req.log
@@ -630,7 +632,7 @@ impl DockerRuntime {
         let container = self
             .create_bake_container(&container, &parent_id, req, storage_size.as_deref())
             .await?;
-        let guard = ContainerGuard::new(d.clone(), container.clone());
+        let guard = ContainerGuard::bake(d.clone(), container.clone());
         let work = self.run_steps(&container, req);
         let result = tokio::select! {
             r = work => r,

@@ -19,6 +19,16 @@ use csis_schema::tags;
 /// label names a process of this host that is not running, or (another
 /// host's, or a container without an owner label) it was created more than
 /// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
+/// What held a bake container's name ([`DockerRuntime::clear_bake_name`]).
+pub(crate) enum Held {
+    /// No container of that name.
+    Free,
+    /// One left behind, now removed.
+    Removed,
+    /// A live csis's: kept (why, for a message).
+    Live(String),
+}
+
 fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
     let owner = c.labels.as_ref().and_then(labels::bake_owner);
     let created = c
@@ -165,6 +175,17 @@ impl DockerRuntime {
     /// day); `Ok(false)` when there is none. A live owner's container is
     /// never removed: that is an error naming its owner.
     pub(crate) async fn remove_left_behind(&self, name: &str) -> Result<bool> {
+        match self.clear_bake_name(name).await? {
+            Held::Free => Ok(false),
+            Held::Removed => Ok(true),
+            Held::Live(why) => Err(RuntimeError::Failed(why)),
+        }
+    }
+
+    /// [`Self::remove_left_behind`], answering a live owner's container as
+    /// [`Held::Live`] (a bake that can take another name goes on: another
+    /// csis's run of the same run id, `create_bake_container`).
+    pub(crate) async fn clear_bake_name(&self, name: &str) -> Result<Held> {
         let d = self.docker().await?;
         let list = self
             .containers(HashMap::from([(
@@ -178,10 +199,10 @@ impl DockerRuntime {
                 .flatten()
                 .any(|n| n.trim_start_matches('/') == name)
         }) else {
-            return Ok(false);
+            return Ok(Held::Free);
         };
         if !left_behind(&c) {
-            return Err(RuntimeError::Failed(format!(
+            return Ok(Held::Live(format!(
                 "bake container {name} belongs to a running csis ({}): not removed",
                 c.labels
                     .as_ref()
@@ -192,6 +213,7 @@ impl DockerRuntime {
         }
         remove_container_forced(d, name)
             .await
+            .map(|_| Held::Removed)
             .map_err(|e| RuntimeError::Failed(format!("removing stale bake container {name}: {e}")))
     }
 

@@ -14,7 +14,7 @@ use csis_runtime::{
     BakeParent, BakeRequest, BakeStep, LogSink, ModTestOutcome, Result, RuntimeError,
 };
 
-use super::containers::ContainerGuard;
+use super::containers::{ContainerGuard, Held};
 use super::exec::STAGE_DIR;
 use super::DockerRuntime;
 use crate::names;
@@ -157,8 +157,9 @@ impl DockerRuntime {
         let mut run = req.clone();
         run.log = recap.clone();
         let d = self.docker().await?.clone();
-        match self.remove_left_behind(&container).await {
-            Ok(_) => {}
+        match self.clear_bake_name(&container).await {
+            // a live csis's of the same run id: another name at creation
+            Ok(Held::Free | Held::Removed | Held::Live(_)) => {}
             Err(e) => return Err(RuntimeError::Failed(format!("{}: {e}", req.label))),
         }
         let container = self
@@ -168,7 +169,7 @@ impl DockerRuntime {
             "==> mod test container {container} from {}",
             img.id
         ));
-        let guard = ContainerGuard::new(d, container.clone());
+        let guard = ContainerGuard::bake(d, container.clone());
         let (settle, mods) = lowered.steps.split_at(1.min(lowered.steps.len()));
         let work = async {
             self.exec_steps(&container, &run, "0", settle, 0).await?;

@@ -131,7 +131,7 @@ impl DockerRuntime {
         if let Err(e) = self.remove_left_behind(&container).await {
             return Err(RuntimeError::Failed(format!("{}: {e}", req.label)));
         }
-        let guard = ContainerGuard::new(d.clone(), container.clone());
+        let guard = ContainerGuard::bake(d.clone(), container.clone());
         let env: std::collections::BTreeMap<String, String> =
             self.settings().tool_environment().into_iter().collect();
         let result = csis_packer::process::run(csis_packer::process::PackerRun {

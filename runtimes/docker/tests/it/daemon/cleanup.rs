@@ -245,3 +245,55 @@ async fn two_bakes_of_one_run_id_take_two_containers() {
         .await
         .is_empty());
 }
+
+/// A bake whose container name a live csis already holds (the same run
+/// id, started in the same microsecond) takes a name of its own, bakes,
+/// and leaves the other's container.
+#[tokio::test]
+async fn a_bake_beside_a_live_csiss_container_of_its_name_takes_another() {
+    let d = need_daemon!();
+    let base_img = busybox_image(&d).await;
+    let (rt, _cleanup) = runtime("heldname");
+    let log = Arc::new(Lines::default());
+    let req = request(
+        &rt,
+        "held",
+        vendor(&base_img),
+        vec![shell("s", &["echo x > /x"])],
+        vec![],
+        log.clone(),
+    );
+    let name = csis_runtime_docker::names::bake_container_name(
+        rt.name(),
+        "held",
+        req.tags.get("csis_run").map(String::as_str),
+    );
+    // another csis on this host (pid 1 runs), baking with the same run id
+    let other = format!("{}:1", csis_runtime::owner::host_name());
+    create_labelled(
+        &d,
+        &name,
+        &base_img,
+        true,
+        &[("csis_bake", rt.name()), ("csis_bake_owner", &other)],
+    )
+    .await;
+    rt.bake(&req).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.all().iter().any(|l| l.contains("is another csis's")),
+        "{:?}",
+        log.all()
+    );
+    let left = containers_named(&d, &name).await;
+    assert_eq!(left, [name.clone()], "the other's container alone is left");
+    let _ = d
+        .remove_container(
+            &name,
+            Some(
+                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                    .force(true)
+                    .build(),
+            ),
+        )
+        .await;
+}

@@ -159,3 +159,72 @@ async fn packer_docker_builder_runs_ansible_through_the_docker_connection() {
         .unwrap_or_else(|e| panic!("{e}\n{}", log.all().join("\n")));
     assert!(out.build_id.starts_with("sha256:"));
 }
+
+/// A packer bake whose container name another live csis holds (one run
+/// id: two runs started in the same microsecond) fails, and leaves that
+/// container to its owner: the guard removes only its own bake container.
+#[tokio::test]
+async fn a_packer_bake_leaves_another_csiss_container_of_its_name() {
+    let d = need_daemon!();
+    if std::process::Command::new("packer")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP packer-docker: packer is not installed (apt-get install -y packer)");
+        return;
+    }
+    let base_img = busybox_image(&d).await;
+    let (rt, _cleanup) = runtime_with("pkown", |s| {
+        s.packer_builders
+            .insert("pckr-docker".into(), "packer".into());
+    });
+    let log = Arc::new(Lines::default());
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(
+        &rt,
+        "pko",
+        vendor(&base_img),
+        vec![shell("s", &["echo x > /x"])],
+        vec![],
+        log.clone(),
+    );
+    req.image_builder = "pckr-docker".into();
+    req.emit_dir = dir.path().to_path_buf();
+    let name = csis_runtime_docker::names::bake_container_name(
+        rt.name(),
+        "pko",
+        req.tags.get("csis_run").map(String::as_str),
+    );
+    // another csis on this host (pid 1 runs), baking with the same run id
+    let other = format!("{}:1", csis_runtime::owner::host_name());
+    crate::daemon::create_labelled(
+        &d,
+        &name,
+        &base_img,
+        true,
+        &[("csis_bake", rt.name()), ("csis_bake_owner", &other)],
+    )
+    .await;
+    let e = rt.bake(&req).await.expect_err("the name is taken");
+    assert!(e.to_string().contains("belongs to a running csis"), "{e}");
+    assert!(
+        d.inspect_container(
+            &name,
+            None::<bollard::query_parameters::InspectContainerOptions>
+        )
+        .await
+        .is_ok(),
+        "the other csis's container is left: {e}"
+    );
+    let _ = d
+        .remove_container(
+            &name,
+            Some(
+                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                    .force(true)
+                    .build(),
+            ),
+        )
+        .await;
+}
