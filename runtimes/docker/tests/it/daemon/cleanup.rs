@@ -285,7 +285,11 @@ async fn a_bake_beside_a_live_csiss_container_of_its_name_takes_another() {
         log.all()
     );
     let left = containers_named(&d, &name).await;
-    assert_eq!(left, [name.clone()], "the other's container alone is left");
+    assert_eq!(
+        left,
+        std::slice::from_ref(&name),
+        "the other's container alone is left"
+    );
     let _ = d
         .remove_container(
             &name,
