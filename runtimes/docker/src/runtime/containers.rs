@@ -15,10 +15,6 @@ use crate::labels::{self, BAKE_LABEL, BAKE_OWNER_LABEL};
 use crate::names;
 use csis_schema::tags;
 
-/// Is this bake container left behind by a csis that is gone? Its owner
-/// label names a process of this host that is not running, or (another
-/// host's, or a container without an owner label) it was created more than
-/// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
 /// What held a bake container's name ([`DockerRuntime::clear_bake_name`]).
 pub(crate) enum Held {
     /// No container of that name.
@@ -29,6 +25,10 @@ pub(crate) enum Held {
     Live(String),
 }
 
+/// Is this bake container left behind by a csis that is gone? Its owner
+/// label names a process of this host that is not running, or (another
+/// host's, or a container without an owner label) it was created more than
+/// [`csis_runtime::owner::STALE_AFTER`] ago. Never by its name alone.
 fn left_behind(c: &bollard::models::ContainerSummary) -> bool {
     let owner = c.labels.as_ref().and_then(labels::bake_owner);
     let created = c
