@@ -268,16 +268,7 @@ async fn a_bake_beside_a_live_csiss_container_of_its_name_takes_another() {
         "held",
         req.tags.get("csis_run").map(String::as_str),
     );
-    // another csis on this host (pid 1 runs), baking with the same run id
-    let other = format!("{}:1", csis_runtime::owner::host_name());
-    create_labelled(
-        &d,
-        &name,
-        &base_img,
-        true,
-        &[("csis_bake", rt.name()), ("csis_bake_owner", &other)],
-    )
-    .await;
+    crate::daemon::held_by_another_csis(&d, rt.name(), &name, &base_img).await;
     rt.bake(&req).await.unwrap_or_else(|e| panic!("{e}"));
     assert!(
         log.all().iter().any(|l| l.contains("is another csis's")),
@@ -290,14 +281,5 @@ async fn a_bake_beside_a_live_csiss_container_of_its_name_takes_another() {
         std::slice::from_ref(&name),
         "the other's container alone is left"
     );
-    let _ = d
-        .remove_container(
-            &name,
-            Some(
-                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
-                    .force(true)
-                    .build(),
-            ),
-        )
-        .await;
+    crate::daemon::remove_forced(&d, &name).await;
 }

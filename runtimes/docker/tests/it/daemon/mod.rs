@@ -60,3 +60,38 @@ async fn create_labelled(
         .unwrap();
     }
 }
+
+/// Whether `packer` runs here (else the test says SKIP).
+fn packer_installed(what: &str) -> bool {
+    let ok = std::process::Command::new("packer")
+        .arg("version")
+        .output()
+        .is_ok();
+    if !ok {
+        eprintln!("SKIP {what}: packer is not installed (apt-get install -y packer)");
+    }
+    ok
+}
+
+/// A container named `name`, running, marked as another live csis's bake
+/// on this host (pid 1 runs): what a run of the same run id, started in
+/// the same microsecond, holds.
+async fn held_by_another_csis(d: &bollard::Docker, runtime: &str, name: &str, image: &str) {
+    let other = format!("{}:1", csis_runtime::owner::host_name());
+    create_labelled(
+        d,
+        name,
+        image,
+        true,
+        &[("csis_bake", runtime), ("csis_bake_owner", &other)],
+    )
+    .await;
+}
+
+/// Remove a container, running or not.
+async fn remove_forced(d: &bollard::Docker, name: &str) {
+    let opts = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .build();
+    let _ = d.remove_container(name, Some(opts)).await;
+}

@@ -14,12 +14,7 @@ use crate::need_daemon;
 #[tokio::test]
 async fn packer_docker_builder_bakes_by_running_packer() {
     let d = need_daemon!();
-    if std::process::Command::new("packer")
-        .arg("version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP packer-docker: packer is not installed (apt-get install -y packer)");
+    if !crate::daemon::packer_installed("packer-docker") {
         return;
     }
     let base_img = busybox_image(&d).await;
@@ -166,12 +161,7 @@ async fn packer_docker_builder_runs_ansible_through_the_docker_connection() {
 #[tokio::test]
 async fn a_packer_bake_leaves_another_csiss_container_of_its_name() {
     let d = need_daemon!();
-    if std::process::Command::new("packer")
-        .arg("version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP packer-docker: packer is not installed (apt-get install -y packer)");
+    if !crate::daemon::packer_installed("packer-docker") {
         return;
     }
     let base_img = busybox_image(&d).await;
@@ -196,16 +186,7 @@ async fn a_packer_bake_leaves_another_csiss_container_of_its_name() {
         "pko",
         req.tags.get("csis_run").map(String::as_str),
     );
-    // another csis on this host (pid 1 runs), baking with the same run id
-    let other = format!("{}:1", csis_runtime::owner::host_name());
-    crate::daemon::create_labelled(
-        &d,
-        &name,
-        &base_img,
-        true,
-        &[("csis_bake", rt.name()), ("csis_bake_owner", &other)],
-    )
-    .await;
+    crate::daemon::held_by_another_csis(&d, rt.name(), &name, &base_img).await;
     let e = rt.bake(&req).await.expect_err("the name is taken");
     assert!(e.to_string().contains("belongs to a running csis"), "{e}");
     assert!(
@@ -217,14 +198,5 @@ async fn a_packer_bake_leaves_another_csiss_container_of_its_name() {
         .is_ok(),
         "the other csis's container is left: {e}"
     );
-    let _ = d
-        .remove_container(
-            &name,
-            Some(
-                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
-                    .force(true)
-                    .build(),
-            ),
-        )
-        .await;
+    crate::daemon::remove_forced(&d, &name).await;
 }
