@@ -236,14 +236,27 @@ pub enum GraphError {
 }
 
 /// The build graph.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct Graph {
     g: DiGraph<Arc<Node>, Dep, u32>,
     /// Labels are the tree's own names (not a peer's input), so FxHash's
     /// weaker resistance to crafted collisions costs nothing.
     by_label: FxHashMap<Label, NodeId>,
-    /// Which nodes and edges the graph has ([`Graph::shape`]).
-    shape: u64,
+    /// Which nodes and edges the graph has ([`Graph::shape`]): given when
+    /// first asked (0: not yet, or a node or edge added since), so that
+    /// building a graph costs no atomic operation per node.
+    shape: std::sync::atomic::AtomicU64,
+}
+
+impl Clone for Graph {
+    /// A copy of the same shape ([`Graph::shape`]).
+    fn clone(&self) -> Graph {
+        Graph {
+            g: self.g.clone(),
+            by_label: self.by_label.clone(),
+            shape: std::sync::atomic::AtomicU64::new(self.shape()),
+        }
+    }
 }
 
 /// The last shape given ([`Graph::shape`]): unique in the process.
@@ -355,7 +368,7 @@ impl Graph {
         Graph {
             g: DiGraph::with_capacity(nodes, edges),
             by_label: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
-            shape: 0,
+            shape: Default::default(),
         }
     }
 
@@ -374,7 +387,7 @@ impl Graph {
             Entry::Vacant(slot) => {
                 let id = NodeId::from_ix(self.g.add_node(node));
                 slot.insert(id);
-                self.shape = new_shape();
+                *self.shape.get_mut() = 0;
                 Ok(id)
             }
         }
@@ -404,7 +417,7 @@ impl Graph {
             return Err(GraphError::SelfDependency(self.node(node).label.clone()));
         }
         self.g.add_edge(dep.ix(), node.ix(), kind);
-        self.shape = new_shape();
+        *self.shape.get_mut() = 0;
         Ok(())
     }
 
@@ -424,7 +437,17 @@ impl Graph {
     /// edges (a plan made on one can carry its nodes to the other,
     /// [`crate::Planner::plan_after`]).
     pub fn shape(&self) -> u64 {
-        self.shape
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.shape.load(Relaxed) {
+            0 => {
+                let new = new_shape();
+                match self.shape.compare_exchange(0, new, Relaxed, Relaxed) {
+                    Ok(_) => new,
+                    Err(given) => given,
+                }
+            }
+            given => given,
+        }
     }
 
     /// Number of nodes.

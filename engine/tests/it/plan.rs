@@ -444,6 +444,13 @@ fn a_plan_after_carries_the_unchanged_nodes_and_equals_a_fresh_plan() {
         .add_node(Node::new(label("other"), "bake").with_attr("series", "other"))
         .unwrap();
     assert_ne!(bigger.shape(), g.shape());
+    // a copy and its original, each given a node: two shapes
+    let mut other = g.clone();
+    other
+        .add_node(Node::new(label("another"), "bake").with_attr("series", "another"))
+        .unwrap();
+    assert_ne!(other.shape(), bigger.shape());
+    assert_ne!(other.shape(), g.shape());
     let sel = bigger.select_all();
     let fps = bigger.fingerprints().unwrap();
     let fourth = planner

@@ -645,6 +645,8 @@ impl Incremental {
     /// changed answer is set (and recompiles only the images it concerns).
     /// Returns whether it changed.
     pub fn set_pins(&mut self, source: &dyn PinSource) -> bool {
+        // a source of no generation: the next kept source is asked again
+        self.pins_asked = None;
         let table = match &*load_tree(&self.db, self.input).result {
             Ok(tree) => PinTable::of(tree, source),
             Err(_) => return false,

@@ -449,6 +449,11 @@ fn kept_pins_are_asked_again_only_for_a_new_read_or_a_new_question() {
     let src2 = Counted(&more, Default::default());
     assert!(inc.set_pins_kept(2, &src2), "app's pin is new");
     assert_eq!(src2.1.get(), asked + 1);
+    // pins set from a source of no generation between two kept ones: the
+    // kept source is asked again
+    inc.set_pins(&pins);
+    assert!(inc.set_pins_kept(2, &src2));
+    assert_eq!(src2.1.get(), 2 * (asked + 1));
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &more);
 }
 
