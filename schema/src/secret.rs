@@ -132,6 +132,16 @@ pub fn register(plain: &str, key: &[u8; 32]) -> Option<String> {
     Some(t)
 }
 
+/// How many secrets are registered (it only grows): what a memo of
+/// redacted results is valid for.
+pub fn count() -> usize {
+    REGISTRY
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .values
+        .len()
+}
+
 /// Is any secret registered?
 pub fn any() -> bool {
     !REGISTRY

@@ -488,13 +488,14 @@ impl Watcher {
             log::info!(
                 target: "csis::timing",
                 "timing: incremental load and compile: {:.1} ms ({} file(s) parsed, {} load(s) \
-                 ({} image file(s) loaded, {} kept), {} series recompiled, {} file(s) hashed, \
+                 ({} image file(s) loaded, {} kept, {} of them resolved), {} series recompiled, {} file(s) hashed, \
                  {} series fingerprinted, {} graph(s) assembled, {} patched)",
                 t0.elapsed().as_secs_f64() * 1000.0,
                 n.parses,
                 n.loads,
                 n.image_files_loaded,
                 n.image_files_kept,
+                n.image_files_resolved,
                 n.compiles,
                 n.hashes,
                 n.fingerprints,

@@ -121,6 +121,7 @@ pub struct Counters {
     loads: AtomicUsize,
     image_files_kept: AtomicUsize,
     image_files_loaded: AtomicUsize,
+    image_files_resolved: AtomicUsize,
     drafts: AtomicUsize,
     compiles: AtomicUsize,
     hashes: AtomicUsize,
@@ -141,6 +142,9 @@ pub struct Counts {
     /// ([`load::ImageMemo`]), and those it loaded anew.
     pub image_files_kept: usize,
     pub image_files_loaded: usize,
+    /// Of the files kept, those whose images came resolved (and checked)
+    /// from the last load: the resolution's context did not move.
+    pub image_files_resolved: usize,
     /// Executions of [`draft`] (one per series whose [`series_key`] moved).
     pub drafts: usize,
     /// Executions of [`nodes`] (a series compiled: files hashed in, pins).
@@ -166,6 +170,7 @@ impl std::ops::Sub for Counts {
             loads: self.loads - o.loads,
             image_files_kept: self.image_files_kept - o.image_files_kept,
             image_files_loaded: self.image_files_loaded - o.image_files_loaded,
+            image_files_resolved: self.image_files_resolved - o.image_files_resolved,
             drafts: self.drafts - o.drafts,
             compiles: self.compiles - o.compiles,
             hashes: self.hashes - o.hashes,
@@ -185,6 +190,7 @@ impl Counters {
             loads: g(&self.loads),
             image_files_kept: g(&self.image_files_kept),
             image_files_loaded: g(&self.image_files_loaded),
+            image_files_resolved: g(&self.image_files_resolved),
             drafts: g(&self.drafts),
             compiles: g(&self.compiles),
             hashes: g(&self.hashes),

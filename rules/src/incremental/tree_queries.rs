@@ -72,6 +72,8 @@ pub fn load_tree(db: &dyn Db, input: TreeInput) -> LoadedTree {
         c.image_files_kept.fetch_add(memo.last.0, Ordering::Relaxed);
         c.image_files_loaded
             .fetch_add(memo.last.1, Ordering::Relaxed);
+        c.image_files_resolved
+            .fetch_add(memo.last_resolved, Ordering::Relaxed);
         r
     };
     let result = Arc::new(result);

@@ -3,18 +3,23 @@
 //! resolution fills them in.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{first_marker, Item, Loader, MemoFile};
+use super::index::Declared;
+use super::{first_marker, ImageSpan, Item, Loader, MemoFile};
 use crate::template::Renderer;
 use crate::tree::*;
 use csis_schema::model::*;
+use csis_schema::secret;
 use csis_schema::yaml::{join_path, Node};
 
 impl Loader<'_> {
     /// The images of `images/` from the caller's parses, each file's from
     /// the memo when its parse is the one the memo holds (under the same
-    /// key), else loaded and kept there ([`super::ImageMemo`]).
+    /// key), else loaded and kept there ([`super::ImageMemo`]); a kept
+    /// file's images come resolved when the resolution's context is the
+    /// one they were resolved in ([`Loader::keep_resolved`] keeps them).
     pub(super) fn load_images_memo(&mut self) -> Vec<Image> {
         let Some(memo) = self.memo.take() else {
             return Vec::new();
@@ -25,8 +30,10 @@ impl Loader<'_> {
             memo.key = Some(key);
         }
         memo.last = (0, 0);
+        memo.last_resolved = 0;
         let dir = self.root.join("images");
-        let mut images = Vec::new();
+        // each file's images: kept (in the memo, by path) or loaded
+        let mut got: Vec<(Option<PathBuf>, Option<Vec<Image>>)> = Vec::new();
         let mut seen = HashSet::new();
         for path in self.pre_paths(&dir, true) {
             let Some(pre) = self.take_pre(&path) else {
@@ -36,11 +43,11 @@ impl Loader<'_> {
                 .hash
                 .and_then(|h| memo.files.get(&path).filter(|m| m.hash == h));
             if let Some(m) = kept {
-                images.extend(m.images.iter().cloned());
                 self.d.items.extend(m.diags.iter().cloned());
                 self.renderer.add_reads(&m.reads);
                 memo.last.0 += 1;
-                seen.insert(path);
+                seen.insert(path.clone());
+                got.push((Some(path), None));
                 continue;
             }
             memo.last.1 += 1;
@@ -65,7 +72,7 @@ impl Loader<'_> {
             }
             let reads = std::mem::replace(&mut self.renderer, whole).reads();
             self.renderer.add_reads(&reads);
-            if let Some(hash) = pre.hash.filter(|_| !sealed) {
+            let kept_as = pre.hash.filter(|_| !sealed).map(|hash| {
                 let diags = self.d.items[before..].to_vec();
                 memo.files.insert(
                     path.clone(),
@@ -74,15 +81,103 @@ impl Loader<'_> {
                         images: loaded.clone(),
                         diags,
                         reads,
+                        resolved: None,
                     },
                 );
-                seen.insert(path);
-            }
-            images.extend(loaded);
+                seen.insert(path.clone());
+                path
+            });
+            got.push((kept_as, Some(loaded)));
         }
         memo.files.retain(|p, _| seen.contains(p));
+        // the context every image is resolved in: the files outside
+        // `images/` and the names of every image, in order
+        self.resolution_context = self.globals.map(|g| {
+            let mut h = blake3::Hasher::new();
+            h.update(b"csis-image-resolution-v1\0");
+            h.update(g.as_bytes());
+            // the offline checks see tag keys redacted by the registry
+            h.update(&(secret::count() as u64).to_le_bytes());
+            let mut names = |i: &Image| {
+                let declared = [i.name.as_str(), i.declared_name()];
+                for n in declared
+                    .into_iter()
+                    .chain(i.aliases().iter().map(String::as_str))
+                {
+                    h.update(&(n.len() as u64).to_le_bytes());
+                    h.update(n.as_bytes());
+                }
+                h.update(b"\0");
+            };
+            for (path, loaded) in &got {
+                match (loaded, path) {
+                    (Some(v), _) => v.iter().for_each(&mut names),
+                    (None, Some(p)) => memo.files[p].images.iter().for_each(&mut names),
+                    (None, None) => {}
+                }
+            }
+            h.finalize()
+        });
+        let mut images = Vec::new();
+        self.spans.clear();
+        for (path, loaded) in got {
+            let start = images.len();
+            let mut resolved = false;
+            match (loaded, &path) {
+                (Some(v), _) => images.extend(v),
+                (None, Some(p)) => {
+                    let m = &memo.files[p];
+                    match &m.resolved {
+                        Some((ctx, r)) if Some(*ctx) == self.resolution_context => {
+                            images.extend(r.iter().cloned());
+                            resolved = true;
+                            memo.last_resolved += 1;
+                        }
+                        _ => images.extend(m.images.iter().cloned()),
+                    }
+                }
+                (None, None) => {}
+            }
+            self.spans.push(ImageSpan {
+                path,
+                range: start..images.len(),
+                resolved,
+            });
+        }
         self.memo = Some(memo);
         images
+    }
+
+    /// After the resolution: keep each memo file's images as resolved, for
+    /// the next load in the same context, when the resolution added no
+    /// diagnostic (`before`: the diagnostics before it). Files that came
+    /// resolved are kept as they were.
+    pub(super) fn keep_resolved(&mut self, t: &Tree, before: usize) {
+        let (Some(ctx), Some(memo)) = (self.resolution_context, self.memo.as_deref_mut()) else {
+            return;
+        };
+        if self.d.items.len() != before || self.d.has_errors() {
+            return;
+        }
+        for span in self.spans.iter().filter(|s| !s.resolved) {
+            let Some(m) = span.path.as_ref().and_then(|p| memo.files.get_mut(p)) else {
+                continue;
+            };
+            m.resolved = Some((ctx, t.images[span.range.clone()].to_vec()));
+        }
+    }
+
+    /// Which images of the load's list came resolved from the memo (empty:
+    /// none).
+    pub(super) fn came_resolved(&self, n: usize) -> Vec<bool> {
+        if !self.spans.iter().any(|s| s.resolved) {
+            return Vec::new();
+        }
+        let mut out = vec![false; n];
+        for s in self.spans.iter().filter(|s| s.resolved) {
+            out[s.range.clone()].iter_mut().for_each(|b| *b = true);
+        }
+        out
     }
 
     /// What an image's load reads besides its file: the options (the
@@ -134,7 +229,7 @@ impl Loader<'_> {
                 "add `runtimes: [{image_builder: <name>}]`",
             );
         }
-        let runtimes = model
+        let runtimes: Vec<ImageRuntime> = model
             .runtimes
             .iter()
             .enumerate()
@@ -149,7 +244,7 @@ impl Loader<'_> {
                 ),
             })
             .collect();
-        let mods = model
+        let mods: Vec<ResolvedMod> = model
             .modifications
             .iter()
             .enumerate()
@@ -169,8 +264,8 @@ impl Loader<'_> {
             model: Arc::new(model),
             parent: Parent::Os(String::new()),
             primary_builder: None,
-            runtimes,
-            mods,
+            runtimes: Arc::new(runtimes),
+            mods: Arc::new(mods),
             origin: Origin::of(&it.node, it.path),
         })
     }

@@ -3,8 +3,6 @@
 //! [`Declared`] says how an entry of a class is named, so that one
 //! function builds every class's index and refuses duplicates.
 
-use std::collections::HashMap;
-
 use super::Loader;
 use crate::groups::{Group, GroupBuilder, StorageBuilder};
 use crate::tree::*;
@@ -139,17 +137,21 @@ impl Loader<'_> {
         items: impl Iterator<Item = (&'a str, &'a [String], bool, &'a Origin)>,
     ) -> Index {
         let mut ix = Index::default();
-        let mut first: HashMap<String, Origin> = HashMap::new();
+        ix.map.reserve(items.size_hint().0);
+        // each entry's origin, for the message of a later duplicate (the
+        // names are in `ix.map`: no second map, no copy of an origin)
+        let mut origins: Vec<&Origin> = Vec::with_capacity(items.size_hint().0);
         for (i, (name, aliases, is_default, origin)) in items.enumerate() {
+            origins.push(origin);
             for (j, n) in std::iter::once(name)
                 .chain(aliases.iter().map(String::as_str))
                 .enumerate()
             {
-                let key = normalize_name(n);
+                let key = normalized(n);
                 if key.is_empty() {
                     continue;
                 }
-                if let Some(prev) = first.get(&key) {
+                if let Some(prev) = ix.map.get(&*key).map(|&p| origins[p]) {
                     let what = if j == 0 { "name" } else { "alias" };
                     let path = if j == 0 {
                         join_path(&origin.path, "name")
@@ -164,8 +166,7 @@ impl Loader<'_> {
                     );
                     continue;
                 }
-                first.insert(key.clone(), origin.clone());
-                ix.map.insert(key, i);
+                ix.map.insert(key.into_owned(), i);
             }
             if is_default {
                 if let Some(d) = ix.default {

@@ -118,12 +118,23 @@ pub type SharedParse = Arc<Result<Node, Diagnostic>>;
 /// change items across files); a file holding an `ENC[age:...]` marker is
 /// never kept (what it opens to depends on the identity files, which the
 /// key does not cover). Never written anywhere: it lives in memory.
+///
+/// A kept file's images also come resolved (their parent, builders,
+/// runtimes and mods as the resolution fills them in, their offline checks
+/// passed) when the resolution's context is the one they were resolved in
+/// (the resolution's context: every file outside `images/` and every
+/// image's names, the number of secrets registered, which the offline
+/// checks' tag keys are redacted by): an edit of one image file resolves
+/// and checks that file's images alone. Only a resolution that added no
+/// diagnostic is kept.
 #[derive(Default)]
 pub struct ImageMemo {
     key: Option<blake3::Hash>,
     files: HashMap<PathBuf, MemoFile>,
     /// The last load's files of `images/`: (from the memo, loaded anew).
     pub last: (usize, usize),
+    /// Of the last load's kept files, those whose images came resolved.
+    pub last_resolved: usize,
 }
 
 struct MemoFile {
@@ -131,6 +142,16 @@ struct MemoFile {
     images: Vec<Image>,
     diags: Vec<Diagnostic>,
     reads: crate::template::TemplateReads,
+    /// The images resolved, and the context they were resolved in.
+    resolved: Option<(blake3::Hash, Vec<Image>)>,
+}
+
+/// Where a file's images sit in the load's list, and whether they came
+/// resolved from the [`ImageMemo`] (`path`: the memo's entry, if any).
+struct ImageSpan {
+    path: Option<PathBuf>,
+    range: std::ops::Range<usize>,
+    resolved: bool,
 }
 
 struct Loader<'o> {
@@ -154,6 +175,14 @@ struct Loader<'o> {
     memo: Option<&'o mut ImageMemo>,
     /// The parse cache, once the first files are parsed from disk.
     parse_cache: Option<parse_cache::ParseCache>,
+    /// With a memo: the files of `images/` in the load's list of images,
+    /// and the context the resolution runs in (None: nothing is kept).
+    spans: Vec<ImageSpan>,
+    resolution_context: Option<blake3::Hash>,
+    /// With a memo: the hash of every file outside `images/` (what the
+    /// resolution reads besides the images), taken before the load takes
+    /// the files; None when a file has no hash.
+    globals: Option<blake3::Hash>,
 }
 
 /// Load and validate the tree at `root`. On success the tree carries the
@@ -200,7 +229,7 @@ fn missing_files_seen(
     seen: &mut HashMap<String, bool>,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for m in &img.mods {
+    for m in img.mods.iter() {
         for (k, files) in [
             ("playbooks", &m.item.playbooks),
             ("scripts", &m.item.scripts),
@@ -322,6 +351,9 @@ fn load_with<'o>(
         pre,
         memo,
         parse_cache: None,
+        spans: Vec::new(),
+        resolution_context: None,
+        globals: None,
     };
     let tree = l.run(now);
     if let Some(c) = l.parse_cache.take() {
@@ -353,6 +385,8 @@ impl Loader<'_> {
             );
             return None;
         }
+
+        self.globals = self.globals_hash();
 
         // 1. cfg/ merged
         let (scalars, mut lists, config_map) = self.merge_cfg(&cfg_dir);
@@ -393,6 +427,26 @@ impl Loader<'_> {
         self.check_image_groups(&tree);
         tree.template_reads = self.renderer.reads();
         Some(tree)
+    }
+
+    /// With a memo and the caller's parses: a hash of every file outside
+    /// `images/` (path and parse hash), before the load takes them; None
+    /// when a file has no hash.
+    fn globals_hash(&self) -> Option<blake3::Hash> {
+        self.memo.as_ref()?;
+        let images = self.root.join("images");
+        let mut h = blake3::Hasher::new();
+        h.update(b"csis-load-globals-v1\0");
+        for (p, f) in self.pre.as_ref()?.iter() {
+            if p.starts_with(&images) {
+                continue;
+            }
+            let bytes = p.as_os_str().as_encoded_bytes();
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+            h.update(f.hash?.as_bytes());
+        }
+        Some(h.finalize())
     }
 
     /// The `execution.*` globals: the load's timestamp in the tree's

@@ -10,6 +10,7 @@ use csis_schema::yaml::join_path;
 
 impl Loader<'_> {
     pub(super) fn resolve(&mut self, t: &mut Tree) {
+        let before = self.d.items.len();
         t.executables_by_name = self.index_of(&t.executables);
         t.runtimes_by_name = self.index_of(&t.runtimes);
         t.state_backends_by_name = self.index_of(&t.state_backends);
@@ -22,15 +23,25 @@ impl Loader<'_> {
         self.resolve_image_builders(t);
         self.resolve_mod_builders(t);
         self.resolve_os_builders(t);
-        self.resolve_images(t);
+        // the images a kept file gives resolved are neither resolved nor
+        // checked again (`ImageMemo`)
+        let kept = self.came_resolved(t.images.len());
+        self.resolve_images(t, &kept);
         for (i, img) in t.images.iter().enumerate() {
             let (Parent::Os(p) | Parent::Image(p)) = &img.parent;
-            t.kids.entry(p.clone()).or_default().push(i);
+            // a name copied once per parent, not once per child
+            match t.kids.get_mut(p) {
+                Some(v) => v.push(i),
+                None => {
+                    t.kids.insert(p.clone(), vec![i]);
+                }
+            }
         }
         self.check_cycles(t);
         if !self.d.has_errors() {
-            self.check_series_on_runtimes(t);
+            self.check_series_on_runtimes(t, &kept);
         }
+        self.keep_resolved(t, before);
     }
 
     /// Resolve an `image_builder:` reference to (canonical builder, canonical runtime).

@@ -3,6 +3,7 @@
 //! checked against its mod builder's kind).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::{is_absent, known, Loader};
 use crate::tree::*;
@@ -70,8 +71,13 @@ impl Loader<'_> {
     /// Each image's parent (`source_image`: an image, else an OS builder, else
     /// the default OS builder), its primary image builder, its runtime entries
     /// and its modifications (their mod builder, checked against its kind).
-    pub(super) fn resolve_images(&mut self, t: &mut Tree) {
+    /// Every image's parent, builders, runtimes and mods, but those
+    /// `kept` says came resolved (empty: none did).
+    pub(super) fn resolve_images(&mut self, t: &mut Tree, kept: &[bool]) {
         for i in 0..t.images.len() {
+            if kept.get(i).copied().unwrap_or(false) {
+                continue;
+            }
             // borrowed, not copied: every image is resolved at every load
             let img = &t.images[i];
             let path = &img.origin.path;
@@ -137,7 +143,7 @@ impl Loader<'_> {
             // a scan of those before
             let mut resolved_rt: Vec<(Option<String>, Option<String>)> =
                 Vec::with_capacity(img.runtimes.len());
-            for e in &img.runtimes {
+            for e in img.runtimes.iter() {
                 let (ib, rt) = self.resolve_builder_ref(t, &e.entry.image_builder, &e.origin);
                 if let Some(b) = &ib {
                     if let Some(prev) = resolved_rt.iter().rposition(|(x, _)| x.as_ref() == Some(b))
@@ -149,7 +155,7 @@ impl Loader<'_> {
             }
             let mut resolved_mods = Vec::with_capacity(img.mods.len());
             let mut mod_names: Vec<String> = Vec::with_capacity(img.mods.len());
-            for m in &img.mods {
+            for m in img.mods.iter() {
                 let mp = &m.origin.path;
                 let name = normalize_name(&m.item.name);
                 let dup = mod_names.iter().rposition(|n| *n == name);
@@ -191,11 +197,11 @@ impl Loader<'_> {
             let img = &mut t.images[i];
             img.parent = parent.unwrap_or(Parent::Os(String::new()));
             img.primary_builder = primary;
-            for (e, (ib, rt)) in img.runtimes.iter_mut().zip(resolved_rt) {
+            for (e, (ib, rt)) in Arc::make_mut(&mut img.runtimes).iter_mut().zip(resolved_rt) {
                 e.image_builder = ib;
                 e.runtime = rt;
             }
-            for (m, r) in img.mods.iter_mut().zip(resolved_mods) {
+            for (m, r) in Arc::make_mut(&mut img.mods).iter_mut().zip(resolved_mods) {
                 if let Some((b, k)) = r {
                     m.builder = b;
                     m.kind = k;

@@ -160,8 +160,11 @@ pub struct Image {
     pub parent: Parent,
     /// The primary image builder (`type`), canonical, if csis implements it.
     pub primary_builder: Option<String>,
-    pub runtimes: Vec<ImageRuntime>,
-    pub mods: Vec<ResolvedMod>,
+    /// Shared, as the model: a copy of an image (the incremental load's,
+    /// of an unmoved file) copies no entry; the resolution fills them in
+    /// through `Arc::make_mut`.
+    pub runtimes: Arc<Vec<ImageRuntime>>,
+    pub mods: Arc<Vec<ResolvedMod>>,
     pub origin: Origin,
 }
 

@@ -9,7 +9,7 @@ use csis_rules::compile::{compile, NoPins};
 use csis_rules::incremental::{Counts, Incremental};
 use csis_rules::{load, LoadOptions, Tree};
 
-use crate::incremental::{during, opts, write_tree, APP, WEB};
+use crate::incremental::{during, opts, write_tree, APP, TOOLS, WEB};
 
 const TREE_FILES: usize = 8;
 
@@ -426,4 +426,98 @@ fn a_sync_reads_only_the_files_whose_metadata_moved_or_were_read_racily() {
     assert_eq!(inc.sync().changed, 1);
     assert_eq!(inc.files_read(), 3 * TREE_FILES + 1);
     assert_same_as_fresh(&inc, dir.path());
+}
+
+/// Every image of the incremental tree is what a fresh load makes of it
+/// (as `Debug` prints it: the model, the parent, the builders, the
+/// runtimes and mods as resolved, the origin).
+fn assert_images_as_fresh(inc: &Incremental, root: &Path) {
+    let fresh = load(root, &opts()).expect("a fresh load loads");
+    let t = inc.tree().as_ref().expect("loads");
+    assert_eq!(format!("{:?}", t.images), format!("{:?}", fresh.images));
+    assert_eq!(graph_view(t), graph_view(&fresh));
+}
+
+/// A kept file's images come resolved (parent, builders, runtimes, mods;
+/// the offline checks passed) from the last load while nothing the
+/// resolution reads moved: the files outside `images/` and every image's
+/// names. A name that moves in another file, or a cfg edit, resolves every
+/// file again; every load equals a fresh one, image by image.
+#[test]
+fn a_kept_files_images_come_resolved_while_the_cfg_and_the_names_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_tree(root);
+    let mut inc = Incremental::new(root, &opts());
+    // The context counts the secrets registered (process-wide: the tests
+    // beside this one register some): a load during which the count moved
+    // resolves every file again, and so may the next one.
+    let count = csis_schema::secret::count;
+    let mut last = (count(), count());
+    let mut next = |inc: &mut Incremental, expected: (usize, usize)| {
+        let before = count();
+        let c = during(inc, |i| {
+            i.sync();
+            i.tree().as_ref().expect("loads");
+        });
+        let now = (before, count());
+        let got = (c.image_files_kept, c.image_files_resolved);
+        let was = std::mem::replace(&mut last, now);
+        let registry_moved = !(was.0 == was.1 && was.1 == now.0 && now.0 == now.1);
+        assert!(
+            got == expected || (registry_moved && got == (expected.0, 0)),
+            "kept and resolved: {got:?}, expected {expected:?}"
+        );
+        assert_images_as_fresh(inc, root);
+    };
+    next(&mut inc, (0, 0));
+
+    // one image file edited: the other two come resolved
+    std::fs::write(root.join("images/app.yml"), format!("# edited\n{APP}")).unwrap();
+    next(&mut inc, (2, 2));
+
+    // web takes another name and keeps `web` as an alias: app's file is
+    // kept, but its image is resolved again, to its parent's new name
+    std::fs::write(
+        root.join("images/web.yml"),
+        WEB.replace("name: web\n", "name: site\n    aliases: [web]\n"),
+    )
+    .unwrap();
+    next(&mut inc, (2, 0));
+    let t = inc.tree().as_ref().unwrap();
+    assert_eq!(
+        t.image("app").unwrap().parent,
+        csis_rules::tree::Parent::Image("site".to_string())
+    );
+    // the names hold again: the next edit keeps two files resolved
+    std::fs::write(
+        root.join("images/more/tools.yaml"),
+        format!("# edited\n{TOOLS}"),
+    )
+    .unwrap();
+    next(&mut inc, (2, 2));
+
+    // a cfg file edited: every kept file is resolved again
+    std::fs::write(
+        root.join("cfg/_config.yml"),
+        "id: incremental-test\n# a comment\n",
+    )
+    .unwrap();
+    next(&mut inc, (3, 0));
+    std::fs::write(root.join("images/app.yml"), APP).unwrap();
+    next(&mut inc, (2, 2));
+
+    // an image builder renamed in cfg/ (the images name it by its old
+    // name as an alias): resolved again, to the new name
+    std::fs::write(
+        root.join("cfg/image-builders.yml"),
+        "image_builders:\n  - name: sim-bake-2\n    aliases: [sim-bake]\n    type: dummy\n    runtime: sim\n    is_default: true\n",
+    )
+    .unwrap();
+    next(&mut inc, (3, 0));
+    let t = inc.tree().as_ref().unwrap();
+    assert_eq!(
+        t.image("app").unwrap().runtimes[0].image_builder.as_deref(),
+        Some("sim-bake-2")
+    );
 }
