@@ -318,13 +318,9 @@ pub(super) struct AfterBake {
 }
 
 /// Images ordered parents first (a stable topological order over `source_image`).
+/// A parent is found by the load's name index (a parent's name is the
+/// canonical name of an image).
 pub fn image_order(tree: &Tree) -> Vec<usize> {
-    let index: BTreeMap<&str, usize> = tree
-        .images
-        .iter()
-        .enumerate()
-        .map(|(i, im)| (im.name.as_str(), i))
-        .collect();
     let mut state = vec![0u8; tree.images.len()]; // 0 new, 1 visiting, 2 done
     let mut out = Vec::with_capacity(tree.images.len());
     for start in 0..tree.images.len() {
@@ -342,7 +338,7 @@ pub fn image_order(tree: &Tree) -> Vec<usize> {
             state[i] = 1;
             stack.push((i, true));
             if let Parent::Image(p) = &tree.images[i].parent {
-                if let Some(&pi) = index.get(p.as_str()) {
+                if let Some(&pi) = tree.images_by_name.map.get(p.as_str()) {
                     if state[pi] == 0 {
                         stack.push((pi, false));
                     }
