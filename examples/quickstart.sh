@@ -7,17 +7,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/csis-target}"
-# The base image is made while csis compiles: debootstrap waits on the
-# network and the disk, the compile on the cores.
-"$here/make-base.sh" &
-base=$!
 if [ -z "${CSIS:-}" ]; then
   # Only the docker runtime: no AWS SDK to compile (`csis --version` lists
   # the runtime types a binary carries; the default features carry all).
   cargo install --locked --path "$repo" --no-default-features --features docker
   CSIS=$(command -v csis || echo "$HOME/.cargo/bin/csis")
 fi
-wait "$base" || { echo "the base image could not be made (examples/make-base.sh)" >&2; exit 1; }
+"$here/make-base.sh"
 work="${WORK:-$(mktemp -d)/catalogue}"
 rm -rf "$work"; mkdir -p "$(dirname "$work")"; cp -r "$here/docker" "$work"
 echo "== the tree is in $work"
