@@ -558,13 +558,26 @@ impl<'a> Planner<'a> {
             });
         }
 
-        let mut carry = last
-            .filter(|l| l.shape == graph.shape())
-            .map(|l| (l.pos, l.nodes.into_iter().map(Some).collect::<Vec<_>>()));
+        // What is carried over from `last` (a plan of a graph of this
+        // shape): with the same nodes in the same order (an edit that moved
+        // inputs, not the selection), the plan is edited in place, a node
+        // that did not move left where it is; else each node is looked up
+        // by its place in `last` and moved into the new plan.
+        let last = last.filter(|l| l.shape == graph.shape());
+        let in_place = last.as_ref().is_some_and(|l| {
+            l.nodes.len() == order.len() && l.nodes.iter().zip(&order).all(|(o, &id)| o.id == id)
+        });
+        let (mut nodes, mut pos, mut slots) = match last {
+            Some(l) if in_place => (l.nodes, l.pos, None),
+            Some(l) => (
+                Vec::with_capacity(order.len()),
+                vec![NOT_PLANNED; n],
+                Some((l.pos, l.nodes.into_iter().map(Some).collect::<Vec<_>>())),
+            ),
+            None => (Vec::with_capacity(order.len()), vec![NOT_PLANNED; n], None),
+        };
         let mut made = Vec::new();
-        let mut pos = vec![NOT_PLANNED; n];
-        let mut nodes = Vec::with_capacity(order.len());
-        for &id in &order {
+        for (k, &id) in order.iter().enumerate() {
             let node = graph.node(id);
             let decision = decisions[id.index()]
                 .take()
@@ -581,29 +594,32 @@ impl<'a> Planner<'a> {
                 }
             }
             let runtime = node.attr("runtime").or(node.label().runtime());
+            let same = |o: &PlannedNode| {
+                o.id == id
+                    && o.fingerprint == fingerprint
+                    && o.decision == decision
+                    && o.due == decision.is_due()
+                    && o.code == decision.reason().map_or("current", Reason::code)
+                    && says(&decision, &o.reason)
+                    && o.changes.is_empty()
+                    && o.series.as_deref() == node.attr("series")
+                    && o.runtime.as_deref() == runtime
+            };
             if changes.is_empty() {
-                let same = carry.as_mut().and_then(|(last_pos, slots)| {
-                    let slot = slots.get_mut(*last_pos.get(id.index())? as usize)?;
-                    let o = slot.as_ref()?;
-                    let same = o.id == id
-                        && o.fingerprint == fingerprint
-                        && o.decision == decision
-                        && o.due == decision.is_due()
-                        && o.code == decision.reason().map_or("current", Reason::code)
-                        && says(&decision, &o.reason)
-                        && o.changes.is_empty()
-                        && o.series.as_deref() == node.attr("series")
-                        && o.runtime.as_deref() == runtime;
-                    if same {
-                        slot.take()
-                    } else {
-                        None
+                if in_place {
+                    if same(&nodes[k]) {
+                        continue;
                     }
-                });
-                if let Some(o) = same {
-                    pos[id.index()] = nodes.len() as u32;
-                    nodes.push(o);
-                    continue;
+                } else if let Some((last_pos, slots)) = slots.as_mut() {
+                    let slot = last_pos
+                        .get(id.index())
+                        .and_then(|&p| slots.get_mut(p as usize))
+                        .filter(|o| o.as_ref().is_some_and(same));
+                    if let Some(o) = slot.and_then(Option::take) {
+                        pos[id.index()] = nodes.len() as u32;
+                        nodes.push(o);
+                        continue;
+                    }
                 }
             }
             let mut deps: Vec<Label> = graph
@@ -614,9 +630,8 @@ impl<'a> Planner<'a> {
                 deps.sort();
                 deps.dedup();
             }
-            pos[id.index()] = nodes.len() as u32;
             made.push(id);
-            nodes.push(PlannedNode {
+            let planned = PlannedNode {
                 id,
                 label: node.label().clone(),
                 kind: node.kind().to_string(),
@@ -632,7 +647,13 @@ impl<'a> Planner<'a> {
                 deps,
                 changes,
                 decision,
-            });
+            };
+            if in_place {
+                nodes[k] = planned;
+            } else {
+                pos[id.index()] = nodes.len() as u32;
+                nodes.push(planned);
+            }
         }
         Ok(Replan {
             plan: Plan {

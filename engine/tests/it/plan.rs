@@ -362,6 +362,9 @@ fn plan_json_shape() {
 
 /// Every planned node as JSON, with its full decision and id.
 fn plan_view(p: &Plan) -> Vec<(NodeId, Value, Decision)> {
+    for n in &p.nodes {
+        assert_eq!(p.node(n.id).map(|x| x.id), Some(n.id), "found by its id");
+    }
     p.nodes
         .iter()
         .map(|n| (n.id, serde_json::to_value(n).unwrap(), n.decision.clone()))
@@ -437,6 +440,26 @@ fn a_plan_after_carries_the_unchanged_nodes_and_equals_a_fresh_plan() {
     assert_eq!(plan_view(&third.plan), plan_view(&fresh));
     assert_eq!(third.carried(), t.g.len() - 1);
     assert_eq!(third.made, [t.pinned]);
+
+    // another selection of the same graph (the nodes in other places):
+    // each node carried is found by its place in the last plan, both ways
+    let some = g
+        .select(&[Pattern::parse("//images/follow@rt:bake").unwrap()])
+        .unwrap();
+    assert!(some.len() < g.len());
+    let part = planner
+        .plan_after(&g, &some, &fps, &r, Some(third.plan))
+        .unwrap();
+    assert_eq!(
+        plan_view(&part.plan),
+        plan_view(&planner.plan(&g, &some, &fps, &r).unwrap())
+    );
+    assert_eq!(part.carried(), some.len());
+    let third = planner
+        .plan_after(&g, &sel, &fps, &r, Some(part.plan))
+        .unwrap();
+    assert_eq!(plan_view(&third.plan), plan_view(&fresh));
+    assert_eq!(third.carried(), some.len());
 
     // a graph of another shape: nothing is carried
     let mut bigger = g.clone();
