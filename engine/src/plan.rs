@@ -518,45 +518,7 @@ impl<'a> Planner<'a> {
             .copied()
             .filter(|&id| selection.contains(id))
             .collect();
-        let mut decisions: Vec<Option<Decision>> = vec![None; n];
-
-        // Forward: Decide, Always, WhenDependencyDue (parents first).
-        for &id in &order {
-            let node = graph.node(id);
-            let d = match node.policy() {
-                RunPolicy::WhenDependentDue => continue,
-                RunPolicy::Always => Decision::Due {
-                    reason: Reason::Always,
-                },
-                RunPolicy::WhenDependencyDue => after_due_dep(graph, id, &decisions),
-                RunPolicy::Decide => self.decide(graph, id, fps, records, &decisions),
-            };
-            decisions[id.index()] = Some(d);
-        }
-
-        // Backward: support nodes, dependents first.
-        for &id in order.iter().rev() {
-            if graph.node(id).policy() != RunPolicy::WhenDependentDue {
-                continue;
-            }
-            let mut needed_by: Option<&Label> = None;
-            for s in graph.dependents(id) {
-                if selection.contains(s)
-                    && decisions[s.index()].as_ref().is_some_and(Decision::is_due)
-                {
-                    let l = graph.node(s).label();
-                    if needed_by.is_none_or(|m| l < m) {
-                        needed_by = Some(l);
-                    }
-                }
-            }
-            decisions[id.index()] = Some(match needed_by {
-                Some(l) => Decision::Due {
-                    reason: Reason::NeededBy { label: l.clone() },
-                },
-                None => Decision::Current { build: None },
-            });
-        }
+        let mut decisions = self.decide_all(graph, selection, fps, records, &order);
 
         // What is carried over from `last` (a plan of a graph of this
         // shape): with the same nodes in the same order (an edit that moved
@@ -663,6 +625,60 @@ impl<'a> Planner<'a> {
             },
             made,
         })
+    }
+
+    /// Every selected node's decision, by node id: `Decide`, `Always` and
+    /// `WhenDependencyDue` nodes parents first, then support nodes
+    /// (`WhenDependentDue`) dependents first. `order`: the selected nodes
+    /// in topological order.
+    fn decide_all(
+        &self,
+        graph: &Graph,
+        selection: &Selection,
+        fps: &Fingerprints,
+        records: &dyn Records,
+        order: &[NodeId],
+    ) -> Vec<Option<Decision>> {
+        let mut decisions: Vec<Option<Decision>> = vec![None; graph.len()];
+
+        // Forward: Decide, Always, WhenDependencyDue (parents first).
+        for &id in order {
+            let node = graph.node(id);
+            let d = match node.policy() {
+                RunPolicy::WhenDependentDue => continue,
+                RunPolicy::Always => Decision::Due {
+                    reason: Reason::Always,
+                },
+                RunPolicy::WhenDependencyDue => after_due_dep(graph, id, &decisions),
+                RunPolicy::Decide => self.decide(graph, id, fps, records, &decisions),
+            };
+            decisions[id.index()] = Some(d);
+        }
+
+        // Backward: support nodes, dependents first.
+        for &id in order.iter().rev() {
+            if graph.node(id).policy() != RunPolicy::WhenDependentDue {
+                continue;
+            }
+            let mut needed_by: Option<&Label> = None;
+            for s in graph.dependents(id) {
+                if selection.contains(s)
+                    && decisions[s.index()].as_ref().is_some_and(Decision::is_due)
+                {
+                    let l = graph.node(s).label();
+                    if needed_by.is_none_or(|m| l < m) {
+                        needed_by = Some(l);
+                    }
+                }
+            }
+            decisions[id.index()] = Some(match needed_by {
+                Some(l) => Decision::Due {
+                    reason: Reason::NeededBy { label: l.clone() },
+                },
+                None => Decision::Current { build: None },
+            });
+        }
+        decisions
     }
 
     /// A node of policy `Decide`: forced, else the first rule that says it

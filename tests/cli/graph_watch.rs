@@ -107,19 +107,19 @@ fn watch_reports_an_edited_playbook_and_an_edited_image() {
     assert_eq!(timing.len(), 3, "{timing:?}");
     assert!(
         timing[0].contains(
-            "1 load(s) (1 image file(s) loaded, 0 kept), 7 series recompiled, 2 file(s) hashed, 7 series fingerprinted, 1 graph(s) assembled, 0 patched)"
+            "1 load(s) (1 image file(s) loaded, 0 kept, 0 of them resolved), 7 series recompiled, 2 file(s) hashed, 7 series fingerprinted, 1 graph(s) assembled, 0 patched)"
         ),
         "{timing:?}"
     );
     assert!(
         timing[1].contains(
-            "(0 file(s) parsed, 0 load(s) (0 image file(s) loaded, 0 kept), 1 series recompiled, 1 file(s) hashed, 3 series fingerprinted, 0 graph(s) assembled, 1 patched)"
+            "(0 file(s) parsed, 0 load(s) (0 image file(s) loaded, 0 kept, 0 of them resolved), 1 series recompiled, 1 file(s) hashed, 3 series fingerprinted, 0 graph(s) assembled, 1 patched)"
         ),
         "{timing:?}"
     );
     assert!(
         timing[2].contains(
-            "(1 file(s) parsed, 1 load(s) (1 image file(s) loaded, 0 kept), 1 series recompiled, 0 file(s) hashed, 1 series fingerprinted, 0 graph(s) assembled, 1 patched)"
+            "(1 file(s) parsed, 1 load(s) (1 image file(s) loaded, 0 kept, 0 of them resolved), 1 series recompiled, 0 file(s) hashed, 1 series fingerprinted, 0 graph(s) assembled, 1 patched)"
         ),
         "{timing:?}"
     );
