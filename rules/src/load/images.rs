@@ -267,6 +267,7 @@ impl Loader<'_> {
             runtimes: Arc::new(runtimes),
             mods: Arc::new(mods),
             origin: Origin::of(&it.node, it.path),
+            root: None,
         })
     }
 }

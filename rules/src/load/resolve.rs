@@ -27,6 +27,7 @@ impl Loader<'_> {
         // checked again (`ImageMemo`)
         let kept = self.came_resolved(t.images.len());
         self.resolve_images(t, &kept);
+        t.set_chain_roots();
         for (i, img) in t.images.iter().enumerate() {
             let (Parent::Os(p) | Parent::Image(p)) = &img.parent;
             // a name copied once per parent, not once per child

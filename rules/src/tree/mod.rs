@@ -166,6 +166,9 @@ pub struct Image {
     pub runtimes: Arc<Vec<ImageRuntime>>,
     pub mods: Arc<Vec<ResolvedMod>>,
     pub origin: Origin,
+    /// The OS builder its chain ends at (its place in `os_builders`), set
+    /// by the load once every parent is resolved ([`Tree::set_chain_roots`]).
+    pub(crate) root: Option<usize>,
 }
 
 impl Image {
@@ -514,17 +517,48 @@ impl Tree {
         out
     }
 
-    /// The OS builder at the root of `image`'s chain.
-    /// The same walk as [`Tree::chain`], without collecting the links (the
-    /// compile asks it several times per image).
+    /// The OS builder at the root of `image`'s chain (where the walk of
+    /// [`Tree::chain`] ends), as the load found it once per image: the
+    /// compile asks it several times per image.
     pub fn chain_root<'a>(&'a self, image: &'a Image) -> Option<&'a OsBuilder> {
-        let mut cur = image;
-        for _ in 0..self.images.len() + 1 {
-            match &cur.parent {
-                Parent::Os(o) => return self.os_builder(o),
-                Parent::Image(p) => cur = self.image(p)?,
+        image.root.map(|i| &self.os_builders[i])
+    }
+
+    /// Each image's chain root ([`Tree::chain_root`]): its chain walked by
+    /// name once, the roots of the images on the way kept, so that an
+    /// image's root is then read, not walked (a chain root is asked a few
+    /// times per image by the compile). An image whose chain names a
+    /// missing image or loops has none.
+    pub(crate) fn set_chain_roots(&mut self) {
+        let n = self.images.len();
+        // None: not known yet
+        let mut roots: Vec<Option<Option<usize>>> = vec![None; n];
+        let mut path = Vec::new();
+        for start in 0..n {
+            let mut cur = start;
+            path.clear();
+            let root = loop {
+                if let Some(r) = roots[cur] {
+                    break r;
+                }
+                if path.len() > n {
+                    break None; // a loop
+                }
+                path.push(cur);
+                match &self.images[cur].parent {
+                    Parent::Os(o) => break self.os_builders_by_name.get(o),
+                    Parent::Image(p) => match self.images_by_name.get(p) {
+                        Some(j) => cur = j,
+                        None => break None,
+                    },
+                }
+            };
+            for &k in &path {
+                roots[k] = Some(root);
             }
         }
-        None
+        for (img, r) in self.images.iter_mut().zip(roots) {
+            img.root = r.flatten();
+        }
     }
 }
