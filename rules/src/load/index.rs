@@ -20,6 +20,23 @@ pub(super) trait Declared {
     fn origin(&self) -> &Origin;
 }
 
+/// A shared entry is named as the entry.
+impl<T: Declared> Declared for std::sync::Arc<T> {
+    const CLASS: &'static str = T::CLASS;
+    fn declared_name(&self) -> &str {
+        (**self).declared_name()
+    }
+    fn aliases(&self) -> &[String] {
+        (**self).aliases()
+    }
+    fn is_default(&self) -> bool {
+        (**self).is_default()
+    }
+    fn origin(&self) -> &Origin {
+        (**self).origin()
+    }
+}
+
 macro_rules! declared {
     ($ty:ty, $class:literal, |$e:ident| $name:expr, $aliases:expr, $default:expr) => {
         impl Declared for $ty {

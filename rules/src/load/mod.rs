@@ -139,11 +139,11 @@ pub struct ImageMemo {
 
 struct MemoFile {
     hash: blake3::Hash,
-    images: Vec<Image>,
+    images: Vec<Arc<Image>>,
     diags: Vec<Diagnostic>,
     reads: crate::template::TemplateReads,
     /// The images resolved, and the context they were resolved in.
-    resolved: Option<(blake3::Hash, Vec<Image>)>,
+    resolved: Option<(blake3::Hash, Vec<Arc<Image>>)>,
 }
 
 /// Where a file's images sit in the load's list, and whether they came
@@ -559,7 +559,7 @@ impl Loader<'_> {
         &mut self,
         overlays: &[Node],
         fleet: &mut fleet::Fleet,
-    ) -> (Vec<Image>, Vec<crate::groups::Group>) {
+    ) -> (Vec<Arc<Image>>, Vec<crate::groups::Group>) {
         let images = if self.memo.is_some()
             && self.opts.overlays.is_empty()
             && self.opts.undeclares.is_empty()
@@ -570,7 +570,7 @@ impl Loader<'_> {
             let mut images = Vec::new();
             for it in image_items.into_iter().flat_map(|(_, v)| v) {
                 if let Some(i) = self.load_image(it) {
-                    images.push(i);
+                    images.push(Arc::new(i));
                 }
             }
             images
@@ -616,7 +616,7 @@ impl Builders {
         self,
         root: PathBuf,
         (config, config_origin): (IaConfig, Option<Origin>),
-        images: Vec<Image>,
+        images: Vec<Arc<Image>>,
         groups: Vec<crate::groups::Group>,
         execution: Execution,
     ) -> Tree {

@@ -194,7 +194,7 @@ impl Loader<'_> {
                 }
                 resolved_mods.push(r);
             }
-            let img = &mut t.images[i];
+            let img = Arc::make_mut(&mut t.images[i]);
             img.parent = parent.unwrap_or(Parent::Os(String::new()));
             img.primary_builder = primary;
             for (e, (ib, rt)) in Arc::make_mut(&mut img.runtimes).iter_mut().zip(resolved_rt) {

@@ -292,7 +292,10 @@ pub struct Tree {
     pub os_builders: Vec<OsBuilder>,
     pub image_builders: Vec<ImageBuilder>,
     pub mod_builders: Vec<ModBuilder>,
-    pub images: Vec<Image>,
+    /// Shared: the incremental load copies the images of unmoved files
+    /// (a count each); the resolution fills a new one in through
+    /// `Arc::make_mut`.
+    pub images: Vec<Arc<Image>>,
     /// `group_builders:` (their effect on bakes: identity prerequisites,
     /// group activation).
     pub group_builders: Vec<crate::groups::GroupBuilder>,
@@ -477,7 +480,7 @@ impl Tree {
     }
     /// An image by name or alias.
     pub fn image(&self, name: &str) -> Option<&Image> {
-        self.images_by_name.get(name).map(|i| &self.images[i])
+        self.images_by_name.get(name).map(|i| &*self.images[i])
     }
     pub fn default_runtime(&self) -> Option<&RuntimeEntry> {
         self.runtimes_by_name.default.map(|i| &self.runtimes[i])
@@ -488,7 +491,7 @@ impl Tree {
     pub fn children(&self, name: &str) -> Vec<&Image> {
         self.kids
             .get(&*normalized(name))
-            .map(|v| v.iter().map(|&i| &self.images[i]).collect())
+            .map(|v| v.iter().map(|&i| &*self.images[i]).collect())
             .unwrap_or_default()
     }
 
@@ -558,7 +561,11 @@ impl Tree {
             }
         }
         for (img, r) in self.images.iter_mut().zip(roots) {
-            img.root = r.flatten();
+            // a shared image (a kept file's) is copied only if it moved
+            let r = r.flatten();
+            if img.root != r {
+                Arc::make_mut(img).root = r;
+            }
         }
     }
 }
