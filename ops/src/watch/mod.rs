@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Result};
 use csis_cache::stamp::FileStat;
 use csis_cache::{Lineage, LineageRecords, LocalDir, MetaPins, MetaState, Pins, Revocations};
-use csis_engine::{Fingerprint, Label, Plan, PlannedNode, Replan};
+use csis_engine::{Fingerprint, Label, Plan, PlannedNode, Replan, Selection};
 use csis_rules::compile::{ForceBake, NodeKind};
 use csis_rules::incremental::{Counts, Incremental};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -214,6 +214,10 @@ pub struct Watcher {
     looks: usize,
     /// How many nodes the last plan carried over from the one before.
     carried: usize,
+    /// The patterns' selection on a graph of the shape it was made on
+    /// ([`csis_engine::Graph::shape`]: the same labels at the same ids and
+    /// the same edges select the same nodes).
+    selection: Option<(u64, Selection)>,
     /// The last plan failed (the tree did not load, the records did not
     /// read): the next replan plans again, whatever moved.
     failed: bool,
@@ -326,6 +330,7 @@ impl Watcher {
             plans: 0,
             looks: 0,
             carried: 0,
+            selection: None,
             failed: false,
         };
         w.events = Events::open(&w.root);
@@ -504,7 +509,10 @@ impl Watcher {
             );
         }
         let graph = &c.compiled.graph;
-        let sel = crate::session::select(graph, &self.patterns)?;
+        let sel = match self.selection.take() {
+            Some((shape, sel)) if shape == graph.shape() => sel,
+            _ => crate::session::select(graph, &self.patterns)?,
+        };
         let now = SystemTime::now();
         r.planning.at(now);
         let replan = crate::session::plan_after(
@@ -519,6 +527,7 @@ impl Watcher {
             &ForceBake::default(),
             self.last.take(),
         )?;
+        self.selection = Some((graph.shape(), sel));
         self.carried = replan.carried();
         if std::env::var_os("CSIS_TIMING").is_some() {
             log::info!(
