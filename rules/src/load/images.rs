@@ -14,8 +14,13 @@ use csis_schema::model::*;
 use csis_schema::secret;
 use csis_schema::yaml::{join_path, Node};
 
-/// A file's images, each shared.
-type Images = Vec<Arc<Image>>;
+/// A file of `images/` as the load found it: kept (its images are the
+/// memo's entry of that path), or loaded anew (kept in the memo under its
+/// path, unless it has no hash or holds a marker).
+enum Got {
+    Kept(PathBuf),
+    Loaded(Option<PathBuf>, Vec<Arc<Image>>),
+}
 
 impl Loader<'_> {
     /// The images of `images/` from the caller's parses, each file's from
@@ -36,7 +41,7 @@ impl Loader<'_> {
         memo.last_resolved = 0;
         let dir = self.root.join("images");
         // each file's images: kept (in the memo, by path) or loaded
-        let mut got: Vec<(Option<PathBuf>, Option<Images>)> = Vec::new();
+        let mut got: Vec<Got> = Vec::new();
         let mut seen = HashSet::new();
         for path in self.pre_paths(&dir, true) {
             let Some(pre) = self.take_pre(&path) else {
@@ -50,7 +55,7 @@ impl Loader<'_> {
                 self.renderer.add_reads(&m.reads);
                 memo.last.0 += 1;
                 seen.insert(path.clone());
-                got.push((Some(path), None));
+                got.push(Got::Kept(path));
                 continue;
             }
             memo.last.1 += 1;
@@ -90,7 +95,7 @@ impl Loader<'_> {
                 seen.insert(path.clone());
                 path
             });
-            got.push((kept_as, Some(loaded)));
+            got.push(Got::Loaded(kept_as, loaded));
         }
         memo.files.retain(|p, _| seen.contains(p));
         // the context every image is resolved in: the files outside
@@ -114,24 +119,26 @@ impl Loader<'_> {
                 }
                 h.push(0);
             };
-            for (path, loaded) in &got {
-                match (loaded, path) {
-                    (Some(v), _) => v.iter().for_each(&mut names),
-                    (None, Some(p)) => memo.files[p].images.iter().for_each(&mut names),
-                    (None, None) => {}
+            for g in &got {
+                match g {
+                    Got::Loaded(_, v) => v.iter().for_each(&mut names),
+                    Got::Kept(p) => memo.files[p].images.iter().for_each(&mut names),
                 }
             }
             blake3::hash(&h)
         });
         let mut images = Vec::new();
         self.spans.clear();
-        for (path, loaded) in got {
+        for g in got {
             let start = images.len();
             let mut resolved = false;
-            match (loaded, &path) {
-                (Some(v), _) => images.extend(v),
-                (None, Some(p)) => {
-                    let m = &memo.files[p];
+            let path = match g {
+                Got::Loaded(path, v) => {
+                    images.extend(v);
+                    path
+                }
+                Got::Kept(p) => {
+                    let m = &memo.files[&p];
                     match &m.resolved {
                         Some((ctx, r)) if Some(*ctx) == self.resolution_context => {
                             images.extend(r.iter().cloned());
@@ -140,9 +147,9 @@ impl Loader<'_> {
                         }
                         _ => images.extend(m.images.iter().cloned()),
                     }
+                    Some(p)
                 }
-                (None, None) => {}
-            }
+            };
             self.spans.push(ImageSpan {
                 path,
                 range: start..images.len(),
@@ -234,7 +241,7 @@ impl Loader<'_> {
                 "add `runtimes: [{image_builder: <name>}]`",
             );
         }
-        let runtimes: Vec<ImageRuntime> = model
+        let runtimes = model
             .runtimes
             .iter()
             .enumerate()
@@ -249,7 +256,7 @@ impl Loader<'_> {
                 ),
             })
             .collect();
-        let mods: Vec<ResolvedMod> = model
+        let mods = model
             .modifications
             .iter()
             .enumerate()
@@ -269,8 +276,8 @@ impl Loader<'_> {
             model: Arc::new(model),
             parent: Parent::Os(String::new()),
             primary_builder: None,
-            runtimes: Arc::new(runtimes),
-            mods: Arc::new(mods),
+            runtimes,
+            mods,
             origin: Origin::of(&it.node, it.path),
             root: None,
         })

@@ -229,7 +229,7 @@ fn missing_files_seen(
     seen: &mut HashMap<String, bool>,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for m in img.mods.iter() {
+    for m in &img.mods {
         for (k, files) in [
             ("playbooks", &m.item.playbooks),
             ("scripts", &m.item.scripts),

@@ -143,7 +143,7 @@ impl Loader<'_> {
             // a scan of those before
             let mut resolved_rt: Vec<(Option<String>, Option<String>)> =
                 Vec::with_capacity(img.runtimes.len());
-            for e in img.runtimes.iter() {
+            for e in &img.runtimes {
                 let (ib, rt) = self.resolve_builder_ref(t, &e.entry.image_builder, &e.origin);
                 if let Some(b) = &ib {
                     if let Some(prev) = resolved_rt.iter().rposition(|(x, _)| x.as_ref() == Some(b))
@@ -155,7 +155,7 @@ impl Loader<'_> {
             }
             let mut resolved_mods = Vec::with_capacity(img.mods.len());
             let mut mod_names: Vec<String> = Vec::with_capacity(img.mods.len());
-            for m in img.mods.iter() {
+            for m in &img.mods {
                 let mp = &m.origin.path;
                 let name = normalize_name(&m.item.name);
                 let dup = mod_names.iter().rposition(|n| *n == name);
@@ -197,11 +197,11 @@ impl Loader<'_> {
             let img = Arc::make_mut(&mut t.images[i]);
             img.parent = parent.unwrap_or(Parent::Os(String::new()));
             img.primary_builder = primary;
-            for (e, (ib, rt)) in Arc::make_mut(&mut img.runtimes).iter_mut().zip(resolved_rt) {
+            for (e, (ib, rt)) in img.runtimes.iter_mut().zip(resolved_rt) {
                 e.image_builder = ib;
                 e.runtime = rt;
             }
-            for (m, r) in Arc::make_mut(&mut img.mods).iter_mut().zip(resolved_mods) {
+            for (m, r) in img.mods.iter_mut().zip(resolved_mods) {
                 if let Some((b, k)) = r {
                     m.builder = b;
                     m.kind = k;

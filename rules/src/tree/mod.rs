@@ -160,11 +160,8 @@ pub struct Image {
     pub parent: Parent,
     /// The primary image builder (`type`), canonical, if csis implements it.
     pub primary_builder: Option<String>,
-    /// Shared, as the model: a copy of an image (the incremental load's,
-    /// of an unmoved file) copies no entry; the resolution fills them in
-    /// through `Arc::make_mut`.
-    pub runtimes: Arc<Vec<ImageRuntime>>,
-    pub mods: Arc<Vec<ResolvedMod>>,
+    pub runtimes: Vec<ImageRuntime>,
+    pub mods: Vec<ResolvedMod>,
     pub origin: Origin,
     /// The OS builder its chain ends at (its place in `os_builders`), set
     /// by the load once every parent is resolved ([`Tree::set_chain_roots`]).

@@ -202,7 +202,7 @@ fn image_tag_keys_are_the_keys_of_image_tags() {
     let t = load(dir.path(), &opts).unwrap_or_else(|d| panic!("{d:?}"));
     let mut seen = Vec::new();
     for img in &t.images {
-        for e in img.runtimes.iter() {
+        for e in &img.runtimes {
             let want: Vec<String> = t.image_tags(img, e).keys().cloned().collect();
             assert_eq!(
                 t.image_tag_keys(img, e),
