@@ -8,8 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/csis-target}"
 if [ -z "${CSIS:-}" ]; then
-  # Only the docker runtime: no AWS SDK to compile (`csis --version` lists
-  # the runtime types a binary carries; the default features carry all).
+  # Only the docker runtime: no AWS SDK to compile, no s3/gs store client,
+  # no Okta PAM client (`csis --version` lists what a binary carries; the
+  # default features carry all).
   cargo install --locked --path "$repo" --no-default-features --features docker
   CSIS=$(command -v csis || echo "$HOME/.cargo/bin/csis")
 fi

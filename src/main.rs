@@ -140,14 +140,16 @@ pub enum Command {
     Man(cmd::completions::ManArgs),
 }
 
-/// The arguments; `--version` names the runtime types this binary carries
-/// (its cargo features).
+/// The arguments; `--version` names the runtime types, the meta-state
+/// stores and the Okta PAM client this binary carries (its cargo features).
 fn parse_cli() -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let version = format!(
-        "{} (runtimes: {})",
+        "{} (runtimes: {}; stores: {}{})",
         env!("CARGO_PKG_VERSION"),
-        csis_ops::wiring::built_in_types().join(", ")
+        csis_ops::wiring::built_in_types().join(", "),
+        csis_ops::wiring::built_in_stores().join(", "),
+        if csis_ops::wiring::OPA { "; opa" } else { "" }
     );
     let matches = Cli::command()
         .version(&*Box::leak(version.into_boxed_str()))

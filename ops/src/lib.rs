@@ -106,6 +106,7 @@ impl TreeArgs {
             undeclares: self.undeclare.clone(),
             runtime_checks: crate::wiring::offline_checks(),
             parse_cache: local.dir().is_dir().then(|| local.sub("cache")),
+            meta_state_check: Some(csis_cache::objstore::not_built_in),
             ..Default::default()
         }
     }

@@ -210,6 +210,16 @@ pub fn built_in_types() -> Vec<&'static str> {
         .collect()
 }
 
+/// The meta-state stores this binary opens (`s3` and `gs` with the
+/// `store` feature), for `csis --version`.
+pub fn built_in_stores() -> &'static [&'static str] {
+    csis_cache::objstore::BUILT_IN
+}
+
+/// Whether this binary asks Okta PAM (`csis identity export-gids`; the
+/// `opa` feature).
+pub const OPA: bool = cfg!(feature = "opa");
+
 /// Every runtime type's offline checks, for the load
 /// (`csis_rules::LoadOptions::runtime_checks`).
 pub fn offline_checks() -> Vec<RuntimeChecks> {

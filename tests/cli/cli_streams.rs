@@ -160,3 +160,33 @@ fn a_dry_run_reports_its_due_bakes_as_would_bake_not_skipped() {
         assert!(e["kind"] == "emit" || e["kind"] == "resolve", "{e}");
     }
 }
+
+#[test]
+fn the_version_names_what_the_binary_carries() {
+    let (code, out, err) = csis_testkit::output(csis_testkit::csis().arg("--version"));
+    assert_eq!(code, 0, "{err}");
+    let mut runtimes = Vec::new();
+    for (on, name) in [
+        (cfg!(feature = "dummy"), "dummy"),
+        (cfg!(feature = "docker"), "docker"),
+        (cfg!(feature = "aws"), "aws"),
+    ] {
+        if on {
+            runtimes.push(name);
+        }
+    }
+    let stores = if cfg!(feature = "store") {
+        "local, file, s3, gs"
+    } else {
+        "local, file"
+    };
+    let opa = if cfg!(feature = "opa") { "; opa" } else { "" };
+    assert_eq!(
+        out.trim(),
+        format!(
+            "csis {} (runtimes: {}; stores: {stores}{opa})",
+            env!("CARGO_PKG_VERSION"),
+            runtimes.join(", ")
+        )
+    );
+}

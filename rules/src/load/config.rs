@@ -71,6 +71,12 @@ impl Loader<'_> {
                 yaml::from_str::<IaConfig>("cfg/_config.yml", "id: ''").expect("default config")
             }
         };
+        if let (Some(spec), Some(check)) = (&cfg.meta_state, self.opts.meta_state_check) {
+            if let Some(message) = check(spec) {
+                let loc = doc.get("meta_state").map_or(&doc.loc, |n| &n.loc);
+                self.d.error(loc, "meta_state", message);
+            }
+        }
         if let Some(keys) = cfg_node.and_then(|cn| self.config_keys(&cn)) {
             cfg.config = keys;
         }

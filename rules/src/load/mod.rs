@@ -86,6 +86,11 @@ pub struct LoadOptions {
     /// taken from it when the file's text is the one it was made from.
     /// None = every file parsed.
     pub parse_cache: Option<PathBuf>,
+    /// Whether this build can open the tree's `meta_state:` store: a
+    /// message when it cannot (`csis_cache::objstore::not_built_in`, a
+    /// build without the `store` feature), refused at the field. None =
+    /// every store accepted.
+    pub meta_state_check: Option<fn(&csis_schema::model::MetaStateSpec) -> Option<String>>,
 }
 
 pub use parse_cache::FILE as PARSE_CACHE_FILE;

@@ -9,6 +9,7 @@ mod fuzz;
 mod groups;
 mod hostile_input;
 mod incremental;
+mod meta_state;
 mod overlays_unused;
 mod recipe_checks;
 mod reference;

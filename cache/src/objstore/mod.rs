@@ -1,8 +1,9 @@
 //! Object stores for shared meta-state: the few operations the
 //! records and the leases need, each conditional where it writes.
 //!
-//! - `s3://bucket/prefix` and `gs://bucket/prefix` go through the
-//!   `object_store` crate (its own light HTTP clients; the AWS SDK stays in
+//! - `s3://bucket/prefix` and `gs://bucket/prefix` (the `store` feature,
+//!   default on; a build without it refuses them: [`not_built_in`]) go
+//!   through the `object_store` crate (its own light HTTP clients; the AWS SDK stays in
 //!   `csis-runtime-aws`). S3 reads the usual environment (`AWS_ACCESS_KEY_ID`,
 //!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` /
 //!   `AWS_DEFAULT_REGION`, web identity, container and instance credentials)
@@ -24,10 +25,37 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use csis_schema::model::MetaStateSpec;
+
+#[cfg(feature = "store")]
+mod object;
+
+/// The stores this build opens, for `csis --version`: `local` and
+/// `file://` always, `s3://` and `gs://` with the `store` feature.
+pub const BUILT_IN: &[&str] = if cfg!(feature = "store") {
+    &["local", "file", "s3", "gs"]
+} else {
+    &["local", "file"]
+};
+
+/// What a build without the `store` feature says of a store it cannot
+/// open (`None` when it can): the load refuses the tree's `meta_state:`
+/// with it, and [`Store::open`] a `--meta-state` URL.
+pub fn not_built_in(spec: &MetaStateSpec) -> Option<String> {
+    let scheme = match spec {
+        MetaStateSpec::S3 { .. } => "s3",
+        MetaStateSpec::Gs { .. } => "gs",
+        MetaStateSpec::Local | MetaStateSpec::File { .. } => return None,
+    };
+    (!BUILT_IN.contains(&scheme)).then(|| {
+        format!(
+            "this csis was built without the `store` feature, which {scheme}:// stores need \
+             (install it with `cargo install --path . --features store`, or the default features)"
+        )
+    })
+}
 
 /// What a conditional write must find.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,10 +84,10 @@ pub enum StoreError {
 }
 
 enum Backend {
-    Object {
-        store: Arc<dyn object_store::ObjectStore>,
-        rt: tokio::runtime::Runtime,
-    },
+    /// `s3://`, `gs://`: the `object_store` crate's clients (the `store`
+    /// feature).
+    #[cfg(feature = "store")]
+    Object(object::Object),
     Dir(PathBuf),
 }
 
@@ -102,45 +130,19 @@ impl Store {
                 std::fs::create_dir_all(path).map_err(|e| other(format!("{path}: {e}")))?;
                 (Backend::Dir(PathBuf::from(path)), String::new())
             }
-            MetaStateSpec::S3 { bucket, prefix } => {
-                tls_provider();
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-                let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
-                    .iter()
-                    .find_map(|k| env(k).filter(|v| !v.is_empty()));
-                if let Some(ep) = endpoint {
-                    if ep.starts_with("http://") {
-                        b = b.with_allow_http(true);
-                    }
-                    b = b.with_endpoint(ep);
-                }
-                if let Some(r) = env("AWS_REGION") {
-                    b = b.with_region(r);
-                } else if env("AWS_DEFAULT_REGION").is_none() {
-                    b = b.with_region("us-east-1");
-                }
-                if let (Some(id), Some(secret)) =
-                    (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
-                {
-                    b = b.with_access_key_id(id).with_secret_access_key(secret);
-                } else if env("AWS_ACCESS_KEY_ID").is_none() {
-                    if let Some((id, secret, token)) = profile_credentials() {
-                        b = b.with_access_key_id(id).with_secret_access_key(secret);
-                        if let Some(t) = token {
-                            b = b.with_token(t);
-                        }
-                    }
-                }
-                let s3 = b.build().map_err(other)?;
-                (object(Arc::new(s3))?, prefix.clone())
-            }
+            #[cfg(feature = "store")]
+            MetaStateSpec::S3 { bucket, prefix } => (
+                Backend::Object(object::Object::s3(bucket, env)?),
+                prefix.clone(),
+            ),
+            #[cfg(feature = "store")]
             MetaStateSpec::Gs { bucket, prefix } => {
-                tls_provider();
-                let gs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_bucket_name(bucket)
-                    .build()
-                    .map_err(other)?;
-                (object(Arc::new(gs))?, prefix.clone())
+                (Backend::Object(object::Object::gs(bucket)?), prefix.clone())
+            }
+            #[cfg(not(feature = "store"))]
+            MetaStateSpec::S3 { .. } | MetaStateSpec::Gs { .. } => {
+                let _ = env;
+                return Err(other(not_built_in(spec).expect("an object store")));
             }
         };
         Ok(Some(Store {
@@ -203,26 +205,8 @@ impl Store {
                     .ok();
                 Ok(dir_get(d, &full)?.map(|(b, v)| (b, v, modified)))
             }
-            Backend::Object { store, rt } => {
-                let store = store.clone();
-                run(rt, async move {
-                    let p = object_store::path::Path::from(full);
-                    use object_store::ObjectStoreExt;
-                    match store.get(&p).await {
-                        Ok(r) => {
-                            let v = Version {
-                                e_tag: r.meta.e_tag.clone(),
-                                version: r.meta.version.clone(),
-                            };
-                            let modified = SystemTime::from(r.meta.last_modified);
-                            let bytes = r.bytes().await.map_err(other)?;
-                            Ok(Some((bytes.to_vec(), v, Some(modified))))
-                        }
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(other(e)),
-                    }
-                })
-            }
+            #[cfg(feature = "store")]
+            Backend::Object(o) => o.get(full),
         }
     }
 
@@ -261,7 +245,7 @@ impl Store {
         loop {
             match f() {
                 Err(StoreError::Other(_))
-                    if attempt < RETRIES && matches!(self.backend, Backend::Object { .. }) =>
+                    if attempt < RETRIES && !matches!(self.backend, Backend::Dir(_)) =>
                 {
                     backoff(attempt);
                     attempt += 1;
@@ -276,35 +260,8 @@ impl Store {
         let full = self.full(key);
         match &self.backend {
             Backend::Dir(d) => dir_put(d, &full, &bytes, &cond),
-            Backend::Object { store, rt } => {
-                let store = store.clone();
-                run(rt, async move {
-                    use object_store::{PutMode, PutOptions, UpdateVersion};
-                    let p = object_store::path::Path::from(full);
-                    let mode = match cond {
-                        Cond::Create => PutMode::Create,
-                        Cond::Match(v) => PutMode::Update(UpdateVersion {
-                            e_tag: v.e_tag,
-                            version: v.version,
-                        }),
-                    };
-                    let opts = PutOptions {
-                        mode,
-                        ..Default::default()
-                    };
-                    match store.put_opts(&p, bytes.into(), opts).await {
-                        Ok(r) => Ok(Version {
-                            e_tag: r.e_tag,
-                            version: r.version,
-                        }),
-                        Err(object_store::Error::AlreadyExists { .. })
-                        | Err(object_store::Error::Precondition { .. }) => {
-                            Err(StoreError::Conflict)
-                        }
-                        Err(e) => Err(other(e)),
-                    }
-                })
-            }
+            #[cfg(feature = "store")]
+            Backend::Object(o) => o.put(full, bytes, cond),
         }
     }
 
@@ -322,17 +279,8 @@ impl Store {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(other(e)),
             },
-            Backend::Object { store, rt } => {
-                let store = store.clone();
-                run(rt, async move {
-                    let p = object_store::path::Path::from(full);
-                    use object_store::ObjectStoreExt;
-                    match store.delete(&p).await {
-                        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                        Err(e) => Err(other(e)),
-                    }
-                })
-            }
+            #[cfg(feature = "store")]
+            Backend::Object(o) => o.delete(full),
         }
     }
 
@@ -368,16 +316,8 @@ impl Store {
                 }
                 out
             }
-            Backend::Object { store, rt } => {
-                let store = store.clone();
-                run(rt, async move {
-                    use futures_util::TryStreamExt;
-                    let p = object_store::path::Path::from(full);
-                    let metas: Vec<object_store::ObjectMeta> =
-                        store.list(Some(&p)).try_collect().await.map_err(other)?;
-                    Ok(metas.into_iter().map(|m| m.location.to_string()).collect())
-                })?
-            }
+            #[cfg(feature = "store")]
+            Backend::Object(o) => o.list(full)?,
         };
         for k in keys.iter_mut() {
             *k = k[strip.min(k.len())..].to_string();
@@ -393,67 +333,6 @@ pub const RETRIES: u32 = 6;
 
 fn backoff(attempt: u32) {
     std::thread::sleep(std::time::Duration::from_millis(100 << attempt.min(6)));
-}
-
-fn object(store: Arc<dyn object_store::ObjectStore>) -> Result<Backend, StoreError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("csis-store")
-        .enable_all()
-        .build()
-        .map_err(other)?;
-    Ok(Backend::Object { store, rt })
-}
-
-/// Run `fut` on the store's own runtime and wait for it: callable from
-/// plain threads and from inside another tokio runtime alike.
-fn run<T: Send + 'static>(
-    rt: &tokio::runtime::Runtime,
-    fut: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
-) -> Result<T, StoreError> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    rt.spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    rx.recv()
-        .map_err(|_| StoreError::Other("the store's runtime stopped".into()))?
-}
-
-/// `AWS_PROFILE` (default `default`) from `~/.aws/credentials` (or
-/// `AWS_SHARED_CREDENTIALS_FILE`): access key, secret, session token.
-fn profile_credentials() -> Option<(String, String, Option<String>)> {
-    let file = std::env::var("AWS_SHARED_CREDENTIALS_FILE")
-        .map(PathBuf::from)
-        .ok()
-        .or_else(|| {
-            std::env::var("HOME")
-                .ok()
-                .map(|h| Path::new(&h).join(".aws/credentials"))
-        })?;
-    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
-    let text = std::fs::read_to_string(file).ok()?;
-    let (mut id, mut secret, mut token) = (None, None, None);
-    let mut inside = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            inside = name.trim() == profile;
-            continue;
-        }
-        if !inside {
-            continue;
-        }
-        if let Some((k, v)) = line.split_once('=') {
-            let v = v.trim().to_string();
-            match k.trim() {
-                "aws_access_key_id" => id = Some(v),
-                "aws_secret_access_key" => secret = Some(v),
-                "aws_session_token" => token = Some(v),
-                _ => {}
-            }
-        }
-    }
-    Some((id?, secret?, token))
 }
 
 // ---- file:// -----------------------------------------------------------------
@@ -524,10 +403,25 @@ fn dir_put(d: &Path, key: &str, bytes: &[u8], cond: &Cond) -> Result<Version, St
     out
 }
 
-/// The TLS of the S3 and GCS clients: rustls on ring, installed as the
-/// process's provider unless one is already (reqwest is built without
-/// one of its own: its default, aws-lc-rs, is a long C build).
-fn tls_provider() {
-    // a provider already installed (by this or another crate) is kept
-    let _ = rustls::crypto::ring::default_provider().install_default();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_is_refused_exactly_when_this_build_lacks_its_scheme() {
+        for (url, scheme) in [
+            ("local", "local"),
+            ("file:///var/tmp/records", "file"),
+            ("s3://team-bucket/records", "s3"),
+            ("gs://team-bucket", "gs"),
+        ] {
+            let spec = MetaStateSpec::parse(url).unwrap();
+            let refused = not_built_in(&spec);
+            assert_eq!(refused.is_some(), !BUILT_IN.contains(&scheme), "{url}");
+            if let Some(m) = refused {
+                assert!(m.contains("`store` feature") && m.contains(scheme), "{m}");
+            }
+        }
+        assert_eq!(BUILT_IN.contains(&"s3"), cfg!(feature = "store"));
+    }
 }
