@@ -58,6 +58,12 @@ impl Fingerprint {
         self.hex_str().to_string()
     }
 
+    /// The 64 lowercase hex digits as bytes, on the stack (a writer of
+    /// many fingerprints, `csis plan --json`, allocates none).
+    pub fn hex_bytes(&self) -> [u8; 64] {
+        self.hex_str().0
+    }
+
     /// The 64 lowercase hex digits, written with a table (no formatter
     /// call per byte: `to_hex` runs once per node of every plan).
     fn hex_str(&self) -> HexDigits {

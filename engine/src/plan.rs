@@ -390,7 +390,7 @@ pub struct PlannedNode {
 }
 
 /// The plan: every selected node in topological order.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Plan {
     pub nodes: Vec<PlannedNode>,
     #[serde(skip)]

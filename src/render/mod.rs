@@ -7,6 +7,7 @@ pub mod init;
 pub mod inspect;
 pub mod lineage;
 pub mod notice;
+mod plan_json;
 pub mod release;
 pub mod upgrade;
 
@@ -14,6 +15,8 @@ use csis_ops::build::{NodeKind, Plan, PlannedNode};
 use csis_ops::wiring::Shown;
 use csis_schema::Diagnostic;
 use serde::Serialize;
+
+pub use plan_json::write_plan_json;
 
 /// A report as pretty JSON on stdout (one document, newline-terminated).
 pub fn json<T: Serialize>(report: &T) -> anyhow::Result<()> {
@@ -26,70 +29,6 @@ pub fn print_human(diags: &[Diagnostic]) {
     for d in diags {
         eprintln!("{:?}", d.to_report());
     }
-}
-
-/// The plan as the stable JSON document, written as it is serialized (no
-/// document in memory: a plan of 60,000 nodes is tens of megabytes), with
-/// the pinned images that are current but behind their parent's head (a
-/// `behind` key, only when there is one).
-pub fn write_plan_json(
-    plan: &Plan,
-    explain: bool,
-    behind: &[csis_ops::upgrade::Behind],
-    fleet: &[csis_ops::fleet::plan::FleetAction],
-    out: impl std::io::Write,
-) -> std::io::Result<()> {
-    use serde::ser::{SerializeMap, SerializeSeq, Serializer as _};
-    use std::io::Write as _;
-
-    struct JsonNode<'a>(&'a PlannedNode, bool);
-    impl serde::Serialize for JsonNode<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let n = self.0;
-            let mut m = s.serialize_map(None)?;
-            // (Labels and fingerprints serialize as their text: no String
-            // is made per node or per dependency.)
-            m.serialize_entry("label", &n.label)?;
-            m.serialize_entry("kind", &n.kind)?;
-            m.serialize_entry("series", &n.series)?;
-            m.serialize_entry("runtime", &n.runtime)?;
-            m.serialize_entry("fingerprint", &n.fingerprint)?;
-            m.serialize_entry("due", &n.due)?;
-            m.serialize_entry("reason", &n.reason)?;
-            m.serialize_entry("code", &n.code)?;
-            m.serialize_entry("deps", &n.deps)?;
-            if self.1 && !n.changes.is_empty() {
-                m.serialize_entry("changes", &n.changes)?;
-            }
-            m.end()
-        }
-    }
-    struct Nodes<'a>(&'a Plan, bool);
-    impl serde::Serialize for Nodes<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut seq = s.serialize_seq(Some(self.0.nodes.len()))?;
-            for n in &self.0.nodes {
-                seq.serialize_element(&JsonNode(n, self.1))?;
-            }
-            seq.end()
-        }
-    }
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    let mut ser = serde_json::Serializer::pretty(&mut out);
-    let mut doc = ser.serialize_map(None).map_err(std::io::Error::other)?;
-    doc.serialize_entry("nodes", &Nodes(plan, explain))
-        .map_err(std::io::Error::other)?;
-    if !behind.is_empty() {
-        doc.serialize_entry("behind", behind)
-            .map_err(std::io::Error::other)?;
-    }
-    if !fleet.is_empty() {
-        doc.serialize_entry("fleet", fleet)
-            .map_err(std::io::Error::other)?;
-    }
-    SerializeMap::end(doc).map_err(std::io::Error::other)?;
-    out.write_all(b"\n")?;
-    out.flush()
 }
 
 fn shown(n: &PlannedNode, all: bool) -> bool {

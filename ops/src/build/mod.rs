@@ -24,9 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use csis_cache::{BuildRecord, Capabilities, LocalDir, PinBinding, RecordTests, Recorder};
-use csis_engine::{
-    Events, NodeContext, NodeError, NodeId, NodeOutput, Reason, RunOptions, Summary,
-};
+use csis_engine::{Events, NodeContext, NodeError, NodeOutput, Reason, RunOptions, Summary};
 use csis_rules::compile::{BakeSpec, ForceBake, NodeSpec, ParentSpec, BAKE_RECIPE};
 use csis_runtime::{
     BakeOutcome, BakeParent, BakeRequest, DynRuntime, ImageFacts, LogSink, ResolvedImage,
@@ -42,6 +40,8 @@ use crate::{Access, Context, TreeArgs};
 
 pub(crate) use crate::vendor::resolve_request;
 pub use bake::name_prefix;
+/// What a [`PlannedNode`] is made of.
+pub use csis_engine::{Decision, FieldChange, Fingerprint, Label, NodeId};
 /// The engine's vocabulary a build reports in (the binary renders it).
 pub use csis_engine::{Event, Plan, PlannedNode};
 pub use csis_rules::compile::NodeKind;
