@@ -33,7 +33,7 @@ pub const RACY_WINDOW: Duration = Duration::from_secs(1);
 const MAGIC: &str = "csis-noop-stamp 2";
 
 /// What a path looked like: kind, size, times, inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStat {
     /// 0 missing, 1 file, 2 directory, 3 other.
     kind: u8,
@@ -73,6 +73,11 @@ impl FileStat {
                 dev: m.dev(),
             },
         }
+    }
+
+    /// Whether the path was there.
+    pub fn exists(&self) -> bool {
+        self.kind != 0
     }
 
     /// Changed within [`RACY_WINDOW`] of `since` (or later): a change in
