@@ -205,10 +205,13 @@ impl Node {
     }
     /// One attribute.
     pub fn attr(&self, key: &str) -> Option<&str> {
+        // A node has a handful of attributes: a scan that compares
+        // lengths first touches the bytes of one key (a binary search
+        // compared whole keys; a plan asks two attributes of every node).
         self.attrs
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.attrs[i].1)
+            .iter()
+            .find(|(k, _)| k.len() == key.len() && **k == *key)
+            .map(|(_, v)| &**v)
     }
 }
 

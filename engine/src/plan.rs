@@ -555,6 +555,7 @@ impl<'a> Planner<'a> {
                     }
                 }
             }
+            let series = node.attr("series");
             let runtime = node.attr("runtime").or(node.label().runtime());
             let same = |o: &PlannedNode| {
                 o.id == id
@@ -564,7 +565,7 @@ impl<'a> Planner<'a> {
                     && o.code == decision.reason().map_or("current", Reason::code)
                     && says(&decision, &o.reason)
                     && o.changes.is_empty()
-                    && o.series.as_deref() == node.attr("series")
+                    && o.series.as_deref() == series
                     && o.runtime.as_deref() == runtime
             };
             if changes.is_empty() {
@@ -597,7 +598,7 @@ impl<'a> Planner<'a> {
                 id,
                 label: node.label().clone(),
                 kind: node.kind().to_string(),
-                series: node.attr("series").map(str::to_string),
+                series: series.map(str::to_string),
                 runtime: runtime.map(str::to_string),
                 fingerprint,
                 due: decision.is_due(),
