@@ -158,7 +158,8 @@ pub struct Counts {
     /// Of those, the graphs made by patching the last one in place (every
     /// series of the same shape, [`compile::Unit::same_shape`]).
     pub graphs_patched: usize,
-    /// Every query execution salsa reported (`EventKind::WillExecute`).
+    /// Every query execution salsa reported (`EventKind::WillExecute`),
+    /// counted only by an [`Incremental::counting_executions`] (else 0).
     pub executions: usize,
 }
 
@@ -264,13 +265,28 @@ pub struct CompileDb {
 
 impl Default for CompileDb {
     fn default() -> Self {
+        CompileDb::new(false)
+    }
+}
+
+impl CompileDb {
+    /// A database; `count_executions`: salsa reports each of its events
+    /// to a callback that counts the query executions
+    /// ([`Counts::executions`], for the tests). Without it salsa makes no
+    /// event at all (a watch edit verifies some 20,000 memos, each an
+    /// event).
+    fn new(count_executions: bool) -> Self {
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
-        let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
-            if let salsa::EventKind::WillExecute { .. } = event.kind {
-                c.executions.fetch_add(1, Ordering::Relaxed);
-            }
-        })));
+        let callback: Option<Box<dyn Fn(salsa::Event) + Send + Sync>> =
+            count_executions.then(|| -> Box<dyn Fn(salsa::Event) + Send + Sync> {
+                Box::new(move |event: salsa::Event| {
+                    if let salsa::EventKind::WillExecute { .. } = event.kind {
+                        c.executions.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            });
+        let storage = salsa::Storage::new(callback);
         CompileDb {
             storage,
             counters,
@@ -523,11 +539,27 @@ impl Incremental {
     /// [`Incremental::new`] with the scheduler's cost of each bake answered
     /// by `costs` (as [`compile::compile_with_costs`]).
     pub fn with_costs(root: &Path, opts: &LoadOptions, costs: Arc<dyn BakeCost>) -> Incremental {
+        Incremental::made(root, opts, costs, false)
+    }
+
+    /// [`Incremental::new`] that also counts every query execution salsa
+    /// reports ([`Counts::executions`]; the others count without it): for
+    /// the tests that prove an edit runs nothing else.
+    pub fn counting_executions(root: &Path, opts: &LoadOptions) -> Incremental {
+        Incremental::made(root, opts, Arc::new(DefaultCost), true)
+    }
+
+    fn made(
+        root: &Path,
+        opts: &LoadOptions,
+        costs: Arc<dyn BakeCost>,
+        count_executions: bool,
+    ) -> Incremental {
         let mut opts = opts.clone();
         opts.now.get_or_insert_with(chrono::Utc::now);
         let db = CompileDb {
             costs,
-            ..CompileDb::default()
+            ..CompileDb::new(count_executions)
         };
         let input = TreeInput::new(
             &db,

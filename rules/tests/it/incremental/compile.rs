@@ -148,7 +148,7 @@ fn bump_mtime(p: &Path, secs: u64) {
 fn first_compile_runs_each_series_once_and_a_no_change_sync_recomputes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let first = during(&mut inc, |i| {
         i.compiled().expect("compiles");
     });
@@ -176,7 +176,7 @@ fn first_compile_runs_each_series_once_and_a_no_change_sync_recomputes_nothing()
 fn editing_one_image_recompiles_it_and_refingerprints_its_follow_descendants() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     // `pinned` is pinned to a build recorded with some fingerprint: its own
     // fingerprint does not depend on web's.
     let pins = TestPins(BTreeMap::from([(
@@ -268,7 +268,7 @@ fn an_edit_reassembles_the_graph_sharing_the_untouched_nodes_and_specs() {
     use csis_rules::compile::NodeSpec;
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let c0 = inc.compiled().expect("compiles");
     std::fs::write(
         dir.path().join("images/app.yml"),
@@ -304,7 +304,7 @@ fn an_edit_reassembles_the_graph_sharing_the_untouched_nodes_and_specs() {
 fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.compiled().expect("compiles");
     let solo0 = inc_fp(&inc, "solo");
     let web0 = inc_fp(&inc, "web");
@@ -363,7 +363,7 @@ fn editing_a_playbook_rehashes_that_file_only_and_refingerprints_its_images() {
 fn pins_recompile_only_the_pinned_image() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.compiled().expect("compiles");
     let pinned0 = inc_fp(&inc, "pinned");
 
@@ -412,7 +412,7 @@ impl PinSource for Counted<'_> {
 fn kept_pins_are_asked_again_only_for_a_new_read_or_a_new_question() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let pins = TestPins(BTreeMap::from([(
         "pinned".to_string(),
         ("b-old".to_string(), Some("cd".repeat(32))),
@@ -539,13 +539,13 @@ fn write_generated_tree(root: &Path, n: usize) {
 fn compiles_like_compile_on_fixtures_and_corner_cases() {
     for f in ["graph/basic", "ops/basic", "config/valid"] {
         let root = csis_testkit::fixture(f);
-        let inc = Incremental::new(&root, &opts());
+        let inc = Incremental::counting_executions(&root, &opts());
         assert_compiles_like_plain(&inc, &root, &opts(), &NoPins);
     }
 
     let dir = tempfile::tempdir().unwrap();
     write_corner_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     assert_compiles_like_plain(&inc, dir.path(), &opts(), &NoPins);
     let c = inc.compiled().unwrap();
     let w = c.compiled.warnings.join("\n");
@@ -579,7 +579,7 @@ fn compiles_like_compile_on_fixtures_and_corner_cases() {
 
     let dir = tempfile::tempdir().unwrap();
     write_generated_tree(dir.path(), 60);
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let pins = TestPins(BTreeMap::from([
         (
             "img-2".to_string(),
@@ -620,7 +620,7 @@ fn compiles_like_compile_on_fixtures_and_corner_cases() {
 fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
     let dir = tempfile::tempdir().unwrap();
     write_generated_tree(dir.path(), 60);
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let first = during(&mut inc, |i| {
         i.compiled().expect("compiles");
     });
@@ -664,7 +664,7 @@ fn a_big_tree_edit_recompiles_one_image_on_two_threads_like_plain() {
 fn a_tree_that_does_not_load_does_not_compile_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     write_compile_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.compiled().expect("compiles");
     std::fs::write(
         dir.path().join("images/app.yml"),
@@ -692,7 +692,7 @@ fn every_kind_of_edit_compiles_like_plain() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write_compile_tree(root);
-    let mut inc = Incremental::new(root, &opts());
+    let mut inc = Incremental::counting_executions(root, &opts());
     inc.compiled().expect("compiles");
     let web2 = "  - name: web2\n    source_image: web\n    runtimes: [{image_builder: sim-bake}]\n";
     let extra = "images:\n  - name: extra\n    source_image: web2\n    parent_policy: follow\n    runtimes: [{image_builder: sim-bake}]\n";

@@ -63,7 +63,7 @@ fn bake_fp(inc: &Incremental, image: &str) -> String {
 fn first_load_parses_every_file_once_and_a_rerun_executes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     assert_eq!(inc.files().count(), TREE_FILES);
     let first = during(&mut inc, |i| {
         i.tree().as_ref().expect("loads");
@@ -85,7 +85,7 @@ fn first_load_parses_every_file_once_and_a_rerun_executes_nothing() {
 fn editing_one_image_file_reparses_only_that_file() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     let app0 = bake_fp(&inc, "app");
     let web0 = bake_fp(&inc, "web");
     let tools0 = bake_fp(&inc, "tools");
@@ -127,7 +127,7 @@ fn editing_one_image_file_reparses_only_that_file() {
 fn a_change_undone_reparses_one_file_and_does_not_reload() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.tree().as_ref().expect("loads");
     let web = dir.path().join("images/web.yml");
     // changed and changed back before the next look: the input was set
@@ -149,7 +149,7 @@ fn a_change_undone_reparses_one_file_and_does_not_reload() {
 fn added_removed_and_broken_files() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.tree().as_ref().expect("loads");
 
     // a new image file: parsed alone, the tree has one more image
@@ -205,7 +205,7 @@ fn added_removed_and_broken_files() {
 #[test]
 fn loads_the_repository_fixture_like_load() {
     let root = csis_testkit::fixture("graph/basic");
-    let inc = Incremental::new(&root, &opts());
+    let inc = Incremental::counting_executions(&root, &opts());
     inc.tree().as_ref().expect("loads");
     assert_same_as_fresh(&inc, &root);
 }
@@ -214,7 +214,7 @@ fn loads_the_repository_fixture_like_load() {
 fn new_options_reload_without_reparsing() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     inc.tree().as_ref().expect("loads");
     let o = LoadOptions {
         undeclares: vec!["image:tools".into()],
@@ -264,7 +264,7 @@ fn an_unmoved_image_file_is_not_loaded_again() {
             b.is_ok()
         ),
     };
-    let mut inc = Incremental::new(root, &o);
+    let mut inc = Incremental::counting_executions(root, &o);
     let first = during(&mut inc, |i| {
         i.tree().as_ref().expect("loads");
     });
@@ -352,7 +352,7 @@ fn a_file_with_a_marker_is_loaded_again_with_the_identity_of_now() {
         identity: Some(id_file.display().to_string()),
         ..opts()
     };
-    let mut inc = Incremental::new(root, &o);
+    let mut inc = Incremental::counting_executions(root, &o);
     let first = during(&mut inc, |i| {
         let t = i.tree().as_ref().expect("loads");
         assert_eq!(t.image("sealed").unwrap().model.tags["token"], "opened");
@@ -401,7 +401,7 @@ fn age_files(dir: &Path, secs: u64) {
 fn a_sync_reads_only_the_files_whose_metadata_moved_or_were_read_racily() {
     let dir = tempfile::tempdir().unwrap();
     write_tree(dir.path());
-    let mut inc = Incremental::new(dir.path(), &opts());
+    let mut inc = Incremental::counting_executions(dir.path(), &opts());
     assert_eq!(inc.files_read(), TREE_FILES);
     // just written: their reads were racy, read again
     inc.sync();
@@ -448,7 +448,7 @@ fn a_kept_files_images_come_resolved_while_the_cfg_and_the_names_hold() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write_tree(root);
-    let mut inc = Incremental::new(root, &opts());
+    let mut inc = Incremental::counting_executions(root, &opts());
     // The context counts the secrets registered (process-wide: the tests
     // beside this one register some): a load during which the count moved
     // resolves every file again, and so may the next one.

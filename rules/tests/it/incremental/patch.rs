@@ -28,7 +28,7 @@ fn an_edit_that_moves_no_node_patches_the_graph_in_place() {
     let tested = "tests: {post_bake: {commands: [{run: \"true\"}]}}";
     let text = text.replace("  - name: kid\n", &format!("  - name: kid\n    {tested}\n"));
     std::fs::write(&corners, &text).unwrap();
-    let mut inc = Incremental::new(root, &opts());
+    let mut inc = Incremental::counting_executions(root, &opts());
     inc.compiled().expect("compiles");
     assert_compiles_like_plain(&inc, root, &opts(), &NoPins);
     let rt = root.join("cfg/runtime-builders.yml");
@@ -125,7 +125,7 @@ fn a_tree_with_a_fleet_is_assembled_again() {
     );
     let images = root.join("images/images.yaml");
     let text = std::fs::read_to_string(&images).unwrap();
-    let mut inc = Incremental::new(root, &opts());
+    let mut inc = Incremental::counting_executions(root, &opts());
     inc.compiled().expect("compiles");
     for (i, disk) in [40, 41].into_iter().enumerate() {
         let edited = text.replace(
