@@ -244,7 +244,9 @@ pub struct Graph {
     g: DiGraph<Arc<Node>, Dep, u32>,
     /// Labels are the tree's own names (not a peer's input), so FxHash's
     /// weaker resistance to crafted collisions costs nothing.
-    by_label: FxHashMap<Label, NodeId>,
+    /// Shared between copies ([`Clone`]: a watcher patches a copy of the
+    /// last graph, whose labels stay), copied when a copy adds a node.
+    by_label: Arc<FxHashMap<Label, NodeId>>,
     /// Which nodes and edges the graph has ([`Graph::shape`]): given when
     /// first asked (0: not yet, or a node or edge added since), so that
     /// building a graph costs no atomic operation per node.
@@ -370,7 +372,10 @@ impl Graph {
     pub fn with_capacity(nodes: usize, edges: usize) -> Graph {
         Graph {
             g: DiGraph::with_capacity(nodes, edges),
-            by_label: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
+            by_label: Arc::new(FxHashMap::with_capacity_and_hasher(
+                nodes,
+                Default::default(),
+            )),
             shape: Default::default(),
         }
     }
@@ -385,7 +390,7 @@ impl Graph {
     /// unique.
     pub fn add_node_arc(&mut self, node: Arc<Node>) -> Result<NodeId, GraphError> {
         use std::collections::hash_map::Entry;
-        match self.by_label.entry(node.label.clone()) {
+        match Arc::make_mut(&mut self.by_label).entry(node.label.clone()) {
             Entry::Occupied(_) => Err(GraphError::DuplicateLabel(node.label.clone())),
             Entry::Vacant(slot) => {
                 let id = NodeId::from_ix(self.g.add_node(node));

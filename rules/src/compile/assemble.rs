@@ -220,7 +220,7 @@ impl Assembler {
             Compiled {
                 graph: self.g,
                 specs: self.specs,
-                bakes: self.bakes,
+                bakes: Arc::new(self.bakes),
                 fleet: self.fleet,
                 warnings: self.warnings,
             },

@@ -125,7 +125,7 @@ pub fn mod_tests(
     Ok(Compiled {
         graph: g,
         specs,
-        bakes: BTreeMap::new(),
+        bakes: Default::default(),
         fleet: Vec::new(),
         warnings,
     })

@@ -378,7 +378,9 @@ pub struct InstanceSpec {
 pub struct Compiled {
     pub graph: Graph,
     pub(super) specs: Vec<NodeSpec>,
-    pub(super) bakes: BTreeMap<(String, String), NodeId>,
+    /// Shared between copies (a watcher patches a copy of the last
+    /// compile, whose bake nodes stay).
+    pub(super) bakes: Arc<BTreeMap<(String, String), NodeId>>,
     /// The fleet's nodes (storages, then instances), in graph order.
     pub(super) fleet: Vec<NodeId>,
     /// Things skipped, for the user (`image x on rt: its parent does not bake there`).
