@@ -95,9 +95,9 @@ impl Pins {
     /// left alone (an import binds nothing). Returns one line per restored
     /// pin, for the caller to report.
     pub fn restore_from_lineage(&mut self, lineage: &crate::Lineage) -> Vec<String> {
-        use std::collections::{HashMap, HashSet};
-        let ids: HashSet<&str> = lineage.builds.iter().map(|b| b.build_id.as_str()).collect();
-        let mut heads: HashMap<(&str, &str), &crate::BuildRecord> = HashMap::new();
+        use rustc_hash::{FxHashMap, FxHashSet};
+        let ids: FxHashSet<&str> = lineage.builds.iter().map(|b| b.build_id.as_str()).collect();
+        let mut heads: FxHashMap<(&str, &str), &crate::BuildRecord> = FxHashMap::default();
         for b in &lineage.builds {
             if let Some(rt) = b.runtime.as_deref() {
                 let e = heads.entry((b.series.as_str(), rt)).or_insert(b);
@@ -106,19 +106,20 @@ impl Pins {
                 }
             }
         }
-        let mut keys: Vec<_> = heads.into_iter().collect();
+        // only the heads whose pin is missing, in order (their lines say so)
+        let mut keys: Vec<_> = heads
+            .into_iter()
+            .filter_map(|(key, head)| {
+                let parent = head.parent.as_deref()?;
+                (head.imported != Some(true)
+                    && ids.contains(parent)
+                    && self.image_pin(key.0, key.1).is_none())
+                .then_some((key, head, parent))
+            })
+            .collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out = Vec::new();
-        for ((series, rt), head) in keys {
-            let Some(parent) = head.parent.as_deref() else {
-                continue;
-            };
-            if head.imported == Some(true) || !ids.contains(parent) {
-                continue;
-            }
-            if self.image_pin(series, rt).is_some() {
-                continue;
-            }
+        for ((series, rt), head, parent) in keys {
             self.images
                 .insert(image_key(series, rt), parent.to_string());
             out.push(format!(
@@ -127,5 +128,57 @@ impl Pins {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BuildRecord, Lineage};
+
+    fn rec(id: &str, series: &str, parent: &str, run: &str) -> BuildRecord {
+        let mut r = BuildRecord::new(id, series, "rt");
+        r.parent = Some(parent.into());
+        r.run = Some(run.into());
+        r
+    }
+
+    #[test]
+    fn only_a_missing_pin_of_a_baked_head_is_restored_in_order() {
+        const EARLY: &str = "2026_11_30t07_00_00_000000";
+        const LATE: &str = "2026_11_30t08_00_00_000000";
+        let mut imported = rec("i1", "imp", "b1", LATE);
+        imported.imported = Some(true);
+        let lineage = Lineage {
+            builds: vec![
+                rec("b1", "base", "vendor", EARLY),
+                // web's head is w2 (the later run), whose parent is b1
+                rec("w2", "web", "b1", LATE),
+                rec("w1", "web", "gone", EARLY),
+                rec("a1", "app", "b1", LATE),
+                // a parent the lineage does not hold, an import, a pin kept
+                rec("o1", "orphan", "gone", LATE),
+                imported,
+                rec("p1", "pinned", "b1", LATE),
+            ],
+            ..Default::default()
+        };
+        let mut pins = Pins::default();
+        pins.images.insert(image_key("pinned", "rt"), "w2".into());
+        let lines = pins.restore_from_lineage(&lineage);
+        assert_eq!(
+            lines,
+            [
+                "pins.yaml lacked the pin of app on rt: restored to b1, the parent of its head build a1",
+                "pins.yaml lacked the pin of web on rt: restored to b1, the parent of its head build w2",
+            ]
+        );
+        assert_eq!(pins.image_pin("web", "rt"), Some("b1"));
+        assert_eq!(pins.image_pin("app", "rt"), Some("b1"));
+        assert_eq!(pins.image_pin("pinned", "rt"), Some("w2"));
+        assert_eq!(pins.image_pin("orphan", "rt"), None);
+        assert_eq!(pins.image_pin("imp", "rt"), None);
+        // restored once: nothing is missing the second time
+        assert!(pins.restore_from_lineage(&lineage).is_empty());
     }
 }

@@ -4,7 +4,9 @@
 //! fingerprints; `csis_ops` lends it to the compile as its `PinSource`, so
 //! this crate needs no loader).
 
-use std::collections::HashMap;
+// The records' own names and build ids (the team's files, not a peer's
+// input): FxHash, as the engine's label index.
+use rustc_hash::FxHashMap as HashMap;
 use std::time::{Duration, SystemTime};
 
 use csis_engine::{Fingerprint, Node, Record, Records};
@@ -96,7 +98,7 @@ impl LineageRecords {
     pub fn excluding(lineage: &Lineage, now: SystemTime, excluded: impl Fn(&str) -> bool) -> Self {
         // The newest record by run id (then position) is the head; the
         // others with a fingerprint are its earlier records, newest first.
-        let mut all: HashMap<(&str, &str), Vec<&BuildRecord>> = HashMap::new();
+        let mut all: HashMap<(&str, &str), Vec<&BuildRecord>> = HashMap::default();
         for b in &lineage.builds {
             if let Some(rt) = &b.runtime {
                 all.entry((b.series.as_str(), rt.as_str()))
@@ -106,7 +108,7 @@ impl LineageRecords {
         }
         let mut births = Births::default();
         let mut me = LineageRecords {
-            heads: HashMap::with_capacity(all.len()),
+            heads: HashMap::with_capacity_and_hasher(all.len(), Default::default()),
         };
         for ((s, r), mut bs) in all {
             // Newest first: by run, then the later in the file.
