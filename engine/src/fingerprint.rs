@@ -92,11 +92,22 @@ impl Fingerprint {
         if s.len() != 64 {
             return Err(err());
         }
+        // A digit's value by match (no char conversion per digit: a plan
+        // reads one recorded fingerprint per build); either case.
+        const fn digit(b: u8) -> Option<u8> {
+            match b {
+                b'0'..=b'9' => Some(b - b'0'),
+                b'a'..=b'f' => Some(b - b'a' + 10),
+                b'A'..=b'F' => Some(b - b'A' + 10),
+                _ => None,
+            }
+        }
         let mut out = [0u8; 32];
-        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
-            let hi = (chunk[0] as char).to_digit(16).ok_or_else(err)?;
-            let lo = (chunk[1] as char).to_digit(16).ok_or_else(err)?;
-            out[i] = (hi * 16 + lo) as u8;
+        for (o, pair) in out.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
+            let (Some(hi), Some(lo)) = (digit(pair[0]), digit(pair[1])) else {
+                return Err(err());
+            };
+            *o = hi << 4 | lo;
         }
         Ok(Fingerprint(out))
     }

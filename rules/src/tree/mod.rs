@@ -38,10 +38,17 @@ pub fn normalize_name(s: &str) -> String {
 /// Whether `s` is already its own [`normalize_name`] (the names the loader
 /// resolved foreign keys to are): then a lookup needs no new String.
 pub fn is_normalized(s: &str) -> bool {
-    s.len() == s.trim().len()
-        && !s
-            .bytes()
-            .any(|b| b.is_ascii_uppercase() || b == b' ' || b == b':')
+    // Untrimmed only if an end is whitespace: an end that is a printable
+    // ASCII byte is not, so only another end asks Unicode's trim (every
+    // lookup by name asks this).
+    let plain_end = |b: Option<&u8>| b.is_none_or(|&b| b > b' ' && b < 0x80);
+    let bytes = s.as_bytes();
+    let trimmed =
+        (plain_end(bytes.first()) && plain_end(bytes.last())) || s.len() == s.trim().len();
+    trimmed
+        && !bytes
+            .iter()
+            .any(|&b| b.is_ascii_uppercase() || b == b' ' || b == b':')
 }
 
 /// `s` normalized, borrowed when it already is.

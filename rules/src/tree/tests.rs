@@ -16,6 +16,8 @@ fn a_name_is_normalized_only_when_normalizing_keeps_it() {
         ("a b", "a_b"),
         ("a:b", "a_b"),
         ("\u{a0}web", "web"),
+        ("\u{b}web", "web"),
+        ("web\u{3000}", "web"),
     ] {
         assert!(!is_normalized(s), "{s:?}");
         assert_eq!(normalized(s), n);
@@ -24,7 +26,7 @@ fn a_name_is_normalized_only_when_normalizing_keeps_it() {
 
 proptest! {
     #[test]
-    fn normalized_is_normalize_name(s in "[ a-zA-Z:_\\-\t\u{a0}\u{e9}\u{c9}0-9]{0,12}") {
+    fn normalized_is_normalize_name(s in "[ a-zA-Z:_\\-\t\u{b}\u{a0}\u{3000}\u{e9}\u{c9}0-9]{0,12}") {
         let n = normalize_name(&s);
         prop_assert_eq!(&*normalized(&s), n.as_str());
         prop_assert!(is_normalized(&normalize_name(&s)));
