@@ -30,7 +30,8 @@ pub struct Assembler {
     /// Per (series, runtime): the last node of its build's follow-ups
     /// (release, else test, else retag), its post-bake tests and its
     /// release model: what an instance of it waits for and reads.
-    pub(super) after: BTreeMap<(String, String), AfterBake>,
+    /// Looked up, never walked: FxHash, as the name indexes.
+    pub(super) after: rustc_hash::FxHashMap<(String, String), AfterBake>,
     pub(super) fleet: Vec<NodeId>,
     pub(super) warnings: Vec<String>,
     linked: Option<(LinkedSpecs, LinkedSpecs)>,
