@@ -90,7 +90,7 @@
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -107,105 +107,15 @@ use csis_schema::diag::Diagnostic;
 use csis_schema::model::ParentPolicy;
 use csis_schema::yaml::{self, Node, SourceFile};
 
+mod counts;
 mod series_queries;
 mod tree_queries;
 
+use counts::bump;
+pub use counts::{Counters, Counts};
+
 pub use series_queries::*;
 pub use tree_queries::*;
-
-/// How many times each query body ran (and how many executions salsa
-/// reported through its `WillExecute` event, all queries together).
-#[derive(Debug, Default)]
-pub struct Counters {
-    parses: AtomicUsize,
-    loads: AtomicUsize,
-    image_files_kept: AtomicUsize,
-    image_files_loaded: AtomicUsize,
-    image_files_resolved: AtomicUsize,
-    drafts: AtomicUsize,
-    compiles: AtomicUsize,
-    hashes: AtomicUsize,
-    fingerprints: AtomicUsize,
-    graphs: AtomicUsize,
-    graphs_patched: AtomicUsize,
-    executions: AtomicUsize,
-}
-
-/// A snapshot of [`Counters`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Counts {
-    /// Executions of [`parse_file`].
-    pub parses: usize,
-    /// Executions of [`load_tree`].
-    pub loads: usize,
-    /// Files of `images/` whose images a load took from the last one
-    /// ([`load::ImageMemo`]), and those it loaded anew.
-    pub image_files_kept: usize,
-    pub image_files_loaded: usize,
-    /// Of the files kept, those whose images came resolved (and checked)
-    /// from the last load: the resolution's context did not move.
-    pub image_files_resolved: usize,
-    /// Executions of [`draft`] (one per series whose [`series_key`] moved).
-    pub drafts: usize,
-    /// Executions of [`nodes`] (a series compiled: files hashed in, pins).
-    pub compiles: usize,
-    /// Playbook and script files read and hashed.
-    pub hashes: usize,
-    /// Executions of [`fingerprints`] (one series' node fingerprints).
-    pub fingerprints: usize,
-    /// Executions of [`graph`] (the graph assembled from the series).
-    pub graphs: usize,
-    /// Of those, the graphs made by patching the last one in place (every
-    /// series of the same shape, [`compile::Unit::same_shape`]).
-    pub graphs_patched: usize,
-    /// Every query execution salsa reported (`EventKind::WillExecute`),
-    /// counted only by an [`Incremental::counting_executions`] (else 0).
-    pub executions: usize,
-}
-
-impl std::ops::Sub for Counts {
-    type Output = Counts;
-    fn sub(self, o: Counts) -> Counts {
-        Counts {
-            parses: self.parses - o.parses,
-            loads: self.loads - o.loads,
-            image_files_kept: self.image_files_kept - o.image_files_kept,
-            image_files_loaded: self.image_files_loaded - o.image_files_loaded,
-            image_files_resolved: self.image_files_resolved - o.image_files_resolved,
-            drafts: self.drafts - o.drafts,
-            compiles: self.compiles - o.compiles,
-            hashes: self.hashes - o.hashes,
-            fingerprints: self.fingerprints - o.fingerprints,
-            graphs: self.graphs - o.graphs,
-            graphs_patched: self.graphs_patched - o.graphs_patched,
-            executions: self.executions - o.executions,
-        }
-    }
-}
-
-impl Counters {
-    pub fn get(&self) -> Counts {
-        let g = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-        Counts {
-            parses: g(&self.parses),
-            loads: g(&self.loads),
-            image_files_kept: g(&self.image_files_kept),
-            image_files_loaded: g(&self.image_files_loaded),
-            image_files_resolved: g(&self.image_files_resolved),
-            drafts: g(&self.drafts),
-            compiles: g(&self.compiles),
-            hashes: g(&self.hashes),
-            fingerprints: g(&self.fingerprints),
-            graphs: g(&self.graphs),
-            graphs_patched: g(&self.graphs_patched),
-            executions: g(&self.executions),
-        }
-    }
-}
-
-fn bump(c: &AtomicUsize) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
 
 /// The database's view for queries.
 #[salsa::db]
