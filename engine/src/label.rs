@@ -92,6 +92,12 @@ fn word_problem(what: &str, word: &str) -> Option<String> {
     if word.is_empty() {
         return Some(format!("empty {what}"));
     }
+    // Printable ASCII but for the separators is fine, byte by byte (every
+    // node's label is checked); anything else asks `bad_char`.
+    let plain = |b: u8| b > b' ' && b < 0x7f && !matches!(b, b'/' | b'@' | b':' | b'"' | b'\\');
+    if word.bytes().all(plain) {
+        return None;
+    }
     let c = word.chars().find(|c| bad_char(*c))?;
     Some(format!("{what} `{word}` contains {c:?}"))
 }
@@ -268,6 +274,23 @@ impl<'de> Deserialize<'de> for Label {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_word_is_refused_exactly_for_what_bad_char_refuses() {
+        for b in 0u8..128 {
+            let c = b as char;
+            let w = format!("a{c}b");
+            assert_eq!(word_problem("w", &w).is_none(), !bad_char(c), "{c:?}");
+        }
+        for (w, ok) in [
+            ("ünï", true),
+            ("a\u{a0}b", false),
+            ("a\u{85}b", false),
+            ("\u{3000}", false),
+        ] {
+            assert_eq!(word_problem("w", w).is_none(), ok, "{w:?}");
+        }
+    }
 
     #[test]
     fn parse_and_display_round_trip() {

@@ -53,8 +53,11 @@ fn required_plugins(tree: &Tree, image_builder: &str) -> Vec<(String, String, St
 }
 
 fn label(kind_path: &str, name: &str, runtime: &str) -> Result<Label, CompileError> {
-    Label::new(&format!("{kind_path}/{name}"), Some(runtime), None)
-        .map_err(|e| CompileError::Label(e.to_string()))
+    let mut path = String::with_capacity(kind_path.len() + 1 + name.len());
+    path.push_str(kind_path);
+    path.push('/');
+    path.push_str(name);
+    Label::new(&path, Some(runtime), None).map_err(|e| CompileError::Label(e.to_string()))
 }
 
 /// Which kind of series a [`Unit`] is.
