@@ -92,22 +92,32 @@ impl Fingerprint {
         if s.len() != 64 {
             return Err(err());
         }
-        // A digit's value by match (no char conversion per digit: a plan
+        // A digit's value by table, 0xff for a byte that is none (a plan
         // reads one recorded fingerprint per build); either case.
-        const fn digit(b: u8) -> Option<u8> {
-            match b {
-                b'0'..=b'9' => Some(b - b'0'),
-                b'a'..=b'f' => Some(b - b'a' + 10),
-                b'A'..=b'F' => Some(b - b'A' + 10),
-                _ => None,
+        const DIGIT: [u8; 256] = {
+            let mut t = [0xffu8; 256];
+            let mut i = 0;
+            while i < 10 {
+                t[b'0' as usize + i] = i as u8;
+                i += 1;
             }
-        }
+            let mut i = 0;
+            while i < 6 {
+                t[b'a' as usize + i] = 10 + i as u8;
+                t[b'A' as usize + i] = 10 + i as u8;
+                i += 1;
+            }
+            t
+        };
         let mut out = [0u8; 32];
+        let mut bad = 0u8;
         for (o, pair) in out.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
-            let (Some(hi), Some(lo)) = (digit(pair[0]), digit(pair[1])) else {
-                return Err(err());
-            };
-            *o = hi << 4 | lo;
+            let (hi, lo) = (DIGIT[pair[0] as usize], DIGIT[pair[1] as usize]);
+            bad |= (hi | lo) & 0xf0;
+            *o = hi << 4 | (lo & 0x0f);
+        }
+        if bad != 0 {
+            return Err(err());
         }
         Ok(Fingerprint(out))
     }
