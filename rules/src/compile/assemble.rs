@@ -2,7 +2,7 @@
 //! then images parents first, [`image_order`]) and links each image's bake
 //! to its parent's on the same runtime.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -26,7 +26,9 @@ use crate::tree::{Parent, Tree};
 pub struct Assembler {
     pub(super) g: Graph,
     specs: Vec<NodeSpec>,
-    pub(super) bakes: BTreeMap<(String, String), NodeId>,
+    /// The bake node of each (series, runtime): looked up while the graph
+    /// is assembled (FxHash), sorted once into [`Compiled`]'s at the end.
+    pub(super) bakes: rustc_hash::FxHashMap<(String, String), NodeId>,
     /// Per (series, runtime): the last node of its build's follow-ups
     /// (release, else test, else retag), its post-bake tests and its
     /// release model: what an instance of it waits for and reads.
@@ -221,7 +223,7 @@ impl Assembler {
             Compiled {
                 graph: self.g,
                 specs: self.specs,
-                bakes: Arc::new(self.bakes),
+                bakes: Arc::new(self.bakes.into_iter().collect()),
                 fleet: self.fleet,
                 warnings: self.warnings,
             },
