@@ -169,7 +169,11 @@ fn from_index<T: Serialize + DeserializeOwned>(
     let source = source_hash(&bytes);
     match index {
         Some(i) if i.source == source => {
-            write_index(local, name, source, Some(stat), &i.data);
+            // written again only to record the metadata (a racy file's is
+            // not: the index would be rewritten as it was, every read)
+            if !stat.is_racy(std::time::SystemTime::now()) {
+                write_index(local, name, source, Some(stat), &i.data);
+            }
             Ok(Indexed::Hit(i.data))
         }
         _ => Ok(Indexed::Miss {

@@ -110,9 +110,8 @@ impl Loader<'_> {
 
     /// The registered series checks of the runtimes each image and OS
     /// builder bakes on: an image's problems at the place of their field,
-    /// an OS builder's at the builder.
-    /// The runtimes' checks of every series, but the images `kept` says
-    /// came resolved (and checked) from the memo (empty: none did).
+    /// an OS builder's at the builder; but not the images `kept` says came
+    /// resolved (and checked) from the memo (empty: none did).
     pub(super) fn check_series_on_runtimes(&mut self, t: &Tree, kept: &[bool]) {
         for (i, img) in t.images.iter().enumerate() {
             if kept.get(i).copied().unwrap_or(false) {

@@ -70,9 +70,8 @@ impl Loader<'_> {
 
     /// Each image's parent (`source_image`: an image, else an OS builder, else
     /// the default OS builder), its primary image builder, its runtime entries
-    /// and its modifications (their mod builder, checked against its kind).
-    /// Every image's parent, builders, runtimes and mods, but those
-    /// `kept` says came resolved (empty: none did).
+    /// and its modifications (their mod builder, checked against its kind);
+    /// but not the images `kept` says came resolved (empty: none did).
     pub(super) fn resolve_images(&mut self, t: &mut Tree, kept: &[bool]) {
         for i in 0..t.images.len() {
             if kept.get(i).copied().unwrap_or(false) {
