@@ -7,6 +7,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/csis-target}"
+# The base image is made while csis compiles (debootstrap waits on the
+# network and the disk, the compile on the cores), its output shown once
+# it is done; where sudo would ask for a password, after the compile.
+base=""
+if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
+  base_log=$(mktemp)
+  "$here/make-base.sh" >"$base_log" 2>&1 &
+  base=$!
+  trap 'kill "$base" 2>/dev/null || true' EXIT
+fi
 if [ -z "${CSIS:-}" ]; then
   # Only the docker runtime: no AWS SDK to compile, no s3/gs store client,
   # no Okta PAM client (`csis --version` lists what a binary carries; the
@@ -14,7 +24,15 @@ if [ -z "${CSIS:-}" ]; then
   cargo install --locked --path "$repo" --no-default-features --features docker
   CSIS=$(command -v csis || echo "$HOME/.cargo/bin/csis")
 fi
-"$here/make-base.sh"
+if [ -z "$base" ]; then
+  "$here/make-base.sh"
+elif wait "$base"; then
+  cat "$base_log"; rm -f "$base_log"
+else
+  cat "$base_log" >&2; rm -f "$base_log"
+  echo "making the base image failed (examples/make-base.sh)" >&2; exit 1
+fi
+trap - EXIT
 work="${WORK:-$(mktemp -d)/catalogue}"
 rm -rf "$work"; mkdir -p "$(dirname "$work")"; cp -r "$here/docker" "$work"
 echo "== the tree is in $work"
