@@ -106,8 +106,8 @@ pub use graph::{
 pub use label::{Label, LabelError};
 pub use pattern::{Pattern, PatternError, SelectError};
 pub use plan::{
-    rules, Decision, MemoryRecords, Plan, PlanError, PlannedNode, Planner, Reason, Record, Records,
-    Replan, Rule, RuleCx,
+    rules, Decision, DepBuilds, MemoryRecords, Plan, PlanError, PlannedNode, Planner, Reason,
+    Record, Records, Replan, Rule, RuleCx,
 };
 pub use schedule::{
     run, DepInfo, NodeContext, NodeError, NodeOutcome, NodeOutput, RunOptions, RunReport,

@@ -91,7 +91,7 @@ fn converged(g: &Graph) -> MemoryRecords {
         if n.policy() != RunPolicy::Decide {
             continue;
         }
-        let mut deps = std::collections::BTreeMap::new();
+        let mut deps = csis_engine::DepBuilds::default();
         for (d, dep) in g.deps(id) {
             if let Dep::Hashed(name) = dep {
                 deps.insert(name.to_string(), format!("b-{}", g.node(d).label().path()));
@@ -485,4 +485,24 @@ fn a_plan_after_carries_the_unchanged_nodes_and_equals_a_fresh_plan() {
         plan_view(&fourth.plan),
         plan_view(&planner.plan(&bigger, &sel, &fps, &r).unwrap())
     );
+}
+
+#[test]
+fn a_heads_dependency_builds_are_a_sorted_map() {
+    let mut d = csis_engine::DepBuilds::default();
+    assert!(d.is_empty());
+    assert_eq!(d.insert("parent".into(), "b1".into()), None);
+    assert_eq!(d.insert("base".into(), "b0".into()), None);
+    assert_eq!(d.insert("parent".into(), "b2".into()), Some("b1".into()));
+    assert_eq!(d.get("parent").map(String::as_str), Some("b2"));
+    assert_eq!(d.get("other"), None);
+    assert_eq!(d.len(), 2);
+    let names: Vec<&str> = d.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["base", "parent"]);
+    // written and read as a map, as the BTreeMap it replaced
+    let text = serde_json::to_string(&d).unwrap();
+    assert_eq!(text, r#"{"base":"b0","parent":"b2"}"#);
+    let back: csis_engine::DepBuilds =
+        serde_json::from_str(r#"{"parent":"b2","base":"b0"}"#).unwrap();
+    assert_eq!(back, d);
 }
