@@ -16,13 +16,16 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String, String> {
 
 /// Parse YAML text into a typed value; errors name `label` (the file), line,
 /// column and field path.
+///
+/// Through the spanned parse and its deserializer, as the tree's files (the
+/// lenient coercions of `from_node`, a repeated key's later value winning).
+/// serde-saphyr's typed deserializer was tried first here, on the files csis
+/// writes itself: it read them at ~550 instructions a byte against the
+/// spanned parse's ~300, refused the lineage of some 5,000 builds at its node
+/// budget (parsed again with spans then), and instantiated itself for every
+/// record type (a third of the cache crate's code, the longest unit of a
+/// first install).
 pub fn from_str<T: serde::de::DeserializeOwned>(label: &str, text: &str) -> Result<T, Diagnostic> {
-    // Fast path for files csis writes itself (meta-state): no spans. Only when
-    // it fails is the text parsed again with spans, for a located diagnostic
-    // and the lenient coercions of `from_node`.
-    if let Ok(v) = serde_saphyr::from_str::<T>(text) {
-        return Ok(v);
-    }
     let node = parse_str(label, Path::new(label), text)?;
     from_node::<T>(&node, "")
 }
