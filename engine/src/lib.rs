@@ -94,6 +94,7 @@ pub mod graph;
 pub mod label;
 pub mod pattern;
 pub mod plan;
+pub mod record;
 pub mod schedule;
 
 pub use event::{Event, Events, KindCounts, Summary};
