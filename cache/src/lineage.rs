@@ -3,7 +3,7 @@
 //! `parent_fingerprint`). Unknown fields of records written by the original
 //! (or by a newer csis) are kept and written back unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -228,6 +228,26 @@ pub fn run_order(a: &BuildRecord, b: &BuildRecord) -> std::cmp::Ordering {
     a.order_run().cmp(b.order_run())
 }
 
+/// The recorded bake times of a lineage ([`Lineage::bake_seconds`]).
+#[derive(Default)]
+pub struct BakeSeconds<'a> {
+    /// `(series, runtime)` -> the newest timed record and its seconds.
+    last: HashMap<(&'a str, &'a str), (&'a BuildRecord, f64)>,
+    /// runtime -> how many timed records, their seconds' sum.
+    mean: HashMap<&'a str, (u32, f64)>,
+}
+
+impl BakeSeconds<'_> {
+    /// See [`Lineage::bake_seconds_estimate`].
+    pub fn estimate(&self, series: &str, runtime: &str) -> Option<f64> {
+        if let Some((_, d)) = self.last.get(&(series, runtime)) {
+            return Some(*d);
+        }
+        let (n, sum) = self.mean.get(runtime)?;
+        (*n > 0).then(|| sum / f64::from(*n))
+    }
+}
+
 impl Lineage {
     /// The series head on a runtime: the newest record (by run id, then the
     /// later in the file; [`run_order`]) of that series whose runtime is
@@ -271,22 +291,33 @@ impl Lineage {
     /// How long the next bake of `series` on `runtime` should take, in
     /// seconds, from the records: the last recorded bake of that series
     /// there, else the mean of every recorded bake on that runtime, else
-    /// none (the runtime type's estimate stands).
+    /// none (the runtime type's estimate stands). One question; a build
+    /// asks one per due bake through [`Lineage::bake_seconds`].
     pub fn bake_seconds_estimate(&self, series: &str, runtime: &str) -> Option<f64> {
-        let timed = || {
-            self.builds.iter().filter_map(|b| {
-                let d = b.bake_seconds.filter(|d| d.is_finite() && *d >= 0.0)?;
-                (b.runtime.as_deref() == Some(runtime)).then_some((b, d))
-            })
-        };
-        let last = timed()
-            .filter(|(b, _)| b.series == series)
-            .max_by(|(a, _), (b, _)| run_order(a, b))
-            .map(|(_, d)| d);
-        last.or_else(|| {
-            let (n, sum) = timed().fold((0u32, 0.0), |(n, s), (_, d)| (n + 1, s + d));
-            (n > 0).then(|| sum / f64::from(n))
-        })
+        self.bake_seconds().estimate(series, runtime)
+    }
+
+    /// Every recorded bake time, read once, for the estimates of many due
+    /// bakes ([`BakeSeconds::estimate`]; a scan of the records per bake was
+    /// the builds times the due bakes).
+    pub fn bake_seconds(&self) -> BakeSeconds<'_> {
+        let mut est = BakeSeconds::default();
+        for b in &self.builds {
+            let (Some(d), Some(rt)) = (b.bake_seconds, b.runtime.as_deref()) else {
+                continue;
+            };
+            if !(d.is_finite() && d >= 0.0) {
+                continue;
+            }
+            let last = est.last.entry((b.series.as_str(), rt)).or_insert((b, d));
+            // the newest by run, the later in the file among equals
+            if run_order(b, last.0).is_ge() {
+                *last = (b, d);
+            }
+            let mean = est.mean.entry(rt).or_insert((0, 0.0));
+            *mean = (mean.0 + 1, mean.1 + d);
+        }
+        est
     }
 
     /// The record of one build id.

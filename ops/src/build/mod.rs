@@ -511,6 +511,7 @@ fn run_options(args: &BuildOptions, session: &Session, plan: &Plan) -> RunOption
         }
     }
     // A due bake costs what its series' last bake on that runtime took.
+    let seconds = session.lineage.bake_seconds();
     for n in plan
         .nodes
         .iter()
@@ -519,7 +520,7 @@ fn run_options(args: &BuildOptions, session: &Session, plan: &Plan) -> RunOption
         let (Some(series), Some(rt)) = (n.series.as_deref(), n.runtime.as_deref()) else {
             continue;
         };
-        if let Some(secs) = session.lineage.bake_seconds_estimate(series, rt) {
+        if let Some(secs) = seconds.estimate(series, rt) {
             opts = opts.cost(n.id, (secs * 1000.0).max(1.0) as u64);
         }
     }
