@@ -20,7 +20,8 @@ csis="${CSIS:-csis}"
 runs="${1:-3}"
 "$here/examples/make-base.sh" >/dev/null
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# the work tree and the images its builds tagged go when the bench ends
+trap 'rm -rf "$work"; docker images -q csis-bench/costs | sort -u | xargs -r docker rmi -f >/dev/null 2>&1 || true' EXIT
 cp -r "$here/examples/docker/." "$work/"
 sed -i 's|repository: csis-example/local|repository: csis-bench/costs|' "$work/cfg/runtime-builders.yml"
 img() { # img NAME SOURCE SECONDS

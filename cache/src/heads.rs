@@ -158,11 +158,10 @@ fn from_index<T: Serialize + DeserializeOwned>(
         .ok()
         .and_then(|text| postcard::from_bytes::<Index<T>>(&text).ok())
         .filter(|i| i.recipe == RECIPE);
-    if let Some(i) = index.as_ref() {
-        if i.stat == Some(stat) {
-            return Ok(Indexed::Hit(index.expect("an index").data));
-        }
-    }
+    let index = match index {
+        Some(i) if i.stat == Some(stat) => return Ok(Indexed::Hit(i.data)),
+        other => other,
+    };
     let Some(bytes) = read_source(path)? else {
         return Ok(Indexed::Missing);
     };
@@ -197,12 +196,17 @@ fn read_source(path: &Path) -> Result<Option<Vec<u8>>, CacheError> {
     }
 }
 
-fn as_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, CacheError> {
-    std::str::from_utf8(bytes).map_err(|e| {
+/// A source file's bytes parsed (YAML, errors located in `path`).
+fn parse_source<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, CacheError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
         CacheError::io(
             path,
             std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         )
+    })?;
+    yamlio::from_text(&path.to_string_lossy(), text).map_err(|message| CacheError::Parse {
+        path: path.to_path_buf(),
+        message,
     })
 }
 
@@ -340,11 +344,7 @@ pub fn load_for_planning(
             source,
             stat,
         } => {
-            let full: Pins = yamlio::from_text(&ppath.to_string_lossy(), as_text(&ppath, &bytes)?)
-                .map_err(|message| CacheError::Parse {
-                    path: ppath.clone(),
-                    message,
-                })?;
+            let full: Pins = parse_source(&ppath, &bytes)?;
             let view = PinsView::of(&full);
             write_index(dir, PINS_INDEX, source, Some(stat), &view);
             view.into_pins()
@@ -379,11 +379,7 @@ fn parse_lineage(
             (bytes, source, stat)
         }
     };
-    let full: Lineage = yamlio::from_text(&lpath.to_string_lossy(), as_text(lpath, &bytes)?)
-        .map_err(|message| CacheError::Parse {
-            path: lpath.to_path_buf(),
-            message,
-        })?;
+    let full: Lineage = parse_source(lpath, &bytes)?;
     let heads: Vec<Head> = full.builds.iter().map(Head::of).collect();
     write_index(dir, LINEAGE_INDEX, source, Some(stat), &heads);
     Ok(light_lineage(heads).expect("a vendor image reads back the JSON written of it"))

@@ -53,11 +53,8 @@ fn required_plugins(tree: &Tree, image_builder: &str) -> Vec<(String, String, St
 }
 
 fn label(kind_path: &str, name: &str, runtime: &str) -> Result<Label, CompileError> {
-    let mut path = String::with_capacity(kind_path.len() + 1 + name.len());
-    path.push_str(kind_path);
-    path.push('/');
-    path.push_str(name);
-    Label::new(&path, Some(runtime), None).map_err(|e| CompileError::Label(e.to_string()))
+    Label::new(&[kind_path, "/", name].concat(), Some(runtime), None)
+        .map_err(|e| CompileError::Label(e.to_string()))
 }
 
 /// Which kind of series a [`Unit`] is.
