@@ -30,6 +30,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::inputs::{enc_str, encode, Inputs};
+
 /// The fingerprint recipe version, hashed first into every fingerprint.
 pub const RECIPE: &str = "csis-fingerprint-v1";
 
@@ -152,6 +154,32 @@ impl Fingerprint {
         enc_str(buf, RECIPE);
         enc_str(buf, kind);
         encode(buf, inputs);
+        Fingerprint::finish(buf, hashed_deps)
+    }
+
+    /// [`Fingerprint::compute_with`] of inputs already encoded (a node's,
+    /// [`Inputs`]): the same fingerprint as of their value.
+    pub fn compute_encoded(
+        buf: &mut Vec<u8>,
+        kind: &str,
+        inputs: &Inputs,
+        hashed_deps: &mut [(&str, Fingerprint)],
+    ) -> Self {
+        buf.clear();
+        enc_str(buf, RECIPE);
+        enc_str(buf, kind);
+        buf.extend_from_slice(inputs.as_bytes());
+        Fingerprint::finish(buf, hashed_deps)
+    }
+
+    /// The fingerprint of a node with no hashed dependency (a node's
+    /// inputs as [`Node`](crate::Node) holds them).
+    pub fn of_inputs(kind: &str, inputs: &Inputs) -> Self {
+        Fingerprint::compute_encoded(&mut Vec::new(), kind, inputs, &mut [])
+    }
+
+    /// The hashed dependencies after the inputs in `buf`, and the hash.
+    fn finish(buf: &mut Vec<u8>, hashed_deps: &mut [(&str, Fingerprint)]) -> Self {
         hashed_deps.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
         buf.extend_from_slice(&(hashed_deps.len() as u64).to_le_bytes());
         for (name, fp) in hashed_deps.iter() {
@@ -214,66 +242,6 @@ impl<'de> Deserialize<'de> for Fingerprint {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         Fingerprint::from_hex(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-trait Sink {
-    fn put(&mut self, b: &[u8]);
-}
-impl Sink for Vec<u8> {
-    fn put(&mut self, b: &[u8]) {
-        self.extend_from_slice(b);
-    }
-}
-
-fn enc_str<S: Sink>(out: &mut S, s: &str) {
-    out.put(&(s.len() as u64).to_le_bytes());
-    out.put(s.as_bytes());
-}
-
-fn encode<S: Sink>(out: &mut S, v: &Value) {
-    match v {
-        Value::Null => out.put(b"n"),
-        Value::Bool(false) => out.put(b"f"),
-        Value::Bool(true) => out.put(b"t"),
-        Value::Number(n) => {
-            out.put(b"#");
-            enc_str(out, &n.to_string());
-        }
-        Value::String(s) => {
-            out.put(b"s");
-            enc_str(out, s);
-        }
-        Value::Array(a) => {
-            out.put(b"[");
-            out.put(&(a.len() as u64).to_le_bytes());
-            for x in a {
-                encode(out, x);
-            }
-        }
-        Value::Object(m) => {
-            out.put(b"{");
-            out.put(&(m.len() as u64).to_le_bytes());
-            // Keys in byte order. serde_json's default map iterates sorted
-            // already; with `preserve_order` it may not: then sort a copy.
-            let sorted = m
-                .keys()
-                .zip(m.keys().skip(1))
-                .all(|(a, b)| a.as_bytes() < b.as_bytes());
-            if sorted {
-                for (k, x) in m {
-                    enc_str(out, k);
-                    encode(out, x);
-                }
-            } else {
-                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                for (k, x) in entries {
-                    enc_str(out, k);
-                    encode(out, x);
-                }
-            }
-        }
     }
 }
 

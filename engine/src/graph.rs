@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fingerprint::Fingerprint;
+use crate::inputs::Inputs;
 use crate::label::Label;
 use crate::pattern::{closest, Pattern, SelectError};
 
@@ -107,7 +108,8 @@ impl Dep {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     label: Label,
-    inputs: Value,
+    /// Canonically encoded ([`Inputs`]).
+    inputs: Inputs,
     policy: RunPolicy,
     pool: Option<Box<str>>,
     cost: u64,
@@ -128,17 +130,23 @@ impl Node {
             .unwrap_or_else(|e| panic!("invalid node kind: {e}"));
         Node {
             label,
-            inputs: Value::Null,
+            inputs: Inputs::null(),
             policy: RunPolicy::Decide,
             pool: None,
             cost: 1,
             attrs: Vec::new(),
         }
     }
-    /// Set the canonical inputs hashed into the fingerprint.
+    /// Set the canonical inputs hashed into the fingerprint (kept
+    /// encoded, [`Inputs`]).
     pub fn with_inputs(mut self, inputs: Value) -> Self {
-        self.inputs = inputs;
+        self.inputs = Inputs::new(&inputs);
         self
+    }
+    /// Set one top-level field of the inputs (an object), to finish them
+    /// in place before the node is in a graph.
+    pub fn set_input(&mut self, key: &str, value: &Value) {
+        self.inputs.set(key, value);
     }
     /// Set the run policy.
     pub fn with_policy(mut self, policy: RunPolicy) -> Self {
@@ -178,14 +186,9 @@ impl Node {
     pub fn kind(&self) -> &str {
         self.label.kind().expect("a node label has a kind")
     }
-    /// The canonical inputs.
-    pub fn inputs(&self) -> &Value {
+    /// The canonical inputs (encoded: [`Inputs::to_value`] for the value).
+    pub fn inputs(&self) -> &Inputs {
         &self.inputs
-    }
-    /// The canonical inputs, to finish them in place (before the node is
-    /// in a graph).
-    pub fn inputs_mut(&mut self) -> &mut Value {
-        &mut self.inputs
     }
     /// The run policy.
     pub fn policy(&self) -> RunPolicy {
@@ -621,7 +624,7 @@ impl Graph {
             }
             let node = &self.g[id.ix()];
             fps[id.index()] =
-                Fingerprint::compute_with(&mut buf, node.kind(), &node.inputs, &mut deps);
+                Fingerprint::compute_encoded(&mut buf, node.kind(), &node.inputs, &mut deps);
         }
         Ok(Fingerprints { fps, order })
     }
@@ -651,7 +654,7 @@ impl Graph {
         }
         serde_json::json!({
             "kind": node.kind(),
-            "inputs": node.inputs,
+            "inputs": node.inputs.to_value(),
             "deps": Value::Object(map),
         })
     }

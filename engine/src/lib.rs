@@ -7,7 +7,8 @@
 //!
 //! It knows **nodes**, never images, YAML, clouds or daemons: a node is a
 //! [`Label`], a kind string chosen by the caller (`"resolve"`, `"emit"`,
-//! `"bake"`, ...), canonical inputs (a [`serde_json::Value`]), dependencies,
+//! `"bake"`, ...), canonical inputs (a [`serde_json::Value`], kept encoded:
+//! [`Inputs`]), dependencies,
 //! a [`RunPolicy`], an optional pool (e.g. its runtime) and opaque string
 //! attributes (e.g. `series`, `runtime`) that are copied into the plan.
 //!
@@ -84,13 +85,15 @@
 //! ## Module map
 //!
 //! [`label`] (`//path@runtime:kind`), [`pattern`] (selection syntax and the
-//! closest-label error), [`fingerprint`] (the recipe, [`diff`]), [`graph`]
+//! closest-label error), [`fingerprint`] (the recipe, [`diff`]), [`inputs`]
+//! (a node's inputs in the recipe's encoding), [`graph`]
 //! (nodes, [`Dep`] edges, cycles, selection, fingerprints), [`plan`] (rules,
 //! records, decisions), [`schedule`] ([`run`]), [`event`] (JSON lines).
 
 pub mod event;
 pub mod fingerprint;
 pub mod graph;
+pub mod inputs;
 pub mod label;
 pub mod pattern;
 pub mod plan;
@@ -104,6 +107,7 @@ pub use fingerprint::{
 pub use graph::{
     CycleError, Dep, Fingerprints, Graph, GraphError, Node, NodeId, RunPolicy, Selection,
 };
+pub use inputs::Inputs;
 pub use label::{Label, LabelError};
 pub use pattern::{Pattern, PatternError, SelectError};
 pub use plan::{

@@ -284,7 +284,7 @@ pub fn gather(
                 fingerprint: main.fingerprint.to_hex(),
                 inputs: graph
                     .find(&main.label)
-                    .map(|id| inputs_summary(graph.node(id).inputs()))
+                    .map(|id| inputs_summary(&graph.node(id).inputs().to_value()))
                     .unwrap_or_default(),
                 deps: main.deps.iter().map(ToString::to_string).collect(),
                 command: format!("csis build {}", main.label.target()),

@@ -557,9 +557,12 @@ fn retention_due(
             continue;
         };
         let inputs = graph.node(n.id).inputs();
-        let keep = match inputs["ephemeral"].as_bool() {
+        let keep = match inputs.get("ephemeral").and_then(|e| e.as_bool()) {
             Some(true) => Some(0),
-            _ => inputs["keep"].as_u64().map(|k| k as u32),
+            _ => inputs
+                .get("keep")
+                .and_then(|k| k.as_u64())
+                .map(|k| k as u32),
         };
         if let Some(keep) = keep {
             idle.insert((series, rt), (i, keep));

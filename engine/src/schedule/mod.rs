@@ -232,7 +232,7 @@ impl NodeContext {
     pub fn kind(&self) -> &str {
         self.node.kind()
     }
-    pub fn inputs(&self) -> &Value {
+    pub fn inputs(&self) -> &crate::Inputs {
         self.node.inputs()
     }
     /// One of the node's attributes.

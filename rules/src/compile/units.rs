@@ -196,7 +196,7 @@ impl Entry {
     /// graph. `parent` is the fingerprint of the parent's bake (needed
     /// when [`Entry::parent_series`] says it is hashed).
     pub fn fingerprints(&self, parent: Option<Fingerprint>) -> Vec<Fingerprint> {
-        let own = |n: &Node| Fingerprint::compute(n.kind(), n.inputs(), &[]);
+        let own = |n: &Node| Fingerprint::of_inputs(n.kind(), n.inputs());
         let mut out = Vec::with_capacity(6);
         if let Some((n, _)) = &self.resolve {
             out.push(own(n));
@@ -209,11 +209,12 @@ impl Entry {
             ParentLink::Series { .. } => Some(parent.unwrap_or_default()),
             ParentLink::Vendor | ParentLink::Fixed(_) => None,
         };
-        let deps: Vec<(&str, Fingerprint)> = dep.map(|fp| ("parent", fp)).into_iter().collect();
-        out.push(Fingerprint::compute(
+        let mut deps: Vec<(&str, Fingerprint)> = dep.map(|fp| ("parent", fp)).into_iter().collect();
+        out.push(Fingerprint::compute_encoded(
+            &mut Vec::new(),
             self.bake.kind(),
             self.bake.inputs(),
-            &deps,
+            &mut deps,
         ));
         out.push(own(&self.emit));
         out.push(own(&self.retag));
@@ -602,9 +603,7 @@ pub fn finish_image(
             }
         };
         let (inputs, records) = (take(&mut mod_inputs), take(&mut mod_records));
-        if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
-            m.insert("mods".to_string(), Value::Array(inputs));
-        }
+        Arc::make_mut(&mut e.bake).set_input("mods", &Value::Array(inputs));
         Arc::make_mut(&mut e.spec).mod_records = records;
         if let ParentLink::Series {
             policy: ParentPolicy::Pinned,
@@ -630,9 +629,7 @@ pub fn finish_image(
                 .as_deref()
                 .and_then(|b| pins.build_capabilities(b))
             {
-                if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
-                    m.insert("capabilities".to_string(), caps.clone());
-                }
+                Arc::make_mut(&mut e.bake).set_input("capabilities", &caps);
                 Arc::make_mut(&mut e.spec).capabilities = caps;
             }
         }
@@ -651,9 +648,7 @@ pub fn finish_image(
                 .image_pin(anc, &e.runtime)
                 .and_then(|b| pins.build_capabilities(&b))
             {
-                if let Value::Object(m) = Arc::make_mut(&mut e.bake).inputs_mut() {
-                    m.insert("capabilities".to_string(), caps.clone());
-                }
+                Arc::make_mut(&mut e.bake).set_input("capabilities", &caps);
                 Arc::make_mut(&mut e.spec).capabilities = caps;
             }
         }

@@ -510,7 +510,7 @@ pub fn graph(db: &dyn Db, input: TreeInput) -> Option<Result<Arc<CompiledTree>, 
     *db.linked_specs().lock().unwrap_or_else(|e| e.into_inner()) = linked;
     for id in compiled.fleet_nodes() {
         let n = compiled.graph.node(id);
-        fps.push(Fingerprint::compute(n.kind(), n.inputs(), &[]));
+        fps.push(Fingerprint::of_inputs(n.kind(), n.inputs()));
     }
     // The memoized fingerprints cover exactly the nodes the assembler
     // added (else a bug: fingerprint the graph as a whole instead).

@@ -125,13 +125,13 @@ fn a_posix_group_is_activated_and_names_its_builders() {
         .graph
         .node(c.bake_of("grouped", "docker-local").unwrap())
         .inputs()
-        .clone();
+        .to_value();
     assert_eq!(inputs["group"]["name"], "devs", "{inputs}");
     let web = c
         .graph
         .node(c.bake_of("web", "docker-local").unwrap())
         .inputs()
-        .clone();
+        .to_value();
     assert!(web.get("group").is_none(), "{web}");
 }
 
