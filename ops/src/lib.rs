@@ -128,3 +128,43 @@ pub(crate) mod test_tree {
         (tmp, args)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A tree whose records live on an object store loads where this build
+    /// carries the `store` feature, and is refused at its `meta_state:`
+    /// line where it does not (the quick start's docker-only install).
+    #[test]
+    fn a_store_this_build_lacks_is_refused_at_the_meta_state_line() {
+        for url in ["s3://team-bucket/records", "gs://team-bucket/records"] {
+            let (_tmp, args) = crate::test_tree::ops_basic();
+            let cfg = args.dir.join("cfg/_config.yml");
+            let text = std::fs::read_to_string(&cfg).unwrap();
+            std::fs::write(&cfg, format!("{text}meta_state: {url}\n")).unwrap();
+            let line = text.lines().count() as u32 + 1;
+            match crate::load_tree(&args.dir, &args.load_options()) {
+                Ok(tree) => {
+                    assert!(
+                        cfg!(feature = "store"),
+                        "{url} loaded without the store feature"
+                    );
+                    assert_eq!(tree.config.meta_state.unwrap().to_string(), url);
+                }
+                Err(e) => {
+                    assert!(
+                        !cfg!(feature = "store"),
+                        "{url} refused with the store feature: {e}"
+                    );
+                    let nl = e.downcast_ref::<crate::NotLoaded>().expect("a load error");
+                    let d = &nl.diagnostics[0];
+                    assert_eq!(
+                        (d.file.as_str(), d.line, d.path.as_str()),
+                        ("cfg/_config.yml", line, "meta_state"),
+                        "{d:?}"
+                    );
+                    assert!(d.message.contains("`store` feature"), "{}", d.message);
+                }
+            }
+        }
+    }
+}
