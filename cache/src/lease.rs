@@ -461,8 +461,16 @@ pub fn list(store: &Store) -> Result<BTreeMap<String, LeaseDoc>, CacheError> {
     Ok(out)
 }
 
-/// Builds that a live lease of another runner (not run `owner`) covers:
-/// build id -> holder. Retention keeps them.
+/// Whether a lease is run `owner`'s own: its run id, and this process's
+/// host and pid (what [`Leases`] writes). A run id is a start time to the
+/// microsecond: two runners that start in the same one hold leases of the
+/// same run id, and each must still see the other's as another's.
+fn is_own(d: &LeaseDoc, owner: &str) -> bool {
+    d.owner == owner && d.pid == std::process::id() && d.host == host_name()
+}
+
+/// Builds that a live lease of another runner (not run `owner` of this
+/// process) covers: build id -> holder. Retention keeps them.
 pub fn covered_by_others(
     store: &Store,
     owner: &str,
@@ -470,7 +478,7 @@ pub fn covered_by_others(
     let t = now();
     let mut out = BTreeMap::new();
     for d in list(store)?.into_values() {
-        if d.owner == owner || d.expires < t {
+        if is_own(&d, owner) || d.expires < t {
             continue;
         }
         for b in &d.covers {
@@ -491,7 +499,7 @@ pub fn protected_from(
     let t = now();
     let mut out = BTreeMap::new();
     for d in list(store)?.into_values() {
-        if d.owner == owner || d.expires < t {
+        if is_own(&d, owner) || d.expires < t {
             continue;
         }
         for b in &d.covers {

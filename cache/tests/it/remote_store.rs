@@ -209,6 +209,46 @@ fn a_dead_runs_journal_reaches_the_store() {
     drop(r);
 }
 
+/// Two runners that start in the same microsecond get the same run id: a
+/// lease of that run id held by another process (another pid, or another
+/// host) is another runner's, whose covers retention keeps; this process's
+/// own lease is not.
+#[test]
+fn a_lease_of_the_same_run_id_from_another_runner_is_another_runners() {
+    let (_t, _, s) = file_store();
+    let s = Arc::new(s);
+    let run = "2026_12_05t18_00_00_000001";
+    let mine = Leases::new(s.clone(), run);
+    let key = ("img".to_string(), "sim".to_string());
+    let covers = BTreeMap::from([(key.clone(), vec!["mine-parent".to_string()])]);
+    mine.acquire(std::slice::from_ref(&key), &covers, false, &|_| {})
+        .unwrap();
+    assert!(csis_cache::lease::covered_by_others(&s, run)
+        .unwrap()
+        .is_empty());
+    let later = unix_now() + 600.0;
+    let host = csis_cache::lease::host_name();
+    for (name, host, pid) in [
+        ("other-pid", host.as_str(), std::process::id() + 1),
+        ("other-host", "runner-7", std::process::id()),
+    ] {
+        let mut d = lease_doc(run, host, pid, later);
+        d.series = name.into();
+        d.covers = vec![format!("{name}-parent")];
+        s.put(
+            &lease_key(name, "sim"),
+            serde_json::to_vec(&d).unwrap(),
+            Cond::Create,
+        )
+        .unwrap();
+    }
+    let covered = csis_cache::lease::covered_by_others(&s, run).unwrap();
+    assert_eq!(
+        covered.keys().collect::<Vec<_>>(),
+        ["other-host-parent", "other-pid-parent"]
+    );
+}
+
 fn lease_doc(owner: &str, host: &str, pid: u32, expires: f64) -> LeaseDoc {
     LeaseDoc {
         series: "img".into(),
