@@ -14,7 +14,9 @@
 //! process of this host that is gone (a `kill -9`) is taken over at once.
 //!
 //! Retention never disposes a build that another runner's live lease
-//! covers ([`covered_by_others`]).
+//! covers ([`covered_by_others`]). Another runner's: any lease but one of
+//! this run id from this process's host and pid (two runners that start in
+//! the same microsecond share a run id).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
