@@ -138,27 +138,16 @@ impl Fingerprint {
     /// The fingerprint of one node: see the module docs for the recipe.
     /// `hashed_deps` may be in any order; it is sorted here.
     pub fn compute(kind: &str, inputs: &Value, hashed_deps: &[(&str, Fingerprint)]) -> Self {
-        let mut deps = hashed_deps.to_vec();
-        Fingerprint::compute_with(&mut Vec::new(), kind, inputs, &mut deps)
+        let mut buf = Vec::new();
+        Fingerprint::head(&mut buf, kind);
+        encode(&mut buf, inputs);
+        Fingerprint::finish(&mut buf, &mut hashed_deps.to_vec())
     }
 
-    /// [`Fingerprint::compute`] with a reusable buffer; sorts `hashed_deps`
-    /// in place. The encoding goes into `buf` and is hashed in one call.
-    pub fn compute_with(
-        buf: &mut Vec<u8>,
-        kind: &str,
-        inputs: &Value,
-        hashed_deps: &mut [(&str, Fingerprint)],
-    ) -> Self {
-        buf.clear();
-        enc_str(buf, RECIPE);
-        enc_str(buf, kind);
-        encode(buf, inputs);
-        Fingerprint::finish(buf, hashed_deps)
-    }
-
-    /// [`Fingerprint::compute_with`] of inputs already encoded (a node's,
-    /// [`Inputs`]): the same fingerprint as of their value.
+    /// [`Fingerprint::compute`] of inputs already encoded (a node's,
+    /// [`Inputs`]): the same fingerprint as of their value. `buf` is reused
+    /// from one node to the next (the encoding is hashed in one call);
+    /// `hashed_deps` is sorted in place.
     pub fn compute_encoded(
         buf: &mut Vec<u8>,
         kind: &str,
@@ -166,8 +155,7 @@ impl Fingerprint {
         hashed_deps: &mut [(&str, Fingerprint)],
     ) -> Self {
         buf.clear();
-        enc_str(buf, RECIPE);
-        enc_str(buf, kind);
+        Fingerprint::head(buf, kind);
         buf.extend_from_slice(inputs.as_bytes());
         Fingerprint::finish(buf, hashed_deps)
     }
@@ -176,6 +164,12 @@ impl Fingerprint {
     /// inputs as [`Node`](crate::Node) holds them).
     pub fn of_inputs(kind: &str, inputs: &Inputs) -> Self {
         Fingerprint::compute_encoded(&mut Vec::new(), kind, inputs, &mut [])
+    }
+
+    /// The recipe and the kind, the encoding's first pieces.
+    fn head(buf: &mut Vec<u8>, kind: &str) {
+        enc_str(buf, RECIPE);
+        enc_str(buf, kind);
     }
 
     /// The hashed dependencies after the inputs in `buf`, and the hash.
