@@ -238,7 +238,10 @@ pub struct BakeSeconds<'a> {
 }
 
 impl BakeSeconds<'_> {
-    /// See [`Lineage::bake_seconds_estimate`].
+    /// How long the next bake of `series` on `runtime` should take, in
+    /// seconds, from the records: the last recorded bake of that series
+    /// there, else the mean of every recorded bake on that runtime, else
+    /// none (the runtime type's estimate stands).
     pub fn estimate(&self, series: &str, runtime: &str) -> Option<f64> {
         if let Some((_, d)) = self.last.get(&(series, runtime)) {
             return Some(*d);
@@ -286,15 +289,6 @@ impl Lineage {
             }
         });
         out
-    }
-
-    /// How long the next bake of `series` on `runtime` should take, in
-    /// seconds, from the records: the last recorded bake of that series
-    /// there, else the mean of every recorded bake on that runtime, else
-    /// none (the runtime type's estimate stands). One question; a build
-    /// asks one per due bake through [`Lineage::bake_seconds`].
-    pub fn bake_seconds_estimate(&self, series: &str, runtime: &str) -> Option<f64> {
-        self.bake_seconds().estimate(series, runtime)
     }
 
     /// Every recorded bake time, read once, for the estimates of many due
@@ -488,11 +482,12 @@ mod tests {
             "2026_11_04t00_00_00_000000",
             Some(5.0),
         ));
-        assert_eq!(l.bake_seconds_estimate("web", "rt"), Some(30.0));
-        assert_eq!(l.bake_seconds_estimate("web", "elsewhere"), Some(5.0));
+        let seconds = l.bake_seconds();
+        assert_eq!(seconds.estimate("web", "rt"), Some(30.0));
+        assert_eq!(seconds.estimate("web", "elsewhere"), Some(5.0));
         // No bake of `new` on rt: the mean of rt's recorded bakes.
-        assert_eq!(l.bake_seconds_estimate("new", "rt"), Some(60.0));
-        assert_eq!(l.bake_seconds_estimate("new", "nowhere"), None);
+        assert_eq!(seconds.estimate("new", "rt"), Some(60.0));
+        assert_eq!(seconds.estimate("new", "nowhere"), None);
     }
 
     #[test]
