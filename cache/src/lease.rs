@@ -463,12 +463,28 @@ pub fn list(store: &Store) -> Result<BTreeMap<String, LeaseDoc>, CacheError> {
     Ok(out)
 }
 
-/// Whether a lease is run `owner`'s own: its run id, and this process's
-/// host and pid (what [`Leases`] writes). A run id is a start time to the
+/// Run `owner` of this process: a lease is its own with its run id and this
+/// process's host and pid (what [`Leases`] writes). A run id is a start time to the
 /// microsecond: two runners that start in the same one hold leases of the
 /// same run id, and each must still see the other's as another's.
-fn is_own(d: &LeaseDoc, owner: &str) -> bool {
-    d.owner == owner && d.pid == std::process::id() && d.host == host_name()
+struct Own {
+    run: String,
+    host: String,
+    pid: u32,
+}
+
+impl Own {
+    /// Run `run` of this process (its host read once).
+    fn of(run: &str) -> Own {
+        Own {
+            run: run.to_string(),
+            host: host_name(),
+            pid: std::process::id(),
+        }
+    }
+    fn holds(&self, d: &LeaseDoc) -> bool {
+        d.owner == self.run && d.pid == self.pid && d.host == self.host
+    }
 }
 
 /// Builds that a live lease of another runner (not run `owner` of this
@@ -477,10 +493,10 @@ pub fn covered_by_others(
     store: &Store,
     owner: &str,
 ) -> Result<BTreeMap<String, String>, CacheError> {
-    let t = now();
+    let (t, own) = (now(), Own::of(owner));
     let mut out = BTreeMap::new();
     for d in list(store)?.into_values() {
-        if is_own(&d, owner) || d.expires < t {
+        if own.holds(&d) || d.expires < t {
             continue;
         }
         for b in &d.covers {
@@ -498,10 +514,10 @@ pub fn protected_from(
     owner: &str,
     lineage: &crate::Lineage,
 ) -> Result<BTreeMap<String, String>, CacheError> {
-    let t = now();
+    let (t, own) = (now(), Own::of(owner));
     let mut out = BTreeMap::new();
     for d in list(store)?.into_values() {
-        if is_own(&d, owner) || d.expires < t {
+        if own.holds(&d) || d.expires < t {
             continue;
         }
         for b in &d.covers {
