@@ -142,19 +142,17 @@ mod tests {
             let text = std::fs::read_to_string(&cfg).unwrap();
             std::fs::write(&cfg, format!("{text}meta_state: {url}\n")).unwrap();
             let line = text.lines().count() as u32 + 1;
-            match crate::load_tree(&args.dir, &args.load_options()) {
+            let loaded = crate::load_tree(&args.dir, &args.load_options());
+            assert_eq!(
+                loaded.is_ok(),
+                cfg!(feature = "store"),
+                "{url}: loads exactly where the store feature is built"
+            );
+            match loaded {
                 Ok(tree) => {
-                    assert!(
-                        cfg!(feature = "store"),
-                        "{url} loaded without the store feature"
-                    );
                     assert_eq!(tree.config.meta_state.unwrap().to_string(), url);
                 }
                 Err(e) => {
-                    assert!(
-                        !cfg!(feature = "store"),
-                        "{url} refused with the store feature: {e}"
-                    );
                     let nl = e.downcast_ref::<crate::NotLoaded>().expect("a load error");
                     let d = &nl.diagnostics[0];
                     assert_eq!(
